@@ -1,0 +1,729 @@
+//! Agencies, agents and their instructions, validated once at the boundary.
+//!
+//! A [`AgencyDraft`] is what a person wrote (a file, a form): plain strings, names where ids
+//! will be. [`AgencyDraft::validate`] turns it into an [`Agency`] whose invariants hold for the
+//! rest of the program, or lists every problem with the path of the field that has it.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use crate::ids::{AgencyId, AgentId};
+
+/// How agents address each other in an agency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// Spec 000: `{"to": 143, "context": "..."}`, `to: 0` is the user.
+    Json,
+    /// Spec 001: `TO programmer: ...`, delivered as `FROM manager: ...`.
+    Directives,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Json => "json",
+            Protocol::Directives => "directives",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "json" => Some(Protocol::Json),
+            "directives" => Some(Protocol::Directives),
+            _ => None,
+        }
+    }
+}
+
+/// Guards on one turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Replies the agents may make in one turn before the manager is told to answer.
+    pub max_hops: u32,
+    /// Wall time a turn may take before the manager is told to answer.
+    pub turn_deadline: Duration,
+}
+
+impl Limits {
+    pub const DEFAULT_MAX_HOPS: u32 = 16;
+    pub const MAX_MAX_HOPS: u32 = 100_000;
+    pub const DEFAULT_DEADLINE_SECS: u64 = 300;
+    pub const MAX_DEADLINE_SECS: u64 = 86_400;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_hops: Self::DEFAULT_MAX_HOPS,
+            turn_deadline: Duration::from_secs(Self::DEFAULT_DEADLINE_SECS),
+        }
+    }
+}
+
+/// `provider/model`, e.g. `builtin/rules` or `openai/gpt-4o`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ModelRef {
+    pub provider: String,
+    pub model: String,
+}
+
+impl ModelRef {
+    pub fn parse(s: &str) -> Option<Self> {
+        let (provider, model) = s.trim().split_once('/')?;
+        let ok = |p: &str| !p.is_empty() && !p.chars().any(char::is_whitespace);
+        (ok(provider) && ok(model)).then(|| Self {
+            provider: provider.to_string(),
+            model: model.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for ModelRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.provider, self.model)
+    }
+}
+
+/// Who a rule listens to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Party {
+    Any,
+    User,
+    Agent(AgentId),
+}
+
+/// Where a message goes: the end user or an agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Recipient {
+    User,
+    Agent(AgentId),
+}
+
+impl Recipient {
+    /// The number used on the wire: 0 for the user.
+    pub fn number(self) -> u32 {
+        match self {
+            Recipient::User => AgentId::USER,
+            Recipient::Agent(id) => id.get(),
+        }
+    }
+
+    pub fn agent(self) -> Option<AgentId> {
+        match self {
+            Recipient::User => None,
+            Recipient::Agent(id) => Some(id),
+        }
+    }
+}
+
+/// An "ad lib" rule (spec 001, item 7): when a message is from `when`, do `action`, and send the
+/// response to `send_to`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    pub when: Party,
+    pub action: String,
+    pub send_to: Vec<Recipient>,
+}
+
+/// One block of an agent's instructions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Block {
+    Text(String),
+    Rule(Rule),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Agent {
+    pub id: AgentId,
+    pub name: String,
+    /// A string id for other systems (MQTT's `{agentId}`), e.g. `FERM-DATA-AGENT-001`.
+    pub handle: Option<String>,
+    pub role: Option<String>,
+    pub model: ModelRef,
+    pub blocks: Vec<Block>,
+}
+
+impl Agent {
+    pub fn rules(&self) -> impl Iterator<Item = &Rule> {
+        self.blocks.iter().filter_map(|b| match b {
+            Block::Rule(r) => Some(r),
+            Block::Text(_) => None,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Agency {
+    pub id: AgencyId,
+    pub owner: String,
+    pub name: String,
+    pub handle: Option<String>,
+    pub protocol: Protocol,
+    pub manager: AgentId,
+    pub limits: Limits,
+    /// In display order; ids and names are unique, the manager is one of them.
+    pub agents: Vec<Agent>,
+}
+
+impl Agency {
+    pub fn agent(&self, id: AgentId) -> Option<&Agent> {
+        self.agents.iter().find(|a| a.id == id)
+    }
+
+    pub fn roster(&self) -> Roster {
+        Roster::new(self.agents.iter().map(|a| (a.id, a.name.clone())))
+    }
+
+    /// The draft this agency would be written back as (for export and editing).
+    pub fn to_draft(&self) -> AgencyDraft {
+        let roster = self.roster();
+        let party = |p: &Party| match p {
+            Party::Any => "any".to_string(),
+            Party::User => "user".to_string(),
+            Party::Agent(id) => roster.name(*id).unwrap_or("?").to_string(),
+        };
+        let recipient = |r: &Recipient| match r {
+            Recipient::User => "user".to_string(),
+            Recipient::Agent(id) => roster.name(*id).unwrap_or("?").to_string(),
+        };
+        AgencyDraft {
+            name: self.name.clone(),
+            handle: self.handle.clone(),
+            protocol: self.protocol.as_str().to_string(),
+            manager: roster.name(self.manager).unwrap_or("?").to_string(),
+            max_hops: Some(self.limits.max_hops),
+            turn_deadline_secs: Some(self.limits.turn_deadline.as_secs()),
+            agents: self
+                .agents
+                .iter()
+                .map(|a| {
+                    let text: Vec<&str> = a
+                        .blocks
+                        .iter()
+                        .filter_map(|b| match b {
+                            Block::Text(t) => Some(t.as_str()),
+                            Block::Rule(_) => None,
+                        })
+                        .collect();
+                    AgentDraft {
+                        id: Some(a.id.get()),
+                        name: a.name.clone(),
+                        handle: a.handle.clone(),
+                        role: a.role.clone(),
+                        model: a.model.to_string(),
+                        instructions: (!text.is_empty()).then(|| text.join("\n\n")),
+                        rules: a
+                            .rules()
+                            .map(|r| RuleDraft {
+                                when: party(&r.when),
+                                action: r.action.clone(),
+                                send_to: r.send_to.iter().map(recipient).collect(),
+                            })
+                            .collect(),
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The agents of an agency by id and name, as the other agents see them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Roster {
+    entries: Vec<(AgentId, String)>,
+}
+
+impl Roster {
+    pub fn new(entries: impl IntoIterator<Item = (AgentId, String)>) -> Self {
+        Self {
+            entries: entries.into_iter().collect(),
+        }
+    }
+
+    pub fn entries(&self) -> &[(AgentId, String)] {
+        &self.entries
+    }
+
+    pub fn name(&self, id: AgentId) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, n)| n.as_str())
+    }
+
+    pub fn contains(&self, id: AgentId) -> bool {
+        self.entries.iter().any(|(i, _)| *i == id)
+    }
+
+    /// Names match without regard to case; `user` is the end user.
+    pub fn resolve(&self, name: &str) -> Option<Recipient> {
+        let name = name.trim();
+        if name.eq_ignore_ascii_case("user") {
+            return Some(Recipient::User);
+        }
+        self.entries
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(name))
+            .map(|(id, _)| Recipient::Agent(*id))
+    }
+
+    /// The display name of a party: an agent's name, or `user`.
+    pub fn display(&self, who: Option<AgentId>) -> &str {
+        match who {
+            None => "user",
+            Some(id) => self.name(id).unwrap_or("unknown"),
+        }
+    }
+}
+
+/// An agency as a person wrote it: names where the domain has ids, strings where it has types.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgencyDraft {
+    pub name: String,
+    pub handle: Option<String>,
+    pub protocol: String,
+    pub manager: String,
+    pub max_hops: Option<u32>,
+    pub turn_deadline_secs: Option<u64>,
+    pub agents: Vec<AgentDraft>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentDraft {
+    pub id: Option<u32>,
+    pub name: String,
+    pub handle: Option<String>,
+    pub role: Option<String>,
+    pub model: String,
+    pub instructions: Option<String>,
+    pub rules: Vec<RuleDraft>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuleDraft {
+    /// An agent's name, `user` or `any`.
+    pub when: String,
+    pub action: String,
+    /// Agents' names or `user`.
+    pub send_to: Vec<String>,
+}
+
+/// One problem with a draft: the path of the field (`agents[1].rules[0].send_to`) and what is
+/// wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidationError {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Every problem found in a draft, in the order of the fields.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationErrors(pub Vec<ValidationError>);
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+const NAME_MAX: usize = 64;
+const HANDLE_MAX: usize = 128;
+
+/// Names are used in URLs, `TO Name:` directives and `@mentions`: a letter, then letters,
+/// digits, `_`, `-` or `.`.
+fn name_problem(name: &str) -> Option<String> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => return Some("must not be empty".into()),
+        Some(c) if !c.is_ascii_alphabetic() => {
+            return Some(format!("`{name}` must start with a letter"));
+        }
+        _ => {}
+    }
+    if name.len() > NAME_MAX {
+        return Some(format!("`{name}` is longer than {NAME_MAX} characters"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return Some(format!(
+            "`{name}` may only hold letters, digits, `_`, `-` and `.` (found {c:?})"
+        ));
+    }
+    None
+}
+
+/// Handles appear in MQTT topics: no separators, wildcards or white space.
+fn handle_problem(handle: &str) -> Option<String> {
+    if handle.is_empty() || handle.len() > HANDLE_MAX {
+        return Some(format!("must be 1 to {HANDLE_MAX} characters"));
+    }
+    if let Some(c) = handle
+        .chars()
+        .find(|c| matches!(c, '/' | '+' | '#') || c.is_whitespace() || c.is_control())
+    {
+        return Some(format!("`{handle}` must not contain {c:?}"));
+    }
+    None
+}
+
+struct Problems(Vec<ValidationError>);
+
+impl Problems {
+    fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(ValidationError {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+}
+
+impl AgencyDraft {
+    /// Checks every field and reference; `serves` says whether some provider serves a model.
+    pub fn validate(
+        &self,
+        id: AgencyId,
+        owner: &str,
+        serves: &dyn Fn(&ModelRef) -> bool,
+    ) -> Result<Agency, ValidationErrors> {
+        let mut p = Problems(Vec::new());
+
+        if let Some(m) = name_problem(&self.name) {
+            p.add("name", m);
+        } else if uuid::Uuid::parse_str(&self.name).is_ok() {
+            p.add("name", "must not look like an id (a uuid)");
+        }
+        if let Some(h) = &self.handle
+            && let Some(m) = handle_problem(h)
+        {
+            p.add("handle", m);
+        }
+        let protocol = Protocol::parse(&self.protocol).unwrap_or_else(|| {
+            p.add(
+                "protocol",
+                format!("`{}` is not a protocol: use `json` or `directives`", self.protocol),
+            );
+            Protocol::Json
+        });
+        let max_hops = self.max_hops.unwrap_or(Limits::DEFAULT_MAX_HOPS);
+        if !(1..=Limits::MAX_MAX_HOPS).contains(&max_hops) {
+            p.add("max_hops", format!("must be from 1 to {}", Limits::MAX_MAX_HOPS));
+        }
+        let deadline = self
+            .turn_deadline_secs
+            .unwrap_or(Limits::DEFAULT_DEADLINE_SECS);
+        if !(1..=Limits::MAX_DEADLINE_SECS).contains(&deadline) {
+            p.add(
+                "turn_deadline_secs",
+                format!("must be from 1 to {}", Limits::MAX_DEADLINE_SECS),
+            );
+        }
+        if self.agents.is_empty() {
+            p.add("agents", "an agency needs at least one agent (its manager)");
+        }
+
+        // Ids: explicit ones first, then the lowest free numbers for the rest.
+        let mut used: HashSet<u32> = HashSet::new();
+        let mut ids: Vec<Option<AgentId>> = Vec::with_capacity(self.agents.len());
+        for (i, a) in self.agents.iter().enumerate() {
+            match a.id {
+                None => ids.push(None),
+                Some(0) => {
+                    p.add(format!("agents[{i}].id"), "0 is the user; agent ids start at 1");
+                    ids.push(None);
+                }
+                Some(n) if !used.insert(n) => {
+                    p.add(format!("agents[{i}].id"), format!("id {n} is used by another agent"));
+                    ids.push(None);
+                }
+                Some(n) => ids.push(AgentId::new(n)),
+            }
+        }
+        let ids: Vec<AgentId> = ids
+            .into_iter()
+            .map(|id| {
+                id.unwrap_or_else(|| {
+                    let id = AgentId::first_free(1, |n| used.contains(&n));
+                    used.insert(id.get());
+                    id
+                })
+            })
+            .collect();
+
+        let mut by_name: HashMap<String, AgentId> = HashMap::new();
+        let mut handles: HashSet<&str> = HashSet::new();
+        for (i, a) in self.agents.iter().enumerate() {
+            if let Some(m) = name_problem(&a.name) {
+                p.add(format!("agents[{i}].name"), m);
+            } else if a.name.eq_ignore_ascii_case("user") || a.name.eq_ignore_ascii_case("any") {
+                p.add(
+                    format!("agents[{i}].name"),
+                    format!("`{}` is reserved (it names the end user or any sender)", a.name),
+                );
+            } else if by_name
+                .insert(a.name.to_ascii_lowercase(), ids[i])
+                .is_some()
+            {
+                p.add(
+                    format!("agents[{i}].name"),
+                    format!("`{}` is the name of another agent (names ignore case)", a.name),
+                );
+            }
+            if let Some(h) = &a.handle {
+                if let Some(m) = handle_problem(h) {
+                    p.add(format!("agents[{i}].handle"), m);
+                } else if !handles.insert(h) {
+                    p.add(format!("agents[{i}].handle"), format!("`{h}` is used by another agent"));
+                }
+            }
+            match ModelRef::parse(&a.model) {
+                None => p.add(
+                    format!("agents[{i}].model"),
+                    format!("`{}` is not a model reference: write `provider/model`, e.g. `builtin/rules`", a.model),
+                ),
+                Some(m) if !serves(&m) => p.add(
+                    format!("agents[{i}].model"),
+                    format!("no configured provider serves `{m}`"),
+                ),
+                Some(_) => {}
+            }
+        }
+
+        let manager = match by_name.get(&self.manager.to_ascii_lowercase()) {
+            Some(id) => Some(*id),
+            None => {
+                p.add(
+                    "manager",
+                    format!("`{}` is not one of the agents{}", self.manager, known(&self.agents)),
+                );
+                None
+            }
+        };
+
+        let mut agents = Vec::with_capacity(self.agents.len());
+        for (i, a) in self.agents.iter().enumerate() {
+            let mut blocks = Vec::new();
+            if let Some(text) = a.instructions.as_deref().map(str::trim)
+                && !text.is_empty()
+            {
+                blocks.push(Block::Text(text.to_string()));
+            }
+            for (j, r) in a.rules.iter().enumerate() {
+                let path = format!("agents[{i}].rules[{j}]");
+                let when = match r.when.trim().to_ascii_lowercase().as_str() {
+                    "any" | "anyone" | "*" => Some(Party::Any),
+                    "user" => Some(Party::User),
+                    other => match by_name.get(other) {
+                        Some(id) if *id == ids[i] => {
+                            p.add(format!("{path}.when"), "an agent never receives its own messages");
+                            None
+                        }
+                        Some(id) => Some(Party::Agent(*id)),
+                        None => {
+                            p.add(
+                                format!("{path}.when"),
+                                format!("`{}` is not `user`, `any` or one of the agents{}", r.when, known(&self.agents)),
+                            );
+                            None
+                        }
+                    },
+                };
+                if r.send_to.is_empty() {
+                    p.add(format!("{path}.send_to"), "names no recipient");
+                }
+                let mut send_to = Vec::new();
+                for name in &r.send_to {
+                    let lower = name.trim().to_ascii_lowercase();
+                    if lower == "user" {
+                        send_to.push(Recipient::User);
+                    } else {
+                        match by_name.get(&lower) {
+                            Some(id) if *id == ids[i] => p.add(
+                                format!("{path}.send_to"),
+                                "an agent cannot send to itself",
+                            ),
+                            Some(id) => send_to.push(Recipient::Agent(*id)),
+                            None => p.add(
+                                format!("{path}.send_to"),
+                                format!("`{name}` is not `user` or one of the agents{}", known(&self.agents)),
+                            ),
+                        }
+                    }
+                }
+                if let Some(when) = when {
+                    blocks.push(Block::Rule(Rule {
+                        when,
+                        action: r.action.clone(),
+                        send_to,
+                    }));
+                }
+            }
+            agents.push(Agent {
+                id: ids[i],
+                name: a.name.clone(),
+                handle: a.handle.clone(),
+                role: a.role.clone().filter(|r| !r.trim().is_empty()),
+                model: ModelRef::parse(&a.model).unwrap_or(ModelRef {
+                    provider: String::new(),
+                    model: String::new(),
+                }),
+                blocks,
+            });
+        }
+
+        match manager {
+            Some(manager) if p.0.is_empty() => Ok(Agency {
+                id,
+                owner: owner.to_string(),
+                name: self.name.clone(),
+                handle: self.handle.clone(),
+                protocol,
+                manager,
+                limits: Limits {
+                    max_hops,
+                    turn_deadline: Duration::from_secs(deadline),
+                },
+                agents,
+            }),
+            _ => Err(ValidationErrors(p.0)),
+        }
+    }
+}
+
+fn known(agents: &[AgentDraft]) -> String {
+    let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(" (agents: {})", names.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft() -> AgencyDraft {
+        AgencyDraft {
+            name: "studio".into(),
+            protocol: "json".into(),
+            manager: "manager".into(),
+            agents: vec![
+                AgentDraft {
+                    id: Some(4522),
+                    name: "manager".into(),
+                    model: "builtin/rules".into(),
+                    rules: vec![RuleDraft {
+                        when: "user".into(),
+                        action: "Please build: {{message}}".into(),
+                        send_to: vec!["programmer".into()],
+                    }],
+                    ..Default::default()
+                },
+                AgentDraft {
+                    name: "programmer".into(),
+                    model: "builtin/rules".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn serves(m: &ModelRef) -> bool {
+        m.provider == "builtin"
+    }
+
+    fn paths(d: &AgencyDraft) -> Vec<String> {
+        match d.validate(AgencyId::new(), "local", &serves) {
+            Ok(_) => vec![],
+            Err(e) => e.0.into_iter().map(|e| e.path).collect(),
+        }
+    }
+
+    #[test]
+    fn a_valid_draft_gets_ids_and_resolved_rules() {
+        let a = draft().validate(AgencyId::new(), "local", &serves).unwrap();
+        assert_eq!(a.manager.get(), 4522);
+        assert_eq!(a.agents[1].id.get(), 1, "free ids start at 1");
+        assert_eq!(a.limits, Limits::default());
+        let rule = a.agents[0].rules().next().unwrap();
+        assert_eq!(rule.send_to, vec![Recipient::Agent(a.agents[1].id)]);
+        assert_eq!(rule.when, Party::User);
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let mut d = draft();
+        d.manager = "boss".into();
+        d.protocol = "xml".into();
+        d.agents[1].id = Some(4522);
+        d.agents[1].model = "openai/gpt-4o".into();
+        d.agents[0].rules[0].send_to = vec!["programer".into()];
+        d.agents.push(AgentDraft {
+            name: "Programmer".into(),
+            model: "nonsense".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            paths(&d),
+            vec![
+                "protocol",
+                "agents[1].id",
+                "agents[1].model",
+                "agents[2].name",
+                "agents[2].model",
+                "manager",
+                "agents[0].rules[0].send_to",
+            ]
+        );
+    }
+
+    #[test]
+    fn names_are_checked() {
+        for bad in ["", "1abc", "has space", "user", "ANY", "a/b"] {
+            let mut d = draft();
+            d.agents[1].name = bad.into();
+            assert!(paths(&d).contains(&"agents[1].name".to_string()), "{bad:?}");
+        }
+        let mut d = draft();
+        d.name = "0190f3c2-6b5e-7cc0-8d2a-4b6f1e2d3c4b".into();
+        assert_eq!(paths(&d), vec!["name"]);
+    }
+
+    #[test]
+    fn self_addressed_rules_and_zero_ids_are_refused() {
+        let mut d = draft();
+        d.agents[0].id = Some(0);
+        d.agents[1].rules = vec![RuleDraft {
+            when: "programmer".into(),
+            action: "x".into(),
+            send_to: vec!["programmer".into()],
+        }];
+        assert_eq!(
+            paths(&d),
+            vec!["agents[0].id", "agents[1].rules[0].when", "agents[1].rules[0].send_to"]
+        );
+    }
+
+    #[test]
+    fn drafts_round_trip() {
+        let a = draft().validate(AgencyId::new(), "local", &serves).unwrap();
+        let again = a.to_draft().validate(a.id, "local", &serves).unwrap();
+        assert_eq!(a, again);
+    }
+}

@@ -1,0 +1,500 @@
+//! The routed conversation engine: every decision a turn makes, with no IO.
+//!
+//! The runtime tells a [`TurnEngine`] what happened — the turn started, an agent replied, an
+//! agent's model failed, the deadline passed — and carries out the [`Step`]s it returns, in
+//! order: persist and deliver each [`Delivery`], call each invoked agent's model with its whole
+//! context, and end the turn on an [`Step::Answer`] or [`Step::Fail`].
+//!
+//! Rules it keeps:
+//! - one model call per agent at a time: what reaches a busy agent waits, and all that waits for
+//!   an agent is delivered before its next call; different agents run concurrently;
+//! - only the manager reaches the user; another agent's `to: 0` goes to the manager;
+//! - an invalid reply earns a correction, up to [`MAX_CORRECTIONS`] times in a row, then its
+//!   raw text goes to the manager (or, from the manager, to the user);
+//! - guards (hop limit, deadline, a repeated exchange) tell the manager to answer now, and the
+//!   manager's next reply is the answer, whoever it addresses;
+//! - once the turn has ended, replies still in flight are routed but start no calls: they wait
+//!   in their addressees' contexts for the next turn.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::agency::{Agency, Protocol, Recipient, Roster};
+use crate::ids::{AgentId, MessageId};
+use crate::message::{MessageKind, StopReason};
+use crate::protocol::{self, Envelope, ReplyError};
+
+/// Corrections an agent gets in a row before its raw text is passed on.
+pub const MAX_CORRECTIONS: u8 = 2;
+
+/// A message to put into an agent's context.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub to: AgentId,
+    /// The sending agent; `None` for the end user or the server.
+    pub from: Option<AgentId>,
+    pub kind: MessageKind,
+    pub text: String,
+    /// The reply it was made from.
+    pub linked: Option<MessageId>,
+}
+
+/// What the runtime must do next, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Persist this message in its addressee's context.
+    Deliver(Delivery),
+    /// Call this agent's model with its whole context.
+    Invoke(AgentId),
+    /// The turn is over: this is the manager's answer to the user.
+    Answer {
+        text: String,
+        stopped_by: StopReason,
+        /// The manager's reply it came from (none when the turn was cut off).
+        linked: Option<MessageId>,
+    },
+    /// The turn cannot answer: the manager's model failed.
+    Fail { agent: AgentId, error: String },
+}
+
+#[derive(Debug, Default)]
+struct AgentState {
+    busy: bool,
+    /// Messages that reached the agent while it was busy.
+    waiting: Vec<Delivery>,
+    /// It has been delivered something it has not been called for yet.
+    unanswered: bool,
+    corrections: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// A guard tripped; the manager has been told to answer. `forced` once it was called since.
+    Finishing { reason: StopReason, forced: bool },
+    Ended,
+}
+
+/// The state of one turn of a routed conversation.
+#[derive(Debug)]
+pub struct TurnEngine {
+    protocol: Protocol,
+    manager: AgentId,
+    roster: Roster,
+    max_hops: u32,
+    hops: u32,
+    phase: Phase,
+    /// In roster order, so that the steps are deterministic.
+    agents: Vec<(AgentId, AgentState)>,
+    index: HashMap<AgentId, usize>,
+    loops: LoopDetector,
+}
+
+impl TurnEngine {
+    pub fn new(agency: &Agency) -> Self {
+        let agents: Vec<(AgentId, AgentState)> = agency
+            .agents
+            .iter()
+            .map(|a| (a.id, AgentState::default()))
+            .collect();
+        let index = agents.iter().enumerate().map(|(i, (id, _))| (*id, i)).collect();
+        Self {
+            protocol: agency.protocol,
+            manager: agency.manager,
+            roster: agency.roster(),
+            max_hops: agency.limits.max_hops,
+            hops: 0,
+            phase: Phase::Running,
+            agents,
+            index,
+            loops: LoopDetector::default(),
+        }
+    }
+
+    /// Replies processed so far (every model call that returned counts as one hop).
+    pub fn hops(&self) -> u32 {
+        self.hops
+    }
+
+    pub fn is_ended(&self) -> bool {
+        self.phase == Phase::Ended
+    }
+
+    /// Some agent's model call is still running.
+    pub fn in_flight(&self) -> bool {
+        self.agents.iter().any(|(_, s)| s.busy)
+    }
+
+    /// The user's message goes to the manager. `unanswered` are agents whose contexts already
+    /// end with messages they have not answered (late replies of an earlier turn): they are
+    /// called too.
+    pub fn start(&mut self, input: String, unanswered: impl IntoIterator<Item = AgentId>) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for id in unanswered {
+            if let Some(s) = self.state(id) {
+                s.unanswered = true;
+            }
+        }
+        self.route(
+            Delivery {
+                to: self.manager,
+                from: None,
+                kind: MessageKind::Input,
+                text: input,
+                linked: None,
+            },
+            &mut steps,
+        );
+        self.schedule(&mut steps);
+        steps
+    }
+
+    /// `agent` replied `raw`, persisted as message `reply`.
+    pub fn on_reply(&mut self, agent: AgentId, reply: MessageId, raw: &str) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if !self.release(agent, &mut steps) {
+            return steps;
+        }
+        let parsed = protocol::parse_reply(self.protocol, raw, agent, &self.roster);
+        match self.phase {
+            Phase::Ended => {
+                // Late: route what can be routed, start nothing.
+                let envelopes = parsed.unwrap_or_else(|_| self.raw_fallback(agent, raw));
+                self.route_envelopes(agent, reply, envelopes, &mut steps);
+                return steps;
+            }
+            Phase::Finishing { reason, forced: true } if agent == self.manager => {
+                self.hops += 1;
+                let text = match parsed {
+                    Ok(envelopes) => answer_text(&envelopes),
+                    Err(_) => raw.trim().to_string(),
+                };
+                self.finish(text, reason, Some(reply), &mut steps);
+                return steps;
+            }
+            Phase::Running | Phase::Finishing { .. } => self.hops += 1,
+        }
+        let running = self.phase == Phase::Running;
+        match parsed {
+            Ok(envelopes) => {
+                self.state_mut(agent).corrections = 0;
+                let looping = self.route_envelopes(agent, reply, envelopes, &mut steps);
+                if self.phase == Phase::Ended {
+                    return steps;
+                }
+                if running && looping {
+                    self.trip(StopReason::Loop, &mut steps);
+                } else if running && self.hops >= self.max_hops {
+                    self.trip(StopReason::MaxHops, &mut steps);
+                }
+            }
+            Err(e) if running && self.state_mut(agent).corrections < MAX_CORRECTIONS => {
+                self.state_mut(agent).corrections += 1;
+                let text = self.correction(&e);
+                self.route(
+                    Delivery {
+                        to: agent,
+                        from: None,
+                        kind: MessageKind::Correction,
+                        text,
+                        linked: Some(reply),
+                    },
+                    &mut steps,
+                );
+                if self.hops >= self.max_hops {
+                    self.trip(StopReason::MaxHops, &mut steps);
+                }
+            }
+            Err(_) if agent == self.manager && !running => {
+                // The manager answered before it saw the guard; the guard waits for it.
+            }
+            Err(_) => {
+                self.state_mut(agent).corrections = 0;
+                let envelopes = self.raw_fallback(agent, raw);
+                self.route_envelopes(agent, reply, envelopes, &mut steps);
+                if running && self.phase == Phase::Running && self.hops >= self.max_hops {
+                    self.trip(StopReason::MaxHops, &mut steps);
+                }
+            }
+        }
+        self.schedule(&mut steps);
+        steps
+    }
+
+    /// `agent`'s model failed with `error` (already retried where that made sense).
+    pub fn on_failure(&mut self, agent: AgentId, error: &str) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if !self.release(agent, &mut steps) || self.phase == Phase::Ended {
+            return steps;
+        }
+        self.hops += 1;
+        if agent == self.manager {
+            self.phase = Phase::Ended;
+            steps.push(Step::Fail {
+                agent,
+                error: error.to_string(),
+            });
+            self.flush_idle(&mut steps);
+            return steps;
+        }
+        let text = format!(
+            "#{} ({}) could not answer: {error}",
+            agent.get(),
+            self.roster.display(Some(agent))
+        );
+        self.route(
+            Delivery {
+                to: self.manager,
+                from: Some(agent),
+                kind: MessageKind::Failure,
+                text,
+                linked: None,
+            },
+            &mut steps,
+        );
+        if self.phase == Phase::Running && self.hops >= self.max_hops {
+            self.trip(StopReason::MaxHops, &mut steps);
+        }
+        self.schedule(&mut steps);
+        steps
+    }
+
+    /// The turn's deadline passed: the manager is told to answer now.
+    pub fn on_deadline(&mut self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if self.phase == Phase::Running {
+            self.trip(StopReason::Deadline, &mut steps);
+            self.schedule(&mut steps);
+        }
+        steps
+    }
+
+    /// The manager did not answer in the grace after the deadline: end the turn without it.
+    pub fn cut_off(&mut self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if self.phase != Phase::Ended {
+            let reason = match self.phase {
+                Phase::Finishing { reason, .. } => reason,
+                _ => StopReason::Deadline,
+            };
+            self.finish(
+                "The agency could not finish answering in time.".into(),
+                reason,
+                None,
+                &mut steps,
+            );
+        }
+        steps
+    }
+
+    fn state(&mut self, id: AgentId) -> Option<&mut AgentState> {
+        let i = *self.index.get(&id)?;
+        Some(&mut self.agents[i].1)
+    }
+
+    fn state_mut(&mut self, id: AgentId) -> &mut AgentState {
+        let i = self.index.get(&id).copied().unwrap_or(0);
+        &mut self.agents[i].1
+    }
+
+    /// The agent's call returned: it is idle again, and what waited for it is delivered.
+    /// False when the agent is unknown or was not busy (nothing to do).
+    fn release(&mut self, agent: AgentId, steps: &mut Vec<Step>) -> bool {
+        let Some(s) = self.state(agent) else {
+            return false;
+        };
+        if !s.busy {
+            return false;
+        }
+        s.busy = false;
+        let waiting = std::mem::take(&mut s.waiting);
+        s.unanswered |= !waiting.is_empty();
+        steps.extend(waiting.into_iter().map(Step::Deliver));
+        true
+    }
+
+    fn route(&mut self, d: Delivery, steps: &mut Vec<Step>) {
+        let Some(s) = self.state(d.to) else { return };
+        if s.busy {
+            s.waiting.push(d);
+        } else {
+            s.unanswered = true;
+            steps.push(Step::Deliver(d));
+        }
+    }
+
+    /// Routes a valid reply. Returns whether it repeated an exchange (a loop).
+    fn route_envelopes(
+        &mut self,
+        agent: AgentId,
+        reply: MessageId,
+        envelopes: Vec<Envelope>,
+        steps: &mut Vec<Step>,
+    ) -> bool {
+        let mut answer: Vec<String> = Vec::new();
+        let mut looping = false;
+        for e in envelopes {
+            let to = match e.to {
+                Recipient::User if agent == self.manager => {
+                    answer.push(e.text);
+                    continue;
+                }
+                // Only the manager reaches the user.
+                Recipient::User => self.manager,
+                Recipient::Agent(id) => {
+                    looping |= self.loops.observe(agent, id, &e.text);
+                    id
+                }
+            };
+            self.route(
+                Delivery {
+                    to,
+                    from: Some(agent),
+                    kind: MessageKind::Delivery,
+                    text: e.text,
+                    linked: Some(reply),
+                },
+                steps,
+            );
+        }
+        if !answer.is_empty() && self.phase != Phase::Ended {
+            let reason = match self.phase {
+                Phase::Finishing { reason, .. } => reason,
+                _ => StopReason::Answered,
+            };
+            self.finish(answer.join("\n\n"), reason, Some(reply), steps);
+        }
+        looping
+    }
+
+    /// An unroutable reply after its corrections: to the manager, or from the manager to the user.
+    fn raw_fallback(&self, agent: AgentId, raw: &str) -> Vec<Envelope> {
+        let to = if agent == self.manager {
+            Recipient::User
+        } else {
+            Recipient::Agent(self.manager)
+        };
+        vec![Envelope {
+            to,
+            text: raw.trim().to_string(),
+        }]
+    }
+
+    fn correction(&self, e: &ReplyError) -> String {
+        format!(
+            "Your reply could not be delivered: {e}. Send it again in the reply format. {}",
+            protocol::format_instructions(self.protocol, self.example())
+        )
+    }
+
+    fn example(&self) -> Option<(AgentId, &str)> {
+        self.roster.entries().first().map(|(id, n)| (*id, n.as_str()))
+    }
+
+    fn trip(&mut self, reason: StopReason, steps: &mut Vec<Step>) {
+        self.phase = Phase::Finishing {
+            reason,
+            forced: false,
+        };
+        let why = match reason {
+            StopReason::MaxHops => format!("this turn reached its limit of {} replies", self.max_hops),
+            StopReason::Deadline => "this turn reached its time limit".to_string(),
+            StopReason::Loop => "two agents were repeating the same exchange".to_string(),
+            StopReason::Answered => "the turn is over".to_string(),
+        };
+        let how = match self.protocol {
+            Protocol::Json => "{\"to\": 0, \"context\": \"<your answer>\"}",
+            Protocol::Directives => "TO user: <your answer>",
+        };
+        self.route(
+            Delivery {
+                to: self.manager,
+                from: None,
+                kind: MessageKind::Guard,
+                text: format!(
+                    "Stop now: {why}. Do not address any other agent. Answer the user with the best answer you have, as {how}."
+                ),
+                linked: None,
+            },
+            steps,
+        );
+    }
+
+    fn finish(&mut self, text: String, stopped_by: StopReason, linked: Option<MessageId>, steps: &mut Vec<Step>) {
+        self.phase = Phase::Ended;
+        steps.push(Step::Answer {
+            text,
+            stopped_by,
+            linked,
+        });
+        self.flush_idle(steps);
+    }
+
+    /// At the end of a turn, idle agents get what waits for them (for the next turn).
+    fn flush_idle(&mut self, steps: &mut Vec<Step>) {
+        for (_, s) in &mut self.agents {
+            if !s.busy && !s.waiting.is_empty() {
+                s.unanswered = true;
+                steps.extend(s.waiting.drain(..).map(Step::Deliver));
+            }
+        }
+    }
+
+    /// Calls every idle agent that has something to answer, as far as the phase allows.
+    fn schedule(&mut self, steps: &mut Vec<Step>) {
+        let manager = self.manager;
+        let phase = &mut self.phase;
+        for (id, s) in &mut self.agents {
+            if s.busy || !s.unanswered {
+                continue;
+            }
+            let allowed = match phase {
+                Phase::Running => true,
+                Phase::Finishing { forced, .. } if *id == manager => {
+                    *forced = true;
+                    true
+                }
+                Phase::Finishing { .. } | Phase::Ended => false,
+            };
+            if allowed {
+                s.busy = true;
+                s.unanswered = false;
+                steps.push(Step::Invoke(*id));
+            }
+        }
+    }
+}
+
+fn answer_text(envelopes: &[Envelope]) -> String {
+    let to_user: Vec<&str> = envelopes
+        .iter()
+        .filter(|e| e.to == Recipient::User)
+        .map(|e| e.text.as_str())
+        .collect();
+    if to_user.is_empty() {
+        envelopes.iter().map(|e| e.text.as_str()).collect::<Vec<_>>().join("\n\n")
+    } else {
+        to_user.join("\n\n")
+    }
+}
+
+/// Notices two agents repeating the same exchange: X sends Y a message it already sent, right
+/// after Y repeated its own last message to X.
+#[derive(Debug, Default)]
+struct LoopDetector {
+    seen: HashSet<(AgentId, AgentId, u64)>,
+    last_was_repeat: HashMap<(AgentId, AgentId), bool>,
+}
+
+impl LoopDetector {
+    fn observe(&mut self, from: AgentId, to: AgentId, text: &str) -> bool {
+        let mut h = DefaultHasher::new();
+        text.hash(&mut h);
+        let repeat = !self.seen.insert((from, to, h.finish()));
+        self.last_was_repeat.insert((from, to), repeat);
+        repeat && self.last_was_repeat.get(&(to, from)).copied().unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests;

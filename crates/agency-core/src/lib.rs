@@ -1,0 +1,20 @@
+//! The domain of Agency and every decision the conversation engine makes.
+//!
+//! This crate does no IO: no database, no HTTP, no clock, no async runtime. The runtime feeds it
+//! what happened (a reply arrived, the deadline passed) and carries out the [`engine::Step`]s it
+//! returns. Wire formats live at the edges that speak them.
+
+pub mod agency;
+pub mod engine;
+pub mod ids;
+pub mod message;
+pub mod prompt;
+pub mod protocol;
+pub mod rules;
+
+pub use agency::{
+    Agency, AgencyDraft, AgentDraft, Agent, Block, Limits, ModelRef, Party, Protocol, Recipient,
+    Roster, Rule, RuleDraft, ValidationError, ValidationErrors,
+};
+pub use ids::{AgencyId, AgentId, ConversationId, MessageId, TurnId};
+pub use message::{Message, MessageKind, Role, StopReason, TraceEntry, Usage, trace};

@@ -1,0 +1,218 @@
+//! Messages (spec 000's schema, every field kept) and what a turn leaves behind.
+
+use chrono::{DateTime, Utc};
+
+use crate::ids::{AgentId, ConversationId, MessageId, TurnId};
+
+/// The chat role a message plays in the context it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "system" => Some(Role::System),
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            _ => None,
+        }
+    }
+}
+
+/// Why a message exists. The role follows from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MessageKind {
+    /// The system prompt an agent's context starts with.
+    System,
+    /// The end user's message, in the manager's context.
+    Input,
+    /// What an agent's model answered, verbatim, in that agent's own context.
+    Reply,
+    /// A reply delivered into an addressee's context (linked to the reply).
+    Delivery,
+    /// The server telling an agent its reply could not be routed, and why.
+    Correction,
+    /// The server telling the manager to answer now (a guard tripped).
+    Guard,
+    /// An agent's model failed; the manager is told, with the error.
+    Failure,
+    /// The manager's answer as the end user sees it (the user's own transcript).
+    Answer,
+}
+
+impl MessageKind {
+    pub fn role(self) -> Role {
+        match self {
+            MessageKind::System => Role::System,
+            MessageKind::Reply | MessageKind::Answer => Role::Assistant,
+            MessageKind::Input
+            | MessageKind::Delivery
+            | MessageKind::Correction
+            | MessageKind::Guard
+            | MessageKind::Failure => Role::User,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageKind::System => "system",
+            MessageKind::Input => "input",
+            MessageKind::Reply => "reply",
+            MessageKind::Delivery => "delivery",
+            MessageKind::Correction => "correction",
+            MessageKind::Guard => "guard",
+            MessageKind::Failure => "failure",
+            MessageKind::Answer => "answer",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "system" => MessageKind::System,
+            "input" => MessageKind::Input,
+            "reply" => MessageKind::Reply,
+            "delivery" => MessageKind::Delivery,
+            "correction" => MessageKind::Correction,
+            "guard" => MessageKind::Guard,
+            "failure" => MessageKind::Failure,
+            "answer" => MessageKind::Answer,
+            _ => return None,
+        })
+    }
+}
+
+/// Tokens a model call used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+impl Usage {
+    pub fn total(self) -> u32 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, rhs: Self) {
+        self.prompt_tokens += rhs.prompt_tokens;
+        self.completion_tokens += rhs.completion_tokens;
+    }
+}
+
+/// One message in one context of a conversation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub id: MessageId,
+    pub conversation_id: ConversationId,
+    /// The turn in which it was written; `None` for the system prompts.
+    pub turn_id: Option<TurnId>,
+    /// Position in the conversation: contexts and traces are read in this order.
+    pub seq: i64,
+    /// Whose context it belongs to; `None` is the end user's own transcript.
+    pub agent: Option<AgentId>,
+    pub kind: MessageKind,
+    /// For a delivery or an answer: the reply it was made from.
+    pub linked: Option<MessageId>,
+    /// `None` is the end user (or, for corrections and guards, the server).
+    pub from: Option<AgentId>,
+    /// `None` is the end user.
+    pub to: Option<AgentId>,
+    /// The content. Deliveries hold the bare text; the protocol frames it for the model.
+    pub text: String,
+    pub usage: Option<Usage>,
+    pub latency_ms: Option<u32>,
+    /// Whether it belongs in future contexts (rooms let a person untick messages).
+    pub included: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Message {
+    pub fn role(&self) -> Role {
+        self.kind.role()
+    }
+}
+
+/// Why a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StopReason {
+    /// The manager answered the user.
+    Answered,
+    /// The hop limit was reached and the manager was told to answer.
+    MaxHops,
+    /// The deadline passed and the manager was told to answer.
+    Deadline,
+    /// Two agents were repeating the same exchange.
+    Loop,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Answered => "answered",
+            StopReason::MaxHops => "max_hops",
+            StopReason::Deadline => "deadline",
+            StopReason::Loop => "loop",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "answered" => StopReason::Answered,
+            "max_hops" => StopReason::MaxHops,
+            "deadline" => StopReason::Deadline,
+            "loop" => StopReason::Loop,
+            _ => return None,
+        })
+    }
+
+    /// A guard tripped (the answer may be incomplete).
+    pub fn is_guard(self) -> bool {
+        self != StopReason::Answered
+    }
+}
+
+/// One step of a turn's trace: who said what to whom.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceEntry {
+    pub from: Option<AgentId>,
+    pub to: Option<AgentId>,
+    pub kind: MessageKind,
+    pub text: String,
+    /// Usage of the model call that produced it, when one did.
+    pub usage: Option<Usage>,
+}
+
+/// The trace of a turn from its messages (in `seq` order): the user's input, every delivery,
+/// correction, guard and failure notice, and the answer.
+pub fn trace(messages: &[Message]) -> Vec<TraceEntry> {
+    let usage: std::collections::HashMap<MessageId, Usage> = messages
+        .iter()
+        .filter_map(|m| Some((m.id, m.usage?)))
+        .collect();
+    let usage_of = |id: Option<MessageId>| id.and_then(|id| usage.get(&id).copied());
+    messages
+        .iter()
+        .filter(|m| !matches!(m.kind, MessageKind::System | MessageKind::Reply))
+        .map(|m| TraceEntry {
+            from: m.from,
+            to: if m.kind == MessageKind::Answer { None } else { m.agent },
+            kind: m.kind,
+            text: m.text.clone(),
+            usage: usage_of(m.linked),
+        })
+        .collect()
+}
