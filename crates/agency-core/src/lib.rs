@@ -17,4 +17,6 @@ pub use agency::{
     Roster, Rule, RuleDraft, ValidationError, ValidationErrors,
 };
 pub use ids::{AgencyId, AgentId, ConversationId, MessageId, TurnId};
-pub use message::{Message, MessageKind, Role, StopReason, TraceEntry, Usage, trace};
+pub use message::{
+    Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord, Usage, trace,
+};

@@ -216,3 +216,28 @@ pub fn trace(messages: &[Message]) -> Vec<TraceEntry> {
         })
         .collect()
 }
+
+/// A conversation with an agency: each agent has its own context inside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conversation {
+    pub id: crate::ids::ConversationId,
+    pub agency_id: crate::ids::AgencyId,
+    pub created_at: DateTime<Utc>,
+}
+
+/// What a turn did: why it stopped, how many hops, what it cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnRecord {
+    pub id: TurnId,
+    pub conversation_id: ConversationId,
+    /// 1 for the first turn of the conversation.
+    pub number: u32,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub stopped_by: Option<StopReason>,
+    pub hops: u32,
+    /// Summed over every model call the turn made.
+    pub usage: Usage,
+    /// Set when the turn could not answer (the manager's model failed).
+    pub error: Option<String>,
+}

@@ -1,1 +1,150 @@
+//! Persistence: one trait per area, SQLite and PostgreSQL behind them.
+//!
+//! The backend is chosen from the URL scheme (`sqlite://`, `postgres://`). Both run the same
+//! SQL through the same code (see [`backend`]); each has its own migrations. Queries are built
+//! at run time, so building needs no database. The store stores what it is given: ids and
+//! timestamps are made by the layer above.
 
+use std::sync::Arc;
+
+use agency_core::{
+    Agency, AgencyId, Conversation, ConversationId, Message, TurnId, TurnRecord,
+};
+use async_trait::async_trait;
+
+mod backend;
+mod rows;
+
+pub use backend::{PostgresStore, SqliteStore};
+
+/// Storage failures. `Conflict` is the caller's to explain; the others are internal.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("`{0}` is not a database URL Agency can use: write sqlite://PATH or postgres://USER@HOST/DB")]
+    Scheme(String),
+    #[error("cannot open the database {url}: {source}")]
+    Open { url: String, source: sqlx::Error },
+    #[error("cannot bring the database schema up to date: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("stored data is not valid: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Agencies and their agents.
+#[async_trait]
+pub trait AgencyStore: Send + Sync {
+    /// Inserts the agency or replaces the one with its id (agents included), atomically.
+    /// Another agency of the same owner with the same name is a [`StoreError::Conflict`].
+    async fn save_agency(&self, agency: &Agency) -> Result<()>;
+    async fn agency(&self, id: AgencyId) -> Result<Option<Agency>>;
+    async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>>;
+    /// The owner's agencies, by name.
+    async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>>;
+}
+
+/// Conversations, their messages and their turns.
+#[async_trait]
+pub trait ConversationStore: Send + Sync {
+    async fn create_conversation(&self, conversation: &Conversation) -> Result<()>;
+    async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>>;
+    /// Newest first.
+    async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>>;
+    /// Appends messages atomically: all of them or none.
+    async fn append_messages(&self, messages: &[Message]) -> Result<()>;
+    /// Every message of the conversation, in `seq` order.
+    async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>>;
+    /// The messages written during one turn, in `seq` order.
+    async fn turn_messages(&self, turn: TurnId) -> Result<Vec<Message>>;
+    /// Inserts or updates a turn.
+    async fn save_turn(&self, turn: &TurnRecord) -> Result<()>;
+    /// In order.
+    async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>>;
+}
+
+/// Small server-wide facts.
+#[async_trait]
+pub trait SettingsStore: Send + Sync {
+    /// Records `key` the first time it is claimed: true then, false ever after.
+    async fn claim_once(&self, key: &str) -> Result<bool>;
+}
+
+/// Everything the server stores.
+pub trait Store: AgencyStore + ConversationStore + SettingsStore {}
+impl<T: AgencyStore + ConversationStore + SettingsStore> Store for T {}
+
+/// Opens (creating if needed) and migrates the database at `url`.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
+    match scheme {
+        "sqlite" => Ok(Arc::new(SqliteStore::open(url).await?)),
+        "postgres" | "postgresql" => Ok(Arc::new(PostgresStore::open(url).await?)),
+        _ => Err(StoreError::Scheme(redact(url))),
+    }
+}
+
+/// The URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let userinfo = &url[s + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(super::redact("postgres://me:secret@db/x"), "postgres://me:***@db/x");
+        assert_eq!(super::redact("postgres://me@db/x"), "postgres://me@db/x");
+        assert_eq!(super::redact("sqlite://a.db"), "sqlite://a.db");
+    }
+}
+
+pub mod testing {
+    //! Databases for tests: a fresh SQLite file, or a fresh schema on the PostgreSQL server
+    //! named by `AGENCY_TEST_POSTGRES` (default `postgres://postgres@127.0.0.1:5432/test`).
+
+    use sqlx::Connection;
+
+    /// The server the Postgres suites use.
+    pub fn postgres_server() -> String {
+        std::env::var("AGENCY_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
+    }
+
+    /// A URL for a new, empty schema on the test server; `None` (the suite skips) when no
+    /// server answers — unless `CI=true`, where a missing server fails the run.
+    pub async fn postgres_url() -> Option<String> {
+        let server = postgres_server();
+        let mut conn = match sqlx::PgConnection::connect(&server).await {
+            Ok(c) => c,
+            Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                #[allow(clippy::panic)]
+                {
+                    panic!("CI=true but PostgreSQL at {} is not reachable: {e}", super::redact(&server))
+                }
+            }
+            Err(e) => {
+                eprintln!("skipping: PostgreSQL at {} is not reachable: {e}", super::redact(&server));
+                return None;
+            }
+        };
+        let schema = format!("t_{}", uuid::Uuid::now_v7().simple());
+        let create = format!("CREATE SCHEMA {schema}");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(&mut conn).await.ok()?;
+        let sep = if server.contains('?') { '&' } else { '?' };
+        Some(format!("{server}{sep}options=-c%20search_path%3D{schema}"))
+    }
+}

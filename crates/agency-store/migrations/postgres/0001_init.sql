@@ -1,0 +1,73 @@
+CREATE TABLE agencies (
+    id          UUID PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    handle      TEXT,
+    protocol    TEXT NOT NULL,
+    manager     BIGINT NOT NULL,
+    max_hops    BIGINT NOT NULL,
+    deadline_ms BIGINT NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL,
+    updated_at  TIMESTAMPTZ NOT NULL,
+    UNIQUE (owner, name)
+);
+
+CREATE TABLE agents (
+    agency_id UUID NOT NULL REFERENCES agencies (id) ON DELETE CASCADE,
+    id        BIGINT NOT NULL,
+    position  BIGINT NOT NULL,
+    name      TEXT NOT NULL,
+    handle    TEXT,
+    role      TEXT,
+    model     TEXT NOT NULL,
+    blocks    TEXT NOT NULL,
+    PRIMARY KEY (agency_id, id),
+    UNIQUE (agency_id, name)
+);
+
+CREATE TABLE conversations (
+    id         UUID PRIMARY KEY NOT NULL,
+    agency_id  UUID NOT NULL REFERENCES agencies (id) ON DELETE CASCADE,
+    created_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX conversations_agency ON conversations (agency_id);
+
+CREATE TABLE turns (
+    id                UUID PRIMARY KEY NOT NULL,
+    conversation_id   UUID NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    number            BIGINT NOT NULL,
+    started_at        TIMESTAMPTZ NOT NULL,
+    finished_at       TIMESTAMPTZ,
+    stopped_by        TEXT,
+    hops              BIGINT NOT NULL,
+    prompt_tokens     BIGINT NOT NULL,
+    completion_tokens BIGINT NOT NULL,
+    error             TEXT,
+    UNIQUE (conversation_id, number)
+);
+
+CREATE TABLE messages (
+    id                UUID PRIMARY KEY NOT NULL,
+    conversation_id   UUID NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    turn_id           UUID,
+    seq               BIGINT NOT NULL,
+    agent_id          BIGINT,
+    kind              TEXT NOT NULL,
+    role              TEXT NOT NULL,
+    linked_message_id UUID,
+    from_agent        BIGINT,
+    to_agent          BIGINT,
+    text              TEXT NOT NULL,
+    prompt_tokens     BIGINT,
+    completion_tokens BIGINT,
+    latency_ms        BIGINT,
+    included          BOOLEAN NOT NULL DEFAULT TRUE,
+    created_at        TIMESTAMPTZ NOT NULL,
+    UNIQUE (conversation_id, seq)
+);
+CREATE INDEX messages_turn ON messages (turn_id);
+
+CREATE TABLE settings (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);

@@ -1,0 +1,73 @@
+CREATE TABLE agencies (
+    id          BLOB PRIMARY KEY NOT NULL,
+    owner       TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    handle      TEXT,
+    protocol    TEXT NOT NULL,
+    manager     INTEGER NOT NULL,
+    max_hops    INTEGER NOT NULL,
+    deadline_ms INTEGER NOT NULL,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL,
+    UNIQUE (owner, name)
+);
+
+CREATE TABLE agents (
+    agency_id BLOB NOT NULL REFERENCES agencies (id) ON DELETE CASCADE,
+    id        INTEGER NOT NULL,
+    position  INTEGER NOT NULL,
+    name      TEXT NOT NULL,
+    handle    TEXT,
+    role      TEXT,
+    model     TEXT NOT NULL,
+    blocks    TEXT NOT NULL,
+    PRIMARY KEY (agency_id, id),
+    UNIQUE (agency_id, name)
+);
+
+CREATE TABLE conversations (
+    id         BLOB PRIMARY KEY NOT NULL,
+    agency_id  BLOB NOT NULL REFERENCES agencies (id) ON DELETE CASCADE,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX conversations_agency ON conversations (agency_id);
+
+CREATE TABLE turns (
+    id                BLOB PRIMARY KEY NOT NULL,
+    conversation_id   BLOB NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    number            INTEGER NOT NULL,
+    started_at        TEXT NOT NULL,
+    finished_at       TEXT,
+    stopped_by        TEXT,
+    hops              INTEGER NOT NULL,
+    prompt_tokens     INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    error             TEXT,
+    UNIQUE (conversation_id, number)
+);
+
+CREATE TABLE messages (
+    id                BLOB PRIMARY KEY NOT NULL,
+    conversation_id   BLOB NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    turn_id           BLOB,
+    seq               INTEGER NOT NULL,
+    agent_id          INTEGER,
+    kind              TEXT NOT NULL,
+    role              TEXT NOT NULL,
+    linked_message_id BLOB,
+    from_agent        INTEGER,
+    to_agent          INTEGER,
+    text              TEXT NOT NULL,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    latency_ms        INTEGER,
+    included          BOOLEAN NOT NULL DEFAULT TRUE,
+    created_at        TEXT NOT NULL,
+    UNIQUE (conversation_id, seq)
+);
+CREATE INDEX messages_turn ON messages (turn_id);
+
+CREATE TABLE settings (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);

@@ -1,0 +1,243 @@
+//! Rows as the database holds them, and their conversion to and from the domain.
+
+use agency_core::{
+    Agency, AgencyId, Agent, AgentId, Block, Conversation, ConversationId, Limits, Message,
+    MessageId, MessageKind, ModelRef, Party, Protocol, Recipient, StopReason, TurnId, TurnRecord,
+    Usage,
+};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::StoreError;
+
+fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+fn agent_id(n: i64) -> Result<AgentId, StoreError> {
+    u32::try_from(n)
+        .ok()
+        .and_then(AgentId::new)
+        .ok_or_else(|| corrupt(format!("agent id {n}")))
+}
+
+fn opt_agent(n: Option<i64>) -> Result<Option<AgentId>, StoreError> {
+    n.map(agent_id).transpose()
+}
+
+fn u32_of(n: i64, what: &str) -> Result<u32, StoreError> {
+    u32::try_from(n).map_err(|_| corrupt(format!("{what} {n}")))
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct AgencyRow {
+    pub id: Uuid,
+    pub owner: String,
+    pub name: String,
+    pub handle: Option<String>,
+    pub protocol: String,
+    pub manager: i64,
+    pub max_hops: i64,
+    pub deadline_ms: i64,
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct AgentRow {
+    pub agency_id: Uuid,
+    pub id: i64,
+    pub name: String,
+    pub handle: Option<String>,
+    pub role: Option<String>,
+    pub model: String,
+    pub blocks: String,
+}
+
+/// How blocks are kept in the `blocks` column (JSON). Storage's own shape, not the domain's.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StoredBlock {
+    Text { text: String },
+    Rule { when: i64, action: String, send_to: Vec<i64> },
+}
+
+/// `when`: -1 is anyone, 0 the user, else an agent. `send_to`: 0 the user, else an agent.
+const ANY: i64 = -1;
+
+pub(crate) fn blocks_json(blocks: &[Block]) -> String {
+    let stored: Vec<StoredBlock> = blocks
+        .iter()
+        .map(|b| match b {
+            Block::Text(text) => StoredBlock::Text { text: text.clone() },
+            Block::Rule(r) => StoredBlock::Rule {
+                when: match r.when {
+                    Party::Any => ANY,
+                    Party::User => 0,
+                    Party::Agent(id) => i64::from(id.get()),
+                },
+                action: r.action.clone(),
+                send_to: r.send_to.iter().map(|to| i64::from(to.number())).collect(),
+            },
+        })
+        .collect();
+    serde_json::to_string(&stored).unwrap_or_else(|_| "[]".into())
+}
+
+fn blocks_of(json: &str) -> Result<Vec<Block>, StoreError> {
+    let stored: Vec<StoredBlock> = serde_json::from_str(json).map_err(corrupt)?;
+    stored
+        .into_iter()
+        .map(|b| {
+            Ok(match b {
+                StoredBlock::Text { text } => Block::Text(text),
+                StoredBlock::Rule { when, action, send_to } => Block::Rule(agency_core::Rule {
+                    when: match when {
+                        ANY => Party::Any,
+                        0 => Party::User,
+                        n => Party::Agent(agent_id(n)?),
+                    },
+                    action,
+                    send_to: send_to
+                        .into_iter()
+                        .map(|n| match n {
+                            0 => Ok(Recipient::User),
+                            n => agent_id(n).map(Recipient::Agent),
+                        })
+                        .collect::<Result<_, StoreError>>()?,
+                }),
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn agency_of(row: AgencyRow, agents: Vec<AgentRow>) -> Result<Agency, StoreError> {
+    Ok(Agency {
+        id: AgencyId(row.id),
+        owner: row.owner,
+        name: row.name,
+        handle: row.handle,
+        protocol: Protocol::parse(&row.protocol).ok_or_else(|| corrupt(&row.protocol))?,
+        manager: agent_id(row.manager)?,
+        limits: Limits {
+            max_hops: u32_of(row.max_hops, "max_hops")?,
+            turn_deadline: std::time::Duration::from_millis(
+                u64::try_from(row.deadline_ms).map_err(corrupt)?,
+            ),
+        },
+        agents: agents
+            .into_iter()
+            .map(|a| {
+                Ok(Agent {
+                    id: agent_id(a.id)?,
+                    model: ModelRef::parse(&a.model).ok_or_else(|| corrupt(&a.model))?,
+                    blocks: blocks_of(&a.blocks)?,
+                    name: a.name,
+                    handle: a.handle,
+                    role: a.role,
+                })
+            })
+            .collect::<Result<_, StoreError>>()?,
+    })
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ConversationRow {
+    pub id: Uuid,
+    pub agency_id: Uuid,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<ConversationRow> for Conversation {
+    fn from(r: ConversationRow) -> Self {
+        Conversation {
+            id: ConversationId(r.id),
+            agency_id: AgencyId(r.agency_id),
+            created_at: r.created_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct MessageRow {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub turn_id: Option<Uuid>,
+    pub seq: i64,
+    pub agent_id: Option<i64>,
+    pub kind: String,
+    pub linked_message_id: Option<Uuid>,
+    pub from_agent: Option<i64>,
+    pub to_agent: Option<i64>,
+    pub text: String,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub latency_ms: Option<i64>,
+    pub included: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<MessageRow> for Message {
+    type Error = StoreError;
+    fn try_from(r: MessageRow) -> Result<Self, StoreError> {
+        let usage = match (r.prompt_tokens, r.completion_tokens) {
+            (Some(p), Some(c)) => Some(Usage {
+                prompt_tokens: u32_of(p, "prompt_tokens")?,
+                completion_tokens: u32_of(c, "completion_tokens")?,
+            }),
+            _ => None,
+        };
+        Ok(Message {
+            id: MessageId(r.id),
+            conversation_id: ConversationId(r.conversation_id),
+            turn_id: r.turn_id.map(TurnId),
+            seq: r.seq,
+            agent: opt_agent(r.agent_id)?,
+            kind: MessageKind::parse(&r.kind).ok_or_else(|| corrupt(&r.kind))?,
+            linked: r.linked_message_id.map(MessageId),
+            from: opt_agent(r.from_agent)?,
+            to: opt_agent(r.to_agent)?,
+            text: r.text,
+            usage,
+            latency_ms: r.latency_ms.map(|l| u32_of(l, "latency_ms")).transpose()?,
+            included: r.included,
+            created_at: r.created_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct TurnRow {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub number: i64,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub stopped_by: Option<String>,
+    pub hops: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub error: Option<String>,
+}
+
+impl TryFrom<TurnRow> for TurnRecord {
+    type Error = StoreError;
+    fn try_from(r: TurnRow) -> Result<Self, StoreError> {
+        Ok(TurnRecord {
+            id: TurnId(r.id),
+            conversation_id: ConversationId(r.conversation_id),
+            number: u32_of(r.number, "turn number")?,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            stopped_by: r
+                .stopped_by
+                .map(|s| StopReason::parse(&s).ok_or_else(|| corrupt(&s)))
+                .transpose()?,
+            hops: u32_of(r.hops, "hops")?,
+            usage: Usage {
+                prompt_tokens: u32_of(r.prompt_tokens, "prompt_tokens")?,
+                completion_tokens: u32_of(r.completion_tokens, "completion_tokens")?,
+            },
+            error: r.error,
+        })
+    }
+}

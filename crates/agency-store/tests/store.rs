@@ -1,0 +1,240 @@
+//! One storage suite, run on SQLite and on PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agency_core::{
+    AgencyDraft, AgencyId, AgentDraft, AgentId, Conversation, ConversationId, Message,
+    MessageId, MessageKind, RuleDraft, StopReason, TurnId, TurnRecord, Usage,
+};
+use agency_store::{Store, StoreError};
+use chrono::{SubsecRound, Utc};
+
+async fn sqlite() -> (Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    (agency_store::open(&url).await.unwrap(), dir)
+}
+
+async fn postgres() -> Option<(Arc<dyn Store>, ())> {
+    let url = agency_store::testing::postgres_url().await?;
+    Some((agency_store::open(&url).await.unwrap(), ()))
+}
+
+macro_rules! suite {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(#[tokio::test] async fn $name() { let (s, _d) = super::sqlite().await; super::$name(s).await; })*
+        }
+        mod on_postgres {
+            $(#[tokio::test] async fn $name() {
+                let Some((s, ())) = super::postgres().await else { return };
+                super::$name(s).await;
+            })*
+        }
+    };
+}
+
+suite!(
+    agencies_round_trip,
+    names_are_unique_per_owner,
+    messages_keep_every_field_in_order,
+    appends_are_all_or_nothing,
+    large_appends,
+    turns_are_recorded_and_updated,
+    settings_are_claimed_once,
+);
+
+fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
+    let mut agents = vec![
+        AgentDraft {
+            id: Some(4522),
+            name: "manager".into(),
+            handle: Some("MGR-1".into()),
+            model: "builtin/rules".into(),
+            instructions: Some("Lead.".into()),
+            rules: vec![RuleDraft {
+                when: "programmer".into(),
+                action: "Done: {{message}}".into(),
+                send_to: vec!["user".into(), "programmer".into()],
+            }],
+            ..Default::default()
+        },
+        AgentDraft {
+            id: Some(143),
+            name: "programmer".into(),
+            role: Some("writes code".into()),
+            model: "builtin/rules".into(),
+            rules: vec![RuleDraft { when: "any".into(), action: "ok".into(), send_to: vec!["manager".into()] }],
+            ..Default::default()
+        },
+    ];
+    if extra_agent {
+        agents.push(AgentDraft { name: "tester".into(), model: "builtin/rules".into(), ..Default::default() });
+    }
+    AgencyDraft {
+        name: name.into(),
+        protocol: "directives".into(),
+        manager: "manager".into(),
+        max_hops: Some(7),
+        turn_deadline_secs: Some(42),
+        agents,
+        ..Default::default()
+    }
+    .validate(AgencyId::new(), owner, &|_| true)
+    .unwrap()
+}
+
+async fn agencies_round_trip(s: Arc<dyn Store>) {
+    let a = agency("studio", "local", false);
+    s.save_agency(&a).await.unwrap();
+    assert_eq!(s.agency(a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(s.agency_by_name("local", "studio").await.unwrap(), Some(a.clone()));
+    assert_eq!(s.agency_by_name("someone-else", "studio").await.unwrap(), None);
+    assert_eq!(s.agency(AgencyId::new()).await.unwrap(), None);
+
+    // Saving again replaces the agents, keeping the id.
+    let mut b = agency("studio", "local", true);
+    b.id = a.id;
+    s.save_agency(&b).await.unwrap();
+    let loaded = s.agency(a.id).await.unwrap().unwrap();
+    assert_eq!(loaded.agents.len(), 3);
+    assert_eq!(loaded, b);
+
+    let c = agency("agency-b", "local", false);
+    s.save_agency(&c).await.unwrap();
+    let names: Vec<String> = s.list_agencies("local").await.unwrap().into_iter().map(|a| a.name).collect();
+    assert_eq!(names, ["agency-b", "studio"]);
+    let listed = s.list_agencies("local").await.unwrap();
+    assert_eq!(listed[1], b, "agents are loaded with the list");
+}
+
+async fn names_are_unique_per_owner(s: Arc<dyn Store>) {
+    let a = agency("studio", "local", false);
+    s.save_agency(&a).await.unwrap();
+    let dup = agency("studio", "local", false);
+    match s.save_agency(&dup).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("studio"), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    // Nothing of the refused agency was written.
+    assert_eq!(s.agency(dup.id).await.unwrap(), None);
+    assert_eq!(s.agency(a.id).await.unwrap(), Some(a));
+    s.save_agency(&agency("studio", "alice", false)).await.unwrap();
+}
+
+fn conversation(agency: AgencyId) -> Conversation {
+    Conversation { id: ConversationId::new(), agency_id: agency, created_at: Utc::now().trunc_subsecs(6) }
+}
+
+fn message(c: ConversationId, turn: Option<TurnId>, seq: i64) -> Message {
+    Message {
+        id: MessageId::new(),
+        conversation_id: c,
+        turn_id: turn,
+        seq,
+        agent: AgentId::new(143),
+        kind: MessageKind::Delivery,
+        linked: Some(MessageId::new()),
+        from: AgentId::new(4522),
+        to: AgentId::new(143),
+        text: format!("message {seq} ✓ \"quoted\"\nline two"),
+        usage: Some(Usage { prompt_tokens: 10, completion_tokens: 5 }),
+        latency_ms: Some(12),
+        included: seq % 2 == 0,
+        created_at: Utc::now().trunc_subsecs(6),
+    }
+}
+
+async fn setup(s: &Arc<dyn Store>) -> ConversationId {
+    let a = agency("studio", "local", false);
+    s.save_agency(&a).await.unwrap();
+    let c = conversation(a.id);
+    s.create_conversation(&c).await.unwrap();
+    assert_eq!(s.conversation(c.id).await.unwrap(), Some(c.clone()));
+    assert_eq!(s.list_conversations(a.id).await.unwrap(), vec![c.clone()]);
+    c.id
+}
+
+async fn messages_keep_every_field_in_order(s: Arc<dyn Store>) {
+    let c = setup(&s).await;
+    let turn = TurnId::new();
+    let mut user_side = message(c, Some(turn), 1);
+    user_side.agent = None;
+    user_side.from = None;
+    user_side.to = None;
+    user_side.kind = MessageKind::Answer;
+    user_side.usage = None;
+    user_side.latency_ms = None;
+    user_side.linked = None;
+    let later = message(c, None, 7);
+    let m3 = message(c, Some(turn), 3);
+    s.append_messages(&[later.clone(), user_side.clone()]).await.unwrap();
+    s.append_messages(&[m3.clone()]).await.unwrap();
+    assert_eq!(s.messages(c).await.unwrap(), vec![user_side.clone(), m3.clone(), later]);
+    assert_eq!(s.turn_messages(turn).await.unwrap(), vec![user_side, m3]);
+    assert_eq!(s.messages(ConversationId::new()).await.unwrap(), vec![]);
+}
+
+async fn appends_are_all_or_nothing(s: Arc<dyn Store>) {
+    let c = setup(&s).await;
+    s.append_messages(&[message(c, None, 1)]).await.unwrap();
+    // The second row repeats seq 1: the whole append is refused.
+    let err = s.append_messages(&[message(c, None, 2), message(c, None, 1)]).await;
+    assert!(err.is_err());
+    assert_eq!(s.messages(c).await.unwrap().len(), 1);
+    // Also across the chunks of a large append.
+    let mut many: Vec<Message> = (10..2_600).map(|i| message(c, None, i)).collect();
+    many.push(message(c, None, 1));
+    assert!(s.append_messages(&many).await.is_err());
+    assert_eq!(s.messages(c).await.unwrap().len(), 1);
+}
+
+async fn large_appends(s: Arc<dyn Store>) {
+    let c = setup(&s).await;
+    let many: Vec<Message> = (0..2_500).map(|i| message(c, None, i)).collect();
+    s.append_messages(&many).await.unwrap();
+    assert_eq!(s.messages(c).await.unwrap(), many);
+}
+
+async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {
+    let c = setup(&s).await;
+    let mut t = TurnRecord {
+        id: TurnId::new(),
+        conversation_id: c,
+        number: 1,
+        started_at: Utc::now().trunc_subsecs(6),
+        finished_at: None,
+        stopped_by: None,
+        hops: 0,
+        usage: Usage::default(),
+        error: None,
+    };
+    s.save_turn(&t).await.unwrap();
+    assert_eq!(s.turns(c).await.unwrap(), vec![t.clone()]);
+    t.finished_at = Some(t.started_at + Duration::from_millis(1500));
+    t.stopped_by = Some(StopReason::MaxHops);
+    t.hops = 16;
+    t.usage = Usage { prompt_tokens: 100, completion_tokens: 20 };
+    t.error = Some("boom".into());
+    s.save_turn(&t).await.unwrap();
+    let t2 = TurnRecord { id: TurnId::new(), number: 2, ..t.clone() };
+    s.save_turn(&t2).await.unwrap();
+    assert_eq!(s.turns(c).await.unwrap(), vec![t, t2]);
+}
+
+async fn settings_are_claimed_once(s: Arc<dyn Store>) {
+    assert!(s.claim_once("demo").await.unwrap());
+    assert!(!s.claim_once("demo").await.unwrap());
+    assert!(s.claim_once("other").await.unwrap());
+}
+
+#[tokio::test]
+async fn bad_urls_are_clear_errors() {
+    let e = agency_store::open("mysql://x").await.err().unwrap();
+    assert!(e.to_string().contains("sqlite://PATH"), "{e}");
+    let e = agency_store::open("sqlite:///nonexistent-dir/sub/agency.db").await.err().unwrap();
+    assert!(e.to_string().starts_with("cannot open the database sqlite:///nonexistent-dir"), "{e}");
+    let e = agency_store::open("postgres://me:hunter2@127.0.0.1:1/db").await.err().unwrap();
+    assert!(!e.to_string().contains("hunter2"), "the password is never shown: {e}");
+}
