@@ -88,6 +88,7 @@ pub struct TurnEngine {
     agents: Vec<(AgentId, AgentState)>,
     index: HashMap<AgentId, usize>,
     loops: LoopDetector,
+    last_addressee: Option<AgentId>,
 }
 
 impl TurnEngine {
@@ -108,6 +109,7 @@ impl TurnEngine {
             agents,
             index,
             loops: LoopDetector::default(),
+            last_addressee: None,
         }
     }
 
@@ -118,6 +120,12 @@ impl TurnEngine {
 
     pub fn is_ended(&self) -> bool {
         self.phase == Phase::Ended
+    }
+
+    /// The agent the last reply addressed, when it addressed exactly one (`None` for the user,
+    /// several recipients, or an invalid reply).
+    pub fn last_addressee(&self) -> Option<AgentId> {
+        self.last_addressee
     }
 
     /// Some agent's model call is still running.
@@ -156,6 +164,14 @@ impl TurnEngine {
             return steps;
         }
         let parsed = protocol::parse_reply(self.protocol, raw, agent, &self.roster);
+        self.last_addressee = match parsed.as_deref() {
+            Ok([one]) => match one.to {
+                Recipient::Agent(id) => Some(id),
+                Recipient::User if agent != self.manager => Some(self.manager),
+                Recipient::User => None,
+            },
+            _ => None,
+        };
         match self.phase {
             Phase::Ended => {
                 // Late: route what can be routed, start nothing.

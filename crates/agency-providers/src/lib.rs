@@ -1,1 +1,128 @@
+//! Models: anything that reads an agent's context and answers.
+//!
+//! [`Model`] is the one trait every provider implements. [`Providers`] maps the provider part
+//! of a model reference (`builtin/rules` → `builtin`) to what serves it. This crate ships the
+//! built-in rules model; real LLM providers plug in beside it.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agency_core::{
+    Agency, Agent, AgentId, Message, MessageKind, ModelRef, Role, Roster, Usage, protocol, rules,
+};
+use async_trait::async_trait;
+
+/// What a model is asked: the agent, and its whole context (system prompt first).
+#[derive(Clone, Debug)]
+pub struct ModelRequest {
+    pub agency: Arc<Agency>,
+    pub roster: Arc<Roster>,
+    pub agent: AgentId,
+    pub context: Arc<Vec<Message>>,
+}
+
+impl ModelRequest {
+    pub fn agent(&self) -> Option<&Agent> {
+        self.agency.agent(self.agent)
+    }
+
+    /// The context as chat messages: what a chat model is sent. Deliveries are framed by the
+    /// agency's protocol so the agent sees who sent them.
+    pub fn chat(&self) -> Vec<(Role, String)> {
+        self.context
+            .iter()
+            .filter(|m| m.included)
+            .map(|m| {
+                let text = match m.kind {
+                    MessageKind::Input | MessageKind::Delivery | MessageKind::Failure => {
+                        protocol::frame(self.agency.protocol, m.from, &m.text, &self.roster)
+                    }
+                    _ => m.text.clone(),
+                };
+                (m.role(), text)
+            })
+            .collect()
+    }
+}
+
+/// A model's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub text: String,
+    pub usage: Usage,
+}
+
+/// Why a model could not answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error("{provider} has no model `{model}`")]
+    UnknownModel { provider: String, model: String },
+    #[error("{provider}: {message}")]
+    Failed { provider: String, message: String },
+}
+
+#[async_trait]
+pub trait Model: Send + Sync {
+    async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError>;
+}
+
+/// A source of models: a provider (`builtin`, `openai`, a local server, ...).
+pub trait Provider: Send + Sync {
+    fn model(&self, name: &str) -> Option<Arc<dyn Model>>;
+}
+
+/// The providers this server knows, by name.
+#[derive(Clone)]
+pub struct Providers {
+    by_name: HashMap<String, Arc<dyn Provider>>,
+}
+
+impl Providers {
+    /// Only the built-in models.
+    pub fn builtin() -> Self {
+        let mut p = Self {
+            by_name: HashMap::new(),
+        };
+        p.insert("builtin", Arc::new(Builtin));
+        p
+    }
+
+    pub fn insert(&mut self, name: &str, provider: Arc<dyn Provider>) {
+        self.by_name.insert(name.to_string(), provider);
+    }
+
+    pub fn resolve(&self, model: &ModelRef) -> Option<Arc<dyn Model>> {
+        self.by_name.get(&model.provider)?.model(&model.model)
+    }
+
+    pub fn serves(&self, model: &ModelRef) -> bool {
+        self.resolve(model).is_some()
+    }
+}
+
+/// `builtin/rules`.
+struct Builtin;
+
+impl Provider for Builtin {
+    fn model(&self, name: &str) -> Option<Arc<dyn Model>> {
+        (name == "rules").then(|| Arc::new(RulesModel) as Arc<dyn Model>)
+    }
+}
+
+/// The deterministic, free model: follows the agent's ad-lib rules (see [`agency_core::rules`]).
+pub struct RulesModel;
+
+#[async_trait]
+impl Model for RulesModel {
+    async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
+        let agent = request.agent().ok_or_else(|| ModelError::Failed {
+            provider: "builtin".into(),
+            message: format!("no agent #{}", request.agent.get()),
+        })?;
+        let envelopes = rules::respond(agent, &request.context, &request.roster);
+        Ok(Completion {
+            text: protocol::format_reply(request.agency.protocol, &envelopes, &request.roster),
+            usage: Usage::default(),
+        })
+    }
+}

@@ -1,1 +1,202 @@
+//! Runs conversations: drives the core's [`TurnEngine`], calls models, persists every message
+//! before it is delivered, publishes events, and enforces the turn's deadline.
+//!
+//! One turn at a time per conversation (a per-conversation lock). A conversation's contexts are
+//! loaded from the store once and then kept in memory with it, so a hop costs one write and no
+//! read, however long the conversation grows.
 
+mod error;
+mod events;
+mod turn;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex as StdMutex};
+
+use agency_core::{
+    Agency, AgencyDraft, AgencyId, Conversation, ConversationId, Message, MessageKind,
+    StopReason, TraceEntry, TurnId, Usage, ValidationErrors, prompt,
+};
+use agency_providers::Providers;
+use agency_store::Store;
+use chrono::Utc;
+use tokio::sync::{Mutex, broadcast};
+use tokio::task::JoinHandle;
+
+pub use error::RuntimeError;
+pub use events::Event;
+
+use turn::Session;
+
+/// The owner of everything made without an account (the CLI on a local database).
+pub const LOCAL_OWNER: &str = "local";
+
+/// Sessions kept in memory at most; idle ones beyond this are dropped (and reloaded on use).
+const MAX_SESSIONS: usize = 1024;
+
+/// What a turn produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnOutcome {
+    pub conversation_id: ConversationId,
+    pub turn_id: TurnId,
+    pub number: u32,
+    pub answer: String,
+    pub stopped_by: StopReason,
+    pub hops: u32,
+    /// Summed over every model call the turn made before it answered.
+    pub usage: Usage,
+    /// Who said what to whom, in order, from the user's message to the answer.
+    pub trace: Vec<TraceEntry>,
+}
+
+pub struct Runtime {
+    store: Arc<dyn Store>,
+    providers: Arc<Providers>,
+    events: broadcast::Sender<Event>,
+    sessions: StdMutex<HashMap<ConversationId, Arc<Mutex<Option<Session>>>>>,
+    /// Turns that answered while some agents were still working: their late replies are
+    /// being persisted.
+    settling: StdMutex<Vec<JoinHandle<()>>>,
+}
+
+impl Runtime {
+    pub fn new(store: Arc<dyn Store>, providers: Providers) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            providers: Arc::new(providers),
+            events: broadcast::channel(1024).0,
+            sessions: StdMutex::new(HashMap::new()),
+            settling: StdMutex::new(Vec::new()),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn providers(&self) -> &Providers {
+        &self.providers
+    }
+
+    /// Every event of every conversation, as it happens.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Validates a draft; the errors name each bad field.
+    pub fn validate(&self, draft: &AgencyDraft, id: AgencyId, owner: &str) -> Result<Agency, ValidationErrors> {
+        draft.validate(id, owner, &|m| self.providers.serves(m))
+    }
+
+    /// Creates the agency, or replaces the owner's agency of the same name (keeping its id, so
+    /// its conversations stay).
+    pub async fn save_agency(&self, draft: &AgencyDraft, owner: &str) -> Result<Agency, RuntimeError> {
+        let id = match self.store.agency_by_name(owner, &draft.name).await? {
+            Some(existing) => existing.id,
+            None => AgencyId::new(),
+        };
+        let agency = self.validate(draft, id, owner)?;
+        self.store.save_agency(&agency).await?;
+        Ok(agency)
+    }
+
+    /// An agency by id or by name.
+    pub async fn agency(&self, owner: &str, id_or_name: &str) -> Result<Agency, RuntimeError> {
+        let found = match id_or_name.parse::<AgencyId>() {
+            Ok(id) => self.store.agency(id).await?.filter(|a| a.owner == owner),
+            Err(_) => self.store.agency_by_name(owner, id_or_name).await?,
+        };
+        found.ok_or_else(|| RuntimeError::AgencyNotFound(id_or_name.to_string()))
+    }
+
+    /// Starts a conversation: each agent's context begins with its system prompt.
+    pub async fn start_conversation(&self, agency: &Agency) -> Result<Conversation, RuntimeError> {
+        let conversation = Conversation {
+            id: ConversationId::new(),
+            agency_id: agency.id,
+            created_at: Utc::now(),
+        };
+        self.store.create_conversation(&conversation).await?;
+        let prompts: Vec<Message> = agency
+            .agents
+            .iter()
+            .zip(0..)
+            .map(|(agent, seq)| Message {
+                id: agency_core::MessageId::new(),
+                conversation_id: conversation.id,
+                turn_id: None,
+                seq,
+                agent: Some(agent.id),
+                kind: MessageKind::System,
+                linked: None,
+                from: None,
+                to: Some(agent.id),
+                text: prompt::system_prompt(agency, agent),
+                usage: None,
+                latency_ms: None,
+                included: true,
+                created_at: conversation.created_at,
+            })
+            .collect();
+        self.store.append_messages(&prompts).await?;
+        Ok(conversation)
+    }
+
+    /// One turn: the user's `text` to the manager, and everything until the manager answers.
+    pub async fn send(self: &Arc<Self>, conversation: ConversationId, text: String) -> Result<TurnOutcome, RuntimeError> {
+        if text.trim().is_empty() {
+            return Err(RuntimeError::Invalid("the message is empty".into()));
+        }
+        let slot = self.session_slot(conversation);
+        let mut guard = slot.clone().lock_owned().await;
+        if guard.is_none() {
+            *guard = Some(Session::load(&*self.store, conversation).await?);
+        }
+        turn::run(self.clone(), guard, text).await
+    }
+
+    /// Waits until the late replies of finished turns are persisted.
+    pub async fn settle(&self) {
+        loop {
+            let handles: Vec<JoinHandle<()>> = match self.settling.lock() {
+                Ok(mut s) => s.drain(..).collect(),
+                Err(_) => return,
+            };
+            if handles.is_empty() {
+                return;
+            }
+            for h in handles {
+                let _ = h.await;
+            }
+        }
+    }
+
+    /// The trace of a finished turn, from the store.
+    pub async fn trace(&self, turn: TurnId) -> Result<Vec<TraceEntry>, RuntimeError> {
+        Ok(agency_core::trace(&self.store.turn_messages(turn).await?))
+    }
+
+    fn session_slot(&self, conversation: ConversationId) -> Arc<Mutex<Option<Session>>> {
+        let mut sessions = match self.sessions.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if sessions.len() >= MAX_SESSIONS && !sessions.contains_key(&conversation) {
+            // Drop the sessions nobody is using; they reload from the store when needed.
+            sessions.retain(|_, slot| Arc::strong_count(slot) > 1);
+        }
+        sessions.entry(conversation).or_default().clone()
+    }
+
+    fn track(&self, handle: JoinHandle<()>) {
+        if let Ok(mut s) = self.settling.lock() {
+            s.retain(|h| !h.is_finished());
+            s.push(handle);
+        }
+    }
+
+    fn publish(&self, event: impl FnOnce() -> Event) {
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(event());
+        }
+    }
+}

@@ -1,0 +1,30 @@
+use agency_core::{AgentId, ConversationId, ValidationErrors};
+use agency_store::StoreError;
+
+/// What can go wrong running an agency. The edges map each kind to their own status codes.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("no agency `{0}`")]
+    AgencyNotFound(String),
+    #[error("no conversation {0}")]
+    ConversationNotFound(ConversationId),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("the agency is not valid:\n{0}")]
+    Validation(#[from] ValidationErrors),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("agent {agent} ({name}) could not answer: {error}")]
+    Model { agent: AgentId, name: String, error: String },
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for RuntimeError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict(m) => RuntimeError::Conflict(m),
+            other => RuntimeError::Store(other),
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! One turn, carried out: the engine decides, this persists, delivers and calls models.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agency_core::engine::{Step, TurnEngine};
+use agency_core::{
+    Agency, AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, Roster,
+    TraceEntry, TurnId, TurnRecord, Usage, prompt,
+};
+use agency_providers::{Completion, ModelError, ModelRequest};
+use agency_store::Store;
+use chrono::Utc;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use tokio::sync::OwnedMutexGuard;
+use tokio::time::Instant;
+
+use crate::{Event, Runtime, RuntimeError, TurnOutcome};
+
+/// The longest the manager gets to answer after the deadline before the turn is cut off, and
+/// the longest late replies are waited for after a turn answered.
+const MAX_GRACE: Duration = Duration::from_secs(60);
+
+/// A conversation held in memory between turns: each agent's context, loaded once.
+pub(crate) struct Session {
+    conversation: ConversationId,
+    agency_id: AgencyId,
+    contexts: HashMap<AgentId, Arc<Vec<Message>>>,
+    next_seq: i64,
+    turns: u32,
+}
+
+impl Session {
+    pub(crate) async fn load(store: &dyn Store, conversation: ConversationId) -> Result<Self, RuntimeError> {
+        let c = store
+            .conversation(conversation)
+            .await?
+            .ok_or(RuntimeError::ConversationNotFound(conversation))?;
+        let messages = store.messages(conversation).await?;
+        let next_seq = messages.last().map_or(0, |m| m.seq + 1);
+        let mut turns = 0;
+        let mut contexts: HashMap<AgentId, Vec<Message>> = HashMap::new();
+        for m in messages {
+            turns += u32::from(m.kind == MessageKind::Input);
+            if let Some(agent) = m.agent {
+                contexts.entry(agent).or_default().push(m);
+            }
+        }
+        Ok(Self {
+            conversation,
+            agency_id: c.agency_id,
+            contexts: contexts.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+            next_seq,
+            turns,
+        })
+    }
+
+    /// Agents whose contexts end with something they have not answered.
+    fn unanswered(&self) -> Vec<AgentId> {
+        self.contexts
+            .iter()
+            .filter(|(_, c)| c.last().is_some_and(|m| !matches!(m.kind, MessageKind::System | MessageKind::Reply)))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+}
+
+type Call = BoxFuture<'static, (AgentId, Result<Completion, ModelError>, Duration)>;
+
+struct TurnRun {
+    rt: Arc<Runtime>,
+    guard: OwnedMutexGuard<Option<Session>>,
+    session: Session,
+    agency: Arc<Agency>,
+    roster: Arc<Roster>,
+    engine: TurnEngine,
+    record: TurnRecord,
+    inflight: FuturesUnordered<Call>,
+    trace: Vec<TraceEntry>,
+    reply_usage: HashMap<MessageId, Usage>,
+    answer: Option<(String, agency_core::StopReason)>,
+    failure: Option<(AgentId, String)>,
+}
+
+pub(crate) async fn run(
+    rt: Arc<Runtime>,
+    mut guard: OwnedMutexGuard<Option<Session>>,
+    text: String,
+) -> Result<TurnOutcome, RuntimeError> {
+    let Some(session) = guard.take() else {
+        return Err(RuntimeError::Invalid("the conversation is not loaded".into()));
+    };
+    let agency = rt
+        .store
+        .agency(session.agency_id)
+        .await?
+        .ok_or_else(|| RuntimeError::AgencyNotFound(session.agency_id.to_string()))?;
+    let mut session = session;
+    session.turns += 1;
+    let record = TurnRecord {
+        id: TurnId::new(),
+        conversation_id: session.conversation,
+        number: session.turns,
+        started_at: Utc::now(),
+        finished_at: None,
+        stopped_by: None,
+        hops: 0,
+        usage: Usage::default(),
+        error: None,
+    };
+    rt.store.save_turn(&record).await?;
+    rt.publish(|| Event::TurnStarted {
+        conversation: record.conversation_id,
+        turn: record.id,
+        number: record.number,
+    });
+    let run = TurnRun {
+        engine: TurnEngine::new(&agency),
+        roster: Arc::new(agency.roster()),
+        agency: Arc::new(agency),
+        rt,
+        guard,
+        session,
+        record,
+        inflight: FuturesUnordered::new(),
+        trace: Vec::new(),
+        reply_usage: HashMap::new(),
+        answer: None,
+        failure: None,
+    };
+    run.go(text).await
+}
+
+impl TurnRun {
+    async fn go(mut self, text: String) -> Result<TurnOutcome, RuntimeError> {
+        // Agents added to the agency since the conversation started get their system prompt.
+        let agency = self.agency.clone();
+        let mut batch: Vec<Message> = Vec::new();
+        for agent in &agency.agents {
+            if !self.session.contexts.contains_key(&agent.id) {
+                let m = self.message(Some(agent.id), MessageKind::System, None, Some(agent.id), prompt::system_prompt(&agency, agent), None);
+                batch.push(m);
+            }
+        }
+        let unanswered = self.session.unanswered();
+        let steps = self.engine.start(text, unanswered);
+        self.apply(steps, batch).await?;
+
+        let deadline = tokio::time::sleep_until(Instant::now() + agency.limits.turn_deadline);
+        tokio::pin!(deadline);
+        let mut deadline_passed = false;
+        while self.answer.is_none() && self.failure.is_none() {
+            if self.inflight.is_empty() {
+                // Nobody is working and nobody answered: end the turn rather than hang.
+                let steps = self.engine.cut_off();
+                self.apply(steps, Vec::new()).await?;
+                continue;
+            }
+            enum Next {
+                Done(Option<(AgentId, Result<Completion, ModelError>, Duration)>),
+                Timer,
+            }
+            let next = tokio::select! {
+                done = self.inflight.next() => Next::Done(done),
+                () = &mut deadline => Next::Timer,
+            };
+            match next {
+                Next::Done(Some((agent, result, took))) => self.on_completion(agent, result, took).await?,
+                Next::Done(None) => {}
+                Next::Timer if !deadline_passed => {
+                    deadline_passed = true;
+                    let steps = self.engine.on_deadline();
+                    self.apply(steps, Vec::new()).await?;
+                    deadline.as_mut().reset(Instant::now() + grace(&agency));
+                }
+                Next::Timer => {
+                    let steps = self.engine.cut_off();
+                    self.apply(steps, Vec::new()).await?;
+                }
+            }
+        }
+
+        self.record.finished_at = Some(Utc::now());
+        self.record.hops = self.engine.hops();
+        let conversation = self.record.conversation_id;
+        let turn = self.record.id;
+        if let Some((agent, error)) = self.failure.take() {
+            self.record.error = Some(error.clone());
+            self.rt.store.save_turn(&self.record).await?;
+            self.rt.publish(|| Event::TurnFailed { conversation, turn, error: error.clone() });
+            let name = self.roster.display(Some(agent)).to_string();
+            self.settle_later();
+            return Err(RuntimeError::Model { agent, name, error });
+        }
+        // The loop above ends only with an answer or a failure.
+        let (answer, stopped_by) = self
+            .answer
+            .take()
+            .unwrap_or_else(|| (String::new(), agency_core::StopReason::Deadline));
+        self.record.stopped_by = Some(stopped_by);
+        self.rt.store.save_turn(&self.record).await?;
+        self.rt.publish(|| Event::TurnFinished { conversation, turn, stopped_by });
+        let outcome = TurnOutcome {
+            conversation_id: conversation,
+            turn_id: turn,
+            number: self.record.number,
+            answer,
+            stopped_by,
+            hops: self.record.hops,
+            usage: self.record.usage,
+            trace: std::mem::take(&mut self.trace),
+        };
+        self.settle_later();
+        Ok(outcome)
+    }
+
+    /// Agents still working when the turn ended: their replies are persisted and routed (for
+    /// the next turn) in the background; the conversation stays locked until they are in.
+    fn settle_later(self) {
+        if !self.engine.in_flight() {
+            self.finish();
+            return;
+        }
+        let rt = self.rt.clone();
+        let handle = tokio::spawn(async move {
+            let mut run = self;
+            let bound = tokio::time::sleep(grace(&run.agency));
+            tokio::pin!(bound);
+            loop {
+                let done = tokio::select! {
+                    done = run.inflight.next() => done,
+                    () = &mut bound => None,
+                };
+                let Some((agent, result, took)) = done else { break };
+                if let Err(e) = run.on_completion(agent, result, took).await {
+                    tracing::error!(error = %e, "could not persist a late reply");
+                    return; // the session reloads from the store on the next turn
+                }
+            }
+            run.record.hops = run.engine.hops();
+            if let Err(e) = run.rt.store.save_turn(&run.record).await {
+                tracing::error!(error = %e, "could not record a turn's late usage");
+            }
+            run.finish();
+        });
+        rt.track(handle);
+    }
+
+    /// Hands the session back for the next turn.
+    fn finish(self) {
+        let TurnRun { mut guard, session, .. } = self;
+        *guard = Some(session);
+    }
+
+    async fn on_completion(
+        &mut self,
+        agent: AgentId,
+        result: Result<Completion, ModelError>,
+        took: Duration,
+    ) -> Result<(), RuntimeError> {
+        match result {
+            Ok(c) => {
+                self.record.usage += c.usage;
+                let mut reply = self.message(Some(agent), MessageKind::Reply, Some(agent), None, c.text, None);
+                reply.usage = Some(c.usage);
+                reply.latency_ms = Some(u32::try_from(took.as_millis()).unwrap_or(u32::MAX));
+                let steps = self.engine.on_reply(agent, reply.id, &reply.text);
+                reply.to = self.engine.last_addressee();
+                self.reply_usage.insert(reply.id, c.usage);
+                self.apply(steps, vec![reply]).await
+            }
+            Err(e) => {
+                tracing::warn!(agent = agent.get(), error = %e, "a model call failed");
+                let steps = self.engine.on_failure(agent, &e.to_string());
+                self.apply(steps, Vec::new()).await
+            }
+        }
+    }
+
+    /// Persists `batch` plus the engine's deliveries in one write, then makes them visible in
+    /// their contexts, then starts the calls.
+    async fn apply(&mut self, steps: Vec<Step>, mut batch: Vec<Message>) -> Result<(), RuntimeError> {
+        let mut invokes = Vec::new();
+        for step in steps {
+            match step {
+                Step::Deliver(d) => {
+                    let m = self.message(Some(d.to), d.kind, d.from, Some(d.to), d.text, d.linked);
+                    batch.push(m);
+                }
+                Step::Invoke(agent) => invokes.push(agent),
+                Step::Answer { text, stopped_by, linked } => {
+                    let manager = self.agency.manager;
+                    let m = self.message(None, MessageKind::Answer, Some(manager), None, text.clone(), linked);
+                    batch.push(m);
+                    self.answer = Some((text, stopped_by));
+                }
+                Step::Fail { agent, error } => self.failure = Some((agent, error)),
+            }
+        }
+        self.rt.store.append_messages(&batch).await?;
+        for m in batch {
+            if !matches!(m.kind, MessageKind::Reply | MessageKind::System) {
+                let entry = TraceEntry {
+                    from: m.from,
+                    to: m.agent,
+                    kind: m.kind,
+                    text: m.text.clone(),
+                    usage: m.linked.and_then(|l| self.reply_usage.get(&l).copied()),
+                };
+                let (conversation, turn) = (self.record.conversation_id, self.record.id);
+                self.rt.publish(|| Event::Hop { conversation, turn, entry: entry.clone() });
+                self.trace.push(entry);
+            }
+            if let Some(agent) = m.agent {
+                Arc::make_mut(self.session.contexts.entry(agent).or_default()).push(m);
+            }
+        }
+        for agent in invokes {
+            self.invoke(agent);
+        }
+        Ok(())
+    }
+
+    fn invoke(&mut self, agent: AgentId) {
+        let request = ModelRequest {
+            agency: self.agency.clone(),
+            roster: self.roster.clone(),
+            agent,
+            context: self.session.contexts.get(&agent).cloned().unwrap_or_default(),
+        };
+        let model = self
+            .agency
+            .agent(agent)
+            .map(|a| (a.model.clone(), self.rt.providers.resolve(&a.model)));
+        let started = Instant::now();
+        let call: Call = Box::pin(async move {
+            let result = match model {
+                Some((_, Some(model))) => model.complete(request).await,
+                Some((r, None)) => Err(ModelError::UnknownModel { provider: r.provider, model: r.model }),
+                None => Err(ModelError::Failed { provider: "agency".into(), message: format!("no agent #{}", agent.get()) }),
+            };
+            (agent, result, started.elapsed())
+        });
+        self.inflight.push(call);
+        let (conversation, turn) = (self.record.conversation_id, self.record.id);
+        self.rt.publish(|| Event::AgentStarted { conversation, turn, agent });
+    }
+
+    fn message(
+        &mut self,
+        agent: Option<AgentId>,
+        kind: MessageKind,
+        from: Option<AgentId>,
+        to: Option<AgentId>,
+        text: String,
+        linked: Option<MessageId>,
+    ) -> Message {
+        let seq = self.session.next_seq;
+        self.session.next_seq += 1;
+        Message {
+            id: MessageId::new(),
+            conversation_id: self.session.conversation,
+            turn_id: Some(self.record.id),
+            seq,
+            agent,
+            kind,
+            linked,
+            from,
+            to,
+            text,
+            usage: None,
+            latency_ms: None,
+            included: true,
+            created_at: Utc::now(),
+        }
+    }
+}
+
+fn grace(agency: &Agency) -> Duration {
+    agency.limits.turn_deadline.min(MAX_GRACE)
+}
