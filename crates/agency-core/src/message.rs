@@ -196,6 +196,21 @@ pub struct TraceEntry {
     pub usage: Option<Usage>,
 }
 
+impl TraceEntry {
+    /// Who sent it: an agent's name, `user`, or `agency` for the server's own notices.
+    pub fn from_name<'a>(&self, roster: &'a crate::Roster) -> &'a str {
+        match self.kind {
+            MessageKind::Correction | MessageKind::Guard => "agency",
+            _ => roster.display(self.from),
+        }
+    }
+
+    /// Who received it: an agent's name, or `user`.
+    pub fn to_name<'a>(&self, roster: &'a crate::Roster) -> &'a str {
+        roster.display(self.to)
+    }
+}
+
 /// The trace of a turn from its messages (in `seq` order): the user's input, every delivery,
 /// correction, guard and failure notice, and the answer.
 pub fn trace(messages: &[Message]) -> Vec<TraceEntry> {

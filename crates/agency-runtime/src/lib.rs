@@ -46,6 +46,8 @@ pub struct TurnOutcome {
     pub usage: Usage,
     /// Who said what to whom, in order, from the user's message to the answer.
     pub trace: Vec<TraceEntry>,
+    /// The agency's agents, to name the trace's parties.
+    pub roster: Arc<agency_core::Roster>,
 }
 
 pub struct Runtime {

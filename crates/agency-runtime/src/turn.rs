@@ -212,6 +212,7 @@ impl TurnRun {
             hops: self.record.hops,
             usage: self.record.usage,
             trace: std::mem::take(&mut self.trace),
+            roster: self.roster.clone(),
         };
         self.settle_later();
         Ok(outcome)

@@ -155,8 +155,8 @@ async fn bad_replies_are_corrected_then_passed_on() {
     let out = h.rt.send(c.id, "go".into()).await.unwrap();
     assert_eq!(out.answer, "got: fixed");
     let l = lines(&out, &agency);
-    assert!(l[2].starts_with("user>worker:correction:Your reply could not be delivered: your reply is not a JSON object"), "{l:?}");
-    assert!(l[3].starts_with("user>worker:correction:Your reply could not be delivered: there is no agent #99"), "{l:?}");
+    assert!(l[2].starts_with("agency>worker:correction:Your reply could not be delivered: your reply is not a JSON object"), "{l:?}");
+    assert!(l[3].starts_with("agency>worker:correction:Your reply could not be delivered: there is no agent #99"), "{l:?}");
     // The third call saw both corrections, in order, after its own bad replies.
     let seen = w.seen.lock().unwrap();
     assert_eq!(
@@ -198,7 +198,7 @@ async fn the_hop_limit_stops_an_endless_exchange() {
     assert_eq!(out.stopped_by, StopReason::MaxHops);
     assert_eq!(out.hops, 9, "8 hops, then the manager's answer");
     let l = lines(&out, &agency);
-    assert!(l.iter().any(|l| l.starts_with("user>manager:guard:Stop now: this turn reached its limit of 8 replies")), "{l:?}");
+    assert!(l.iter().any(|l| l.starts_with("agency>manager:guard:Stop now: this turn reached its limit of 8 replies")), "{l:?}");
     assert!(l.last().unwrap().starts_with("manager>user:answer:"));
     assert_eq!(h.rt.store().turns(c.id).await.unwrap()[0].stopped_by, Some(StopReason::MaxHops));
 }
@@ -238,7 +238,7 @@ async fn the_deadline_makes_the_manager_answer() {
     assert_eq!(out.stopped_by, StopReason::Deadline);
     // The rules manager answers with the last thing an agent told it: nothing yet but the input.
     let l = lines(&out, &agency);
-    assert!(l.iter().any(|l| l.starts_with("user>manager:guard:Stop now: this turn reached its time limit")), "{l:?}");
+    assert!(l.iter().any(|l| l.starts_with("agency>manager:guard:Stop now: this turn reached its time limit")), "{l:?}");
 
     // The slow reply arrives after the answer: it is kept for the next turn.
     h.rt.settle().await;

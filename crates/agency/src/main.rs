@@ -1,1 +1,250 @@
-fn main() {}
+//! `agency`: the one binary. Serves the HTTP API, imports and exports agency files, and chats
+//! with an agency from the terminal.
+
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agency_core::{Agency, ConversationId, MessageKind};
+use agency_file::AgencyFile;
+use agency_providers::Providers;
+use agency_runtime::{Event, LOCAL_OWNER, Runtime, RuntimeError, TurnOutcome};
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+/// The demo agency, imported on the first start of an empty database.
+const DEMO: &str = include_str!("../../../examples/studio.yaml");
+
+#[derive(Parser)]
+#[command(name = "agency", version, about = "A team of LLM agents behind one endpoint")]
+struct Cli {
+    /// Database URL: sqlite://PATH or postgres://USER@HOST/DB.
+    #[arg(long, global = true, env = "AGENCY_DB", default_value = "sqlite://agency.db")]
+    db: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the HTTP server.
+    Serve {
+        #[arg(long, env = "AGENCY_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+    },
+    /// Create or update an agency from a YAML (or JSON) file.
+    Import { file: PathBuf },
+    /// Print an agency as YAML.
+    Export {
+        name: String,
+        /// Write to this file instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// List the agencies.
+    List,
+    /// Talk to an agency: one turn with --message, else a terminal chat showing the agents' trace.
+    Chat {
+        name: String,
+        #[arg(short, long)]
+        message: Option<String>,
+        /// With --message: print the turn as JSON.
+        #[arg(long, requires = "message")]
+        json: bool,
+        /// Continue this conversation instead of starting one.
+        #[arg(long)]
+        conversation: Option<ConversationId>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let serving = matches!(cli.command, Command::Serve { .. });
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AGENCY_LOG")
+                .unwrap_or_else(|_| (if serving { "info" } else { "warn" }).into()),
+        )
+        .init();
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .and_then(|rt| rt.block_on(run(cli)));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let store = agency_store::open(&cli.db).await?;
+    let rt = Runtime::new(store, Providers::builtin());
+    seed_demo(&rt).await?;
+    match cli.command {
+        Command::Serve { listen } => serve(rt, listen).await,
+        Command::Import { file } => import(&rt, &file).await,
+        Command::Export { name, output } => export(&rt, &name, output).await,
+        Command::List => list(&rt).await,
+        Command::Chat { name, message, json, conversation } => {
+            let agency = rt.agency(LOCAL_OWNER, &name).await?;
+            let conversation = match conversation {
+                Some(id) => {
+                    let c = rt.store().conversation(id).await?;
+                    match c {
+                        Some(c) if c.agency_id == agency.id => id,
+                        _ => bail!("agency `{name}` has no conversation {id}"),
+                    }
+                }
+                None => rt.start_conversation(&agency).await?.id,
+            };
+            let result = match message {
+                Some(text) => chat_once(&rt, conversation, text, json).await,
+                None => chat(&rt, &agency, conversation).await,
+            };
+            rt.settle().await;
+            result
+        }
+    }
+}
+
+/// Imports the demo agency the first time an empty database is opened.
+async fn seed_demo(rt: &Runtime) -> anyhow::Result<()> {
+    if rt.store().claim_once("demo-agency-imported").await? && rt.store().list_agencies(LOCAL_OWNER).await?.is_empty() {
+        let file = AgencyFile::parse("examples/studio.yaml", DEMO)?;
+        rt.save_agency(&file.draft, LOCAL_OWNER).await?;
+    }
+    Ok(())
+}
+
+async fn serve(rt: Arc<Runtime>, listen: SocketAddr) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    tracing::info!("listening on http://{addr}");
+    println!("agency: listening on http://{addr}");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    agency_server::serve(rt.clone(), listener, shutdown).await?;
+    rt.settle().await;
+    Ok(())
+}
+
+async fn import(rt: &Runtime, path: &PathBuf) -> anyhow::Result<()> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {source}"))?;
+    let file = AgencyFile::parse(&source, &text)?;
+    let agency = match rt.save_agency(&file.draft, LOCAL_OWNER).await {
+        Ok(a) => a,
+        Err(RuntimeError::Validation(errors)) => return Err(file.locate(errors).into()),
+        Err(e) => return Err(e.into()),
+    };
+    println!("imported {} ({} agents, manager {})", agency.name, agency.agents.len(), agency.roster().display(Some(agency.manager)));
+    Ok(())
+}
+
+async fn export(rt: &Runtime, name: &str, output: Option<PathBuf>) -> anyhow::Result<()> {
+    let agency = rt.agency(LOCAL_OWNER, name).await?;
+    let yaml = agency_file::to_yaml(&agency.to_draft());
+    match output {
+        Some(path) => std::fs::write(&path, yaml).with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{yaml}"),
+    }
+    Ok(())
+}
+
+async fn list(rt: &Runtime) -> anyhow::Result<()> {
+    let agencies = rt.store().list_agencies(LOCAL_OWNER).await?;
+    if agencies.is_empty() {
+        println!("no agencies yet: `agency import FILE` adds one");
+    }
+    for a in agencies {
+        let names: Vec<&str> = a.agents.iter().map(|g| g.name.as_str()).collect();
+        println!("{:<24} {:<10} manager {:<16} agents: {}", a.name, a.protocol.as_str(), a.roster().display(Some(a.manager)), names.join(", "));
+    }
+    Ok(())
+}
+
+async fn chat_once(rt: &Arc<Runtime>, conversation: ConversationId, text: String, json: bool) -> anyhow::Result<()> {
+    let out = rt.send(conversation, text).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&turn_json(&out))?);
+    } else {
+        println!("{}", out.answer);
+    }
+    Ok(())
+}
+
+fn turn_json(out: &TurnOutcome) -> serde_json::Value {
+    serde_json::json!({
+        "conversation_id": out.conversation_id.to_string(),
+        "answer": out.answer,
+        "stopped_by": out.stopped_by.as_str(),
+        "hops": out.hops,
+        "trace": out.trace.iter().map(|e| serde_json::json!({
+            "from": e.from_name(&out.roster),
+            "to": e.to_name(&out.roster),
+            "kind": e.kind.as_str(),
+            "text": e.text,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The terminal chat: each line is a turn; the agents' messages show as they happen.
+async fn chat(rt: &Arc<Runtime>, agency: &Agency, conversation: ConversationId) -> anyhow::Result<()> {
+    println!("Chatting with {} (conversation {conversation}). Ctrl-D ends.", agency.name);
+    let roster = agency.roster();
+    let mut events = rt.subscribe();
+    let show = |event: Event| {
+        if let Event::Hop { conversation: c, entry, .. } = event
+            && c == conversation
+            && !matches!(entry.kind, MessageKind::Input | MessageKind::Answer)
+        {
+            println!("  {} → {}: {}", entry.from_name(&roster), entry.to_name(&roster), entry.text.replace('\n', "\n    "));
+        }
+    };
+    let (lines_tx, mut lines) = tokio::sync::mpsc::channel::<String>(1);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+            if lines_tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        print!("you> ");
+        std::io::stdout().flush()?;
+        let Some(line) = lines.recv().await else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let turn = rt.send(conversation, line);
+        tokio::pin!(turn);
+        let result = loop {
+            tokio::select! {
+                Ok(event) = events.recv() => show(event),
+                result = &mut turn => break result,
+            }
+        };
+        while let Ok(event) = events.try_recv() {
+            show(event);
+        }
+        match result {
+            Ok(out) => {
+                let note = if out.stopped_by.is_guard() { format!(" [stopped: {}]", out.stopped_by.as_str()) } else { String::new() };
+                println!("{}> {}{note}", agency.name, out.answer);
+            }
+            Err(e) => eprintln!("error: {e}"),
+        }
+    }
+    println!();
+    Ok(())
+}

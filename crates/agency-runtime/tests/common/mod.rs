@@ -159,7 +159,7 @@ pub fn lines(outcome: &agency_runtime::TurnOutcome, agency: &agency_core::Agency
     outcome
         .trace
         .iter()
-        .map(|e| format!("{}>{}:{}:{}", roster.display(e.from), roster.display(e.to), e.kind.as_str(), e.text))
+        .map(|e| format!("{}>{}:{}:{}", e.from_name(&roster), e.to_name(&roster), e.kind.as_str(), e.text))
         .collect()
 }
 

@@ -1,0 +1,604 @@
+//! Reading: YAML text → marked-yaml nodes → [`AgencyDraft`] plus field positions.
+//!
+//! The nodes are walked by hand rather than through serde: marked-yaml's serde errors carry no
+//! position for unknown fields, missing fields or values of the wrong type, it stops at the first
+//! problem, and it reads `null` into an `Option<String>` as `Some("null")`.
+
+use std::collections::HashMap;
+
+use agency_core::{AgencyDraft, AgentDraft, RuleDraft};
+use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
+use marked_yaml::{LoadError, LoaderOptions, Node, Span};
+
+use crate::{Pos, Problem};
+
+const AGENCY_FIELDS: &[&str] = &[
+    "name",
+    "handle",
+    "protocol",
+    "manager",
+    "max_hops",
+    "turn_deadline_secs",
+    "agents",
+];
+const AGENT_FIELDS: &[&str] = &[
+    "id",
+    "name",
+    "handle",
+    "role",
+    "model",
+    "instructions",
+    "rules",
+];
+const RULE_FIELDS: &[&str] = &["when", "do", "send_to"];
+
+/// The protocol of an agency whose file names none.
+const DEFAULT_PROTOCOL: &str = "json";
+
+pub(crate) fn parse(text: &str) -> Result<(AgencyDraft, HashMap<String, Pos>), Vec<Problem>> {
+    // Editors on Windows may start a file with a byte order mark; it is not part of line 1.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let options = LoaderOptions::default()
+        // Tells quoted scalars from plain ones, so that `"null"` is a string and `null` is not.
+        .prevent_coercion(true)
+        // marked-yaml keeps the last of two equal keys by default, silently.
+        .error_on_duplicate_keys(true);
+    let root = marked_yaml::parse_yaml_with_options(0, text, options)
+        .map_err(|e| vec![load_problem(&e)])?;
+    let Some(root) = root.as_mapping() else {
+        return Err(vec![top_level_problem(start(root.span()))]);
+    };
+    let mut reader = Reader::default();
+    if let Some(line) = second_document(text, node_pos(root).map_or(1, |p| p.0)) {
+        reader.problems.push(Problem {
+            line: Some(line),
+            column: Some(1),
+            path: String::new(),
+            message: "a second YAML document starts here (after `---` or `...`); an agency file \
+                      holds one agency: remove it or move it to a file of its own"
+                .into(),
+        });
+    }
+    let draft = reader.agency(root);
+    if reader.problems.is_empty() {
+        Ok((draft, reader.positions))
+    } else {
+        Err(reader.problems)
+    }
+}
+
+fn load_problem(e: &LoadError) -> Problem {
+    let (pos, message) = match e {
+        LoadError::TopLevelMustBeMapping(m) | LoadError::TopLevelMustBeSequence(m) => {
+            return top_level_problem(Some(marker(m)));
+        }
+        LoadError::UnexpectedAnchor(m) => (
+            Some(marker(m)),
+            "anchors and aliases (`&name`, `*name`) are not supported: write the value out".into(),
+        ),
+        LoadError::MappingKeyMustBeScalar(m) => (
+            Some(marker(m)),
+            "a key must be a plain name, not a list or a mapping".into(),
+        ),
+        LoadError::UnexpectedTag(m) => (
+            Some(marker(m)),
+            "YAML tags (`!!str`, `!thing`) are not supported: leave the tag out, quote the value \
+             if it must be a string"
+                .into(),
+        ),
+        LoadError::ScanError(m, e) => (Some(marker(m)), format!("YAML syntax error: {}", e.info())),
+        LoadError::DuplicateKey(d) => {
+            let first = start(d.prev_key.span())
+                .map(|(line, _)| format!(" (first on line {line})"))
+                .unwrap_or_default();
+            (
+                start(d.key.span()),
+                format!(
+                    "`{}` is given twice in the same mapping{first}: keep one",
+                    d.key.as_str()
+                ),
+            )
+        }
+    };
+    Problem {
+        line: pos.map(|p| p.0),
+        column: pos.map(|p| p.1),
+        path: String::new(),
+        message,
+    }
+}
+
+fn top_level_problem(pos: Option<Pos>) -> Problem {
+    Problem {
+        line: pos.map(|p| p.0),
+        column: pos.map(|p| p.1),
+        path: String::new(),
+        message: "the top level of an agency file must be a mapping of its fields (`name: ...`, \
+                  `manager: ...`, `agents: ...`), not a list or a single value"
+            .into(),
+    }
+}
+
+/// marked-yaml reads only the first document of a stream and drops the rest without a word; a
+/// second agency pasted under `---` would vanish. Returns the line where one starts, if any.
+fn second_document(text: &str, first_content_line: usize) -> Option<usize> {
+    let mut after_marker = false;
+    for (i, line) in text.lines().enumerate() {
+        let number = i + 1;
+        if number <= first_content_line {
+            continue;
+        }
+        let rest = ["---", "..."].iter().find_map(|m| {
+            let rest = line.strip_prefix(m)?;
+            (rest.is_empty() || rest.starts_with([' ', '\t'])).then_some(rest)
+        });
+        let content = match rest {
+            Some(rest) => {
+                after_marker = true;
+                rest
+            }
+            None if after_marker => line,
+            None => continue,
+        };
+        let content = content.trim();
+        if !content.is_empty() && !content.starts_with('#') {
+            return Some(number);
+        }
+    }
+    None
+}
+
+fn marker(m: &marked_yaml::Marker) -> Pos {
+    (m.line(), m.column())
+}
+
+fn start(span: &Span) -> Option<Pos> {
+    span.start().map(marker)
+}
+
+/// Where a node starts. A block mapping's own mark is its first `:`, so its first key is used
+/// when that comes earlier.
+fn node_pos(node: &impl Spanned) -> Option<Pos> {
+    let own = start(node.span_of());
+    match (own, node.first_key().and_then(|k| start(k.span()))) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Nodes that have a span, and maybe keys.
+trait Spanned {
+    fn span_of(&self) -> &Span;
+    fn first_key(&self) -> Option<&MarkedScalarNode>;
+}
+
+impl Spanned for Node {
+    fn span_of(&self) -> &Span {
+        self.span()
+    }
+    fn first_key(&self) -> Option<&MarkedScalarNode> {
+        self.as_mapping().and_then(|m| m.keys().next())
+    }
+}
+
+impl Spanned for MarkedMappingNode {
+    fn span_of(&self) -> &Span {
+        self.span()
+    }
+    fn first_key(&self) -> Option<&MarkedScalarNode> {
+        self.keys().next()
+    }
+}
+
+/// A plain `null`, `~` or nothing at all: the field is there but has no value.
+fn is_null(s: &MarkedScalarNode) -> bool {
+    s.may_coerce() && matches!(s.as_str(), "" | "~" | "null" | "Null" | "NULL")
+}
+
+/// Where a field's value stands; an empty value is marked at the next token, so the key is used.
+fn value_pos(key: &MarkedScalarNode, value: &Node) -> Option<Pos> {
+    let key_pos = start(key.span());
+    match value.as_scalar() {
+        Some(s) if s.may_coerce() && s.as_str().is_empty() => key_pos,
+        _ => node_pos(value).or(key_pos),
+    }
+}
+
+/// How a value that is not what was expected is described.
+fn found(node: &Node) -> String {
+    match node {
+        Node::Scalar(s) if is_null(s) => "nothing".into(),
+        Node::Scalar(s) => {
+            let text: String = s.as_str().chars().take(40).collect();
+            let more = if text.len() < s.as_str().len() {
+                "…"
+            } else {
+                ""
+            };
+            format!("`{text}{more}`")
+        }
+        Node::Sequence(_) => "a list".into(),
+        Node::Mapping(_) => "a mapping".into(),
+    }
+}
+
+fn child(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+#[derive(Default)]
+struct Reader {
+    problems: Vec<Problem>,
+    positions: HashMap<String, Pos>,
+}
+
+/// One mapping being read: its path and position, for the fields in it.
+struct Fields<'a> {
+    map: &'a MarkedMappingNode,
+    path: &'a str,
+    pos: Option<Pos>,
+}
+
+impl<'a> Fields<'a> {
+    fn get(&self, key: &str) -> Option<(&'a MarkedScalarNode, &'a Node)> {
+        self.map.iter().find(|(k, _)| k.as_str() == key)
+    }
+}
+
+impl Reader {
+    fn problem(&mut self, pos: Option<Pos>, path: String, message: String) {
+        self.problems.push(Problem {
+            line: pos.map(|p| p.0),
+            column: pos.map(|p| p.1),
+            path,
+            message,
+        });
+    }
+
+    /// Reports the keys that are not fields; `what` names the thing (`an agency`).
+    fn unknown_fields(&mut self, f: &Fields<'_>, known: &[&str], what: &str) {
+        for key in f.map.keys() {
+            let name = key.as_str();
+            if known.contains(&name) {
+                continue;
+            }
+            let hint = closest(name, known)
+                .map(|k| format!(" did you mean `{k}`?"))
+                .unwrap_or_default();
+            self.problem(
+                start(key.span()),
+                child(f.path, name),
+                format!(
+                    "unknown field `{name}` in {what};{hint} the fields are {}",
+                    known
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+    }
+
+    /// A field's value, its position recorded; `None` when absent or null.
+    fn field<'a>(&mut self, f: &Fields<'a>, key: &str) -> Option<(String, &'a Node)> {
+        let (k, v) = f.get(key)?;
+        let path = child(f.path, key);
+        if let Some(pos) = value_pos(k, v) {
+            self.positions.insert(path.clone(), pos);
+        }
+        match v {
+            Node::Scalar(s) if is_null(s) => None,
+            _ => Some((path, v)),
+        }
+    }
+
+    fn missing(&mut self, f: &Fields<'_>, key: &str, what: &str, example: &str) {
+        let message = match f.get(key) {
+            Some(_) => format!("`{key}` needs a value, e.g. `{key}: {example}`"),
+            None => format!("{what} needs a `{key}` field, e.g. `{key}: {example}`"),
+        };
+        let pos = f.get(key).and_then(|(k, v)| value_pos(k, v)).or(f.pos);
+        self.problem(pos, child(f.path, key), message);
+    }
+
+    fn optional_string(&mut self, f: &Fields<'_>, key: &str) -> Option<String> {
+        let (path, node) = self.field(f, key)?;
+        match node {
+            Node::Scalar(s) => Some(s.as_str().to_string()),
+            other => {
+                self.problem(
+                    node_pos(other),
+                    path,
+                    format!("must be text, found {}", found(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn required_string(&mut self, f: &Fields<'_>, key: &str, what: &str, example: &str) -> String {
+        if f.get(key)
+            .is_some_and(|(_, v)| !matches!(v, Node::Scalar(s) if is_null(s)))
+        {
+            self.optional_string(f, key).unwrap_or_default()
+        } else {
+            self.field(f, key);
+            self.missing(f, key, what, example);
+            String::new()
+        }
+    }
+
+    fn number<T: Whole>(&mut self, f: &Fields<'_>, key: &str) -> Option<T> {
+        let (path, node) = self.field(f, key)?;
+        let text = match node {
+            Node::Scalar(s) => s.as_str().trim(),
+            other => {
+                self.problem(
+                    node_pos(other),
+                    path,
+                    format!("must be a whole number, found {}", found(other)),
+                );
+                return None;
+            }
+        };
+        if let Ok(n) = text.parse::<T>() {
+            return Some(n);
+        }
+        let digits = text.strip_prefix('+').unwrap_or(text);
+        let message = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            format!("{text} is too large (at most {})", T::MAX)
+        } else {
+            format!("must be a whole number, found {}", found(node))
+        };
+        self.problem(node_pos(node), path, message);
+        None
+    }
+
+    /// A list field's items with their paths; empty when absent or null.
+    fn list<'a>(&mut self, f: &Fields<'a>, key: &str, of: &str) -> Vec<(String, &'a Node)> {
+        let Some((path, node)) = self.field(f, key) else {
+            return Vec::new();
+        };
+        let Node::Sequence(items) = node else {
+            self.problem(
+                node_pos(node),
+                path,
+                format!(
+                    "must be a list of {of} (one `- ` item each), found {}",
+                    found(node)
+                ),
+            );
+            return Vec::new();
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let item_path = format!("{path}[{i}]");
+                if let Some(pos) = node_pos(item) {
+                    self.positions.insert(item_path.clone(), pos);
+                }
+                (item_path, item)
+            })
+            .collect()
+    }
+
+    /// The fields of a list item that must be a mapping.
+    fn item<'a>(&mut self, path: &'a str, node: &'a Node, what: &str) -> Option<Fields<'a>> {
+        match node {
+            Node::Mapping(map) => Some(Fields {
+                map,
+                path,
+                pos: node_pos(node),
+            }),
+            other => {
+                self.problem(
+                    node_pos(other),
+                    path.to_string(),
+                    format!(
+                        "expected {what} (a mapping of `field: value`), found {}",
+                        found(other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn agency(&mut self, root: &MarkedMappingNode) -> AgencyDraft {
+        let f = Fields {
+            map: root,
+            path: "",
+            pos: node_pos(root),
+        };
+        self.unknown_fields(&f, AGENCY_FIELDS, "an agency");
+        let name = self.required_string(&f, "name", "an agency", "studio");
+        let handle = self.optional_string(&f, "handle");
+        let protocol = self
+            .optional_string(&f, "protocol")
+            .unwrap_or_else(|| DEFAULT_PROTOCOL.to_string());
+        let manager = self.required_string(&f, "manager", "an agency", "manager");
+        let max_hops = self.number(&f, "max_hops");
+        let turn_deadline_secs = self.number(&f, "turn_deadline_secs");
+        if f.get("agents").is_none() {
+            self.missing(
+                &f,
+                "agents",
+                "an agency",
+                "[{ name: manager, model: builtin/rules }]",
+            );
+        }
+        let agents = self
+            .list(&f, "agents", "agents")
+            .into_iter()
+            .filter_map(|(path, node)| {
+                let item = self.item(&path, node, "an agent")?;
+                Some(self.agent(&item))
+            })
+            .collect();
+        AgencyDraft {
+            name,
+            handle,
+            protocol,
+            manager,
+            max_hops,
+            turn_deadline_secs,
+            agents,
+        }
+    }
+
+    fn agent(&mut self, f: &Fields<'_>) -> AgentDraft {
+        self.unknown_fields(f, AGENT_FIELDS, "an agent");
+        let id = self.number(f, "id");
+        let name = self.required_string(f, "name", "an agent", "programmer");
+        let handle = self.optional_string(f, "handle");
+        let role = self.optional_string(f, "role");
+        let model = self.required_string(f, "model", "an agent", "builtin/rules");
+        let instructions = self.optional_string(f, "instructions");
+        let rules = self
+            .list(f, "rules", "rules")
+            .into_iter()
+            .filter_map(|(path, node)| {
+                let item = self.item(&path, node, "a rule")?;
+                Some(self.rule(&item))
+            })
+            .collect();
+        AgentDraft {
+            id,
+            name,
+            handle,
+            role,
+            model,
+            instructions,
+            rules,
+        }
+    }
+
+    fn rule(&mut self, f: &Fields<'_>) -> RuleDraft {
+        self.unknown_fields(f, RULE_FIELDS, "a rule");
+        let when = self.required_string(f, "when", "a rule", "user");
+        let action = self.required_string(f, "do", "a rule", "\"Reply to: {{message}}\"");
+        if f.get("send_to").is_none() {
+            self.missing(f, "send_to", "a rule", "user");
+        }
+        let send_to = match self.field(f, "send_to") {
+            None => Vec::new(),
+            Some((_, Node::Scalar(s))) => vec![s.as_str().to_string()],
+            Some((path, Node::Sequence(items))) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| match item {
+                    Node::Scalar(s) if !is_null(s) => Some(s.as_str().to_string()),
+                    other => {
+                        self.problem(
+                            node_pos(other),
+                            format!("{path}[{i}]"),
+                            format!(
+                                "each recipient must be an agent's name or `user`, found {}",
+                                found(other)
+                            ),
+                        );
+                        None
+                    }
+                })
+                .collect(),
+            Some((path, other)) => {
+                self.problem(
+                    node_pos(other),
+                    path,
+                    format!(
+                        "must be a name or a list of names (`[a, b]`), found {}",
+                        found(other)
+                    ),
+                );
+                Vec::new()
+            }
+        };
+        RuleDraft {
+            when,
+            action,
+            send_to,
+        }
+    }
+}
+
+/// The whole-number types of fields.
+trait Whole: std::str::FromStr + std::fmt::Display {
+    const MAX: Self;
+}
+
+impl Whole for u32 {
+    const MAX: Self = u32::MAX;
+}
+
+impl Whole for u64 {
+    const MAX: Self = u64::MAX;
+}
+
+/// The known field a mistyped one most likely meant: same letters ignoring case, `-` for `_`,
+/// or at most two edits away.
+fn closest<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace(['-', ' '], "_");
+    let n = norm(name);
+    known
+        .iter()
+        .map(|k| (edits(&n, &norm(k)), *k))
+        .filter(|(d, k)| *d <= 2.min(k.len() / 2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Edit distance in characters, a swap of two neighbours counting as one edit (optimal string
+/// alignment).
+fn edits(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let w = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * w];
+    for i in 0..=a.len() {
+        for j in 0..=b.len() {
+            d[i * w + j] = if i == 0 || j == 0 {
+                i + j
+            } else {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                let mut best = (d[(i - 1) * w + j] + 1)
+                    .min(d[i * w + j - 1] + 1)
+                    .min(d[(i - 1) * w + j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    best = best.min(d[(i - 2) * w + j - 2] + 1);
+                }
+                best
+            };
+        }
+    }
+    d[a.len() * w + b.len()]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mistyped_fields_find_their_match() {
+        assert_eq!(closest("sendto", RULE_FIELDS), Some("send_to"));
+        assert_eq!(closest("Send-To", RULE_FIELDS), Some("send_to"));
+        assert_eq!(closest("modle", AGENT_FIELDS), Some("model"));
+        assert_eq!(closest("colour", AGENT_FIELDS), None);
+        assert_eq!(closest("x", RULE_FIELDS), None);
+    }
+
+    #[test]
+    fn only_content_after_a_marker_is_a_second_document() {
+        assert_eq!(second_document("a: 1\n", 1), None);
+        assert_eq!(second_document("---\na: 1\n...\n# done\n", 2), None);
+        assert_eq!(second_document("a: 1\n---\nb: 2\n", 1), Some(3));
+        assert_eq!(second_document("a: 1\n--- b\n", 1), Some(2));
+        assert_eq!(second_document("a: |\n  ---\n", 1), None);
+    }
+}

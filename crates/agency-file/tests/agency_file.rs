@@ -1,0 +1,554 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use agency_core::{AgencyDraft, AgencyId, AgentDraft, RuleDraft};
+use agency_file::{AgencyFile, FileError, Problem, to_yaml};
+use proptest::prelude::*;
+
+const EXAMPLE: &str = r#"name: studio
+protocol: json
+manager: manager
+max_hops: 16
+agents:
+  - { id: 4522, name: manager, model: builtin/rules, instructions: "You run a studio.",
+      rules: [ { when: user, do: "Please build: {{message}}", send_to: programmer },
+               { when: programmer, do: "Done: {{message}}", send_to: user } ] }
+  - { id: 143, name: programmer, model: builtin/rules,
+      rules: [ { when: manager, do: "fn main() {} // {{message}}", send_to: manager } ] }
+"#;
+
+fn rule(when: &str, action: &str, send_to: &[&str]) -> RuleDraft {
+    RuleDraft {
+        when: when.into(),
+        action: action.into(),
+        send_to: send_to.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+fn example_draft() -> AgencyDraft {
+    AgencyDraft {
+        name: "studio".into(),
+        handle: None,
+        protocol: "json".into(),
+        manager: "manager".into(),
+        max_hops: Some(16),
+        turn_deadline_secs: None,
+        agents: vec![
+            AgentDraft {
+                id: Some(4522),
+                name: "manager".into(),
+                handle: None,
+                role: None,
+                model: "builtin/rules".into(),
+                instructions: Some("You run a studio.".into()),
+                rules: vec![
+                    rule("user", "Please build: {{message}}", &["programmer"]),
+                    rule("programmer", "Done: {{message}}", &["user"]),
+                ],
+            },
+            AgentDraft {
+                id: Some(143),
+                name: "programmer".into(),
+                handle: None,
+                role: None,
+                model: "builtin/rules".into(),
+                instructions: None,
+                rules: vec![rule("manager", "fn main() {} // {{message}}", &["manager"])],
+            },
+        ],
+    }
+}
+
+fn parse(text: &str) -> AgencyFile {
+    match AgencyFile::parse("studio.yaml", text) {
+        Ok(file) => file,
+        Err(e) => panic!("should parse:\n{e}\n---\n{text}"),
+    }
+}
+
+/// The one problem a bad file has.
+fn problem(text: &str) -> Problem {
+    let e = AgencyFile::parse("bad.yaml", text).expect_err("should not parse");
+    assert_eq!(e.problems.len(), 1, "one problem expected: {e}");
+    e.problems.into_iter().next().unwrap()
+}
+
+fn validate(file: &AgencyFile) -> FileError {
+    let errors = file
+        .draft
+        .validate(AgencyId::new(), "local", &|_| true)
+        .expect_err("should not validate");
+    file.locate(errors)
+}
+
+#[test]
+fn the_example_parses_into_the_draft() {
+    let file = parse(EXAMPLE);
+    let d = &file.draft;
+    assert_eq!(d.name, "studio");
+    assert_eq!(d.manager, "manager");
+    assert_eq!(d.max_hops, Some(16));
+    assert_eq!(d.agents[0].id, Some(4522));
+    assert_eq!(d.agents[1].id, Some(143));
+    assert_eq!(d.agents[1].name, "programmer");
+    assert_eq!(d.agents[0].rules[0].send_to, vec!["programmer"]);
+    assert_eq!(d.agents[0].rules[1].action, "Done: {{message}}");
+    assert_eq!(*d, example_draft());
+    // And it is a valid agency.
+    let agency = d.validate(AgencyId::new(), "local", &|_| true).unwrap();
+    assert_eq!(agency.manager.get(), 4522);
+}
+
+#[test]
+fn defaults_and_lists_of_recipients() {
+    let file = parse(
+        "name: s\nmanager: m\nagents:\n  - name: m\n    model: builtin/rules\n    rules:\n      \
+         - when: any\n        do: x\n        send_to: [a, b]\n      - when: any\n        do: y\n        \
+         send_to:\n          - c\n",
+    );
+    let d = &file.draft;
+    assert_eq!(d.protocol, "json", "protocol defaults to json");
+    assert_eq!(d.handle, None);
+    assert_eq!(d.max_hops, None);
+    assert_eq!(d.turn_deadline_secs, None);
+    assert_eq!(d.agents[0].id, None);
+    assert_eq!(d.agents[0].instructions, None);
+    assert_eq!(d.agents[0].rules[0].send_to, vec!["a", "b"]);
+    assert_eq!(d.agents[0].rules[1].send_to, vec!["c"]);
+}
+
+#[test]
+fn null_is_absent_but_quoted_null_is_text() {
+    let d = parse(
+        "name: s\nhandle: null\nprotocol:\nmanager: m\nmax_hops: ~\nagents:\n  - name: m\n    \
+         model: builtin/rules\n    role: \"null\"\n    instructions: ''\n    rules: null\n",
+    )
+    .draft;
+    assert_eq!(d.handle, None);
+    assert_eq!(d.protocol, "json");
+    assert_eq!(d.max_hops, None);
+    assert_eq!(d.agents[0].role.as_deref(), Some("null"));
+    assert_eq!(d.agents[0].instructions.as_deref(), Some(""));
+    assert!(d.agents[0].rules.is_empty());
+}
+
+#[test]
+fn the_same_agency_as_json_parses_identically() {
+    let json = serde_json::json!({
+        "name": "studio",
+        "protocol": "json",
+        "manager": "manager",
+        "max_hops": 16,
+        "agents": [
+            { "id": 4522, "name": "manager", "model": "builtin/rules",
+              "instructions": "You run a studio.",
+              "rules": [
+                  { "when": "user", "do": "Please build: {{message}}", "send_to": "programmer" },
+                  { "when": "programmer", "do": "Done: {{message}}", "send_to": ["user"] }
+              ] },
+            { "id": 143, "name": "programmer", "model": "builtin/rules", "handle": null,
+              "rules": [ { "when": "manager", "do": "fn main() {} // {{message}}", "send_to": "manager" } ] }
+        ]
+    });
+    for text in [
+        serde_json::to_string(&json).unwrap(),
+        serde_json::to_string_pretty(&json).unwrap(),
+    ] {
+        assert_eq!(parse(&text).draft, example_draft(), "{text}");
+    }
+}
+
+#[test]
+fn validation_errors_point_at_their_lines() {
+    let broken = EXAMPLE
+        .replace("manager: manager", "manager: boss")
+        .replace("send_to: manager } ] }", "send_to: [nobody] } ] }");
+    let e = validate(&parse(&broken));
+    let at = |path: &str| {
+        let p = e
+            .problems
+            .iter()
+            .find(|p| p.path == path)
+            .unwrap_or_else(|| panic!("no problem at {path}: {e}"));
+        (p.line, p.column)
+    };
+    assert_eq!(at("manager"), (Some(3), Some(10)));
+    let (line, column) = at("agents[1].rules[0].send_to");
+    assert_eq!(line, Some(10));
+    assert_eq!(
+        column,
+        Some(broken.lines().nth(9).unwrap().find("[nobody]").unwrap() + 1)
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("studio.yaml:3:10: manager: `boss` is not one of the agents"),
+        "{text}"
+    );
+    assert!(text.contains("studio.yaml:10:"), "{text}");
+}
+
+#[test]
+fn block_style_positions_and_parent_fallback() {
+    let text = "name: studio\nmanager: m\nagents:\n  - name: m\n    model: builtin/rules\n  \
+                - id: 7\n    name: m\n    model: nope\n    rules:\n      - when: user\n        \
+                do: hi\n        send_to: []\n";
+    let file = parse(text);
+    let e = validate(&file);
+    let find = |path: &str| e.problems.iter().find(|p| p.path == path).unwrap();
+    // A list item is found at its first key, not at the `:` where marked-yaml marks it.
+    assert_eq!(find("agents[1].name").line, Some(7));
+    assert_eq!(find("agents[1].model").line, Some(8));
+    assert_eq!(find("agents[1].model").column, Some(12));
+    assert_eq!(find("agents[1].rules[0].send_to").line, Some(12));
+
+    // Paths the file has no field for fall back to the closest parent, then to nothing.
+    let errors = |path: &str| {
+        agency_core::ValidationErrors(vec![agency_core::ValidationError {
+            path: path.into(),
+            message: "m".into(),
+        }])
+    };
+    let p = &file.locate(errors("agents[1].handle")).problems[0];
+    assert_eq!((p.line, p.column), (Some(6), Some(5)));
+    let p = &file.locate(errors("agents[0].rules[3].when")).problems[0];
+    assert_eq!(p.line, Some(4), "agents[0] itself");
+    let p = &file.locate(errors("elsewhere")).problems[0];
+    assert_eq!((p.line, p.column), (None, None));
+    assert_eq!(
+        file.locate(errors("elsewhere")).to_string(),
+        "studio.yaml: elsewhere: m"
+    );
+}
+
+#[test]
+fn a_syntax_error_has_a_line() {
+    let p = problem("name: studio\nmanager: [m\nagents: []\n");
+    assert!(p.line.is_some_and(|l| l >= 2), "{p:?}");
+    assert!(p.message.starts_with("YAML syntax error:"), "{p:?}");
+
+    let p = problem("name: studio\n  manager: m\n");
+    assert_eq!(p.line, Some(2));
+    assert!(
+        p.message.contains("mapping values are not allowed"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_wrong_type_has_a_line_and_says_what_was_found() {
+    let p = problem("name: s\nmanager: m\nmax_hops: lots\nagents: []\n");
+    assert_eq!((p.line, p.column), (Some(3), Some(11)));
+    assert_eq!(p.path, "max_hops");
+    assert_eq!(p.message, "must be a whole number, found `lots`");
+
+    let p = problem("name: s\nmanager: m\nagents:\n  - name: [a]\n    model: builtin/rules\n");
+    assert_eq!((p.line, p.path.as_str()), (Some(4), "agents[0].name"));
+    assert_eq!(p.message, "must be text, found a list");
+
+    let p = problem("name: s\nmanager: m\nagents:\n  - name: a\n    model: x\n    id: -1\n");
+    assert_eq!((p.line, p.path.as_str()), (Some(6), "agents[0].id"));
+
+    let p = problem("name: s\nmanager: m\nturn_deadline_secs: 99999999999999999999\nagents: []\n");
+    assert_eq!(p.line, Some(3));
+    assert!(p.message.contains("too large"), "{p:?}");
+
+    let p = problem("name: s\nmanager: m\nagents: manager\n");
+    assert_eq!((p.line, p.path.as_str()), (Some(3), "agents"));
+    assert!(p.message.contains("must be a list of agents"), "{p:?}");
+
+    let p = problem("name: s\nmanager: m\nagents:\n  - just-a-name\n");
+    assert_eq!((p.line, p.path.as_str()), (Some(4), "agents[0]"));
+    assert!(p.message.contains("expected an agent"), "{p:?}");
+}
+
+#[test]
+fn an_unknown_field_is_named_with_its_line() {
+    let p = problem(
+        "name: s\nmanager: m\nagents:\n  - name: m\n    model: builtin/rules\n    rules:\n      \
+         - when: user\n        do: x\n        sendto: user\n        send_to: user\n",
+    );
+    assert_eq!((p.line, p.column), (Some(9), Some(9)));
+    assert_eq!(p.path, "agents[0].rules[0].sendto");
+    assert!(p.message.contains("unknown field `sendto`"), "{p:?}");
+    assert!(p.message.contains("did you mean `send_to`?"), "{p:?}");
+
+    let p = problem("name: s\nmanager: m\ncolour: blue\nagents: []\n");
+    assert_eq!((p.line, p.path.as_str()), (Some(3), "colour"));
+}
+
+#[test]
+fn missing_fields_are_each_reported() {
+    let e = AgencyFile::parse(
+        "bad.yaml",
+        "name: s\nagents:\n  - name: a\n  - model: builtin/rules\n    rules: [{when: user}]\n",
+    )
+    .unwrap_err();
+    let got: Vec<(Option<usize>, &str)> = e
+        .problems
+        .iter()
+        .map(|p| (p.line, p.path.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(1), "manager"),
+            (Some(3), "agents[0].model"),
+            (Some(4), "agents[1].name"),
+            (Some(5), "agents[1].rules[0].do"),
+            (Some(5), "agents[1].rules[0].send_to"),
+        ],
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("bad.yaml:3:5: agents[0].model: an agent needs a `model` field"),
+        "{e}"
+    );
+    let p = problem("name:\nmanager: m\nagents: []\n");
+    assert_eq!((p.line, p.path.as_str()), (Some(1), "name"));
+    assert!(p.message.contains("needs a value"), "{p:?}");
+}
+
+#[test]
+fn the_top_level_must_be_a_mapping() {
+    for text in ["- name: s\n", "just text\n", "[1, 2]", "---\n"] {
+        let p = problem(text);
+        assert!(p.line.is_some(), "{text:?}: {p:?}");
+        assert!(p.message.contains("must be a mapping"), "{text:?}: {p:?}");
+    }
+    // An empty file is an empty mapping: every required field is missing.
+    let e = AgencyFile::parse("empty.yaml", "").unwrap_err();
+    assert_eq!(e.problems.len(), 3, "{e}");
+}
+
+#[test]
+fn what_marked_yaml_would_let_through_silently_is_an_error() {
+    let p = problem("name: a\nmanager: m\nname: b\nagents: []\n");
+    assert_eq!(p.line, Some(3));
+    assert!(p.message.contains("`name` is given twice"), "{p:?}");
+    assert!(p.message.contains("first on line 1"), "{p:?}");
+
+    let p = problem("name: a\nmanager: m\nagents: []\n---\nname: b\n");
+    assert_eq!(p.line, Some(5));
+    assert!(p.message.contains("second YAML document"), "{p:?}");
+
+    // A document end marker with nothing after it is fine, and so is a leading `---`.
+    parse("---\nname: a\nmanager: m\nagents: []\n...\n");
+
+    let p = problem("name: &n a\nmanager: *n\nagents: []\n");
+    assert_eq!(p.line, Some(1));
+    assert!(p.message.contains("anchors"), "{p:?}");
+}
+
+#[test]
+fn byte_order_marks_and_crlf_are_fine() {
+    let text = format!("\u{feff}{}", EXAMPLE.replace('\n', "\r\n"));
+    let file = parse(&text);
+    assert_eq!(file.draft, example_draft());
+    let bad = "\u{feff}manager: m\r\nname: s\r\nagents: []\r\nbogus: 1\r\n";
+    let p = problem(bad);
+    assert_eq!((p.line, p.column), (Some(4), Some(1)));
+}
+
+#[test]
+fn to_yaml_is_readable() {
+    let yaml = to_yaml(&example_draft());
+    assert_eq!(
+        yaml,
+        r#"name: studio
+protocol: json
+manager: manager
+max_hops: 16
+agents:
+  - id: 4522
+    name: manager
+    model: builtin/rules
+    instructions: You run a studio.
+    rules:
+      - when: user
+        do: "Please build: {{message}}"
+        send_to: programmer
+      - when: programmer
+        do: "Done: {{message}}"
+        send_to: user
+  - id: 143
+    name: programmer
+    model: builtin/rules
+    rules:
+      - when: manager
+        do: "fn main() {} // {{message}}"
+        send_to: manager
+"#
+    );
+}
+
+fn round_trip(d: &AgencyDraft) {
+    let yaml = to_yaml(d);
+    match AgencyFile::parse("round-trip.yaml", &yaml) {
+        Ok(file) => assert_eq!(file.draft, *d, "written as:\n{yaml}"),
+        Err(e) => panic!("does not read back:\n{e}\nwritten as:\n{yaml}"),
+    }
+}
+
+const TRICKY: &[&str] = &[
+    "",
+    " ",
+    "  leading spaces",
+    "trailing spaces  ",
+    "say \"hi\"",
+    "it's",
+    "'single'",
+    "key: value",
+    "ends with colon:",
+    "# not a comment",
+    "a # b",
+    "line one\nline two",
+    "line one\nline two\n",
+    "line one\n\n  indented\n\n\n",
+    "\nstarts with a newline",
+    "\n",
+    "\n\n",
+    "tab\there",
+    "back\\slash",
+    "crlf\r\nline",
+    "null",
+    "~",
+    "true",
+    "no",
+    "12",
+    "0x1f",
+    "1e3",
+    "-",
+    "- item",
+    "---",
+    "...",
+    "[a, b]",
+    "{a: b}",
+    "*alias",
+    "&anchor",
+    "!tag",
+    "%directive",
+    "@at",
+    "`tick`",
+    "|",
+    ">",
+    "?",
+    "日本語のテキスト",
+    "émoji 🎉",
+    "\u{0}\u{7}\u{1b}\u{7f}\u{85}\u{a0}\u{2028}\u{2029}\u{feff}\u{fffe}",
+    "{{message}}",
+];
+
+#[test]
+fn tricky_strings_round_trip() {
+    for s in TRICKY {
+        let s = s.to_string();
+        let d = AgencyDraft {
+            name: s.clone(),
+            handle: Some(s.clone()),
+            protocol: s.clone(),
+            manager: s.clone(),
+            max_hops: Some(0),
+            turn_deadline_secs: Some(u64::MAX),
+            agents: vec![AgentDraft {
+                id: Some(u32::MAX),
+                name: s.clone(),
+                handle: Some(s.clone()),
+                role: Some(s.clone()),
+                model: s.clone(),
+                instructions: Some(s.clone()),
+                rules: vec![
+                    RuleDraft {
+                        when: s.clone(),
+                        action: s.clone(),
+                        send_to: vec![s.clone()],
+                    },
+                    RuleDraft {
+                        when: s.clone(),
+                        action: s.clone(),
+                        send_to: vec![s.clone(), s.clone()],
+                    },
+                    RuleDraft {
+                        when: s.clone(),
+                        action: s.clone(),
+                        send_to: vec![],
+                    },
+                ],
+            }],
+        };
+        round_trip(&d);
+    }
+}
+
+#[test]
+fn empty_and_absent_round_trip() {
+    round_trip(&AgencyDraft::default());
+    round_trip(&AgencyDraft {
+        agents: vec![AgentDraft::default(), AgentDraft::default()],
+        ..Default::default()
+    });
+    round_trip(&example_draft());
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "[a-z]{1,8}",
+        "[ a-zA-Z0-9:#'\"\\\\{}\\[\\],&*!|>%@`~?.-]{0,16}",
+        "[a-z]{1,4}(\n{1,3}[ ]{0,3}[a-z #:-]{0,6}){1,4}\n{0,3}",
+        "[ \n\t\r\u{85}\u{a0}\u{2028}\u{feff}a]{0,8}",
+        prop::sample::select(TRICKY).prop_map(String::from),
+    ]
+}
+
+prop_compose! {
+    fn rule_draft()(when in text(), action in text(),
+                    send_to in prop::collection::vec(text(), 0..3)) -> RuleDraft {
+        RuleDraft { when, action, send_to }
+    }
+}
+
+prop_compose! {
+    fn agent_draft()(id in any::<Option<u32>>(), name in text(),
+                     handle in prop::option::of(text()), role in prop::option::of(text()),
+                     model in text(), instructions in prop::option::of(text()),
+                     rules in prop::collection::vec(rule_draft(), 0..3)) -> AgentDraft {
+        AgentDraft { id, name, handle, role, model, instructions, rules }
+    }
+}
+
+prop_compose! {
+    fn agency_draft()(name in text(), handle in prop::option::of(text()), protocol in text(),
+                      manager in text(), max_hops in any::<Option<u32>>(),
+                      turn_deadline_secs in any::<Option<u64>>(),
+                      agents in prop::collection::vec(agent_draft(), 0..3)) -> AgencyDraft {
+        AgencyDraft { name, handle, protocol, manager, max_hops, turn_deadline_secs, agents }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn every_draft_round_trips(d in agency_draft()) {
+        let yaml = to_yaml(&d);
+        let file = AgencyFile::parse("p.yaml", &yaml);
+        prop_assert!(file.is_ok(), "{}\nwritten as:\n{yaml}", file.unwrap_err());
+        prop_assert_eq!(file.unwrap().draft, d, "written as:\n{}", yaml);
+    }
+
+    #[test]
+    fn any_text_gets_an_answer_not_a_panic(text in prop_oneof![
+        any::<String>(),
+        "[a-z_ :\n\t#'\"\\[\\]{},&*!|>%@?~-]{0,60}",
+    ]) {
+        let _ = AgencyFile::parse("fuzz.yaml", &text);
+    }
+
+    #[test]
+    fn a_damaged_file_gets_an_answer_not_a_panic(cut in 0..EXAMPLE.len(), junk in "[ \n:\\[\\]{}\"'#,-]{0,4}") {
+        if let Some(head) = EXAMPLE.get(..cut) {
+            let tail = &EXAMPLE[cut..];
+            let _ = AgencyFile::parse("fuzz.yaml", &format!("{head}{junk}{tail}"));
+        }
+    }
+}

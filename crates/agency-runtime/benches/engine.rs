@@ -1,0 +1,123 @@
+//! The engine alone: the rules model, a manager and 4 agents, 10 hops a turn, every message
+//! persisted. Reports persisted hops per second on SQLite and (when reachable) PostgreSQL, then
+//! single turns of growing length to show that a long turn does not slow down.
+//!
+//!     cargo bench -p agency-runtime --bench engine
+//!
+//! `AGENCY_BENCH_TURNS` sets the number of 10-hop turns (default 2000).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agency_core::{AgencyDraft, AgentDraft, RuleDraft};
+use agency_providers::Providers;
+use agency_runtime::{LOCAL_OWNER, Runtime};
+
+fn agent(id: u32, name: &str, rules: &[(&str, &str)]) -> AgentDraft {
+    AgentDraft {
+        id: Some(id),
+        name: name.into(),
+        model: "builtin/rules".into(),
+        rules: rules
+            .iter()
+            .map(|(when, to)| RuleDraft { when: (*when).into(), action: format!("{name} to {to}: {{{{message}}}}").chars().take(40).collect::<String>().replace("{{message", "step"), send_to: vec![(*to).into()] })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Ten hops a turn: m→a1→a2→a3→a4→a1→a3→a2→a4→m→user, each (agent, sender) pair once.
+fn ten_hops() -> AgencyDraft {
+    AgencyDraft {
+        name: "bench".into(),
+        protocol: "json".into(),
+        manager: "m".into(),
+        max_hops: Some(16),
+        agents: vec![
+            agent(1, "m", &[("user", "a1"), ("a4", "user")]),
+            agent(2, "a1", &[("m", "a2"), ("a4", "a3")]),
+            agent(3, "a2", &[("a1", "a3"), ("a3", "a4")]),
+            agent(4, "a3", &[("a2", "a4"), ("a1", "a2")]),
+            agent(5, "a4", &[("a3", "a1"), ("a2", "m")]),
+        ],
+        ..Default::default()
+    }
+}
+
+/// A manager and a pair that play for `hops` replies.
+fn long_turn(hops: u32) -> AgencyDraft {
+    let pinger = |id, name: &str, to: &str| AgentDraft {
+        id: Some(id),
+        name: name.into(),
+        model: "builtin/rules".into(),
+        rules: vec![RuleDraft { when: "any".into(), action: "hit {{count}}".into(), send_to: vec![to.into()] }],
+        ..Default::default()
+    };
+    AgencyDraft {
+        name: format!("long-{hops}"),
+        protocol: "json".into(),
+        manager: "m".into(),
+        max_hops: Some(hops),
+        agents: vec![
+            AgentDraft {
+                id: Some(1),
+                name: "m".into(),
+                model: "builtin/rules".into(),
+                rules: vec![RuleDraft { when: "user".into(), action: "go".into(), send_to: vec!["ping".into()] }, RuleDraft { when: "any".into(), action: "{{message}}".into(), send_to: vec!["user".into()] }],
+                ..Default::default()
+            },
+            pinger(2, "ping", "pong"),
+            pinger(3, "pong", "ping"),
+        ],
+        ..Default::default()
+    }
+}
+
+async fn bench(label: &str, url: &str, turns: u32) -> Result<(), Box<dyn std::error::Error>> {
+    let store = agency_store::open(url).await?;
+    let rt = Runtime::new(store, Providers::builtin());
+    let agency = rt.save_agency(&ten_hops(), LOCAL_OWNER).await?;
+    // Warm up (statement caches, file growth), then measure a few conversations of many turns.
+    let c = rt.start_conversation(&agency).await?;
+    for _ in 0..50 {
+        rt.send(c.id, "warm up".into()).await?;
+    }
+    let conversations = 10;
+    let mut hops = 0u64;
+    let started = Instant::now();
+    for _ in 0..conversations {
+        let c = rt.start_conversation(&agency).await?;
+        for _ in 0..turns / conversations {
+            let out = rt.send(c.id, "build the thing".into()).await?;
+            assert_eq!(out.hops, 10);
+            hops += u64::from(out.hops);
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!("{label:<9} 10-hop turns: {hops} hops in {secs:.2} s = {:>8.0} persisted hops/s ({:.1} µs/hop)", hops as f64 / secs, secs * 1e6 / hops as f64);
+
+    for n in [250u32, 500, 1000] {
+        let agency = rt.save_agency(&long_turn(n), LOCAL_OWNER).await?;
+        let c = rt.start_conversation(&agency).await?;
+        let started = Instant::now();
+        let out = rt.send(c.id, "play".into()).await?;
+        let secs = started.elapsed().as_secs_f64();
+        println!("{label:<9} one turn of {:>4} hops: {secs:.3} s = {:>8.0} hops/s", out.hops, f64::from(out.hops) / secs);
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let turns = std::env::var("AGENCY_BENCH_TURNS").ok().and_then(|t| t.parse().ok()).unwrap_or(2000);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let dir = tempfile::tempdir()?;
+        let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+        bench("sqlite", &url, turns).await?;
+        match agency_store::testing::postgres_url().await {
+            Some(url) => bench("postgres", &url, turns).await?,
+            None => println!("postgres  skipped: no server"),
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,65 @@
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use agency_runtime::RuntimeError;
+
+/// Every way a request can fail, with its status code. Internal errors are logged once here
+/// and shown to the client only as "internal error".
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Unprocessable(String),
+    #[error("{0}")]
+    BadGateway(String),
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(e: RuntimeError) -> Self {
+        match e {
+            RuntimeError::AgencyNotFound(_) | RuntimeError::ConversationNotFound(_) => ApiError::NotFound(e.to_string()),
+            RuntimeError::Invalid(m) => ApiError::BadRequest(m),
+            RuntimeError::Validation(v) => ApiError::Unprocessable(v.to_string()),
+            RuntimeError::Conflict(m) => ApiError::Conflict(m),
+            RuntimeError::Model { .. } => ApiError::BadGateway(e.to_string()),
+            RuntimeError::Store(s) => ApiError::Internal(s.to_string()),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        ApiError::BadRequest(r.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(detail) = &self {
+            tracing::error!(error = %detail, "request failed");
+        }
+        let body = serde_json::json!({ "error": { "message": self.to_string(), "status": self.status_code().as_u16() } });
+        (self.status_code(), Json(body)).into_response()
+    }
+}
