@@ -415,13 +415,19 @@ impl AgencyDraft {
         let protocol = Protocol::parse(&self.protocol).unwrap_or_else(|| {
             p.add(
                 "protocol",
-                format!("`{}` is not a protocol: use `json` or `directives`", self.protocol),
+                format!(
+                    "`{}` is not a protocol: use `json` or `directives`",
+                    self.protocol
+                ),
             );
             Protocol::Json
         });
         let max_hops = self.max_hops.unwrap_or(Limits::DEFAULT_MAX_HOPS);
         if !(1..=Limits::MAX_MAX_HOPS).contains(&max_hops) {
-            p.add("max_hops", format!("must be from 1 to {}", Limits::MAX_MAX_HOPS));
+            p.add(
+                "max_hops",
+                format!("must be from 1 to {}", Limits::MAX_MAX_HOPS),
+            );
         }
         let deadline = self
             .turn_deadline_secs
@@ -443,11 +449,17 @@ impl AgencyDraft {
             match a.id {
                 None => ids.push(None),
                 Some(0) => {
-                    p.add(format!("agents[{i}].id"), "0 is the user; agent ids start at 1");
+                    p.add(
+                        format!("agents[{i}].id"),
+                        "0 is the user; agent ids start at 1",
+                    );
                     ids.push(None);
                 }
                 Some(n) if !used.insert(n) => {
-                    p.add(format!("agents[{i}].id"), format!("id {n} is used by another agent"));
+                    p.add(
+                        format!("agents[{i}].id"),
+                        format!("id {n} is used by another agent"),
+                    );
                     ids.push(None);
                 }
                 Some(n) => ids.push(AgentId::new(n)),
@@ -472,7 +484,10 @@ impl AgencyDraft {
             } else if a.name.eq_ignore_ascii_case("user") || a.name.eq_ignore_ascii_case("any") {
                 p.add(
                     format!("agents[{i}].name"),
-                    format!("`{}` is reserved (it names the end user or any sender)", a.name),
+                    format!(
+                        "`{}` is reserved (it names the end user or any sender)",
+                        a.name
+                    ),
                 );
             } else if by_name
                 .insert(a.name.to_ascii_lowercase(), ids[i])
@@ -480,14 +495,20 @@ impl AgencyDraft {
             {
                 p.add(
                     format!("agents[{i}].name"),
-                    format!("`{}` is the name of another agent (names ignore case)", a.name),
+                    format!(
+                        "`{}` is the name of another agent (names ignore case)",
+                        a.name
+                    ),
                 );
             }
             if let Some(h) = &a.handle {
                 if let Some(m) = handle_problem(h) {
                     p.add(format!("agents[{i}].handle"), m);
                 } else if !handles.insert(h) {
-                    p.add(format!("agents[{i}].handle"), format!("`{h}` is used by another agent"));
+                    p.add(
+                        format!("agents[{i}].handle"),
+                        format!("`{h}` is used by another agent"),
+                    );
                 }
             }
             match ModelRef::parse(&a.model) {
@@ -508,7 +529,11 @@ impl AgencyDraft {
             None => {
                 p.add(
                     "manager",
-                    format!("`{}` is not one of the agents{}", self.manager, known(&self.agents)),
+                    format!(
+                        "`{}` is not one of the agents{}",
+                        self.manager,
+                        known(&self.agents)
+                    ),
                 );
                 None
             }
@@ -529,14 +554,21 @@ impl AgencyDraft {
                     "user" => Some(Party::User),
                     other => match by_name.get(other) {
                         Some(id) if *id == ids[i] => {
-                            p.add(format!("{path}.when"), "an agent never receives its own messages");
+                            p.add(
+                                format!("{path}.when"),
+                                "an agent never receives its own messages",
+                            );
                             None
                         }
                         Some(id) => Some(Party::Agent(*id)),
                         None => {
                             p.add(
                                 format!("{path}.when"),
-                                format!("`{}` is not `user`, `any` or one of the agents{}", r.when, known(&self.agents)),
+                                format!(
+                                    "`{}` is not `user`, `any` or one of the agents{}",
+                                    r.when,
+                                    known(&self.agents)
+                                ),
                             );
                             None
                         }
@@ -552,14 +584,16 @@ impl AgencyDraft {
                         send_to.push(Recipient::User);
                     } else {
                         match by_name.get(&lower) {
-                            Some(id) if *id == ids[i] => p.add(
-                                format!("{path}.send_to"),
-                                "an agent cannot send to itself",
-                            ),
+                            Some(id) if *id == ids[i] => {
+                                p.add(format!("{path}.send_to"), "an agent cannot send to itself")
+                            }
                             Some(id) => send_to.push(Recipient::Agent(*id)),
                             None => p.add(
                                 format!("{path}.send_to"),
-                                format!("`{name}` is not `user` or one of the agents{}", known(&self.agents)),
+                                format!(
+                                    "`{name}` is not `user` or one of the agents{}",
+                                    known(&self.agents)
+                                ),
                             ),
                         }
                     }
@@ -716,7 +750,11 @@ mod tests {
         }];
         assert_eq!(
             paths(&d),
-            vec!["agents[0].id", "agents[1].rules[0].when", "agents[1].rules[0].send_to"]
+            vec![
+                "agents[0].id",
+                "agents[1].rules[0].when",
+                "agents[1].rules[0].send_to"
+            ]
         );
     }
 

@@ -71,7 +71,10 @@ struct AgentState {
 enum Phase {
     Running,
     /// A guard tripped; the manager has been told to answer. `forced` once it was called since.
-    Finishing { reason: StopReason, forced: bool },
+    Finishing {
+        reason: StopReason,
+        forced: bool,
+    },
     Ended,
 }
 
@@ -98,7 +101,11 @@ impl TurnEngine {
             .iter()
             .map(|a| (a.id, AgentState::default()))
             .collect();
-        let index = agents.iter().enumerate().map(|(i, (id, _))| (*id, i)).collect();
+        let index = agents
+            .iter()
+            .enumerate()
+            .map(|(i, (id, _))| (*id, i))
+            .collect();
         Self {
             protocol: agency.protocol,
             manager: agency.manager,
@@ -136,7 +143,11 @@ impl TurnEngine {
     /// The user's message goes to the manager. `unanswered` are agents whose contexts already
     /// end with messages they have not answered (late replies of an earlier turn): they are
     /// called too.
-    pub fn start(&mut self, input: String, unanswered: impl IntoIterator<Item = AgentId>) -> Vec<Step> {
+    pub fn start(
+        &mut self,
+        input: String,
+        unanswered: impl IntoIterator<Item = AgentId>,
+    ) -> Vec<Step> {
         let mut steps = Vec::new();
         for id in unanswered {
             if let Some(s) = self.state(id) {
@@ -179,7 +190,10 @@ impl TurnEngine {
                 self.route_envelopes(agent, reply, envelopes, &mut steps);
                 return steps;
             }
-            Phase::Finishing { reason, forced: true } if agent == self.manager => {
+            Phase::Finishing {
+                reason,
+                forced: true,
+            } if agent == self.manager => {
                 self.hops += 1;
                 let text = match parsed {
                     Ok(envelopes) => answer_text(&envelopes),
@@ -404,7 +418,10 @@ impl TurnEngine {
     }
 
     fn example(&self) -> Option<(AgentId, &str)> {
-        self.roster.entries().first().map(|(id, n)| (*id, n.as_str()))
+        self.roster
+            .entries()
+            .first()
+            .map(|(id, n)| (*id, n.as_str()))
     }
 
     fn trip(&mut self, reason: StopReason, steps: &mut Vec<Step>) {
@@ -413,7 +430,9 @@ impl TurnEngine {
             forced: false,
         };
         let why = match reason {
-            StopReason::MaxHops => format!("this turn reached its limit of {} replies", self.max_hops),
+            StopReason::MaxHops => {
+                format!("this turn reached its limit of {} replies", self.max_hops)
+            }
             StopReason::Deadline => "this turn reached its time limit".to_string(),
             StopReason::Loop => "two agents were repeating the same exchange".to_string(),
             StopReason::Answered => "the turn is over".to_string(),
@@ -436,7 +455,13 @@ impl TurnEngine {
         );
     }
 
-    fn finish(&mut self, text: String, stopped_by: StopReason, linked: Option<MessageId>, steps: &mut Vec<Step>) {
+    fn finish(
+        &mut self,
+        text: String,
+        stopped_by: StopReason,
+        linked: Option<MessageId>,
+        steps: &mut Vec<Step>,
+    ) {
         self.phase = Phase::Ended;
         steps.push(Step::Answer {
             text,
@@ -488,7 +513,11 @@ fn answer_text(envelopes: &[Envelope]) -> String {
         .map(|e| e.text.as_str())
         .collect();
     if to_user.is_empty() {
-        envelopes.iter().map(|e| e.text.as_str()).collect::<Vec<_>>().join("\n\n")
+        envelopes
+            .iter()
+            .map(|e| e.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
     } else {
         to_user.join("\n\n")
     }
@@ -508,7 +537,12 @@ impl LoopDetector {
         text.hash(&mut h);
         let repeat = !self.seen.insert((from, to, h.finish()));
         self.last_was_repeat.insert((from, to), repeat);
-        repeat && self.last_was_repeat.get(&(to, from)).copied().unwrap_or(false)
+        repeat
+            && self
+                .last_was_repeat
+                .get(&(to, from))
+                .copied()
+                .unwrap_or(false)
     }
 }
 

@@ -13,7 +13,7 @@ pub mod protocol;
 pub mod rules;
 
 pub use agency::{
-    Agency, AgencyDraft, AgentDraft, Agent, Block, Limits, ModelRef, Party, Protocol, Recipient,
+    Agency, AgencyDraft, Agent, AgentDraft, Block, Limits, ModelRef, Party, Protocol, Recipient,
     Roster, Rule, RuleDraft, ValidationError, ValidationErrors,
 };
 pub use ids::{AgencyId, AgentId, ConversationId, MessageId, TurnId};

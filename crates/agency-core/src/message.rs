@@ -224,7 +224,11 @@ pub fn trace(messages: &[Message]) -> Vec<TraceEntry> {
         .filter(|m| !matches!(m.kind, MessageKind::System | MessageKind::Reply))
         .map(|m| TraceEntry {
             from: m.from,
-            to: if m.kind == MessageKind::Answer { None } else { m.agent },
+            to: if m.kind == MessageKind::Answer {
+                None
+            } else {
+                m.agent
+            },
             kind: m.kind,
             text: m.text.clone(),
             usage: usage_of(m.linked),

@@ -142,9 +142,15 @@ mod tests {
         let p = system_prompt(&a, &a.agents[0]);
         assert!(p.contains("You run a studio."));
         assert!(p.contains("- When a message is from the user (#0): Ask for a build. Send your response to #143 (programmer)."));
-        assert!(p.contains("## Agents\n#143 (programmer)\n#0 (user)\n"), "{p}");
+        assert!(
+            p.contains("## Agents\n#143 (programmer)\n#0 (user)\n"),
+            "{p}"
+        );
         assert!(p.contains(r#"{"to": <id>, "context": "<your message>"}"#));
-        assert!(!p.contains("#4522 (manager)"), "an agent is not listed to itself");
+        assert!(
+            !p.contains("#4522 (manager)"),
+            "an agent is not listed to itself"
+        );
     }
 
     #[test]

@@ -74,7 +74,11 @@ pub fn format_reply(protocol: Protocol, envelopes: &[Envelope], roster: &Roster)
     match protocol {
         Protocol::Json => {
             let obj = |e: &Envelope| {
-                format!("{{\"to\":{},\"context\":{}}}", e.to.number(), json_string(&e.text))
+                format!(
+                    "{{\"to\":{},\"context\":{}}}",
+                    e.to.number(),
+                    json_string(&e.text)
+                )
             };
             match envelopes {
                 [one] => obj(one),
@@ -234,7 +238,10 @@ fn parse_directives(text: &str, roster: &Roster) -> Result<Vec<Envelope>, ReplyE
         match directive(line, true).and_then(|(n, b)| Some((roster.resolve(n)?, b))) {
             Some((to, body)) => {
                 let done = std::mem::replace(&mut current, (to, body.trim_start().to_string()));
-                envelopes.push(Envelope { to: done.0, text: done.1.trim_end().to_string() });
+                envelopes.push(Envelope {
+                    to: done.0,
+                    text: done.1.trim_end().to_string(),
+                });
             }
             None => {
                 current.1.push('\n');
@@ -290,7 +297,10 @@ mod tests {
     }
 
     fn to(r: Recipient, t: &str) -> Envelope {
-        Envelope { to: r, text: t.into() }
+        Envelope {
+            to: r,
+            text: t.into(),
+        }
     }
 
     #[allow(non_snake_case)]
@@ -300,9 +310,18 @@ mod tests {
 
     #[test]
     fn json_replies() {
-        assert_eq!(json(r#"{"to": 143, "context": "hi"}"#), Ok(vec![to(P(), "hi")]));
-        assert_eq!(json(r#"{"to": 0, "content": "done"}"#), Ok(vec![to(Recipient::User, "done")]));
-        assert_eq!(json(r##"{"to": "#143", "context": "hi"}"##), Ok(vec![to(P(), "hi")]));
+        assert_eq!(
+            json(r#"{"to": 143, "context": "hi"}"#),
+            Ok(vec![to(P(), "hi")])
+        );
+        assert_eq!(
+            json(r#"{"to": 0, "content": "done"}"#),
+            Ok(vec![to(Recipient::User, "done")])
+        );
+        assert_eq!(
+            json(r##"{"to": "#143", "context": "hi"}"##),
+            Ok(vec![to(P(), "hi")])
+        );
         assert_eq!(
             json("```json\n{\"to\": 143, \"context\": \"hi\"}\n```"),
             Ok(vec![to(P(), "hi")])
@@ -321,12 +340,27 @@ mod tests {
     fn json_errors_are_strict() {
         assert_eq!(json("   "), Err(ReplyError::Empty));
         assert_eq!(json("hello there"), Err(ReplyError::NotJson));
-        assert_eq!(json(r#"{"to": 999, "context": "x"}"#), Err(ReplyError::UnknownId(999)));
-        assert_eq!(json(r#"{"to": 4522, "context": "x"}"#), Err(ReplyError::SelfAddressed));
-        assert!(matches!(json(r#"{"context": "x"}"#), Err(ReplyError::Shape(_))));
+        assert_eq!(
+            json(r#"{"to": 999, "context": "x"}"#),
+            Err(ReplyError::UnknownId(999))
+        );
+        assert_eq!(
+            json(r#"{"to": 4522, "context": "x"}"#),
+            Err(ReplyError::SelfAddressed)
+        );
+        assert!(matches!(
+            json(r#"{"context": "x"}"#),
+            Err(ReplyError::Shape(_))
+        ));
         assert!(matches!(json(r#"{"to": 143}"#), Err(ReplyError::Shape(_))));
-        assert!(matches!(json(r#"{"to": 143, "context": 5}"#), Err(ReplyError::Shape(_))));
-        assert!(matches!(json(r#"{"to": -1, "context": "x"}"#), Err(ReplyError::Shape(_))));
+        assert!(matches!(
+            json(r#"{"to": 143, "context": 5}"#),
+            Err(ReplyError::Shape(_))
+        ));
+        assert!(matches!(
+            json(r#"{"to": -1, "context": "x"}"#),
+            Err(ReplyError::Shape(_))
+        ));
         assert!(matches!(json("[]"), Err(ReplyError::Shape(_))));
         assert_eq!(
             json(r#"first {"to": 143, "context": "a"} then {"to": 224, "context": "b"}"#),
@@ -336,9 +370,18 @@ mod tests {
 
     #[test]
     fn directive_replies() {
-        assert_eq!(dir("TO programmer: build it"), Ok(vec![to(P(), "build it")]));
-        assert_eq!(dir("  to Programmer:build it  "), Ok(vec![to(P(), "build it")]));
-        assert_eq!(dir("TO user: all done"), Ok(vec![to(Recipient::User, "all done")]));
+        assert_eq!(
+            dir("TO programmer: build it"),
+            Ok(vec![to(P(), "build it")])
+        );
+        assert_eq!(
+            dir("  to Programmer:build it  "),
+            Ok(vec![to(P(), "build it")])
+        );
+        assert_eq!(
+            dir("TO user: all done"),
+            Ok(vec![to(Recipient::User, "all done")])
+        );
         assert_eq!(dir("TO #143: hi"), Ok(vec![to(P(), "hi")]));
         assert_eq!(
             dir("TO programmer: line one\nTo do this: keep going\nTO designer: draw\nmore"),
@@ -348,21 +391,37 @@ mod tests {
             ])
         );
         assert_eq!(dir("Hello"), Err(ReplyError::NoDirective));
-        assert_eq!(dir("TO nobody: x"), Err(ReplyError::UnknownName("nobody".into())));
+        assert_eq!(
+            dir("TO nobody: x"),
+            Err(ReplyError::UnknownName("nobody".into()))
+        );
         assert_eq!(dir("TO manager: x"), Err(ReplyError::SelfAddressed));
     }
 
     #[test]
     fn framing() {
         let r = roster();
-        assert_eq!(frame(Protocol::Json, Some(id(143)), "a\"b", &r), r#"{"from":143,"context":"a\"b"}"#);
-        assert_eq!(frame(Protocol::Json, None, "hi", &r), r#"{"from":0,"context":"hi"}"#);
-        assert_eq!(frame(Protocol::Directives, Some(id(143)), "hi", &r), "FROM programmer: hi");
+        assert_eq!(
+            frame(Protocol::Json, Some(id(143)), "a\"b", &r),
+            r#"{"from":143,"context":"a\"b"}"#
+        );
+        assert_eq!(
+            frame(Protocol::Json, None, "hi", &r),
+            r#"{"from":0,"context":"hi"}"#
+        );
+        assert_eq!(
+            frame(Protocol::Directives, Some(id(143)), "hi", &r),
+            "FROM programmer: hi"
+        );
         assert_eq!(frame(Protocol::Directives, None, "hi", &r), "FROM user: hi");
     }
 
     fn recipient() -> impl Strategy<Value = Recipient> {
-        prop_oneof![Just(Recipient::User), Just(P()), Just(Recipient::Agent(id(224)))]
+        prop_oneof![
+            Just(Recipient::User),
+            Just(P()),
+            Just(Recipient::Agent(id(224)))
+        ]
     }
 
     proptest! {

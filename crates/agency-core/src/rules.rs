@@ -100,7 +100,15 @@ mod tests {
 
     #[test]
     fn placeholders_fill_once() {
-        assert_eq!(fill("A {{message}} from {{from}} #{{count}}", "{{from}}", "bob", 3), "A {{from}} from bob #3");
+        assert_eq!(
+            fill(
+                "A {{message}} from {{from}} #{{count}}",
+                "{{from}}",
+                "bob",
+                3
+            ),
+            "A {{from}} from bob #3"
+        );
         assert_eq!(fill("{{x}} {{", "m", "f", 1), "{{x}} {{");
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! `AGENCY_BENCH_TURNS` sets the number of 10-hop turns (default 2000).
 
-use std::sync::Arc;
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
 use std::time::Instant;
 
 use agency_core::{AgencyDraft, AgentDraft, RuleDraft};
@@ -20,7 +21,11 @@ fn agent(id: u32, name: &str, rules: &[(&str, &str)]) -> AgentDraft {
         model: "builtin/rules".into(),
         rules: rules
             .iter()
-            .map(|(when, to)| RuleDraft { when: (*when).into(), action: format!("{name} to {to}: {{{{message}}}}").chars().take(40).collect::<String>().replace("{{message", "step"), send_to: vec![(*to).into()] })
+            .map(|(when, to)| RuleDraft {
+                when: (*when).into(),
+                action: format!("{name} to {to}: next step"),
+                send_to: vec![(*to).into()],
+            })
             .collect(),
         ..Default::default()
     }
@@ -50,7 +55,11 @@ fn long_turn(hops: u32) -> AgencyDraft {
         id: Some(id),
         name: name.into(),
         model: "builtin/rules".into(),
-        rules: vec![RuleDraft { when: "any".into(), action: "hit {{count}}".into(), send_to: vec![to.into()] }],
+        rules: vec![RuleDraft {
+            when: "any".into(),
+            action: "hit {{count}}".into(),
+            send_to: vec![to.into()],
+        }],
         ..Default::default()
     };
     AgencyDraft {
@@ -63,7 +72,18 @@ fn long_turn(hops: u32) -> AgencyDraft {
                 id: Some(1),
                 name: "m".into(),
                 model: "builtin/rules".into(),
-                rules: vec![RuleDraft { when: "user".into(), action: "go".into(), send_to: vec!["ping".into()] }, RuleDraft { when: "any".into(), action: "{{message}}".into(), send_to: vec!["user".into()] }],
+                rules: vec![
+                    RuleDraft {
+                        when: "user".into(),
+                        action: "go".into(),
+                        send_to: vec!["ping".into()],
+                    },
+                    RuleDraft {
+                        when: "any".into(),
+                        action: "{{message}}".into(),
+                        send_to: vec!["user".into()],
+                    },
+                ],
                 ..Default::default()
             },
             pinger(2, "ping", "pong"),
@@ -94,7 +114,11 @@ async fn bench(label: &str, url: &str, turns: u32) -> Result<(), Box<dyn std::er
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    println!("{label:<9} 10-hop turns: {hops} hops in {secs:.2} s = {:>8.0} persisted hops/s ({:.1} µs/hop)", hops as f64 / secs, secs * 1e6 / hops as f64);
+    println!(
+        "{label:<9} 10-hop turns: {hops} hops in {secs:.2} s = {:>8.0} persisted hops/s ({:.1} µs/hop)",
+        hops as f64 / secs,
+        secs * 1e6 / hops as f64
+    );
 
     for n in [250u32, 500, 1000] {
         let agency = rt.save_agency(&long_turn(n), LOCAL_OWNER).await?;
@@ -102,18 +126,30 @@ async fn bench(label: &str, url: &str, turns: u32) -> Result<(), Box<dyn std::er
         let started = Instant::now();
         let out = rt.send(c.id, "play".into()).await?;
         let secs = started.elapsed().as_secs_f64();
-        println!("{label:<9} one turn of {:>4} hops: {secs:.3} s = {:>8.0} hops/s", out.hops, f64::from(out.hops) / secs);
+        println!(
+            "{label:<9} one turn of {:>4} hops: {secs:.3} s = {:>8.0} hops/s",
+            out.hops,
+            f64::from(out.hops) / secs
+        );
     }
     Ok(())
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let turns = std::env::var("AGENCY_BENCH_TURNS").ok().and_then(|t| t.parse().ok()).unwrap_or(2000);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let turns = std::env::var("AGENCY_BENCH_TURNS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(2000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let dir = tempfile::tempdir()?;
         let url = format!("sqlite://{}", dir.path().join("bench.db").display());
         bench("sqlite", &url, turns).await?;
+        if std::env::var("AGENCY_BENCH_SQLITE_ONLY").is_ok() {
+            return Ok(());
+        }
         match agency_store::testing::postgres_url().await {
             Some(url) => bench("postgres", &url, turns).await?,
             None => println!("postgres  skipped: no server"),

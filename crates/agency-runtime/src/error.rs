@@ -15,7 +15,11 @@ pub enum RuntimeError {
     #[error("{0}")]
     Conflict(String),
     #[error("agent {agent} ({name}) could not answer: {error}")]
-    Model { agent: AgentId, name: String, error: String },
+    Model {
+        agent: AgentId,
+        name: String,
+        error: String,
+    },
     #[error(transparent)]
     Store(StoreError),
 }

@@ -3,11 +3,31 @@ use agency_core::{AgentId, ConversationId, StopReason, TraceEntry, TurnId};
 /// What happens in conversations, as it happens. One stream feeds every live view.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
-    TurnStarted { conversation: ConversationId, turn: TurnId, number: u32 },
+    TurnStarted {
+        conversation: ConversationId,
+        turn: TurnId,
+        number: u32,
+    },
     /// An agent's model was called.
-    AgentStarted { conversation: ConversationId, turn: TurnId, agent: AgentId },
+    AgentStarted {
+        conversation: ConversationId,
+        turn: TurnId,
+        agent: AgentId,
+    },
     /// A message reached a context (or, for an answer, the user).
-    Hop { conversation: ConversationId, turn: TurnId, entry: TraceEntry },
-    TurnFinished { conversation: ConversationId, turn: TurnId, stopped_by: StopReason },
-    TurnFailed { conversation: ConversationId, turn: TurnId, error: String },
+    Hop {
+        conversation: ConversationId,
+        turn: TurnId,
+        entry: TraceEntry,
+    },
+    TurnFinished {
+        conversation: ConversationId,
+        turn: TurnId,
+        stopped_by: StopReason,
+    },
+    TurnFailed {
+        conversation: ConversationId,
+        turn: TurnId,
+        error: String,
+    },
 }

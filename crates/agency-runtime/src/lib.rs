@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex};
 
 use agency_core::{
-    Agency, AgencyDraft, AgencyId, Conversation, ConversationId, Message, MessageKind,
-    StopReason, TraceEntry, TurnId, Usage, ValidationErrors, prompt,
+    Agency, AgencyDraft, AgencyId, Conversation, ConversationId, Message, MessageKind, StopReason,
+    TraceEntry, TurnId, Usage, ValidationErrors, prompt,
 };
 use agency_providers::Providers;
 use agency_store::Store;
@@ -50,11 +50,20 @@ pub struct TurnOutcome {
     pub roster: Arc<agency_core::Roster>,
 }
 
+/// An agency as loaded at some revision, with its roster.
+struct Cached {
+    revision: i64,
+    agency: Arc<Agency>,
+    roster: Arc<agency_core::Roster>,
+}
+
 pub struct Runtime {
     store: Arc<dyn Store>,
     providers: Arc<Providers>,
     events: broadcast::Sender<Event>,
     sessions: StdMutex<HashMap<ConversationId, Arc<Mutex<Option<Session>>>>>,
+    /// Agencies as last loaded.
+    agencies: StdMutex<HashMap<AgencyId, Cached>>,
     /// Turns that answered while some agents were still working: their late replies are
     /// being persisted.
     settling: StdMutex<Vec<JoinHandle<()>>>,
@@ -67,6 +76,7 @@ impl Runtime {
             providers: Arc::new(providers),
             events: broadcast::channel(1024).0,
             sessions: StdMutex::new(HashMap::new()),
+            agencies: StdMutex::new(HashMap::new()),
             settling: StdMutex::new(Vec::new()),
         })
     }
@@ -85,13 +95,22 @@ impl Runtime {
     }
 
     /// Validates a draft; the errors name each bad field.
-    pub fn validate(&self, draft: &AgencyDraft, id: AgencyId, owner: &str) -> Result<Agency, ValidationErrors> {
+    pub fn validate(
+        &self,
+        draft: &AgencyDraft,
+        id: AgencyId,
+        owner: &str,
+    ) -> Result<Agency, ValidationErrors> {
         draft.validate(id, owner, &|m| self.providers.serves(m))
     }
 
     /// Creates the agency, or replaces the owner's agency of the same name (keeping its id, so
     /// its conversations stay).
-    pub async fn save_agency(&self, draft: &AgencyDraft, owner: &str) -> Result<Agency, RuntimeError> {
+    pub async fn save_agency(
+        &self,
+        draft: &AgencyDraft,
+        owner: &str,
+    ) -> Result<Agency, RuntimeError> {
         let id = match self.store.agency_by_name(owner, &draft.name).await? {
             Some(existing) => existing.id,
             None => AgencyId::new(),
@@ -144,7 +163,11 @@ impl Runtime {
     }
 
     /// One turn: the user's `text` to the manager, and everything until the manager answers.
-    pub async fn send(self: &Arc<Self>, conversation: ConversationId, text: String) -> Result<TurnOutcome, RuntimeError> {
+    pub async fn send(
+        self: &Arc<Self>,
+        conversation: ConversationId,
+        text: String,
+    ) -> Result<TurnOutcome, RuntimeError> {
         if text.trim().is_empty() {
             return Err(RuntimeError::Invalid("the message is empty".into()));
         }
@@ -173,8 +196,46 @@ impl Runtime {
     }
 
     /// The trace of a finished turn, from the store.
-    pub async fn trace(&self, turn: TurnId) -> Result<Vec<TraceEntry>, RuntimeError> {
-        Ok(agency_core::trace(&self.store.turn_messages(turn).await?))
+    pub async fn trace(
+        &self,
+        conversation: ConversationId,
+        turn: TurnId,
+    ) -> Result<Vec<TraceEntry>, RuntimeError> {
+        Ok(agency_core::trace(
+            &self.store.turn_messages(conversation, turn).await?,
+        ))
+    }
+
+    /// The agency as it is now: from the cache when its revision has not moved.
+    async fn current_agency(
+        &self,
+        id: AgencyId,
+    ) -> Result<(Arc<Agency>, Arc<agency_core::Roster>), RuntimeError> {
+        let not_found = || RuntimeError::AgencyNotFound(id.to_string());
+        let revision = self
+            .store
+            .agency_revision(id)
+            .await?
+            .ok_or_else(not_found)?;
+        if let Ok(cache) = self.agencies.lock()
+            && let Some(c) = cache.get(&id)
+            && c.revision == revision
+        {
+            return Ok((c.agency.clone(), c.roster.clone()));
+        }
+        let agency = Arc::new(self.store.agency(id).await?.ok_or_else(not_found)?);
+        let roster = Arc::new(agency.roster());
+        if let Ok(mut cache) = self.agencies.lock() {
+            cache.insert(
+                id,
+                Cached {
+                    revision,
+                    agency: agency.clone(),
+                    roster: roster.clone(),
+                },
+            );
+        }
+        Ok((agency, roster))
     }
 
     fn session_slot(&self, conversation: ConversationId) -> Arc<Mutex<Option<Session>>> {

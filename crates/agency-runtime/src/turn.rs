@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use agency_core::engine::{Step, TurnEngine};
 use agency_core::{
-    Agency, AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, Roster,
-    TraceEntry, TurnId, TurnRecord, Usage, prompt,
+    Agency, AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, Roster, TraceEntry,
+    TurnId, TurnRecord, Usage, prompt,
 };
 use agency_providers::{Completion, ModelError, ModelRequest};
 use agency_store::Store;
@@ -34,7 +34,10 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub(crate) async fn load(store: &dyn Store, conversation: ConversationId) -> Result<Self, RuntimeError> {
+    pub(crate) async fn load(
+        store: &dyn Store,
+        conversation: ConversationId,
+    ) -> Result<Self, RuntimeError> {
         let c = store
             .conversation(conversation)
             .await?
@@ -52,7 +55,10 @@ impl Session {
         Ok(Self {
             conversation,
             agency_id: c.agency_id,
-            contexts: contexts.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+            contexts: contexts
+                .into_iter()
+                .map(|(k, v)| (k, Arc::new(v)))
+                .collect(),
             next_seq,
             turns,
         })
@@ -62,7 +68,10 @@ impl Session {
     fn unanswered(&self) -> Vec<AgentId> {
         self.contexts
             .iter()
-            .filter(|(_, c)| c.last().is_some_and(|m| !matches!(m.kind, MessageKind::System | MessageKind::Reply)))
+            .filter(|(_, c)| {
+                c.last()
+                    .is_some_and(|m| !matches!(m.kind, MessageKind::System | MessageKind::Reply))
+            })
             .map(|(id, _)| *id)
             .collect()
     }
@@ -91,13 +100,11 @@ pub(crate) async fn run(
     text: String,
 ) -> Result<TurnOutcome, RuntimeError> {
     let Some(session) = guard.take() else {
-        return Err(RuntimeError::Invalid("the conversation is not loaded".into()));
+        return Err(RuntimeError::Invalid(
+            "the conversation is not loaded".into(),
+        ));
     };
-    let agency = rt
-        .store
-        .agency(session.agency_id)
-        .await?
-        .ok_or_else(|| RuntimeError::AgencyNotFound(session.agency_id.to_string()))?;
+    let (agency, roster) = rt.current_agency(session.agency_id).await?;
     let mut session = session;
     session.turns += 1;
     let record = TurnRecord {
@@ -111,7 +118,8 @@ pub(crate) async fn run(
         usage: Usage::default(),
         error: None,
     };
-    rt.store.save_turn(&record).await?;
+    // The turn's record is written when it ends; its messages carry its id from the start, so
+    // messages of a turn without a record are those of a turn a crash interrupted.
     rt.publish(|| Event::TurnStarted {
         conversation: record.conversation_id,
         turn: record.id,
@@ -119,8 +127,8 @@ pub(crate) async fn run(
     });
     let run = TurnRun {
         engine: TurnEngine::new(&agency),
-        roster: Arc::new(agency.roster()),
-        agency: Arc::new(agency),
+        roster,
+        agency,
         rt,
         guard,
         session,
@@ -141,7 +149,14 @@ impl TurnRun {
         let mut batch: Vec<Message> = Vec::new();
         for agent in &agency.agents {
             if !self.session.contexts.contains_key(&agent.id) {
-                let m = self.message(Some(agent.id), MessageKind::System, None, Some(agent.id), prompt::system_prompt(&agency, agent), None);
+                let m = self.message(
+                    Some(agent.id),
+                    MessageKind::System,
+                    None,
+                    Some(agent.id),
+                    prompt::system_prompt(&agency, agent),
+                    None,
+                );
                 batch.push(m);
             }
         }
@@ -168,7 +183,9 @@ impl TurnRun {
                 () = &mut deadline => Next::Timer,
             };
             match next {
-                Next::Done(Some((agent, result, took))) => self.on_completion(agent, result, took).await?,
+                Next::Done(Some((agent, result, took))) => {
+                    self.on_completion(agent, result, took).await?
+                }
                 Next::Done(None) => {}
                 Next::Timer if !deadline_passed => {
                     deadline_passed = true;
@@ -190,7 +207,11 @@ impl TurnRun {
         if let Some((agent, error)) = self.failure.take() {
             self.record.error = Some(error.clone());
             self.rt.store.save_turn(&self.record).await?;
-            self.rt.publish(|| Event::TurnFailed { conversation, turn, error: error.clone() });
+            self.rt.publish(|| Event::TurnFailed {
+                conversation,
+                turn,
+                error: error.clone(),
+            });
             let name = self.roster.display(Some(agent)).to_string();
             self.settle_later();
             return Err(RuntimeError::Model { agent, name, error });
@@ -202,7 +223,11 @@ impl TurnRun {
             .unwrap_or_else(|| (String::new(), agency_core::StopReason::Deadline));
         self.record.stopped_by = Some(stopped_by);
         self.rt.store.save_turn(&self.record).await?;
-        self.rt.publish(|| Event::TurnFinished { conversation, turn, stopped_by });
+        self.rt.publish(|| Event::TurnFinished {
+            conversation,
+            turn,
+            stopped_by,
+        });
         let outcome = TurnOutcome {
             conversation_id: conversation,
             turn_id: turn,
@@ -235,7 +260,9 @@ impl TurnRun {
                     done = run.inflight.next() => done,
                     () = &mut bound => None,
                 };
-                let Some((agent, result, took)) = done else { break };
+                let Some((agent, result, took)) = done else {
+                    break;
+                };
                 if let Err(e) = run.on_completion(agent, result, took).await {
                     tracing::error!(error = %e, "could not persist a late reply");
                     return; // the session reloads from the store on the next turn
@@ -252,7 +279,9 @@ impl TurnRun {
 
     /// Hands the session back for the next turn.
     fn finish(self) {
-        let TurnRun { mut guard, session, .. } = self;
+        let TurnRun {
+            mut guard, session, ..
+        } = self;
         *guard = Some(session);
     }
 
@@ -265,7 +294,14 @@ impl TurnRun {
         match result {
             Ok(c) => {
                 self.record.usage += c.usage;
-                let mut reply = self.message(Some(agent), MessageKind::Reply, Some(agent), None, c.text, None);
+                let mut reply = self.message(
+                    Some(agent),
+                    MessageKind::Reply,
+                    Some(agent),
+                    None,
+                    c.text,
+                    None,
+                );
                 reply.usage = Some(c.usage);
                 reply.latency_ms = Some(u32::try_from(took.as_millis()).unwrap_or(u32::MAX));
                 let steps = self.engine.on_reply(agent, reply.id, &reply.text);
@@ -283,7 +319,11 @@ impl TurnRun {
 
     /// Persists `batch` plus the engine's deliveries in one write, then makes them visible in
     /// their contexts, then starts the calls.
-    async fn apply(&mut self, steps: Vec<Step>, mut batch: Vec<Message>) -> Result<(), RuntimeError> {
+    async fn apply(
+        &mut self,
+        steps: Vec<Step>,
+        mut batch: Vec<Message>,
+    ) -> Result<(), RuntimeError> {
         let mut invokes = Vec::new();
         for step in steps {
             match step {
@@ -292,9 +332,20 @@ impl TurnRun {
                     batch.push(m);
                 }
                 Step::Invoke(agent) => invokes.push(agent),
-                Step::Answer { text, stopped_by, linked } => {
+                Step::Answer {
+                    text,
+                    stopped_by,
+                    linked,
+                } => {
                     let manager = self.agency.manager;
-                    let m = self.message(None, MessageKind::Answer, Some(manager), None, text.clone(), linked);
+                    let m = self.message(
+                        None,
+                        MessageKind::Answer,
+                        Some(manager),
+                        None,
+                        text.clone(),
+                        linked,
+                    );
                     batch.push(m);
                     self.answer = Some((text, stopped_by));
                 }
@@ -312,7 +363,11 @@ impl TurnRun {
                     usage: m.linked.and_then(|l| self.reply_usage.get(&l).copied()),
                 };
                 let (conversation, turn) = (self.record.conversation_id, self.record.id);
-                self.rt.publish(|| Event::Hop { conversation, turn, entry: entry.clone() });
+                self.rt.publish(|| Event::Hop {
+                    conversation,
+                    turn,
+                    entry: entry.clone(),
+                });
                 self.trace.push(entry);
             }
             if let Some(agent) = m.agent {
@@ -330,7 +385,12 @@ impl TurnRun {
             agency: self.agency.clone(),
             roster: self.roster.clone(),
             agent,
-            context: self.session.contexts.get(&agent).cloned().unwrap_or_default(),
+            context: self
+                .session
+                .contexts
+                .get(&agent)
+                .cloned()
+                .unwrap_or_default(),
         };
         let model = self
             .agency
@@ -340,14 +400,24 @@ impl TurnRun {
         let call: Call = Box::pin(async move {
             let result = match model {
                 Some((_, Some(model))) => model.complete(request).await,
-                Some((r, None)) => Err(ModelError::UnknownModel { provider: r.provider, model: r.model }),
-                None => Err(ModelError::Failed { provider: "agency".into(), message: format!("no agent #{}", agent.get()) }),
+                Some((r, None)) => Err(ModelError::UnknownModel {
+                    provider: r.provider,
+                    model: r.model,
+                }),
+                None => Err(ModelError::Failed {
+                    provider: "agency".into(),
+                    message: format!("no agent #{}", agent.get()),
+                }),
             };
             (agent, result, started.elapsed())
         });
         self.inflight.push(call);
         let (conversation, turn) = (self.record.conversation_id, self.record.id);
-        self.rt.publish(|| Event::AgentStarted { conversation, turn, agent });
+        self.rt.publish(|| Event::AgentStarted {
+            conversation,
+            turn,
+            agent,
+        });
     }
 
     fn message(

@@ -1,8 +1,8 @@
+use agency_runtime::RuntimeError;
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use agency_runtime::RuntimeError;
 
 /// Every way a request can fail, with its status code. Internal errors are logged once here
 /// and shown to the client only as "internal error".
@@ -38,7 +38,9 @@ impl ApiError {
 impl From<RuntimeError> for ApiError {
     fn from(e: RuntimeError) -> Self {
         match e {
-            RuntimeError::AgencyNotFound(_) | RuntimeError::ConversationNotFound(_) => ApiError::NotFound(e.to_string()),
+            RuntimeError::AgencyNotFound(_) | RuntimeError::ConversationNotFound(_) => {
+                ApiError::NotFound(e.to_string())
+            }
             RuntimeError::Invalid(m) => ApiError::BadRequest(m),
             RuntimeError::Validation(v) => ApiError::Unprocessable(v.to_string()),
             RuntimeError::Conflict(m) => ApiError::Conflict(m),

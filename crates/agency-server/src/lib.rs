@@ -28,9 +28,15 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/healthz", get(health))
         .route("/api/agencies", get(list_agencies))
         .route("/api/agencies/{agency}", get(get_agency))
-        .route("/api/agencies/{agency}/conversations", post(create_conversation))
+        .route(
+            "/api/agencies/{agency}/conversations",
+            post(create_conversation),
+        )
         .route("/api/conversations/{id}", get(get_conversation))
-        .route("/api/conversations/{id}/messages", get(list_messages).post(post_message))
+        .route(
+            "/api/conversations/{id}/messages",
+            get(list_messages).post(post_message),
+        )
         .route("/api/conversations/{id}/turns/{number}", get(get_turn))
         .with_state(rt)
         .layer(tower_http::trace::TraceLayer::new_for_http())
@@ -52,11 +58,18 @@ async fn health() -> Json<serde_json::Value> {
 }
 
 async fn list_agencies(State(rt): State<AppState>) -> Result<Json<Vec<wire::Agency>>, ApiError> {
-    let agencies = rt.store().list_agencies(LOCAL_OWNER).await.map_err(agency_runtime::RuntimeError::from)?;
+    let agencies = rt
+        .store()
+        .list_agencies(LOCAL_OWNER)
+        .await
+        .map_err(agency_runtime::RuntimeError::from)?;
     Ok(Json(agencies.iter().map(wire::Agency::from).collect()))
 }
 
-async fn get_agency(State(rt): State<AppState>, Path(agency): Path<String>) -> Result<Json<wire::Agency>, ApiError> {
+async fn get_agency(
+    State(rt): State<AppState>,
+    Path(agency): Path<String>,
+) -> Result<Json<wire::Agency>, ApiError> {
     let agency = rt.agency(LOCAL_OWNER, &agency).await?;
     Ok(Json(wire::Agency::from(&agency)))
 }
@@ -67,7 +80,10 @@ async fn create_conversation(
 ) -> Result<(StatusCode, Json<wire::Conversation>), ApiError> {
     let agency = rt.agency(LOCAL_OWNER, &agency).await?;
     let c = rt.start_conversation(&agency).await?;
-    Ok((StatusCode::CREATED, Json(wire::Conversation::new(&c, Vec::new()))))
+    Ok((
+        StatusCode::CREATED,
+        Json(wire::Conversation::new(&c, Vec::new())),
+    ))
 }
 
 fn conversation_id(id: &str) -> Result<ConversationId, ApiError> {
@@ -75,7 +91,10 @@ fn conversation_id(id: &str) -> Result<ConversationId, ApiError> {
         .map_err(|_| ApiError::NotFound(format!("no conversation `{id}`")))
 }
 
-async fn get_conversation(State(rt): State<AppState>, Path(id): Path<String>) -> Result<Json<wire::Conversation>, ApiError> {
+async fn get_conversation(
+    State(rt): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<wire::Conversation>, ApiError> {
     let id = conversation_id(&id)?;
     let c = rt
         .store()
@@ -83,8 +102,15 @@ async fn get_conversation(State(rt): State<AppState>, Path(id): Path<String>) ->
         .await
         .map_err(agency_runtime::RuntimeError::from)?
         .ok_or_else(|| ApiError::NotFound(format!("no conversation {id}")))?;
-    let turns = rt.store().turns(id).await.map_err(agency_runtime::RuntimeError::from)?;
-    Ok(Json(wire::Conversation::new(&c, turns.iter().map(wire::Turn::from).collect())))
+    let turns = rt
+        .store()
+        .turns(id)
+        .await
+        .map_err(agency_runtime::RuntimeError::from)?;
+    Ok(Json(wire::Conversation::new(
+        &c,
+        turns.iter().map(wire::Turn::from).collect(),
+    )))
 }
 
 async fn post_message(
@@ -103,23 +129,37 @@ async fn get_turn(
     Path((id, number)): Path<(String, u32)>,
 ) -> Result<Json<wire::TurnTrace>, ApiError> {
     let id = conversation_id(&id)?;
-    let turns = rt.store().turns(id).await.map_err(agency_runtime::RuntimeError::from)?;
+    let turns = rt
+        .store()
+        .turns(id)
+        .await
+        .map_err(agency_runtime::RuntimeError::from)?;
     let turn = turns
         .iter()
         .find(|t| t.number == number)
         .ok_or_else(|| ApiError::NotFound(format!("conversation {id} has no turn {number}")))?;
     let roster = roster_of(&rt, id).await?;
-    let trace = rt.trace(turn.id).await?;
+    let trace = rt.trace(id, turn.id).await?;
     Ok(Json(wire::TurnTrace {
         turn: wire::Turn::from(turn),
-        trace: trace.iter().map(|e| wire::TraceEntry::new(e, &roster)).collect(),
+        trace: trace
+            .iter()
+            .map(|e| wire::TraceEntry::new(e, &roster))
+            .collect(),
     }))
 }
 
-async fn list_messages(State(rt): State<AppState>, Path(id): Path<String>) -> Result<Json<Vec<wire::Message>>, ApiError> {
+async fn list_messages(
+    State(rt): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<wire::Message>>, ApiError> {
     let id = conversation_id(&id)?;
     let roster = roster_of(&rt, id).await?;
-    let messages = rt.store().messages(id).await.map_err(agency_runtime::RuntimeError::from)?;
+    let messages = rt
+        .store()
+        .messages(id)
+        .await
+        .map_err(agency_runtime::RuntimeError::from)?;
     Ok(Json(
         messages
             .iter()
@@ -136,6 +176,9 @@ async fn roster_of(rt: &Runtime, id: ConversationId) -> Result<agency_core::Rost
         .await
         .map_err(agency_runtime::RuntimeError::from)?
         .ok_or_else(|| ApiError::NotFound(format!("no conversation {id}")))?;
-    let agency = store.agency(c.agency_id).await.map_err(agency_runtime::RuntimeError::from)?;
+    let agency = store
+        .agency(c.agency_id)
+        .await
+        .map_err(agency_runtime::RuntimeError::from)?;
     Ok(agency.map(|a| a.roster()).unwrap_or_default())
 }

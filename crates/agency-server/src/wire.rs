@@ -19,7 +19,11 @@ pub struct Usage {
 
 impl From<CoreUsage> for Usage {
     fn from(u: CoreUsage) -> Self {
-        Self { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total() }
+        Self {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total(),
+        }
     }
 }
 
@@ -55,7 +59,13 @@ impl From<&agency_core::Agency> for Agency {
             agents: a
                 .agents
                 .iter()
-                .map(|g| Agent { id: g.id.get(), name: g.name.clone(), handle: g.handle.clone(), role: g.role.clone(), model: g.model.to_string() })
+                .map(|g| Agent {
+                    id: g.id.get(),
+                    name: g.name.clone(),
+                    handle: g.handle.clone(),
+                    role: g.role.clone(),
+                    model: g.model.to_string(),
+                })
                 .collect(),
         }
     }
@@ -98,7 +108,12 @@ pub struct Conversation {
 
 impl Conversation {
     pub fn new(c: &agency_core::Conversation, turns: Vec<Turn>) -> Self {
-        Self { id: c.id.to_string(), agency_id: c.agency_id.to_string(), created_at: c.created_at, turns }
+        Self {
+            id: c.id.to_string(),
+            agency_id: c.agency_id.to_string(),
+            created_at: c.created_at,
+            turns,
+        }
     }
 }
 
@@ -145,7 +160,11 @@ impl From<&agency_runtime::TurnOutcome> for TurnResult {
             stopped_by: o.stopped_by.as_str(),
             hops: o.hops,
             usage: o.usage.into(),
-            trace: o.trace.iter().map(|e| TraceEntry::new(e, &o.roster)).collect(),
+            trace: o
+                .trace
+                .iter()
+                .map(|e| TraceEntry::new(e, &o.roster))
+                .collect(),
         }
     }
 }

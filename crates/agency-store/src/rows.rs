@@ -57,8 +57,14 @@ pub(crate) struct AgentRow {
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum StoredBlock {
-    Text { text: String },
-    Rule { when: i64, action: String, send_to: Vec<i64> },
+    Text {
+        text: String,
+    },
+    Rule {
+        when: i64,
+        action: String,
+        send_to: Vec<i64>,
+    },
 }
 
 /// `when`: -1 is anyone, 0 the user, else an agent. `send_to`: 0 the user, else an agent.
@@ -90,7 +96,11 @@ fn blocks_of(json: &str) -> Result<Vec<Block>, StoreError> {
         .map(|b| {
             Ok(match b {
                 StoredBlock::Text { text } => Block::Text(text),
-                StoredBlock::Rule { when, action, send_to } => Block::Rule(agency_core::Rule {
+                StoredBlock::Rule {
+                    when,
+                    action,
+                    send_to,
+                } => Block::Rule(agency_core::Rule {
                     when: match when {
                         ANY => Party::Any,
                         0 => Party::User,
@@ -110,7 +120,33 @@ fn blocks_of(json: &str) -> Result<Vec<Block>, StoreError> {
         .collect()
 }
 
-pub(crate) fn agency_of(row: AgencyRow, agents: Vec<AgentRow>) -> Result<Agency, StoreError> {
+/// Agencies with their agents (`agents` may hold those of other agencies too).
+pub(crate) fn agencies_of(
+    rows: Vec<AgencyRow>,
+    agents: Vec<AgentRow>,
+) -> Result<Vec<Agency>, StoreError> {
+    let mut by_agency: std::collections::HashMap<Uuid, Vec<AgentRow>> =
+        std::collections::HashMap::new();
+    for a in agents {
+        by_agency.entry(a.agency_id).or_default().push(a);
+    }
+    rows.into_iter()
+        .map(|row| {
+            let agents = by_agency.remove(&row.id).unwrap_or_default();
+            agency_of(row, agents)
+        })
+        .collect()
+}
+
+pub(crate) fn deadline_ms(agency: &Agency) -> i64 {
+    i64::try_from(agency.limits.turn_deadline.as_millis()).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn name_taken(agency: &Agency) -> StoreError {
+    StoreError::Conflict(format!("an agency named `{}` already exists", agency.name))
+}
+
+fn agency_of(row: AgencyRow, agents: Vec<AgentRow>) -> Result<Agency, StoreError> {
     Ok(Agency {
         id: AgencyId(row.id),
         owner: row.owner,
@@ -176,6 +212,28 @@ pub(crate) struct MessageRow {
     pub created_at: DateTime<Utc>,
 }
 
+impl From<&Message> for MessageRow {
+    fn from(m: &Message) -> Self {
+        Self {
+            id: m.id.0,
+            conversation_id: m.conversation_id.0,
+            turn_id: m.turn_id.map(|t| t.0),
+            seq: m.seq,
+            agent_id: m.agent.map(|a| i64::from(a.get())),
+            kind: m.kind.as_str().to_string(),
+            linked_message_id: m.linked.map(|l| l.0),
+            from_agent: m.from.map(|a| i64::from(a.get())),
+            to_agent: m.to.map(|a| i64::from(a.get())),
+            text: m.text.clone(),
+            prompt_tokens: m.usage.map(|u| i64::from(u.prompt_tokens)),
+            completion_tokens: m.usage.map(|u| i64::from(u.completion_tokens)),
+            latency_ms: m.latency_ms.map(i64::from),
+            included: m.included,
+            created_at: m.created_at,
+        }
+    }
+}
+
 impl TryFrom<MessageRow> for Message {
     type Error = StoreError;
     fn try_from(r: MessageRow) -> Result<Self, StoreError> {
@@ -219,6 +277,23 @@ pub(crate) struct TurnRow {
     pub error: Option<String>,
 }
 
+impl From<&TurnRecord> for TurnRow {
+    fn from(t: &TurnRecord) -> Self {
+        Self {
+            id: t.id.0,
+            conversation_id: t.conversation_id.0,
+            number: i64::from(t.number),
+            started_at: t.started_at,
+            finished_at: t.finished_at,
+            stopped_by: t.stopped_by.map(|s| s.as_str().to_string()),
+            hops: i64::from(t.hops),
+            prompt_tokens: i64::from(t.usage.prompt_tokens),
+            completion_tokens: i64::from(t.usage.completion_tokens),
+            error: t.error.clone(),
+        }
+    }
+}
+
 impl TryFrom<TurnRow> for TurnRecord {
     type Error = StoreError;
     fn try_from(r: TurnRow) -> Result<Self, StoreError> {
@@ -238,6 +313,81 @@ impl TryFrom<TurnRow> for TurnRecord {
                 completion_tokens: u32_of(r.completion_tokens, "completion_tokens")?,
             },
             error: r.error,
+        })
+    }
+}
+
+/// Reading the same rows from SQLite (rusqlite), column by column.
+pub(crate) mod sqlite {
+    use rusqlite::Row;
+
+    use super::*;
+
+    pub(crate) fn agency(r: &Row<'_>) -> rusqlite::Result<AgencyRow> {
+        Ok(AgencyRow {
+            id: r.get("id")?,
+            owner: r.get("owner")?,
+            name: r.get("name")?,
+            handle: r.get("handle")?,
+            protocol: r.get("protocol")?,
+            manager: r.get("manager")?,
+            max_hops: r.get("max_hops")?,
+            deadline_ms: r.get("deadline_ms")?,
+        })
+    }
+
+    pub(crate) fn agent(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
+        Ok(AgentRow {
+            agency_id: r.get("agency_id")?,
+            id: r.get("id")?,
+            name: r.get("name")?,
+            handle: r.get("handle")?,
+            role: r.get("role")?,
+            model: r.get("model")?,
+            blocks: r.get("blocks")?,
+        })
+    }
+
+    pub(crate) fn conversation(r: &Row<'_>) -> rusqlite::Result<ConversationRow> {
+        Ok(ConversationRow {
+            id: r.get("id")?,
+            agency_id: r.get("agency_id")?,
+            created_at: r.get("created_at")?,
+        })
+    }
+
+    pub(crate) fn message(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
+        Ok(MessageRow {
+            id: r.get("id")?,
+            conversation_id: r.get("conversation_id")?,
+            turn_id: r.get("turn_id")?,
+            seq: r.get("seq")?,
+            agent_id: r.get("agent_id")?,
+            kind: r.get("kind")?,
+            linked_message_id: r.get("linked_message_id")?,
+            from_agent: r.get("from_agent")?,
+            to_agent: r.get("to_agent")?,
+            text: r.get("text")?,
+            prompt_tokens: r.get("prompt_tokens")?,
+            completion_tokens: r.get("completion_tokens")?,
+            latency_ms: r.get("latency_ms")?,
+            included: r.get("included")?,
+            created_at: r.get("created_at")?,
+        })
+    }
+
+    pub(crate) fn turn(r: &Row<'_>) -> rusqlite::Result<TurnRow> {
+        Ok(TurnRow {
+            id: r.get("id")?,
+            conversation_id: r.get("conversation_id")?,
+            number: r.get("number")?,
+            started_at: r.get("started_at")?,
+            finished_at: r.get("finished_at")?,
+            stopped_by: r.get("stopped_by")?,
+            hops: r.get("hops")?,
+            prompt_tokens: r.get("prompt_tokens")?,
+            completion_tokens: r.get("completion_tokens")?,
+            error: r.get("error")?,
         })
     }
 }

@@ -1,11 +1,13 @@
 //! One storage suite, run on SQLite and on PostgreSQL.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use agency_core::{
-    AgencyDraft, AgencyId, AgentDraft, AgentId, Conversation, ConversationId, Message,
-    MessageId, MessageKind, RuleDraft, StopReason, TurnId, TurnRecord, Usage,
+    AgencyDraft, AgencyId, AgentDraft, AgentId, Conversation, ConversationId, Message, MessageId,
+    MessageKind, RuleDraft, StopReason, TurnId, TurnRecord, Usage,
 };
 use agency_store::{Store, StoreError};
 use chrono::{SubsecRound, Utc};
@@ -65,12 +67,20 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
             name: "programmer".into(),
             role: Some("writes code".into()),
             model: "builtin/rules".into(),
-            rules: vec![RuleDraft { when: "any".into(), action: "ok".into(), send_to: vec!["manager".into()] }],
+            rules: vec![RuleDraft {
+                when: "any".into(),
+                action: "ok".into(),
+                send_to: vec!["manager".into()],
+            }],
             ..Default::default()
         },
     ];
     if extra_agent {
-        agents.push(AgentDraft { name: "tester".into(), model: "builtin/rules".into(), ..Default::default() });
+        agents.push(AgentDraft {
+            name: "tester".into(),
+            model: "builtin/rules".into(),
+            ..Default::default()
+        });
     }
     AgencyDraft {
         name: name.into(),
@@ -89,21 +99,36 @@ async fn agencies_round_trip(s: Arc<dyn Store>) {
     let a = agency("studio", "local", false);
     s.save_agency(&a).await.unwrap();
     assert_eq!(s.agency(a.id).await.unwrap(), Some(a.clone()));
-    assert_eq!(s.agency_by_name("local", "studio").await.unwrap(), Some(a.clone()));
-    assert_eq!(s.agency_by_name("someone-else", "studio").await.unwrap(), None);
+    assert_eq!(
+        s.agency_by_name("local", "studio").await.unwrap(),
+        Some(a.clone())
+    );
+    assert_eq!(
+        s.agency_by_name("someone-else", "studio").await.unwrap(),
+        None
+    );
     assert_eq!(s.agency(AgencyId::new()).await.unwrap(), None);
 
-    // Saving again replaces the agents, keeping the id.
+    // Saving again replaces the agents, keeping the id, and moves the revision on.
+    let first = s.agency_revision(a.id).await.unwrap().unwrap();
     let mut b = agency("studio", "local", true);
     b.id = a.id;
     s.save_agency(&b).await.unwrap();
+    assert_ne!(s.agency_revision(a.id).await.unwrap(), Some(first));
+    assert_eq!(s.agency_revision(AgencyId::new()).await.unwrap(), None);
     let loaded = s.agency(a.id).await.unwrap().unwrap();
     assert_eq!(loaded.agents.len(), 3);
     assert_eq!(loaded, b);
 
     let c = agency("agency-b", "local", false);
     s.save_agency(&c).await.unwrap();
-    let names: Vec<String> = s.list_agencies("local").await.unwrap().into_iter().map(|a| a.name).collect();
+    let names: Vec<String> = s
+        .list_agencies("local")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.name)
+        .collect();
     assert_eq!(names, ["agency-b", "studio"]);
     let listed = s.list_agencies("local").await.unwrap();
     assert_eq!(listed[1], b, "agents are loaded with the list");
@@ -120,11 +145,17 @@ async fn names_are_unique_per_owner(s: Arc<dyn Store>) {
     // Nothing of the refused agency was written.
     assert_eq!(s.agency(dup.id).await.unwrap(), None);
     assert_eq!(s.agency(a.id).await.unwrap(), Some(a));
-    s.save_agency(&agency("studio", "alice", false)).await.unwrap();
+    s.save_agency(&agency("studio", "alice", false))
+        .await
+        .unwrap();
 }
 
 fn conversation(agency: AgencyId) -> Conversation {
-    Conversation { id: ConversationId::new(), agency_id: agency, created_at: Utc::now().trunc_subsecs(6) }
+    Conversation {
+        id: ConversationId::new(),
+        agency_id: agency,
+        created_at: Utc::now().trunc_subsecs(6),
+    }
 }
 
 fn message(c: ConversationId, turn: Option<TurnId>, seq: i64) -> Message {
@@ -139,7 +170,10 @@ fn message(c: ConversationId, turn: Option<TurnId>, seq: i64) -> Message {
         from: AgentId::new(4522),
         to: AgentId::new(143),
         text: format!("message {seq} ✓ \"quoted\"\nline two"),
-        usage: Some(Usage { prompt_tokens: 10, completion_tokens: 5 }),
+        usage: Some(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+        }),
         latency_ms: Some(12),
         included: seq % 2 == 0,
         created_at: Utc::now().trunc_subsecs(6),
@@ -169,10 +203,15 @@ async fn messages_keep_every_field_in_order(s: Arc<dyn Store>) {
     user_side.linked = None;
     let later = message(c, None, 7);
     let m3 = message(c, Some(turn), 3);
-    s.append_messages(&[later.clone(), user_side.clone()]).await.unwrap();
-    s.append_messages(&[m3.clone()]).await.unwrap();
-    assert_eq!(s.messages(c).await.unwrap(), vec![user_side.clone(), m3.clone(), later]);
-    assert_eq!(s.turn_messages(turn).await.unwrap(), vec![user_side, m3]);
+    s.append_messages(&[later.clone(), user_side.clone()])
+        .await
+        .unwrap();
+    s.append_messages(std::slice::from_ref(&m3)).await.unwrap();
+    assert_eq!(
+        s.messages(c).await.unwrap(),
+        vec![user_side.clone(), m3.clone(), later]
+    );
+    assert_eq!(s.turn_messages(c, turn).await.unwrap(), vec![user_side, m3]);
     assert_eq!(s.messages(ConversationId::new()).await.unwrap(), vec![]);
 }
 
@@ -180,7 +219,9 @@ async fn appends_are_all_or_nothing(s: Arc<dyn Store>) {
     let c = setup(&s).await;
     s.append_messages(&[message(c, None, 1)]).await.unwrap();
     // The second row repeats seq 1: the whole append is refused.
-    let err = s.append_messages(&[message(c, None, 2), message(c, None, 1)]).await;
+    let err = s
+        .append_messages(&[message(c, None, 2), message(c, None, 1)])
+        .await;
     assert!(err.is_err());
     assert_eq!(s.messages(c).await.unwrap().len(), 1);
     // Also across the chunks of a large append.
@@ -215,10 +256,17 @@ async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {
     t.finished_at = Some(t.started_at + Duration::from_millis(1500));
     t.stopped_by = Some(StopReason::MaxHops);
     t.hops = 16;
-    t.usage = Usage { prompt_tokens: 100, completion_tokens: 20 };
+    t.usage = Usage {
+        prompt_tokens: 100,
+        completion_tokens: 20,
+    };
     t.error = Some("boom".into());
     s.save_turn(&t).await.unwrap();
-    let t2 = TurnRecord { id: TurnId::new(), number: 2, ..t.clone() };
+    let t2 = TurnRecord {
+        id: TurnId::new(),
+        number: 2,
+        ..t.clone()
+    };
     s.save_turn(&t2).await.unwrap();
     assert_eq!(s.turns(c).await.unwrap(), vec![t, t2]);
 }
@@ -233,8 +281,21 @@ async fn settings_are_claimed_once(s: Arc<dyn Store>) {
 async fn bad_urls_are_clear_errors() {
     let e = agency_store::open("mysql://x").await.err().unwrap();
     assert!(e.to_string().contains("sqlite://PATH"), "{e}");
-    let e = agency_store::open("sqlite:///nonexistent-dir/sub/agency.db").await.err().unwrap();
-    assert!(e.to_string().starts_with("cannot open the database sqlite:///nonexistent-dir"), "{e}");
-    let e = agency_store::open("postgres://me:hunter2@127.0.0.1:1/db").await.err().unwrap();
-    assert!(!e.to_string().contains("hunter2"), "the password is never shown: {e}");
+    let e = agency_store::open("sqlite:///nonexistent-dir/sub/agency.db")
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .starts_with("cannot open the database sqlite:///nonexistent-dir"),
+        "{e}"
+    );
+    let e = agency_store::open("postgres://me:hunter2@127.0.0.1:1/db")
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        !e.to_string().contains("hunter2"),
+        "the password is never shown: {e}"
+    );
 }

@@ -18,10 +18,19 @@ use clap::{Parser, Subcommand};
 const DEMO: &str = include_str!("../../../examples/studio.yaml");
 
 #[derive(Parser)]
-#[command(name = "agency", version, about = "A team of LLM agents behind one endpoint")]
+#[command(
+    name = "agency",
+    version,
+    about = "A team of LLM agents behind one endpoint"
+)]
 struct Cli {
     /// Database URL: sqlite://PATH or postgres://USER@HOST/DB.
-    #[arg(long, global = true, env = "AGENCY_DB", default_value = "sqlite://agency.db")]
+    #[arg(
+        long,
+        global = true,
+        env = "AGENCY_DB",
+        default_value = "sqlite://agency.db"
+    )]
     db: String,
     #[command(subcommand)]
     command: Command,
@@ -92,7 +101,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import { file } => import(&rt, &file).await,
         Command::Export { name, output } => export(&rt, &name, output).await,
         Command::List => list(&rt).await,
-        Command::Chat { name, message, json, conversation } => {
+        Command::Chat {
+            name,
+            message,
+            json,
+            conversation,
+        } => {
             let agency = rt.agency(LOCAL_OWNER, &name).await?;
             let conversation = match conversation {
                 Some(id) => {
@@ -116,7 +130,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// Imports the demo agency the first time an empty database is opened.
 async fn seed_demo(rt: &Runtime) -> anyhow::Result<()> {
-    if rt.store().claim_once("demo-agency-imported").await? && rt.store().list_agencies(LOCAL_OWNER).await?.is_empty() {
+    if rt.store().claim_once("demo-agency-imported").await?
+        && rt.store().list_agencies(LOCAL_OWNER).await?.is_empty()
+    {
         let file = AgencyFile::parse("examples/studio.yaml", DEMO)?;
         rt.save_agency(&file.draft, LOCAL_OWNER).await?;
     }
@@ -147,7 +163,12 @@ async fn import(rt: &Runtime, path: &PathBuf) -> anyhow::Result<()> {
         Err(RuntimeError::Validation(errors)) => return Err(file.locate(errors).into()),
         Err(e) => return Err(e.into()),
     };
-    println!("imported {} ({} agents, manager {})", agency.name, agency.agents.len(), agency.roster().display(Some(agency.manager)));
+    println!(
+        "imported {} ({} agents, manager {})",
+        agency.name,
+        agency.agents.len(),
+        agency.roster().display(Some(agency.manager))
+    );
     Ok(())
 }
 
@@ -155,7 +176,8 @@ async fn export(rt: &Runtime, name: &str, output: Option<PathBuf>) -> anyhow::Re
     let agency = rt.agency(LOCAL_OWNER, name).await?;
     let yaml = agency_file::to_yaml(&agency.to_draft());
     match output {
-        Some(path) => std::fs::write(&path, yaml).with_context(|| format!("cannot write {}", path.display()))?,
+        Some(path) => std::fs::write(&path, yaml)
+            .with_context(|| format!("cannot write {}", path.display()))?,
         None => print!("{yaml}"),
     }
     Ok(())
@@ -168,12 +190,23 @@ async fn list(rt: &Runtime) -> anyhow::Result<()> {
     }
     for a in agencies {
         let names: Vec<&str> = a.agents.iter().map(|g| g.name.as_str()).collect();
-        println!("{:<24} {:<10} manager {:<16} agents: {}", a.name, a.protocol.as_str(), a.roster().display(Some(a.manager)), names.join(", "));
+        println!(
+            "{:<24} {:<10} manager {:<16} agents: {}",
+            a.name,
+            a.protocol.as_str(),
+            a.roster().display(Some(a.manager)),
+            names.join(", ")
+        );
     }
     Ok(())
 }
 
-async fn chat_once(rt: &Arc<Runtime>, conversation: ConversationId, text: String, json: bool) -> anyhow::Result<()> {
+async fn chat_once(
+    rt: &Arc<Runtime>,
+    conversation: ConversationId,
+    text: String,
+    json: bool,
+) -> anyhow::Result<()> {
     let out = rt.send(conversation, text).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&turn_json(&out))?);
@@ -199,16 +232,32 @@ fn turn_json(out: &TurnOutcome) -> serde_json::Value {
 }
 
 /// The terminal chat: each line is a turn; the agents' messages show as they happen.
-async fn chat(rt: &Arc<Runtime>, agency: &Agency, conversation: ConversationId) -> anyhow::Result<()> {
-    println!("Chatting with {} (conversation {conversation}). Ctrl-D ends.", agency.name);
+async fn chat(
+    rt: &Arc<Runtime>,
+    agency: &Agency,
+    conversation: ConversationId,
+) -> anyhow::Result<()> {
+    println!(
+        "Chatting with {} (conversation {conversation}). Ctrl-D ends.",
+        agency.name
+    );
     let roster = agency.roster();
     let mut events = rt.subscribe();
     let show = |event: Event| {
-        if let Event::Hop { conversation: c, entry, .. } = event
+        if let Event::Hop {
+            conversation: c,
+            entry,
+            ..
+        } = event
             && c == conversation
             && !matches!(entry.kind, MessageKind::Input | MessageKind::Answer)
         {
-            println!("  {} → {}: {}", entry.from_name(&roster), entry.to_name(&roster), entry.text.replace('\n', "\n    "));
+            println!(
+                "  {} → {}: {}",
+                entry.from_name(&roster),
+                entry.to_name(&roster),
+                entry.text.replace('\n', "\n    ")
+            );
         }
     };
     let (lines_tx, mut lines) = tokio::sync::mpsc::channel::<String>(1);
@@ -222,7 +271,9 @@ async fn chat(rt: &Arc<Runtime>, agency: &Agency, conversation: ConversationId) 
     loop {
         print!("you> ");
         std::io::stdout().flush()?;
-        let Some(line) = lines.recv().await else { break };
+        let Some(line) = lines.recv().await else {
+            break;
+        };
         if line.trim().is_empty() {
             continue;
         }
@@ -239,7 +290,11 @@ async fn chat(rt: &Arc<Runtime>, agency: &Agency, conversation: ConversationId) 
         }
         match result {
             Ok(out) => {
-                let note = if out.stopped_by.is_guard() { format!(" [stopped: {}]", out.stopped_by.as_str()) } else { String::new() };
+                let note = if out.stopped_by.is_guard() {
+                    format!(" [stopped: {}]", out.stopped_by.as_str())
+                } else {
+                    String::new()
+                };
                 println!("{}> {}{note}", agency.name, out.answer);
             }
             Err(e) => eprintln!("error: {e}"),

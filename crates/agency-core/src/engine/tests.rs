@@ -62,7 +62,9 @@ fn show(steps: &[Step]) -> Vec<String> {
                 d.text.chars().take(24).collect::<String>()
             ),
             Step::Invoke(a) => format!("invoke {}", a.get()),
-            Step::Answer { text, stopped_by, .. } => format!("answer {} {text:?}", stopped_by.as_str()),
+            Step::Answer {
+                text, stopped_by, ..
+            } => format!("answer {} {text:?}", stopped_by.as_str()),
             Step::Fail { agent, error } => format!("fail {} {error}", agent.get()),
         })
         .collect()
@@ -77,9 +79,18 @@ fn the_user_message_goes_to_the_manager() {
 #[test]
 fn a_chain_ends_when_the_manager_answers_the_user() {
     let (mut t, _) = T::new(16);
-    assert_eq!(show(&t.reply(M, &to(A, "build"))), ["deliver 20<-10 delivery \"build\"", "invoke 20"]);
-    assert_eq!(show(&t.reply(A, &to(M, "built"))), ["deliver 10<-20 delivery \"built\"", "invoke 10"]);
-    assert_eq!(show(&t.reply(M, &to(0, "done"))), ["answer answered \"done\""]);
+    assert_eq!(
+        show(&t.reply(M, &to(A, "build"))),
+        ["deliver 20<-10 delivery \"build\"", "invoke 20"]
+    );
+    assert_eq!(
+        show(&t.reply(A, &to(M, "built"))),
+        ["deliver 10<-20 delivery \"built\"", "invoke 10"]
+    );
+    assert_eq!(
+        show(&t.reply(M, &to(0, "done"))),
+        ["answer answered \"done\""]
+    );
     assert!(t.e.is_ended());
     assert_eq!(t.e.hops(), 3);
 }
@@ -97,7 +108,10 @@ fn a_fan_out_calls_agents_concurrently_and_a_busy_agent_waits() {
             "invoke 30"
         ]
     );
-    assert_eq!(show(&t.reply(A, &to(M, "a done"))), ["deliver 10<-20 delivery \"a done\"", "invoke 10"]);
+    assert_eq!(
+        show(&t.reply(A, &to(M, "a done"))),
+        ["deliver 10<-20 delivery \"a done\"", "invoke 10"]
+    );
     // The manager is busy: bob's reply waits, and is delivered before its next call.
     assert_eq!(show(&t.reply(B, &to(M, "b done"))), Vec::<String>::new());
     assert_eq!(
@@ -115,7 +129,10 @@ fn a_fan_out_calls_agents_concurrently_and_a_busy_agent_waits() {
 fn only_the_manager_reaches_the_user() {
     let (mut t, _) = T::new(16);
     t.reply(M, &to(A, "go"));
-    assert_eq!(show(&t.reply(A, &to(0, "hi user"))), ["deliver 10<-20 delivery \"hi user\"", "invoke 10"]);
+    assert_eq!(
+        show(&t.reply(A, &to(0, "hi user"))),
+        ["deliver 10<-20 delivery \"hi user\"", "invoke 10"]
+    );
     assert!(!t.e.is_ended());
 }
 
@@ -126,18 +143,31 @@ fn invalid_replies_are_corrected_twice_then_passed_on() {
     for _ in 0..MAX_CORRECTIONS {
         let steps = t.reply(A, "no json here");
         assert_eq!(show(&steps)[1], "invoke 20");
-        let Step::Deliver(d) = &steps[0] else { panic!("{steps:?}") };
+        let Step::Deliver(d) = &steps[0] else {
+            panic!("{steps:?}")
+        };
         assert_eq!(d.kind, MessageKind::Correction);
         assert!(d.text.contains("is not a JSON object"), "{}", d.text);
-        assert!(d.text.contains(r#"{"to": <id>, "context": "<your message>"}"#));
+        assert!(
+            d.text
+                .contains(r#"{"to": <id>, "context": "<your message>"}"#)
+        );
     }
-    assert_eq!(show(&t.reply(A, "still no json")), ["deliver 10<-20 delivery \"still no json\"", "invoke 10"]);
+    assert_eq!(
+        show(&t.reply(A, "still no json")),
+        ["deliver 10<-20 delivery \"still no json\"", "invoke 10"]
+    );
     // Unknown ids and self-addressing are invalid too.
     let steps = t.reply(M, &to(99, "x"));
-    assert!(matches!(&steps[0], Step::Deliver(d) if d.kind == MessageKind::Correction && d.text.contains("no agent #99")));
+    assert!(
+        matches!(&steps[0], Step::Deliver(d) if d.kind == MessageKind::Correction && d.text.contains("no agent #99"))
+    );
     let steps = t.reply(M, &to(M, "x"));
     assert!(matches!(&steps[0], Step::Deliver(d) if d.text.contains("addressed yourself")));
-    assert_eq!(show(&t.reply(M, "plain words")), ["answer answered \"plain words\""]);
+    assert_eq!(
+        show(&t.reply(M, "plain words")),
+        ["answer answered \"plain words\""]
+    );
 }
 
 #[test]
@@ -162,11 +192,17 @@ fn the_hop_limit_makes_the_manager_answer() {
     let steps = t.reply(A, &to(B, "4"));
     let shown = show(&steps);
     assert_eq!(shown[0], "deliver 30<-20 delivery \"4\"");
-    assert!(shown[1].starts_with("deliver 10<-0 guard \"Stop now: this turn"), "{shown:?}");
+    assert!(
+        shown[1].starts_with("deliver 10<-0 guard \"Stop now: this turn"),
+        "{shown:?}"
+    );
     assert_eq!(shown[2], "invoke 10");
     assert_eq!(shown.len(), 3, "bob is not called any more");
     // Whoever the manager addresses now, its reply is the answer.
-    assert_eq!(show(&t.reply(M, &to(A, "keep going"))), ["answer max_hops \"keep going\""]);
+    assert_eq!(
+        show(&t.reply(M, &to(A, "keep going"))),
+        ["answer max_hops \"keep going\""]
+    );
 }
 
 #[test]
@@ -177,9 +213,17 @@ fn a_repeated_exchange_is_a_loop() {
     t.reply(B, &to(A, "pong"));
     t.reply(A, &to(B, "ping"));
     let shown = show(&t.reply(B, &to(A, "pong")));
-    assert!(shown.iter().any(|s| s.starts_with("deliver 10<-0 guard \"Stop now: two agents")), "{shown:?}");
+    assert!(
+        shown
+            .iter()
+            .any(|s| s.starts_with("deliver 10<-0 guard \"Stop now: two agents")),
+        "{shown:?}"
+    );
     assert_eq!(shown.last().unwrap(), "invoke 10");
-    assert_eq!(show(&t.reply(M, &to(0, "sorry"))), ["answer loop \"sorry\""]);
+    assert_eq!(
+        show(&t.reply(M, &to(0, "sorry"))),
+        ["answer loop \"sorry\""]
+    );
 }
 
 #[test]
@@ -187,7 +231,10 @@ fn different_messages_are_not_a_loop() {
     let (mut t, _) = T::new(100);
     t.reply(M, &to(A, "start"));
     for i in 0..20 {
-        let steps = t.reply(if i % 2 == 0 { A } else { B }, &to(if i % 2 == 0 { B } else { A }, &i.to_string()));
+        let steps = t.reply(
+            if i % 2 == 0 { A } else { B },
+            &to(if i % 2 == 0 { B } else { A }, &i.to_string()),
+        );
         assert!(!show(&steps).iter().any(|s| s.contains("guard")));
     }
 }
@@ -199,9 +246,18 @@ fn the_deadline_waits_for_a_busy_manager_then_makes_it_answer() {
     assert_eq!(show(&t.e.on_deadline()), Vec::<String>::new());
     // Its reply was written before it saw the guard: routed, but alice is not called.
     let shown = show(&t.reply(M, &to(A, "do it")));
-    assert!(shown[0].starts_with("deliver 10<-0 guard \"Stop now: this turn reac"), "{shown:?}");
-    assert_eq!(&shown[1..], ["deliver 20<-10 delivery \"do it\"", "invoke 10"]);
-    assert_eq!(show(&t.reply(M, "not json at all")), ["answer deadline \"not json at all\""]);
+    assert!(
+        shown[0].starts_with("deliver 10<-0 guard \"Stop now: this turn reac"),
+        "{shown:?}"
+    );
+    assert_eq!(
+        &shown[1..],
+        ["deliver 20<-10 delivery \"do it\"", "invoke 10"]
+    );
+    assert_eq!(
+        show(&t.reply(M, "not json at all")),
+        ["answer deadline \"not json at all\""]
+    );
 }
 
 #[test]
@@ -220,9 +276,15 @@ fn late_replies_are_routed_but_start_nothing() {
     let (mut t, _) = T::new(16);
     t.reply(M, &format!("[{}, {}]", to(A, "a"), to(B, "b")));
     t.reply(A, &to(M, "a done"));
-    assert_eq!(show(&t.reply(M, &to(0, "answer"))), ["answer answered \"answer\""]);
+    assert_eq!(
+        show(&t.reply(M, &to(0, "answer"))),
+        ["answer answered \"answer\""]
+    );
     assert!(t.e.in_flight(), "bob is still working");
-    assert_eq!(show(&t.reply(B, &to(M, "b late"))), ["deliver 10<-30 delivery \"b late\""]);
+    assert_eq!(
+        show(&t.reply(B, &to(M, "b late"))),
+        ["deliver 10<-30 delivery \"b late\""]
+    );
     assert!(!t.e.in_flight());
 }
 
@@ -233,14 +295,23 @@ fn what_waits_for_an_idle_agent_is_delivered_when_the_turn_ends() {
     t.reply(A, &to(M, "a done")); // manager busy again
     t.reply(B, &to(M, "b done")); // waits for the manager
     let shown = show(&t.reply(M, &to(0, "answer")));
-    assert_eq!(shown, ["deliver 10<-30 delivery \"b done\"", "answer answered \"answer\""]);
+    assert_eq!(
+        shown,
+        [
+            "deliver 10<-30 delivery \"b done\"",
+            "answer answered \"answer\""
+        ]
+    );
 }
 
 #[test]
 fn unanswered_agents_from_an_earlier_turn_are_called() {
     let mut e = TurnEngine::new(&agency(16));
     let steps = e.start("hi".into(), [id(B)]);
-    assert_eq!(show(&steps), ["deliver 10<-0 input \"hi\"", "invoke 10", "invoke 30"]);
+    assert_eq!(
+        show(&steps),
+        ["deliver 10<-0 input \"hi\"", "invoke 10", "invoke 30"]
+    );
 }
 
 #[test]
@@ -248,7 +319,13 @@ fn failures() {
     let (mut t, _) = T::new(16);
     t.reply(M, &to(A, "go"));
     let shown = show(&t.e.on_failure(id(A), "503 from openai"));
-    assert_eq!(shown, ["deliver 10<-20 failure \"#20 (alice) could not an\"", "invoke 10"]);
+    assert_eq!(
+        shown,
+        [
+            "deliver 10<-20 failure \"#20 (alice) could not an\"",
+            "invoke 10"
+        ]
+    );
     assert_eq!(show(&t.e.on_failure(id(M), "timeout")), ["fail 10 timeout"]);
     assert!(t.e.is_ended());
 }

@@ -1,6 +1,6 @@
 //! A runtime on a fresh SQLite file, and scripted models for the cases the rules model cannot
 //! produce (bad replies, slow or failing agents).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,7 +32,10 @@ pub struct Script {
 
 impl Script {
     pub fn new(acts: Vec<Act>) -> Arc<Self> {
-        Arc::new(Self { acts: Mutex::new(acts), ..Default::default() })
+        Arc::new(Self {
+            acts: Mutex::new(acts),
+            ..Default::default()
+        })
     }
 }
 
@@ -43,7 +46,9 @@ impl Model for Script {
         drop(request);
         let act = {
             let mut acts = self.acts.lock().unwrap();
-            if acts.len() > 1 { acts.remove(0) } else {
+            if acts.len() > 1 {
+                acts.remove(0)
+            } else {
                 match acts.first() {
                     Some(Act::Say(s)) => Act::Say(s),
                     Some(Act::SayOwned(s)) => Act::SayOwned(s.clone()),
@@ -66,7 +71,10 @@ impl Model for Script {
                 tokio::time::sleep(d).await;
                 Ok(s.to_string())
             }
-            Act::Fail(m) => Err(ModelError::Failed { provider: "script".into(), message: m.into() }),
+            Act::Fail(m) => Err(ModelError::Failed {
+                provider: "script".into(),
+                message: m.into(),
+            }),
             Act::Together(barrier, s) => {
                 barrier.wait().await;
                 Ok(s.to_string())
@@ -77,7 +85,13 @@ impl Model for Script {
             }
         };
         self.running.lock().unwrap().0 -= 1;
-        out.map(|text| Completion { text, usage: agency_core::Usage { prompt_tokens: 3, completion_tokens: 2 } })
+        out.map(|text| Completion {
+            text,
+            usage: agency_core::Usage {
+                prompt_tokens: 3,
+                completion_tokens: 2,
+            },
+        })
     }
 }
 
@@ -87,7 +101,11 @@ pub struct Scripts(pub Mutex<std::collections::HashMap<String, Arc<Script>>>);
 
 impl Provider for Scripts {
     fn model(&self, name: &str) -> Option<Arc<dyn Model>> {
-        self.0.lock().unwrap().get(name).map(|s| s.clone() as Arc<dyn Model>)
+        self.0
+            .lock()
+            .unwrap()
+            .get(name)
+            .map(|s| s.clone() as Arc<dyn Model>)
     }
 }
 
@@ -110,12 +128,21 @@ impl Harness {
         let scripts = Arc::new(Scripts::default());
         let mut providers = Providers::builtin();
         providers.insert("script", scripts.clone());
-        Self { rt: Runtime::new(store, providers), scripts, url, _dir: dir }
+        Self {
+            rt: Runtime::new(store, providers),
+            scripts,
+            url,
+            _dir: dir,
+        }
     }
 
     pub fn script(&self, name: &str, acts: Vec<Act>) -> Arc<Script> {
         let s = Script::new(acts);
-        self.scripts.0.lock().unwrap().insert(name.into(), s.clone());
+        self.scripts
+            .0
+            .lock()
+            .unwrap()
+            .insert(name.into(), s.clone());
         s
     }
 
@@ -159,7 +186,15 @@ pub fn lines(outcome: &agency_runtime::TurnOutcome, agency: &agency_core::Agency
     outcome
         .trace
         .iter()
-        .map(|e| format!("{}>{}:{}:{}", e.from_name(&roster), e.to_name(&roster), e.kind.as_str(), e.text))
+        .map(|e| {
+            format!(
+                "{}>{}:{}:{}",
+                e.from_name(&roster),
+                e.to_name(&roster),
+                e.kind.as_str(),
+                e.text
+            )
+        })
         .collect()
 }
 

@@ -7,6 +7,8 @@ CREATE TABLE agencies (
     manager     BIGINT NOT NULL,
     max_hops    BIGINT NOT NULL,
     deadline_ms BIGINT NOT NULL,
+    -- Bumped by every save, so a cached copy can be checked with one small read.
+    revision    BIGINT NOT NULL DEFAULT 1,
     created_at  TIMESTAMPTZ NOT NULL,
     updated_at  TIMESTAMPTZ NOT NULL,
     UNIQUE (owner, name)
@@ -47,7 +49,7 @@ CREATE TABLE turns (
 );
 
 CREATE TABLE messages (
-    id                UUID PRIMARY KEY NOT NULL,
+    id                UUID NOT NULL,
     conversation_id   UUID NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
     turn_id           UUID,
     seq               BIGINT NOT NULL,
@@ -63,9 +65,9 @@ CREATE TABLE messages (
     latency_ms        BIGINT,
     included          BOOLEAN NOT NULL DEFAULT TRUE,
     created_at        TIMESTAMPTZ NOT NULL,
-    UNIQUE (conversation_id, seq)
+    PRIMARY KEY (conversation_id, seq)
 );
-CREATE INDEX messages_turn ON messages (turn_id);
+CREATE UNIQUE INDEX messages_id ON messages (id);
 
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,

@@ -7,6 +7,8 @@ CREATE TABLE agencies (
     manager     INTEGER NOT NULL,
     max_hops    INTEGER NOT NULL,
     deadline_ms INTEGER NOT NULL,
+    -- Bumped by every save, so a cached copy can be checked with one small read.
+    revision    INTEGER NOT NULL DEFAULT 1,
     created_at  TEXT NOT NULL,
     updated_at  TEXT NOT NULL,
     UNIQUE (owner, name)
@@ -46,8 +48,10 @@ CREATE TABLE turns (
     UNIQUE (conversation_id, number)
 );
 
+-- Messages are read by conversation in seq order (contexts, traces): that is their key, so a
+-- hop's insert touches two b-trees (the table and the id index) and little else.
 CREATE TABLE messages (
-    id                BLOB PRIMARY KEY NOT NULL,
+    id                BLOB NOT NULL,
     conversation_id   BLOB NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
     turn_id           BLOB,
     seq               INTEGER NOT NULL,
@@ -63,9 +67,9 @@ CREATE TABLE messages (
     latency_ms        INTEGER,
     included          BOOLEAN NOT NULL DEFAULT TRUE,
     created_at        TEXT NOT NULL,
-    UNIQUE (conversation_id, seq)
-);
-CREATE INDEX messages_turn ON messages (turn_id);
+    PRIMARY KEY (conversation_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX messages_id ON messages (id);
 
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,

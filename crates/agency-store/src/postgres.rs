@@ -1,0 +1,258 @@
+//! PostgreSQL, through sqlx: for more than one machine.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use agency_core::{Agency, AgencyId, Conversation, ConversationId, Message, TurnId, TurnRecord};
+use async_trait::async_trait;
+use chrono::Utc;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool, Postgres, QueryBuilder};
+
+use crate::rows::{
+    AgencyRow, AgentRow, ConversationRow, MessageRow, TurnRow, agencies_of, blocks_json,
+};
+use crate::{AgencyStore, ConversationStore, Result, SettingsStore, StoreError, redact, sql};
+
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+/// Rows per multi-row INSERT (PostgreSQL allows 65,535 parameters; a row has 16).
+const ROWS_PER_INSERT: usize = 1_000;
+
+impl PostgresStore {
+    pub async fn open(url: &str) -> Result<Self> {
+        let open_err = |source: sqlx::Error| StoreError::Open {
+            url: redact(url),
+            source: Box::new(source),
+        };
+        let options = PgConnectOptions::from_str(url).map_err(open_err)?;
+        // One plain connection first: a refused or misconfigured server fails at once with its
+        // own error, instead of after the pool's acquire timeout.
+        sqlx::Connection::close(options.connect().await.map_err(open_err)?)
+            .await
+            .map_err(open_err)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(10)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(open_err)?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Migrate(e.to_string()))?;
+        Ok(Self { pool })
+    }
+
+    async fn one_agency(&self, row: Option<AgencyRow>) -> Result<Option<Agency>> {
+        let Some(row) = row else { return Ok(None) };
+        let agents: Vec<AgentRow> = sqlx::query_as(sql::AGENTS_OF_AGENCY)
+            .bind(row.id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(agencies_of(vec![row], agents)?.pop())
+    }
+}
+
+fn unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+#[async_trait]
+impl AgencyStore for PostgresStore {
+    async fn save_agency(&self, agency: &Agency) -> Result<()> {
+        let now = Utc::now();
+        let mut tx = self.pool.begin().await?;
+        let saved = sqlx::query(sql::SAVE_AGENCY)
+            .bind(agency.id.0)
+            .bind(&agency.owner)
+            .bind(&agency.name)
+            .bind(&agency.handle)
+            .bind(agency.protocol.as_str())
+            .bind(i64::from(agency.manager.get()))
+            .bind(i64::from(agency.limits.max_hops))
+            .bind(crate::rows::deadline_ms(agency))
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await;
+        match saved {
+            Err(e) if unique_violation(&e) => return Err(crate::rows::name_taken(agency)),
+            other => other?,
+        };
+        sqlx::query(sql::DELETE_AGENTS)
+            .bind(agency.id.0)
+            .execute(&mut *tx)
+            .await?;
+        for (position, a) in (0i64..).zip(&agency.agents) {
+            sqlx::query(sql::INSERT_AGENT)
+                .bind(agency.id.0)
+                .bind(i64::from(a.id.get()))
+                .bind(position)
+                .bind(&a.name)
+                .bind(&a.handle)
+                .bind(&a.role)
+                .bind(a.model.to_string())
+                .bind(blocks_json(&a.blocks))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn agency(&self, id: AgencyId) -> Result<Option<Agency>> {
+        let row = sqlx::query_as(sql::AGENCY_BY_ID)
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        self.one_agency(row).await
+    }
+
+    async fn agency_revision(&self, id: AgencyId) -> Result<Option<i64>> {
+        Ok(sqlx::query_scalar(sql::AGENCY_REVISION)
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>> {
+        let row = sqlx::query_as(sql::AGENCY_BY_NAME)
+            .bind(owner)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        self.one_agency(row).await
+    }
+
+    async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>> {
+        let rows: Vec<AgencyRow> = sqlx::query_as(sql::AGENCIES_OF_OWNER)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        let agents: Vec<AgentRow> = sqlx::query_as(sql::AGENTS_OF_OWNER)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        agencies_of(rows, agents)
+    }
+}
+
+#[async_trait]
+impl ConversationStore for PostgresStore {
+    async fn create_conversation(&self, c: &Conversation) -> Result<()> {
+        sqlx::query(sql::INSERT_CONVERSATION)
+            .bind(c.id.0)
+            .bind(c.agency_id.0)
+            .bind(c.created_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
+        let row: Option<ConversationRow> = sqlx::query_as(sql::CONVERSATION)
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>> {
+        let rows: Vec<ConversationRow> = sqlx::query_as(sql::CONVERSATIONS_OF_AGENCY)
+            .bind(agency.0)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn append_messages(&self, messages: &[Message]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for chunk in messages.chunks(ROWS_PER_INSERT) {
+            let mut q = QueryBuilder::<Postgres>::new(sql::INSERT_MESSAGES);
+            q.push_values(chunk, |mut b, m| {
+                let r = MessageRow::from(m);
+                b.push_bind(r.id)
+                    .push_bind(r.conversation_id)
+                    .push_bind(r.turn_id)
+                    .push_bind(r.seq)
+                    .push_bind(r.agent_id)
+                    .push_bind(r.kind)
+                    .push_bind(r.linked_message_id)
+                    .push_bind(r.from_agent)
+                    .push_bind(r.to_agent)
+                    .push_bind(r.text)
+                    .push_bind(r.prompt_tokens)
+                    .push_bind(r.completion_tokens)
+                    .push_bind(r.latency_ms)
+                    .push_bind(r.included)
+                    .push_bind(r.created_at)
+                    .push_bind(m.role().as_str());
+            });
+            q.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
+        let rows: Vec<MessageRow> = sqlx::query_as(sql::MESSAGES_OF_CONVERSATION)
+            .bind(conversation.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn turn_messages(
+        &self,
+        conversation: ConversationId,
+        turn: TurnId,
+    ) -> Result<Vec<Message>> {
+        let rows: Vec<MessageRow> = sqlx::query_as(sql::MESSAGES_OF_TURN)
+            .bind(conversation.0)
+            .bind(turn.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn save_turn(&self, t: &TurnRecord) -> Result<()> {
+        let r = TurnRow::from(t);
+        sqlx::query(sql::SAVE_TURN)
+            .bind(r.id)
+            .bind(r.conversation_id)
+            .bind(r.number)
+            .bind(r.started_at)
+            .bind(r.finished_at)
+            .bind(r.stopped_by)
+            .bind(r.hops)
+            .bind(r.prompt_tokens)
+            .bind(r.completion_tokens)
+            .bind(r.error)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
+        let rows: Vec<TurnRow> = sqlx::query_as(sql::TURNS_OF_CONVERSATION)
+            .bind(conversation.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+}
+
+#[async_trait]
+impl SettingsStore for PostgresStore {
+    async fn claim_once(&self, key: &str) -> Result<bool> {
+        let done = sqlx::query(sql::CLAIM_SETTING)
+            .bind(key)
+            .bind(Utc::now().to_rfc3339())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,108 @@
+//! The SQL both backends run, written once. Parameters are `$1, $2, ...` in order of first use,
+//! which PostgreSQL and SQLite both read the same way.
+
+macro_rules! agency_columns {
+    () => {
+        "id, owner, name, handle, protocol, manager, max_hops, deadline_ms"
+    };
+}
+macro_rules! agent_columns {
+    () => {
+        "agents.agency_id, agents.id, agents.name, agents.handle, agents.role, agents.model, agents.blocks"
+    };
+}
+macro_rules! message_columns {
+    () => {
+        "id, conversation_id, turn_id, seq, agent_id, kind, linked_message_id, from_agent, \
+         to_agent, text, prompt_tokens, completion_tokens, latency_ms, included, created_at, role"
+    };
+}
+macro_rules! turn_columns {
+    () => {
+        "id, conversation_id, number, started_at, finished_at, stopped_by, hops, prompt_tokens, \
+         completion_tokens, error"
+    };
+}
+
+pub(crate) const SAVE_AGENCY: &str = concat!(
+    "INSERT INTO agencies (",
+    agency_columns!(),
+    ", created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+     ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, name = excluded.name, \
+     handle = excluded.handle, protocol = excluded.protocol, manager = excluded.manager, \
+     max_hops = excluded.max_hops, deadline_ms = excluded.deadline_ms, \
+     revision = agencies.revision + 1, updated_at = excluded.updated_at"
+);
+pub(crate) const DELETE_AGENTS: &str = "DELETE FROM agents WHERE agency_id = $1";
+pub(crate) const INSERT_AGENT: &str = "INSERT INTO agents (agency_id, id, position, name, handle, role, model, blocks) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+pub(crate) const AGENCY_BY_ID: &str =
+    concat!("SELECT ", agency_columns!(), " FROM agencies WHERE id = $1");
+pub(crate) const AGENCY_REVISION: &str = "SELECT revision FROM agencies WHERE id = $1";
+pub(crate) const AGENCY_BY_NAME: &str = concat!(
+    "SELECT ",
+    agency_columns!(),
+    " FROM agencies WHERE owner = $1 AND name = $2"
+);
+pub(crate) const AGENCIES_OF_OWNER: &str = concat!(
+    "SELECT ",
+    agency_columns!(),
+    " FROM agencies WHERE owner = $1 ORDER BY name"
+);
+pub(crate) const AGENTS_OF_AGENCY: &str = concat!(
+    "SELECT ",
+    agent_columns!(),
+    " FROM agents WHERE agency_id = $1 ORDER BY position"
+);
+pub(crate) const AGENTS_OF_OWNER: &str = concat!(
+    "SELECT ",
+    agent_columns!(),
+    " FROM agents JOIN agencies ON agencies.id = agents.agency_id \
+     WHERE agencies.owner = $1 ORDER BY agents.agency_id, agents.position"
+);
+
+pub(crate) const INSERT_CONVERSATION: &str =
+    "INSERT INTO conversations (id, agency_id, created_at) VALUES ($1, $2, $3)";
+pub(crate) const CONVERSATION: &str =
+    "SELECT id, agency_id, created_at FROM conversations WHERE id = $1";
+pub(crate) const CONVERSATIONS_OF_AGENCY: &str = "SELECT id, agency_id, created_at FROM conversations \
+     WHERE agency_id = $1 ORDER BY created_at DESC, id DESC";
+
+/// Followed by one `(...)` of 16 values per row.
+pub(crate) const INSERT_MESSAGES: &str =
+    concat!("INSERT INTO messages (", message_columns!(), ") ");
+pub(crate) const INSERT_MESSAGE: &str = concat!(
+    "INSERT INTO messages (",
+    message_columns!(),
+    ") \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+);
+pub(crate) const MESSAGES_OF_CONVERSATION: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 ORDER BY seq"
+);
+pub(crate) const MESSAGES_OF_TURN: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 AND turn_id = $2 ORDER BY seq"
+);
+
+pub(crate) const SAVE_TURN: &str = concat!(
+    "INSERT INTO turns (",
+    turn_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+     ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, \
+     stopped_by = excluded.stopped_by, hops = excluded.hops, \
+     prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, \
+     error = excluded.error"
+);
+pub(crate) const TURNS_OF_CONVERSATION: &str = concat!(
+    "SELECT ",
+    turn_columns!(),
+    " FROM turns WHERE conversation_id = $1 ORDER BY number"
+);
+
+pub(crate) const CLAIM_SETTING: &str =
+    "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING";
