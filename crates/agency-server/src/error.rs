@@ -12,6 +12,8 @@ pub enum ApiError {
     BadRequest(String),
     #[error("{0}")]
     NotFound(String),
+    #[error("this endpoint does not take that method")]
+    MethodNotAllowed,
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
@@ -27,6 +29,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,

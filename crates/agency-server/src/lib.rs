@@ -38,6 +38,8 @@ pub fn router(rt: Arc<Runtime>) -> Router {
             get(list_messages).post(post_message),
         )
         .route("/api/conversations/{id}/turns/{number}", get(get_turn))
+        .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(rt)
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }
@@ -126,9 +128,13 @@ async fn post_message(
 
 async fn get_turn(
     State(rt): State<AppState>,
-    Path((id, number)): Path<(String, u32)>,
+    Path((id, number)): Path<(String, String)>,
 ) -> Result<Json<wire::TurnTrace>, ApiError> {
     let id = conversation_id(&id)?;
+    // Parsed here, not by the extractor, so that a bad number gets this API's JSON error.
+    let number: u32 = number
+        .parse()
+        .map_err(|_| ApiError::NotFound(format!("conversation {id} has no turn `{number}`")))?;
     let turns = rt
         .store()
         .turns(id)

@@ -1,0 +1,583 @@
+//! The HTTP API end to end: the real app on a fresh SQLite file, with the demo agency
+//! (`examples/studio.yaml`, on the deterministic rules model) imported, spoken to over loopback.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
+use std::sync::Arc;
+
+use agency_file::AgencyFile;
+use agency_providers::Providers;
+use agency_runtime::{LOCAL_OWNER, Runtime};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const STUDIO: &str = include_str!("../../../examples/studio.yaml");
+
+const ANSWER: &str = "Here is your reviewed build. Approved: Please review: fn main() { /* Please build: a todo app */ }";
+
+/// A running server and a client for it. The server task and the database live as long as this.
+struct App {
+    base: String,
+    client: reqwest::Client,
+    studio_id: String,
+    _dir: tempfile::TempDir,
+}
+
+impl App {
+    async fn spawn() -> App {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("agency.db").display());
+        let store = agency_store::open(&url).await.unwrap();
+        let rt: Arc<Runtime> = Runtime::new(store, Providers::builtin());
+        let file = AgencyFile::parse("examples/studio.yaml", STUDIO).unwrap();
+        let studio = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(agency_server::serve(rt, listener, std::future::pending()));
+
+        App {
+            base: format!("http://127.0.0.1:{port}"),
+            client: reqwest::Client::new(),
+            studio_id: studio.id.to_string(),
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let res = self.client.get(self.url(path)).send().await.unwrap();
+        read(res).await
+    }
+
+    async fn post_json(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let res = self
+            .client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        read(res).await
+    }
+
+    /// Posts `body` verbatim as `application/json`.
+    async fn post_raw(&self, path: &str, body: &'static str) -> (StatusCode, Value) {
+        let res = self
+            .client
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        read(res).await
+    }
+
+    async fn new_conversation(&self) -> String {
+        let res = self
+            .client
+            .post(self.url("/api/agencies/studio/conversations"))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = read(res).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["id"].as_str().unwrap().to_string()
+    }
+
+    async fn say(&self, conversation: &str, text: &str) -> Value {
+        let (status, body) = self
+            .post_json(
+                &format!("/api/conversations/{conversation}/messages"),
+                &json!({ "text": text }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    async fn messages(&self, conversation: &str) -> Vec<Value> {
+        let (status, body) = self
+            .get(&format!("/api/conversations/{conversation}/messages"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body.as_array().unwrap().clone()
+    }
+}
+
+/// The status and the JSON body (every response of this API is JSON).
+async fn read(res: reqwest::Response) -> (StatusCode, Value) {
+    let status = res.status();
+    let text = res.text().await.unwrap();
+    let body = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{status}: body is not JSON ({e}): {text:?}"));
+    (status, body)
+}
+
+/// The message of an error body, checking its shape and that it repeats the status.
+fn error_message(status: StatusCode, body: &Value) -> String {
+    assert_eq!(body["error"]["status"], json!(status.as_u16()), "{body}");
+    let message = body["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(!message.is_empty(), "{body}");
+    message.to_string()
+}
+
+/// `(from, to, kind)` of each trace entry.
+fn hops(trace: &Value) -> Vec<(String, String, String)> {
+    trace
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["from"].as_str().unwrap().to_string(),
+                e["to"].as_str().unwrap().to_string(),
+                e["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn owned(v: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+    v.iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect()
+}
+
+/// The studio's turn for "a todo app", hop by hop.
+fn studio_hops() -> Vec<(String, String, String)> {
+    owned(&[
+        ("user", "manager", "input"),
+        ("manager", "programmer", "delivery"),
+        ("programmer", "manager", "delivery"),
+        ("manager", "reviewer", "delivery"),
+        ("reviewer", "manager", "delivery"),
+        ("manager", "user", "answer"),
+    ])
+}
+
+#[tokio::test]
+async fn health_is_ok() {
+    let app = App::spawn().await;
+    let (status, body) = app.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({ "status": "ok" }));
+}
+
+fn assert_is_studio(a: &Value, id: &str) {
+    assert_eq!(a["id"], json!(id));
+    assert_eq!(a["name"], json!("studio"));
+    assert_eq!(a["protocol"], json!("json"));
+    assert_eq!(a["manager"], json!("manager"));
+    assert_eq!(a["max_hops"], json!(16));
+    assert_eq!(a["turn_deadline_secs"], json!(120));
+    let agents: Vec<(u64, &str, &str, &str)> = a["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["id"].as_u64().unwrap(),
+                g["name"].as_str().unwrap(),
+                g["model"].as_str().unwrap(),
+                g["role"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        agents,
+        vec![
+            (
+                4522,
+                "manager",
+                "builtin/rules",
+                "runs the studio and talks to the client"
+            ),
+            (143, "programmer", "builtin/rules", "writes Rust"),
+            (224, "reviewer", "builtin/rules", "reviews code"),
+        ]
+    );
+    for g in a["agents"].as_array().unwrap() {
+        assert_eq!(g["handle"], Value::Null, "{g}");
+    }
+}
+
+#[tokio::test]
+async fn lists_the_agencies() {
+    let app = App::spawn().await;
+    let (status, body) = app.get("/api/agencies").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let list = body.as_array().unwrap();
+    assert_eq!(list.len(), 1, "{body}");
+    assert_is_studio(&list[0], &app.studio_id);
+}
+
+#[tokio::test]
+async fn gets_an_agency_by_name_or_id() {
+    let app = App::spawn().await;
+    let (status, by_name) = app.get("/api/agencies/studio").await;
+    assert_eq!(status, StatusCode::OK, "{by_name}");
+    assert_is_studio(&by_name, &app.studio_id);
+
+    let (status, by_id) = app.get(&format!("/api/agencies/{}", app.studio_id)).await;
+    assert_eq!(status, StatusCode::OK, "{by_id}");
+    assert_eq!(by_id, by_name);
+}
+
+#[tokio::test]
+async fn an_unknown_agency_is_not_found() {
+    let app = App::spawn().await;
+    let (status, body) = app.get("/api/agencies/nosuch").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(error_message(status, &body).contains("nosuch"), "{body}");
+
+    // A well-formed id that is no agency's.
+    let ghost = "00000000-0000-4000-8000-000000000000";
+    let (status, body) = app.get(&format!("/api/agencies/{ghost}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(error_message(status, &body).contains(ghost), "{body}");
+
+    // No conversation with an agency that does not exist.
+    let res = app
+        .client
+        .post(app.url("/api/agencies/nosuch/conversations"))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(res).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(error_message(status, &body).contains("nosuch"), "{body}");
+}
+
+#[tokio::test]
+async fn a_new_conversation_has_no_turns() {
+    let app = App::spawn().await;
+    let res = app
+        .client
+        .post(app.url("/api/agencies/studio/conversations"))
+        .send()
+        .await
+        .unwrap();
+    let (status, created) = read(res).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(created["agency_id"], json!(app.studio_id));
+    assert_eq!(created["turns"], json!([]));
+
+    let (status, got) = app.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(got, created);
+
+    // Only the system prompts, one per agent, manager first.
+    let messages = app.messages(id).await;
+    let who: Vec<(&str, &str)> = messages
+        .iter()
+        .map(|m| (m["agent"].as_str().unwrap(), m["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        who,
+        vec![
+            ("manager", "system"),
+            ("programmer", "system"),
+            ("reviewer", "system")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_turn_goes_through_the_studio() {
+    let app = App::spawn().await;
+    let id = app.new_conversation().await;
+
+    let turn = app.say(&id, "a todo app").await;
+    assert_eq!(turn["conversation_id"], json!(id));
+    assert_eq!(turn["number"], json!(1));
+    assert_eq!(turn["answer"], json!(ANSWER));
+    assert_eq!(turn["stopped_by"], json!("answered"));
+    assert_eq!(turn["hops"], json!(5));
+    assert!(turn["turn_id"].as_str().is_some_and(|t| !t.is_empty()));
+    assert_eq!(hops(&turn["trace"]), studio_hops());
+    let texts: Vec<&str> = turn["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        vec![
+            "a todo app",
+            "Please build: a todo app",
+            "fn main() { /* Please build: a todo app */ }",
+            "Please review: fn main() { /* Please build: a todo app */ }",
+            "Approved: Please review: fn main() { /* Please build: a todo app */ }",
+            ANSWER,
+        ]
+    );
+    // The rules model is free.
+    assert_eq!(
+        turn["usage"],
+        json!({ "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 })
+    );
+
+    // The next message is the next turn.
+    let second = app.say(&id, "a todo app").await;
+    assert_eq!(second["number"], json!(2));
+    assert_eq!(second["answer"], json!(ANSWER));
+    assert_ne!(second["turn_id"], turn["turn_id"]);
+    assert_eq!(hops(&second["trace"]), studio_hops());
+}
+
+#[tokio::test]
+async fn turns_are_recorded_and_replayed() {
+    let app = App::spawn().await;
+    let id = app.new_conversation().await;
+    let first = app.say(&id, "a todo app").await;
+    let second = app.say(&id, "a chess engine").await;
+
+    let (status, c) = app.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{c}");
+    assert_eq!(c["id"], json!(id));
+    assert_eq!(c["agency_id"], json!(app.studio_id));
+    let turns = c["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2, "{c}");
+    for (t, posted) in turns.iter().zip([&first, &second]) {
+        assert_eq!(t["id"], posted["turn_id"]);
+        assert_eq!(t["number"], posted["number"]);
+        assert_eq!(t["stopped_by"], json!("answered"));
+        assert_eq!(t["hops"], json!(5));
+        assert_eq!(t["error"], Value::Null);
+        assert!(t["finished_at"].is_string(), "{t}");
+    }
+    assert_eq!(turns[0]["number"], json!(1));
+    assert_eq!(turns[1]["number"], json!(2));
+
+    // A turn's stored trace is the one the POST returned.
+    for (n, posted) in [(1, &first), (2, &second)] {
+        let (status, t) = app.get(&format!("/api/conversations/{id}/turns/{n}")).await;
+        assert_eq!(status, StatusCode::OK, "{t}");
+        assert_eq!(t["turn"], turns[n - 1]);
+        assert_eq!(t["trace"], posted["trace"]);
+    }
+    assert_eq!(
+        second["trace"][0]["text"],
+        json!("a chess engine"),
+        "{second}"
+    );
+
+    // Turns that are not there, or cannot be: 404, with this API's JSON error.
+    for n in ["99", "0", "abc", "-1", "1.5"] {
+        let (status, body) = app.get(&format!("/api/conversations/{id}/turns/{n}")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{n}: {body}");
+        assert!(error_message(status, &body).contains(n), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn each_agent_sees_only_its_own_context() {
+    let app = App::spawn().await;
+    let id = app.new_conversation().await;
+    app.say(&id, "a todo app").await;
+    app.say(&id, "a todo app").await;
+    let messages = app.messages(&id).await;
+
+    // In order, each message once.
+    let seqs: Vec<i64> = messages
+        .iter()
+        .map(|m| m["seq"].as_i64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+
+    let context = |agent: Option<&str>| -> Vec<&Value> {
+        messages
+            .iter()
+            .filter(|m| m["agent"].as_str() == agent)
+            .collect()
+    };
+    let kinds = |ms: &[&Value]| -> Vec<String> {
+        ms.iter()
+            .map(|m| m["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    for name in ["manager", "programmer", "reviewer"] {
+        let ctx = context(Some(name));
+        let first = ctx
+            .first()
+            .unwrap_or_else(|| panic!("{name} has no context"));
+        assert_eq!(first["kind"], json!("system"), "{name}: {first}");
+        assert_eq!(first["role"], json!("system"), "{name}: {first}");
+        assert!(
+            first["text"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("You are {name} ")),
+            "{name}: {first}"
+        );
+        // Exactly one system prompt each.
+        assert_eq!(
+            ctx.iter().filter(|m| m["kind"] == json!("system")).count(),
+            1,
+            "{name}"
+        );
+    }
+
+    // The programmer: its system prompt, then per turn the manager's delivery and its reply.
+    let programmer = context(Some("programmer"));
+    assert_eq!(
+        kinds(&programmer),
+        ["system", "delivery", "reply", "delivery", "reply"]
+    );
+    for pair in programmer[1..].chunks(2) {
+        let (delivery, reply) = (pair[0], pair[1]);
+        assert_eq!(delivery["from"], json!("manager"));
+        assert_eq!(delivery["to"], json!("programmer"));
+        assert_eq!(delivery["role"], json!("user"));
+        assert_eq!(delivery["text"], json!("Please build: a todo app"));
+        assert_eq!(reply["from"], json!("programmer"));
+        assert_eq!(reply["to"], json!("manager"));
+        assert_eq!(reply["role"], json!("assistant"));
+        assert!(
+            reply["text"]
+                .as_str()
+                .unwrap()
+                .contains("fn main() { /* Please build: a todo app */ }"),
+            "{reply}"
+        );
+    }
+
+    // The reviewer likewise.
+    let reviewer = context(Some("reviewer"));
+    assert_eq!(
+        kinds(&reviewer),
+        ["system", "delivery", "reply", "delivery", "reply"]
+    );
+    assert_eq!(reviewer[1]["from"], json!("manager"));
+
+    // The manager: the user's input, its reply, and one delivery and reply per agent it asked.
+    let manager = context(Some("manager"));
+    let per_turn = ["input", "reply", "delivery", "reply", "delivery", "reply"];
+    let expected: Vec<&str> = std::iter::once("system")
+        .chain(per_turn)
+        .chain(per_turn)
+        .collect();
+    assert_eq!(kinds(&manager), expected);
+    assert_eq!(manager[1]["from"], Value::Null);
+    assert_eq!(manager[1]["text"], json!("a todo app"));
+    assert_eq!(manager[3]["from"], json!("programmer"));
+    assert_eq!(manager[5]["from"], json!("reviewer"));
+
+    // The user's transcript: the answers, belonging to no agent's context.
+    let user = context(None);
+    assert_eq!(kinds(&user), ["answer", "answer"]);
+    for answer in user {
+        assert_eq!(answer["from"], json!("manager"));
+        assert_eq!(answer["to"], Value::Null);
+        assert_eq!(answer["role"], json!("assistant"));
+        assert_eq!(answer["text"], json!(ANSWER));
+    }
+
+    // Three system prompts, then eleven messages a turn.
+    assert_eq!(messages.len(), 3 + 11 * 2);
+}
+
+#[tokio::test]
+async fn unknown_conversations_are_not_found() {
+    let app = App::spawn().await;
+    let ghost = "00000000-0000-4000-8000-000000000000";
+    let not_uuid = "not-a-uuid";
+
+    for id in [ghost, not_uuid] {
+        for path in [
+            format!("/api/conversations/{id}"),
+            format!("/api/conversations/{id}/messages"),
+            format!("/api/conversations/{id}/turns/1"),
+        ] {
+            let (status, body) = app.get(&path).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+            error_message(status, &body);
+        }
+        let (status, body) = app
+            .post_json(
+                &format!("/api/conversations/{id}/messages"),
+                &json!({ "text": "a todo app" }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{id}: {body}");
+        assert!(error_message(status, &body).contains(id), "{body}");
+    }
+
+    // The ghost conversation was not created by any of that.
+    let (status, _) = app.get(&format!("/api/conversations/{ghost}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn bad_messages_are_rejected_and_store_nothing() {
+    let app = App::spawn().await;
+    let id = app.new_conversation().await;
+    app.say(&id, "a todo app").await;
+    let before = app.messages(&id).await;
+    let path = format!("/api/conversations/{id}/messages");
+
+    // Empty or blank text.
+    for text in ["", "   ", "\n\t "] {
+        let (status, body) = app.post_json(&path, &json!({ "text": text })).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text:?}: {body}");
+        assert!(error_message(status, &body).contains("empty"), "{body}");
+    }
+
+    // Not JSON, or not the JSON expected.
+    let (status, body) = app.post_raw(&path, "{\"text\": ").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    error_message(status, &body);
+
+    let (status, body) = app.post_raw(&path, "not json").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    error_message(status, &body);
+
+    let (status, body) = app.post_json(&path, &json!({})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(error_message(status, &body).contains("text"), "{body}");
+
+    let (status, body) = app.post_json(&path, &json!({ "message": "hi" })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(error_message(status, &body).contains("text"), "{body}");
+
+    let (status, body) = app.post_json(&path, &json!({ "text": 42 })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    error_message(status, &body);
+
+    let (status, body) = app
+        .post_json(&path, &json!({ "text": "a todo app", "urgent": true }))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(error_message(status, &body).contains("urgent"), "{body}");
+
+    // Nothing was stored, and no turn was recorded.
+    assert_eq!(app.messages(&id).await, before);
+    let (_, c) = app.get(&format!("/api/conversations/{id}")).await;
+    assert_eq!(c["turns"].as_array().unwrap().len(), 1, "{c}");
+
+    // And the conversation still works: the next turn is number 2.
+    let next = app.say(&id, "a todo app").await;
+    assert_eq!(next["number"], json!(2));
+    assert_eq!(next["answer"], json!(ANSWER));
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_json_errors() {
+    let app = App::spawn().await;
+    let (status, body) = app.get("/api/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(error_message(status, &body), "no such endpoint");
+    let (status, body) = app.post_json("/healthz", &serde_json::json!({})).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(error_message(status, &body).contains("method"), "{body}");
+}
