@@ -26,11 +26,10 @@ pub enum StoreError {
         "`{0}` is not a database URL Agency can use: write sqlite://PATH or postgres://USER@HOST/DB"
     )]
     Scheme(String),
-    #[error("cannot open the database {url}: {source}")]
-    Open {
-        url: String,
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    /// The cause is kept as text in the message: as an error `source` too, a printed error
+    /// chain would repeat it.
+    #[error("cannot open the database {url}: {cause}")]
+    Open { url: String, cause: String },
     #[error("cannot bring the database schema up to date: {0}")]
     Migrate(String),
     #[error("{0}")]
@@ -87,6 +86,8 @@ pub trait ConversationStore: Send + Sync {
 pub trait SettingsStore: Send + Sync {
     /// Records `key` the first time it is claimed: true then, false ever after.
     async fn claim_once(&self, key: &str) -> Result<bool>;
+    /// Whether `key` was ever claimed.
+    async fn is_claimed(&self, key: &str) -> Result<bool>;
 }
 
 /// Everything the server stores.

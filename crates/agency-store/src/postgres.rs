@@ -25,7 +25,7 @@ impl PostgresStore {
     pub async fn open(url: &str) -> Result<Self> {
         let open_err = |source: sqlx::Error| StoreError::Open {
             url: redact(url),
-            source: Box::new(source),
+            cause: source.to_string(),
         };
         let options = PgConnectOptions::from_str(url).map_err(open_err)?;
         // One plain connection first: a refused or misconfigured server fails at once with its
@@ -254,5 +254,13 @@ impl SettingsStore for PostgresStore {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn is_claimed(&self, key: &str) -> Result<bool> {
+        Ok(sqlx::query(sql::SETTING_EXISTS)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await?
+            .is_some())
     }
 }

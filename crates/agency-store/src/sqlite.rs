@@ -12,7 +12,7 @@ use std::time::Duration;
 use agency_core::{Agency, AgencyId, Conversation, ConversationId, Message, TurnId, TurnRecord};
 use async_trait::async_trait;
 use chrono::Utc;
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use crate::rows::{self, AgencyRow, AgentRow, MessageRow, TurnRow, agencies_of, blocks_json};
 use crate::{AgencyStore, ConversationStore, Result, SettingsStore, StoreError, redact, sql};
@@ -29,7 +29,7 @@ impl SqliteStore {
     pub async fn open(url: &str) -> Result<Self> {
         let open_err = |source: rusqlite::Error| StoreError::Open {
             url: redact(url),
-            source: Box::new(source),
+            cause: source.to_string(),
         };
         let rest = url
             .strip_prefix("sqlite://")
@@ -94,7 +94,12 @@ impl SqliteStore {
 
 fn migrate(conn: &mut Connection) -> Result<()> {
     let err = |e: rusqlite::Error| StoreError::Migrate(e.to_string());
-    let done: i64 = conn
+    // Take the write lock before reading the version: processes starting together on a new
+    // database wait for each other instead of both creating the tables.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
+    let done: i64 = tx
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(err)?;
     let done = usize::try_from(done).unwrap_or(usize::MAX);
@@ -104,18 +109,13 @@ fn migrate(conn: &mut Connection) -> Result<()> {
             MIGRATIONS.len()
         )));
     }
-    for (i, migration) in MIGRATIONS.iter().enumerate().skip(done) {
-        let tx = conn.transaction().map_err(err)?;
+    for migration in &MIGRATIONS[done..] {
         tx.execute_batch(migration).map_err(err)?;
-        tx.pragma_update(
-            None,
-            "user_version",
-            i64::try_from(i + 1).unwrap_or(i64::MAX),
-        )
-        .map_err(err)?;
-        tx.commit().map_err(err)?;
     }
-    Ok(())
+    let version = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
+    tx.pragma_update(None, "user_version", version)
+        .map_err(err)?;
+    tx.commit().map_err(err)
 }
 
 fn unique_violation(e: &rusqlite::Error) -> bool {
@@ -344,5 +344,9 @@ impl SettingsStore for SqliteStore {
                 .execute(params![key, Utc::now().to_rfc3339()])
         })?;
         Ok(n == 1)
+    }
+
+    async fn is_claimed(&self, key: &str) -> Result<bool> {
+        self.with(|conn| conn.prepare_cached(sql::SETTING_EXISTS)?.exists([key]))
     }
 }

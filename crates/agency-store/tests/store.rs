@@ -272,7 +272,9 @@ async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {
 }
 
 async fn settings_are_claimed_once(s: Arc<dyn Store>) {
+    assert!(!s.is_claimed("demo").await.unwrap());
     assert!(s.claim_once("demo").await.unwrap());
+    assert!(s.is_claimed("demo").await.unwrap());
     assert!(!s.claim_once("demo").await.unwrap());
     assert!(s.claim_once("other").await.unwrap());
 }

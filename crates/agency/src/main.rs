@@ -144,14 +144,31 @@ async fn serve(rt: Arc<Runtime>, listen: SocketAddr) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
+    let shutdown = shutdown_signal()?;
     tracing::info!("listening on http://{addr}");
     println!("agency: listening on http://{addr}");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     agency_server::serve(rt.clone(), listener, shutdown).await?;
     rt.settle().await;
     Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what service managers send). Armed before the server says it
+/// is listening, so no signal slips past.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    let ctrl_c = tokio::spawn(tokio::signal::ctrl_c());
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down: finishing requests in progress");
+    })
 }
 
 async fn import(rt: &Runtime, path: &PathBuf) -> anyhow::Result<()> {
