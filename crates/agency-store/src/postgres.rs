@@ -56,6 +56,31 @@ impl PostgresStore {
     }
 }
 
+/// One multi-row INSERT of `messages`.
+fn insert_messages(messages: &[Message]) -> QueryBuilder<Postgres> {
+    let mut q = QueryBuilder::<Postgres>::new(sql::INSERT_MESSAGES);
+    q.push_values(messages, |mut b, m| {
+        let r = MessageRow::from(m);
+        b.push_bind(r.id)
+            .push_bind(r.conversation_id)
+            .push_bind(r.turn_id)
+            .push_bind(r.seq)
+            .push_bind(r.agent_id)
+            .push_bind(r.kind)
+            .push_bind(r.linked_message_id)
+            .push_bind(r.from_agent)
+            .push_bind(r.to_agent)
+            .push_bind(r.text)
+            .push_bind(r.prompt_tokens)
+            .push_bind(r.completion_tokens)
+            .push_bind(r.latency_ms)
+            .push_bind(r.included)
+            .push_bind(r.created_at)
+            .push_bind(m.role().as_str());
+    });
+    q
+}
+
 fn unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
@@ -169,32 +194,25 @@ impl ConversationStore for PostgresStore {
     }
 
     async fn append_messages(&self, messages: &[Message]) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        for chunk in messages.chunks(ROWS_PER_INSERT) {
-            let mut q = QueryBuilder::<Postgres>::new(sql::INSERT_MESSAGES);
-            q.push_values(chunk, |mut b, m| {
-                let r = MessageRow::from(m);
-                b.push_bind(r.id)
-                    .push_bind(r.conversation_id)
-                    .push_bind(r.turn_id)
-                    .push_bind(r.seq)
-                    .push_bind(r.agent_id)
-                    .push_bind(r.kind)
-                    .push_bind(r.linked_message_id)
-                    .push_bind(r.from_agent)
-                    .push_bind(r.to_agent)
-                    .push_bind(r.text)
-                    .push_bind(r.prompt_tokens)
-                    .push_bind(r.completion_tokens)
-                    .push_bind(r.latency_ms)
-                    .push_bind(r.included)
-                    .push_bind(r.created_at)
-                    .push_bind(m.role().as_str());
-            });
-            q.build().execute(&mut *tx).await?;
+        match messages.len() {
+            0 => Ok(()),
+            // One statement is atomic by itself: no BEGIN/COMMIT round trips on the hot path.
+            n if n <= ROWS_PER_INSERT => {
+                insert_messages(messages)
+                    .build()
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+            _ => {
+                let mut tx = self.pool.begin().await?;
+                for chunk in messages.chunks(ROWS_PER_INSERT) {
+                    insert_messages(chunk).build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            }
         }
-        tx.commit().await?;
-        Ok(())
     }
 
     async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
