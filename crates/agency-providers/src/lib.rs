@@ -126,3 +126,118 @@ impl Model for RulesModel {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agency_core::{AgencyDraft, AgencyId, AgentDraft, ConversationId, MessageId, RuleDraft};
+
+    fn request(protocol: &str) -> ModelRequest {
+        let agency = AgencyDraft {
+            name: "t".into(),
+            protocol: protocol.into(),
+            manager: "boss".into(),
+            agents: vec![
+                AgentDraft {
+                    id: Some(1),
+                    name: "boss".into(),
+                    model: "builtin/rules".into(),
+                    ..Default::default()
+                },
+                AgentDraft {
+                    id: Some(2),
+                    name: "dev".into(),
+                    model: "builtin/rules".into(),
+                    rules: vec![RuleDraft {
+                        when: "boss".into(),
+                        action: "did {{message}}".into(),
+                        send_to: vec!["boss".into()],
+                    }],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+        .validate(AgencyId::new(), "local", &|_| true)
+        .unwrap();
+        let conversation = ConversationId::new();
+        let msg = |seq, kind, from: Option<u32>, text: &str, included| Message {
+            id: MessageId::new(),
+            conversation_id: conversation,
+            turn_id: None,
+            seq,
+            agent: AgentId::new(2),
+            kind,
+            linked: None,
+            from: from.and_then(AgentId::new),
+            to: AgentId::new(2),
+            text: text.into(),
+            usage: None,
+            latency_ms: None,
+            included,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+        };
+        let context = vec![
+            msg(0, MessageKind::System, None, "You are dev.", true),
+            msg(1, MessageKind::Delivery, Some(1), "build \"it\"", true),
+            msg(
+                2,
+                MessageKind::Reply,
+                Some(2),
+                r#"{"to":1,"context":"done"}"#,
+                true,
+            ),
+            msg(3, MessageKind::Delivery, Some(1), "left out", false),
+            msg(
+                4,
+                MessageKind::Correction,
+                None,
+                "Your reply could not be delivered",
+                true,
+            ),
+        ];
+        ModelRequest {
+            roster: Arc::new(agency.roster()),
+            agency: Arc::new(agency),
+            agent: AgentId::new(2).unwrap(),
+            context: Arc::new(context),
+        }
+    }
+
+    #[test]
+    fn chat_frames_deliveries_and_skips_excluded_messages() {
+        let chat = request("json").chat();
+        assert_eq!(
+            chat,
+            vec![
+                (Role::System, "You are dev.".to_string()),
+                (
+                    Role::User,
+                    r#"{"from":1,"context":"build \"it\""}"#.to_string()
+                ),
+                (Role::Assistant, r#"{"to":1,"context":"done"}"#.to_string()),
+                (Role::User, "Your reply could not be delivered".to_string()),
+            ]
+        );
+        assert_eq!(
+            request("directives").chat()[1],
+            (Role::User, "FROM boss: build \"it\"".to_string())
+        );
+    }
+
+    #[tokio::test]
+    async fn the_rules_model_answers_in_the_protocol() {
+        let providers = Providers::builtin();
+        let model = providers
+            .resolve(&ModelRef::parse("builtin/rules").unwrap())
+            .unwrap();
+        assert!(!providers.serves(&ModelRef::parse("builtin/gpt").unwrap()));
+        assert!(!providers.serves(&ModelRef::parse("openai/gpt-4o").unwrap()));
+        let mut req = request("directives");
+        // The context up to the boss's first message, not yet answered.
+        Arc::make_mut(&mut req.context).truncate(2);
+        let done = model.complete(req).await.unwrap();
+        assert_eq!(done.text, "TO boss: did build \"it\"");
+        assert_eq!(done.usage, Usage::default());
+    }
+}
