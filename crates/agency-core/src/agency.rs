@@ -133,7 +133,18 @@ pub enum Block {
     Rule(Rule),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Sampling parameters an agent's model calls use (unset: the provider's default).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sampling {
+    /// 0 to 2.
+    pub temperature: Option<f64>,
+    /// 0 to 1.
+    pub top_p: Option<f64>,
+    /// Longest answer, in tokens.
+    pub max_tokens: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
 pub struct Agent {
     pub id: AgentId,
     pub name: String,
@@ -141,7 +152,46 @@ pub struct Agent {
     pub handle: Option<String>,
     pub role: Option<String>,
     pub model: ModelRef,
+    pub sampling: Sampling,
     pub blocks: Vec<Block>,
+}
+
+/// The wire format a provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    /// OpenAI's Chat Completions, and every server that copies it (Ollama, vLLM, llama.cpp,
+    /// LiteLLM, OpenRouter).
+    OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "openai" => Some(ProviderKind::OpenAi),
+            "anthropic" => Some(ProviderKind::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+/// A provider an agency names for its own agents (`model: local/qwen2.5`). Its key is never
+/// here: only the name of the environment variable that holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProviderSpec {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Unset: the kind's public endpoint.
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
 }
 
 impl Agent {
@@ -153,7 +203,7 @@ impl Agent {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Agency {
     pub id: AgencyId,
     pub owner: String,
@@ -162,6 +212,8 @@ pub struct Agency {
     pub protocol: Protocol,
     pub manager: AgentId,
     pub limits: Limits,
+    /// Providers of this agency's own, beside the server's.
+    pub providers: Vec<ProviderSpec>,
     /// In display order; ids and names are unique, the manager is one of them.
     pub agents: Vec<Agent>,
 }
@@ -194,6 +246,16 @@ impl Agency {
             manager: roster.name(self.manager).unwrap_or("?").to_string(),
             max_hops: Some(self.limits.max_hops),
             turn_deadline_secs: Some(self.limits.turn_deadline.as_secs()),
+            providers: self
+                .providers
+                .iter()
+                .map(|p| ProviderDraft {
+                    name: p.name.clone(),
+                    kind: p.kind.as_str().to_string(),
+                    base_url: p.base_url.clone(),
+                    api_key_env: p.api_key_env.clone(),
+                })
+                .collect(),
             agents: self
                 .agents
                 .iter()
@@ -212,6 +274,9 @@ impl Agency {
                         handle: a.handle.clone(),
                         role: a.role.clone(),
                         model: a.model.to_string(),
+                        temperature: a.sampling.temperature,
+                        top_p: a.sampling.top_p,
+                        max_tokens: a.sampling.max_tokens,
                         instructions: (!text.is_empty()).then(|| text.join("\n\n")),
                         rules: a
                             .rules()
@@ -278,7 +343,7 @@ impl Roster {
 }
 
 /// An agency as a person wrote it: names where the domain has ids, strings where it has types.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct AgencyDraft {
     pub name: String,
     pub handle: Option<String>,
@@ -286,16 +351,28 @@ pub struct AgencyDraft {
     pub manager: String,
     pub max_hops: Option<u32>,
     pub turn_deadline_secs: Option<u64>,
+    pub providers: Vec<ProviderDraft>,
     pub agents: Vec<AgentDraft>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProviderDraft {
+    pub name: String,
+    pub kind: String,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct AgentDraft {
     pub id: Option<u32>,
     pub name: String,
     pub handle: Option<String>,
     pub role: Option<String>,
     pub model: String,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u32>,
     pub instructions: Option<String>,
     pub rules: Vec<RuleDraft>,
 }
@@ -442,6 +519,50 @@ impl AgencyDraft {
             p.add("agents", "an agency needs at least one agent (its manager)");
         }
 
+        let mut providers: Vec<ProviderSpec> = Vec::new();
+        for d in &self.providers {
+            let path = format!("providers.{}", d.name);
+            if let Some(m) = name_problem(&d.name) {
+                p.add(path.clone(), m);
+            } else if providers.iter().any(|q| q.name == d.name) {
+                p.add(
+                    path.clone(),
+                    format!("provider `{}` is defined twice", d.name),
+                );
+            } else if d.name == "builtin" {
+                p.add(path.clone(), "`builtin` is the server's own provider");
+            }
+            let kind = ProviderKind::parse(&d.kind);
+            if kind.is_none() {
+                p.add(format!("{path}.kind"), format!("`{}` is not a provider kind: use `openai` (any OpenAI-compatible server) or `anthropic`", d.kind));
+            }
+            if let Some(url) = &d.base_url
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                p.add(
+                    format!("{path}.base_url"),
+                    format!("`{url}` must start with http:// or https://"),
+                );
+            }
+            if let Some(var) = &d.api_key_env
+                && (var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            {
+                p.add(
+                    format!("{path}.api_key_env"),
+                    format!("`{var}` is not an environment variable name (letters, digits and _)"),
+                );
+            }
+            if let Some(kind) = kind {
+                providers.push(ProviderSpec {
+                    name: d.name.clone(),
+                    kind,
+                    base_url: d.base_url.clone(),
+                    api_key_env: d.api_key_env.clone(),
+                });
+            }
+        }
+        let own_provider = |m: &ModelRef| providers.iter().any(|q| q.name == m.provider);
+
         // Ids: explicit ones first, then the lowest free numbers for the rest.
         let mut used: HashSet<u32> = HashSet::new();
         let mut ids: Vec<Option<AgentId>> = Vec::with_capacity(self.agents.len());
@@ -516,11 +637,24 @@ impl AgencyDraft {
                     format!("agents[{i}].model"),
                     format!("`{}` is not a model reference: write `provider/model`, e.g. `builtin/rules`", a.model),
                 ),
-                Some(m) if !serves(&m) => p.add(
+                Some(m) if !own_provider(&m) && !serves(&m) => p.add(
                     format!("agents[{i}].model"),
                     format!("no configured provider serves `{m}`"),
                 ),
                 Some(_) => {}
+            }
+            if let Some(t) = a.temperature
+                && !(0.0..=2.0).contains(&t)
+            {
+                p.add(format!("agents[{i}].temperature"), "must be from 0 to 2");
+            }
+            if let Some(t) = a.top_p
+                && !(0.0..=1.0).contains(&t)
+            {
+                p.add(format!("agents[{i}].top_p"), "must be from 0 to 1");
+            }
+            if a.max_tokens == Some(0) {
+                p.add(format!("agents[{i}].max_tokens"), "must be at least 1");
             }
         }
 
@@ -615,6 +749,11 @@ impl AgencyDraft {
                     provider: String::new(),
                     model: String::new(),
                 }),
+                sampling: Sampling {
+                    temperature: a.temperature,
+                    top_p: a.top_p,
+                    max_tokens: a.max_tokens,
+                },
                 blocks,
             });
         }
@@ -631,6 +770,7 @@ impl AgencyDraft {
                     max_hops,
                     turn_deadline: Duration::from_secs(deadline),
                 },
+                providers,
                 agents,
             }),
             _ => Err(ValidationErrors(p.0)),
@@ -754,6 +894,56 @@ mod tests {
                 "agents[0].id",
                 "agents[1].rules[0].when",
                 "agents[1].rules[0].send_to"
+            ]
+        );
+    }
+
+    #[test]
+    fn agency_providers_serve_their_agents() {
+        let mut d = draft();
+        d.providers = vec![ProviderDraft {
+            name: "local".into(),
+            kind: "openai".into(),
+            base_url: Some("http://127.0.0.1:11434/v1".into()),
+            api_key_env: None,
+        }];
+        d.agents[1].model = "local/qwen2.5".into();
+        d.agents[1].temperature = Some(0.2);
+        let a = d.validate(AgencyId::new(), "local", &serves).unwrap();
+        assert_eq!(a.providers[0].kind, ProviderKind::OpenAi);
+        assert_eq!(a.agents[1].sampling.temperature, Some(0.2));
+        assert_eq!(a.to_draft().validate(a.id, "local", &serves).unwrap(), a);
+    }
+
+    #[test]
+    fn bad_providers_and_sampling_are_named() {
+        let mut d = draft();
+        let provider =
+            |name: &str, kind: &str, url: Option<&str>, env: Option<&str>| ProviderDraft {
+                name: name.into(),
+                kind: kind.into(),
+                base_url: url.map(Into::into),
+                api_key_env: env.map(Into::into),
+            };
+        d.providers = vec![
+            provider("local", "ollama", Some("localhost:11434"), Some("MY KEY")),
+            provider("builtin", "openai", None, None),
+        ];
+        d.agents[0].temperature = Some(2.5);
+        d.agents[0].top_p = Some(-0.1);
+        d.agents[1].max_tokens = Some(0);
+        d.agents[1].model = "local/x".into();
+        assert_eq!(
+            paths(&d),
+            vec![
+                "providers.local.kind",
+                "providers.local.base_url",
+                "providers.local.api_key_env",
+                "providers.builtin",
+                "agents[0].temperature",
+                "agents[0].top_p",
+                "agents[1].model",
+                "agents[1].max_tokens",
             ]
         );
     }

@@ -13,8 +13,9 @@ pub mod protocol;
 pub mod rules;
 
 pub use agency::{
-    Agency, AgencyDraft, Agent, AgentDraft, Block, Limits, ModelRef, Party, Protocol, Recipient,
-    Roster, Rule, RuleDraft, ValidationError, ValidationErrors,
+    Agency, AgencyDraft, Agent, AgentDraft, Block, Limits, ModelRef, Party, Protocol,
+    ProviderDraft, ProviderKind, ProviderSpec, Recipient, Roster, Rule, RuleDraft, Sampling,
+    ValidationError, ValidationErrors,
 };
 pub use ids::{AgencyId, AgentId, ConversationId, MessageId, TurnId};
 pub use message::{

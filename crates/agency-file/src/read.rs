@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use agency_core::{AgencyDraft, AgentDraft, RuleDraft};
+use agency_core::{AgencyDraft, AgentDraft, ProviderDraft, RuleDraft};
 use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
 use marked_yaml::{LoadError, LoaderOptions, Node, Span};
 
@@ -19,14 +19,19 @@ const AGENCY_FIELDS: &[&str] = &[
     "manager",
     "max_hops",
     "turn_deadline_secs",
+    "providers",
     "agents",
 ];
+const PROVIDER_FIELDS: &[&str] = &["kind", "base_url", "api_key_env"];
 const AGENT_FIELDS: &[&str] = &[
     "id",
     "name",
     "handle",
     "role",
     "model",
+    "temperature",
+    "top_p",
+    "max_tokens",
     "instructions",
     "rules",
 ];
@@ -359,6 +364,67 @@ impl Reader {
         None
     }
 
+    fn decimal(&mut self, f: &Fields<'_>, key: &str) -> Option<f64> {
+        let (path, node) = self.field(f, key)?;
+        let parsed = match node {
+            Node::Scalar(s) => s
+                .as_str()
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite()),
+            _ => None,
+        };
+        if parsed.is_none() {
+            self.problem(
+                node_pos(node),
+                path,
+                format!("must be a number, found {}", found(node)),
+            );
+        }
+        parsed
+    }
+
+    /// `providers:` — a mapping of provider names to their settings.
+    fn providers(&mut self, f: &Fields<'_>) -> Vec<ProviderDraft> {
+        let Some((path, node)) = self.field(f, "providers") else {
+            return Vec::new();
+        };
+        let Node::Mapping(map) = node else {
+            self.problem(
+                node_pos(node),
+                path,
+                format!(
+                    "must map provider names to settings, e.g. `providers: {{ local: {{ kind: openai, base_url: \"http://localhost:11434/v1\" }} }}`, found {}",
+                    found(node)
+                ),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (key, value) in map.iter() {
+            let name = key.as_str().to_string();
+            let item_path = format!("providers.{name}");
+            if let Some(pos) = value_pos(key, value) {
+                self.positions.insert(item_path.clone(), pos);
+            }
+            let Some(item) = self.item(&item_path, value, "a provider") else {
+                continue;
+            };
+            self.unknown_fields(&item, PROVIDER_FIELDS, "a provider");
+            let kind = self.required_string(&item, "kind", "a provider", "openai");
+            let base_url = self.optional_string(&item, "base_url");
+            let api_key_env = self.optional_string(&item, "api_key_env");
+            out.push(ProviderDraft {
+                name,
+                kind,
+                base_url,
+                api_key_env,
+            });
+        }
+        out
+    }
+
     /// A list field's items with their paths; empty when absent or null.
     fn list<'a>(&mut self, f: &Fields<'a>, key: &str, of: &str) -> Vec<(String, &'a Node)> {
         let Some((path, node)) = self.field(f, key) else {
@@ -425,6 +491,7 @@ impl Reader {
         let manager = self.required_string(&f, "manager", "an agency", "manager");
         let max_hops = self.number(&f, "max_hops");
         let turn_deadline_secs = self.number(&f, "turn_deadline_secs");
+        let providers = self.providers(&f);
         if f.get("agents").is_none() {
             self.missing(
                 &f,
@@ -448,6 +515,7 @@ impl Reader {
             manager,
             max_hops,
             turn_deadline_secs,
+            providers,
             agents,
         }
     }
@@ -459,6 +527,9 @@ impl Reader {
         let handle = self.optional_string(f, "handle");
         let role = self.optional_string(f, "role");
         let model = self.required_string(f, "model", "an agent", "builtin/rules");
+        let temperature = self.decimal(f, "temperature");
+        let top_p = self.decimal(f, "top_p");
+        let max_tokens = self.number(f, "max_tokens");
         let instructions = self.optional_string(f, "instructions");
         let rules = self
             .list(f, "rules", "rules")
@@ -474,6 +545,9 @@ impl Reader {
             handle,
             role,
             model,
+            temperature,
+            top_p,
+            max_tokens,
             instructions,
             rules,
         }

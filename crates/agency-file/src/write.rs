@@ -23,6 +23,19 @@ pub fn to_yaml(draft: &AgencyDraft) -> String {
     if let Some(n) = draft.turn_deadline_secs {
         out.push_str(&format!("turn_deadline_secs: {n}\n"));
     }
+    if !draft.providers.is_empty() {
+        out.push_str("providers:\n");
+        for p in &draft.providers {
+            out.push_str(&format!("  {}:\n", inline(&p.name)));
+            text_field(&mut out, 4, "kind", &p.kind);
+            if let Some(url) = &p.base_url {
+                text_field(&mut out, 4, "base_url", url);
+            }
+            if let Some(var) = &p.api_key_env {
+                text_field(&mut out, 4, "api_key_env", var);
+            }
+        }
+    }
     if draft.agents.is_empty() {
         out.push_str("agents: []\n");
     } else {
@@ -47,6 +60,15 @@ fn write_agent(out: &mut String, indent: usize, agent: &AgentDraft) {
         text_field(out, indent, "role", role);
     }
     text_field(out, indent, "model", &agent.model);
+    if let Some(t) = agent.temperature {
+        out.push_str(&format!("{pad}temperature: {t}\n"));
+    }
+    if let Some(t) = agent.top_p {
+        out.push_str(&format!("{pad}top_p: {t}\n"));
+    }
+    if let Some(n) = agent.max_tokens {
+        out.push_str(&format!("{pad}max_tokens: {n}\n"));
+    }
     if let Some(instructions) = &agent.instructions {
         text_field(out, indent, "instructions", instructions);
     }

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use agency_core::{AgencyDraft, AgencyId, AgentDraft, RuleDraft};
+use agency_core::{AgencyDraft, AgencyId, AgentDraft, ProviderDraft, RuleDraft};
 use agency_file::{AgencyFile, FileError, Problem, to_yaml};
 use proptest::prelude::*;
 
@@ -32,6 +32,7 @@ fn example_draft() -> AgencyDraft {
         manager: "manager".into(),
         max_hops: Some(16),
         turn_deadline_secs: None,
+        providers: vec![],
         agents: vec![
             AgentDraft {
                 id: Some(4522),
@@ -39,6 +40,9 @@ fn example_draft() -> AgencyDraft {
                 handle: None,
                 role: None,
                 model: "builtin/rules".into(),
+                temperature: None,
+                top_p: None,
+                max_tokens: None,
                 instructions: Some("You run a studio.".into()),
                 rules: vec![
                     rule("user", "Please build: {{message}}", &["programmer"]),
@@ -51,6 +55,9 @@ fn example_draft() -> AgencyDraft {
                 handle: None,
                 role: None,
                 model: "builtin/rules".into(),
+                temperature: None,
+                top_p: None,
+                max_tokens: None,
                 instructions: None,
                 rules: vec![rule("manager", "fn main() {} // {{message}}", &["manager"])],
             },
@@ -449,12 +456,21 @@ fn tricky_strings_round_trip() {
             manager: s.clone(),
             max_hops: Some(0),
             turn_deadline_secs: Some(u64::MAX),
+            providers: vec![ProviderDraft {
+                name: s.clone(),
+                kind: s.clone(),
+                base_url: Some(s.clone()),
+                api_key_env: Some(s.clone()),
+            }],
             agents: vec![AgentDraft {
                 id: Some(u32::MAX),
                 name: s.clone(),
                 handle: Some(s.clone()),
                 role: Some(s.clone()),
                 model: s.clone(),
+                temperature: Some(-0.5),
+                top_p: Some(1e-9),
+                max_tokens: Some(u32::MAX),
                 instructions: Some(s.clone()),
                 rules: vec![
                     RuleDraft {
@@ -507,12 +523,34 @@ prop_compose! {
     }
 }
 
+fn decimal() -> impl Strategy<Value = Option<f64>> {
+    prop::option::of(prop_oneof![
+        -1e9f64..1e9,
+        Just(0.0),
+        Just(1.0),
+        Just(0.1),
+        Just(2.5e-7)
+    ])
+}
+
 prop_compose! {
     fn agent_draft()(id in any::<Option<u32>>(), name in text(),
                      handle in prop::option::of(text()), role in prop::option::of(text()),
-                     model in text(), instructions in prop::option::of(text()),
+                     model in text(), temperature in decimal(), top_p in decimal(),
+                     max_tokens in any::<Option<u32>>(), instructions in prop::option::of(text()),
                      rules in prop::collection::vec(rule_draft(), 0..3)) -> AgentDraft {
-        AgentDraft { id, name, handle, role, model, instructions, rules }
+        AgentDraft { id, name, handle, role, model, temperature, top_p, max_tokens, instructions, rules }
+    }
+}
+
+prop_compose! {
+    fn provider_drafts()(names in prop::collection::btree_set("[a-z][a-z0-9_-]{0,7}", 0..3),
+                         kind in text(), base_url in prop::option::of(text()),
+                         api_key_env in prop::option::of(text())) -> Vec<ProviderDraft> {
+        names
+            .into_iter()
+            .map(|name| ProviderDraft { name, kind: kind.clone(), base_url: base_url.clone(), api_key_env: api_key_env.clone() })
+            .collect()
     }
 }
 
@@ -520,8 +558,9 @@ prop_compose! {
     fn agency_draft()(name in text(), handle in prop::option::of(text()), protocol in text(),
                       manager in text(), max_hops in any::<Option<u32>>(),
                       turn_deadline_secs in any::<Option<u64>>(),
+                      providers in provider_drafts(),
                       agents in prop::collection::vec(agent_draft(), 0..3)) -> AgencyDraft {
-        AgencyDraft { name, handle, protocol, manager, max_hops, turn_deadline_secs, agents }
+        AgencyDraft { name, handle, protocol, manager, max_hops, turn_deadline_secs, providers, agents }
     }
 }
 
@@ -551,4 +590,89 @@ proptest! {
             let _ = AgencyFile::parse("fuzz.yaml", &format!("{head}{junk}{tail}"));
         }
     }
+}
+
+#[test]
+fn providers_and_sampling_read_and_locate() {
+    let text = "name: mixed
+providers:
+  local:
+    kind: openai
+    base_url: http://127.0.0.1:11434/v1
+  claude: { kind: anthropic, api_key_env: ANTHROPIC_API_KEY }
+manager: boss
+agents:
+  - name: boss
+    model: claude/claude-sonnet-4-5
+    temperature: 0.3
+    max_tokens: 800
+  - { name: coder, model: local/qwen2.5, top_p: 0.9 }
+";
+    let file = parse(text);
+    let d = &file.draft;
+    assert_eq!(
+        d.providers,
+        vec![
+            ProviderDraft {
+                name: "local".into(),
+                kind: "openai".into(),
+                base_url: Some("http://127.0.0.1:11434/v1".into()),
+                api_key_env: None
+            },
+            ProviderDraft {
+                name: "claude".into(),
+                kind: "anthropic".into(),
+                base_url: None,
+                api_key_env: Some("ANTHROPIC_API_KEY".into())
+            },
+        ]
+    );
+    assert_eq!(
+        (
+            d.agents[0].temperature,
+            d.agents[0].max_tokens,
+            d.agents[0].top_p
+        ),
+        (Some(0.3), Some(800), None)
+    );
+    assert_eq!(d.agents[1].top_p, Some(0.9));
+    round_trip(d);
+
+    // The core's errors land on the right lines.
+    let mut broken = d.clone();
+    broken.providers[0].kind = "openia".into();
+    broken.agents[0].temperature = Some(7.0);
+    let errors = broken
+        .validate(agency_core::AgencyId::new(), "local", &|_| false)
+        .unwrap_err();
+    let located = file.locate(errors).to_string();
+    assert!(
+        located.contains("studio.yaml:4:11: providers.local.kind: `openia` is not a provider kind"),
+        "{located}"
+    );
+    assert!(
+        located.contains("studio.yaml:11:18: agents[0].temperature: must be from 0 to 2"),
+        "{located}"
+    );
+
+    let bad = AgencyFile::parse(
+        "bad.yaml",
+        "name: x\nmanager: a\nproviders: [openai]\nagents: []\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        bad.contains("bad.yaml:3:12: providers: must map provider names to settings"),
+        "{bad}"
+    );
+    let bad = AgencyFile::parse(
+        "bad.yaml",
+        "name: x\nmanager: a\nagents: [{name: a, model: b/c, temperature: hot}]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        bad.contains("agents[0].temperature: must be a number"),
+        "{bad}"
+    );
 }

@@ -99,6 +99,7 @@ impl AgencyStore for PostgresStore {
             .bind(i64::from(agency.manager.get()))
             .bind(i64::from(agency.limits.max_hops))
             .bind(crate::rows::deadline_ms(agency))
+            .bind(crate::rows::providers_json(&agency.providers))
             .bind(now)
             .bind(now)
             .execute(&mut *tx)
@@ -120,6 +121,7 @@ impl AgencyStore for PostgresStore {
                 .bind(&a.handle)
                 .bind(&a.role)
                 .bind(a.model.to_string())
+                .bind(crate::rows::sampling_json(&a.sampling))
                 .bind(blocks_json(&a.blocks))
                 .execute(&mut *tx)
                 .await?;

@@ -40,6 +40,7 @@ pub(crate) struct AgencyRow {
     pub manager: i64,
     pub max_hops: i64,
     pub deadline_ms: i64,
+    pub providers: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -50,6 +51,7 @@ pub(crate) struct AgentRow {
     pub handle: Option<String>,
     pub role: Option<String>,
     pub model: String,
+    pub sampling: String,
     pub blocks: String,
 }
 
@@ -65,6 +67,72 @@ enum StoredBlock {
         action: String,
         send_to: Vec<i64>,
     },
+}
+
+/// A provider as kept in the `providers` column (JSON). Never a key: only its variable's name.
+#[derive(Serialize, Deserialize)]
+struct StoredProvider {
+    name: String,
+    kind: String,
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+}
+
+pub(crate) fn providers_json(providers: &[agency_core::ProviderSpec]) -> String {
+    let stored: Vec<StoredProvider> = providers
+        .iter()
+        .map(|p| StoredProvider {
+            name: p.name.clone(),
+            kind: p.kind.as_str().to_string(),
+            base_url: p.base_url.clone(),
+            api_key_env: p.api_key_env.clone(),
+        })
+        .collect();
+    serde_json::to_string(&stored).unwrap_or_else(|_| "[]".into())
+}
+
+fn providers_of(json: &str) -> Result<Vec<agency_core::ProviderSpec>, StoreError> {
+    let stored: Vec<StoredProvider> = serde_json::from_str(json).map_err(corrupt)?;
+    stored
+        .into_iter()
+        .map(|p| {
+            Ok(agency_core::ProviderSpec {
+                kind: agency_core::ProviderKind::parse(&p.kind).ok_or_else(|| corrupt(&p.kind))?,
+                name: p.name,
+                base_url: p.base_url,
+                api_key_env: p.api_key_env,
+            })
+        })
+        .collect()
+}
+
+/// Sampling parameters as kept in the `sampling` column (JSON).
+#[derive(Serialize, Deserialize, Default)]
+struct StoredSampling {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+}
+
+pub(crate) fn sampling_json(s: &agency_core::Sampling) -> String {
+    let stored = StoredSampling {
+        temperature: s.temperature,
+        top_p: s.top_p,
+        max_tokens: s.max_tokens,
+    };
+    serde_json::to_string(&stored).unwrap_or_else(|_| "{}".into())
+}
+
+fn sampling_of(json: &str) -> Result<agency_core::Sampling, StoreError> {
+    let s: StoredSampling = serde_json::from_str(json).map_err(corrupt)?;
+    Ok(agency_core::Sampling {
+        temperature: s.temperature,
+        top_p: s.top_p,
+        max_tokens: s.max_tokens,
+    })
 }
 
 /// `when`: -1 is anyone, 0 the user, else an agent. `send_to`: 0 the user, else an agent.
@@ -160,12 +228,14 @@ fn agency_of(row: AgencyRow, agents: Vec<AgentRow>) -> Result<Agency, StoreError
                 u64::try_from(row.deadline_ms).map_err(corrupt)?,
             ),
         },
+        providers: providers_of(&row.providers)?,
         agents: agents
             .into_iter()
             .map(|a| {
                 Ok(Agent {
                     id: agent_id(a.id)?,
                     model: ModelRef::parse(&a.model).ok_or_else(|| corrupt(&a.model))?,
+                    sampling: sampling_of(&a.sampling)?,
                     blocks: blocks_of(&a.blocks)?,
                     name: a.name,
                     handle: a.handle,
@@ -333,6 +403,7 @@ pub(crate) mod sqlite {
             manager: r.get("manager")?,
             max_hops: r.get("max_hops")?,
             deadline_ms: r.get("deadline_ms")?,
+            providers: r.get("providers")?,
         })
     }
 
@@ -344,6 +415,7 @@ pub(crate) mod sqlite {
             handle: r.get("handle")?,
             role: r.get("role")?,
             model: r.get("model")?,
+            sampling: r.get("sampling")?,
             blocks: r.get("blocks")?,
         })
     }

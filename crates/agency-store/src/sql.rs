@@ -3,12 +3,13 @@
 
 macro_rules! agency_columns {
     () => {
-        "id, owner, name, handle, protocol, manager, max_hops, deadline_ms"
+        "id, owner, name, handle, protocol, manager, max_hops, deadline_ms, providers"
     };
 }
 macro_rules! agent_columns {
     () => {
-        "agents.agency_id, agents.id, agents.name, agents.handle, agents.role, agents.model, agents.blocks"
+        "agents.agency_id, agents.id, agents.name, agents.handle, agents.role, agents.model, \
+         agents.sampling, agents.blocks"
     };
 }
 macro_rules! message_columns {
@@ -28,15 +29,16 @@ pub(crate) const SAVE_AGENCY: &str = concat!(
     "INSERT INTO agencies (",
     agency_columns!(),
     ", created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
      ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, name = excluded.name, \
      handle = excluded.handle, protocol = excluded.protocol, manager = excluded.manager, \
      max_hops = excluded.max_hops, deadline_ms = excluded.deadline_ms, \
-     revision = agencies.revision + 1, updated_at = excluded.updated_at"
+     providers = excluded.providers, revision = agencies.revision + 1, \
+     updated_at = excluded.updated_at"
 );
 pub(crate) const DELETE_AGENTS: &str = "DELETE FROM agents WHERE agency_id = $1";
-pub(crate) const INSERT_AGENT: &str = "INSERT INTO agents (agency_id, id, position, name, handle, role, model, blocks) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+pub(crate) const INSERT_AGENT: &str = "INSERT INTO agents (agency_id, id, position, name, handle, role, model, \
+     sampling, blocks) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 pub(crate) const AGENCY_BY_ID: &str =
     concat!("SELECT ", agency_columns!(), " FROM agencies WHERE id = $1");
 pub(crate) const AGENCY_REVISION: &str = "SELECT revision FROM agencies WHERE id = $1";

@@ -147,6 +147,7 @@ impl AgencyStore for SqliteStore {
                     i64::from(agency.manager.get()),
                     i64::from(agency.limits.max_hops),
                     rows::deadline_ms(agency),
+                    rows::providers_json(&agency.providers),
                     now,
                     now
                 ],
@@ -163,6 +164,7 @@ impl AgencyStore for SqliteStore {
                         a.handle,
                         a.role,
                         a.model.to_string(),
+                        rows::sampling_json(&a.sampling),
                         blocks_json(&a.blocks)
                     ])?;
                 }

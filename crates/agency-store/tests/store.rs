@@ -66,7 +66,10 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
             id: Some(143),
             name: "programmer".into(),
             role: Some("writes code".into()),
-            model: "builtin/rules".into(),
+            model: "local/qwen2.5".into(),
+            temperature: Some(0.2),
+            top_p: Some(0.9),
+            max_tokens: Some(512),
             rules: vec![RuleDraft {
                 when: "any".into(),
                 action: "ok".into(),
@@ -88,6 +91,12 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
         manager: "manager".into(),
         max_hops: Some(7),
         turn_deadline_secs: Some(42),
+        providers: vec![agency_core::ProviderDraft {
+            name: "local".into(),
+            kind: "openai".into(),
+            base_url: Some("http://127.0.0.1:11434/v1".into()),
+            api_key_env: Some("LOCAL_KEY".into()),
+        }],
         agents,
         ..Default::default()
     }

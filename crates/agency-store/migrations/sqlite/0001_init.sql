@@ -9,6 +9,7 @@ CREATE TABLE agencies (
     deadline_ms INTEGER NOT NULL,
     -- Bumped by every save, so a cached copy can be checked with one small read.
     revision    INTEGER NOT NULL DEFAULT 1,
+    providers   TEXT NOT NULL DEFAULT '[]',
     created_at  TEXT NOT NULL,
     updated_at  TEXT NOT NULL,
     UNIQUE (owner, name)
@@ -22,6 +23,7 @@ CREATE TABLE agents (
     handle    TEXT,
     role      TEXT,
     model     TEXT NOT NULL,
+    sampling  TEXT NOT NULL DEFAULT '{}',
     blocks    TEXT NOT NULL,
     PRIMARY KEY (agency_id, id),
     UNIQUE (agency_id, name)
