@@ -12,6 +12,10 @@ use agency_core::{
 };
 use async_trait::async_trait;
 
+pub mod anthropic;
+pub mod http;
+pub mod openai;
+
 /// What a model is asked: the agent, and its whole context (system prompt first).
 #[derive(Clone, Debug)]
 pub struct ModelRequest {
@@ -19,6 +23,9 @@ pub struct ModelRequest {
     pub roster: Arc<Roster>,
     pub agent: AgentId,
     pub context: Arc<Vec<Message>>,
+    /// Set when the caller streams: the provider streams too and sends each piece of text as
+    /// it arrives. The returned [`Completion`] still holds the whole text.
+    pub deltas: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 }
 
 impl ModelRequest {
@@ -201,6 +208,7 @@ mod tests {
             agency: Arc::new(agency),
             agent: AgentId::new(2).unwrap(),
             context: Arc::new(context),
+            deltas: None,
         }
     }
 

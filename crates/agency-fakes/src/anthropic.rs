@@ -1,0 +1,1 @@
+//! Anthropic Messages, as the fake speaks it.

@@ -1,0 +1,198 @@
+//! Fake LLM provider servers for tests: real HTTP on 127.0.0.1, scripted replies, and a record
+//! of every request that reached them. The wire formats are in [`openai`] and [`anthropic`];
+//! this module is the server they share.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test support
+
+pub mod anthropic;
+pub mod openai;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use serde_json::Value;
+
+/// One request as the fake received it.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    /// Lower-cased names.
+    pub headers: BTreeMap<String, String>,
+    /// The body as JSON (`Value::Null` when it was not JSON).
+    pub body: Value,
+}
+
+/// What the fake answers to one request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// A JSON body with a status and extra headers (e.g. `retry-after`).
+    Json {
+        status: u16,
+        body: Value,
+        headers: Vec<(String, String)>,
+    },
+    /// A server-sent event stream: each item is one event's lines (`data: {...}` or
+    /// `event: x\ndata: {...}`). With `stall_after: Some(n)`, it sends n events, then hangs.
+    Sse {
+        events: Vec<String>,
+        stall_after: Option<usize>,
+    },
+    /// Any body with a status and content type (for malformed answers).
+    Raw {
+        status: u16,
+        content_type: String,
+        body: String,
+    },
+    /// Never answers.
+    Hang,
+}
+
+impl Reply {
+    pub fn json(body: Value) -> Self {
+        Reply::Json {
+            status: 200,
+            body,
+            headers: Vec::new(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    replies: VecDeque<Reply>,
+    /// Answers when the queue is empty.
+    otherwise: Option<Reply>,
+    requests: Vec<Recorded>,
+}
+
+/// A running fake server.
+#[derive(Clone)]
+pub struct Fake {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    script: Arc<Mutex<Script>>,
+}
+
+impl Fake {
+    pub async fn start() -> Self {
+        let script = Arc::new(Mutex::new(Script::default()));
+        let app = Router::new().fallback(handle).with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self { url, script }
+    }
+
+    /// Queues the answer to the next request.
+    pub fn push(&self, reply: Reply) -> &Self {
+        self.script.lock().unwrap().replies.push_back(reply);
+        self
+    }
+
+    /// The answer to every request once the queue is empty.
+    pub fn otherwise(&self, reply: Reply) -> &Self {
+        self.script.lock().unwrap().otherwise = Some(reply);
+        self
+    }
+
+    /// Every request so far, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.script.lock().unwrap().requests.clone()
+    }
+}
+
+async fn handle(
+    State(script): State<Arc<Mutex<Script>>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let reply = {
+        let mut s = script.lock().unwrap();
+        s.requests.push(Recorded {
+            method: method.to_string(),
+            path: uri.path().to_string(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_ascii_lowercase(),
+                        v.to_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect(),
+            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        });
+        s.replies.pop_front().or_else(|| s.otherwise.clone())
+    };
+    match reply {
+        None => Response::builder()
+            .status(StatusCode::INTERNAL_SERVER_ERROR)
+            .body(Body::from(
+                "the fake has no reply scripted for this request",
+            ))
+            .unwrap(),
+        Some(Reply::Json {
+            status,
+            body,
+            headers,
+        }) => {
+            let mut r = Response::builder()
+                .status(status)
+                .header("content-type", "application/json");
+            for (k, v) in headers {
+                r = r.header(k, v);
+            }
+            r.body(Body::from(body.to_string())).unwrap()
+        }
+        Some(Reply::Raw {
+            status,
+            content_type,
+            body,
+        }) => Response::builder()
+            .status(status)
+            .header("content-type", content_type)
+            .body(Body::from(body))
+            .unwrap(),
+        Some(Reply::Sse {
+            events,
+            stall_after,
+        }) => {
+            let n = stall_after.unwrap_or(events.len());
+            let sent: Vec<Result<Bytes, Infallible>> = events
+                .into_iter()
+                .take(n)
+                .map(|e| Ok(Bytes::from(format!("{e}\n\n"))))
+                .collect();
+            let stream = futures::stream::iter(sent);
+            let body = if stall_after.is_some() {
+                Body::from_stream(futures::StreamExt::chain(
+                    stream,
+                    futures::stream::pending(),
+                ))
+            } else {
+                Body::from_stream(stream)
+            };
+            Response::builder()
+                .status(200)
+                .header("content-type", "text/event-stream")
+                .header("cache-control", "no-cache")
+                .body(body)
+                .unwrap()
+        }
+        Some(Reply::Hang) => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Response::new(Body::empty())
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! OpenAI Chat Completions, as the fake speaks it.

@@ -1,0 +1,1 @@
+//! OpenAI Chat Completions and every server that speaks it.
