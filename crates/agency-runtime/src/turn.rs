@@ -391,6 +391,7 @@ impl TurnRun {
                 .get(&agent)
                 .cloned()
                 .unwrap_or_default(),
+            deltas: None,
         };
         let model = self
             .agency
