@@ -192,6 +192,10 @@ pub struct ProviderSpec {
     /// Unset: the kind's public endpoint.
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
+    /// Calls in flight at once (unset: the server's default).
+    pub max_concurrency: Option<u32>,
+    /// Calls started per minute (unset: no limit).
+    pub requests_per_minute: Option<u32>,
 }
 
 impl Agent {
@@ -254,6 +258,8 @@ impl Agency {
                     kind: p.kind.as_str().to_string(),
                     base_url: p.base_url.clone(),
                     api_key_env: p.api_key_env.clone(),
+                    max_concurrency: p.max_concurrency,
+                    requests_per_minute: p.requests_per_minute,
                 })
                 .collect(),
             agents: self
@@ -361,6 +367,8 @@ pub struct ProviderDraft {
     pub kind: String,
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
+    pub max_concurrency: Option<u32>,
+    pub requests_per_minute: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -519,48 +527,7 @@ impl AgencyDraft {
             p.add("agents", "an agency needs at least one agent (its manager)");
         }
 
-        let mut providers: Vec<ProviderSpec> = Vec::new();
-        for d in &self.providers {
-            let path = format!("providers.{}", d.name);
-            if let Some(m) = name_problem(&d.name) {
-                p.add(path.clone(), m);
-            } else if providers.iter().any(|q| q.name == d.name) {
-                p.add(
-                    path.clone(),
-                    format!("provider `{}` is defined twice", d.name),
-                );
-            } else if d.name == "builtin" {
-                p.add(path.clone(), "`builtin` is the server's own provider");
-            }
-            let kind = ProviderKind::parse(&d.kind);
-            if kind.is_none() {
-                p.add(format!("{path}.kind"), format!("`{}` is not a provider kind: use `openai` (any OpenAI-compatible server) or `anthropic`", d.kind));
-            }
-            if let Some(url) = &d.base_url
-                && !(url.starts_with("http://") || url.starts_with("https://"))
-            {
-                p.add(
-                    format!("{path}.base_url"),
-                    format!("`{url}` must start with http:// or https://"),
-                );
-            }
-            if let Some(var) = &d.api_key_env
-                && (var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-            {
-                p.add(
-                    format!("{path}.api_key_env"),
-                    format!("`{var}` is not an environment variable name (letters, digits and _)"),
-                );
-            }
-            if let Some(kind) = kind {
-                providers.push(ProviderSpec {
-                    name: d.name.clone(),
-                    kind,
-                    base_url: d.base_url.clone(),
-                    api_key_env: d.api_key_env.clone(),
-                });
-            }
-        }
+        let providers = check_providers(&self.providers, &mut p);
         let own_provider = |m: &ModelRef| providers.iter().any(|q| q.name == m.provider);
 
         // Ids: explicit ones first, then the lowest free numbers for the rest.
@@ -778,6 +745,64 @@ impl AgencyDraft {
     }
 }
 
+/// Validates providers on their own (a server's configuration names providers too).
+pub fn validate_providers(drafts: &[ProviderDraft]) -> Result<Vec<ProviderSpec>, ValidationErrors> {
+    let mut p = Problems(Vec::new());
+    let providers = check_providers(drafts, &mut p);
+    if p.0.is_empty() { Ok(providers) } else { Err(ValidationErrors(p.0)) }
+}
+
+fn check_providers(drafts: &[ProviderDraft], p: &mut Problems) -> Vec<ProviderSpec> {
+    let mut providers: Vec<ProviderSpec> = Vec::new();
+    for d in drafts {
+        let path = format!("providers.{}", d.name);
+        if let Some(m) = name_problem(&d.name) {
+            p.add(path.clone(), m);
+        } else if providers.iter().any(|q| q.name == d.name) {
+            p.add(path.clone(), format!("provider `{}` is defined twice", d.name));
+        } else if d.name == "builtin" {
+            p.add(path.clone(), "`builtin` is the server's own provider");
+        }
+        let kind = ProviderKind::parse(&d.kind);
+        if kind.is_none() {
+            p.add(
+                format!("{path}.kind"),
+                format!("`{}` is not a provider kind: use `openai` (any OpenAI-compatible server) or `anthropic`", d.kind),
+            );
+        }
+        if let Some(url) = &d.base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            p.add(format!("{path}.base_url"), format!("`{url}` must start with http:// or https://"));
+        }
+        if let Some(var) = &d.api_key_env
+            && (var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        {
+            p.add(
+                format!("{path}.api_key_env"),
+                format!("`{var}` is not an environment variable name (letters, digits and _)"),
+            );
+        }
+        if d.max_concurrency == Some(0) {
+            p.add(format!("{path}.max_concurrency"), "must be at least 1");
+        }
+        if d.requests_per_minute == Some(0) {
+            p.add(format!("{path}.requests_per_minute"), "must be at least 1 (leave it out for no limit)");
+        }
+        if let Some(kind) = kind {
+            providers.push(ProviderSpec {
+                name: d.name.clone(),
+                kind,
+                base_url: d.base_url.clone(),
+                api_key_env: d.api_key_env.clone(),
+                max_concurrency: d.max_concurrency,
+                requests_per_minute: d.requests_per_minute,
+            });
+        }
+    }
+    providers
+}
+
 fn known(agents: &[AgentDraft]) -> String {
     let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
     if names.is_empty() {
@@ -906,6 +931,8 @@ mod tests {
             kind: "openai".into(),
             base_url: Some("http://127.0.0.1:11434/v1".into()),
             api_key_env: None,
+            max_concurrency: Some(2),
+            requests_per_minute: Some(60),
         }];
         d.agents[1].model = "local/qwen2.5".into();
         d.agents[1].temperature = Some(0.2);
@@ -924,6 +951,8 @@ mod tests {
                 kind: kind.into(),
                 base_url: url.map(Into::into),
                 api_key_env: env.map(Into::into),
+                max_concurrency: Some(0),
+                requests_per_minute: None,
             };
         d.providers = vec![
             provider("local", "ollama", Some("localhost:11434"), Some("MY KEY")),
@@ -939,7 +968,9 @@ mod tests {
                 "providers.local.kind",
                 "providers.local.base_url",
                 "providers.local.api_key_env",
+                "providers.local.max_concurrency",
                 "providers.builtin",
+                "providers.builtin.max_concurrency",
                 "agents[0].temperature",
                 "agents[0].top_p",
                 "agents[1].model",

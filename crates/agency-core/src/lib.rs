@@ -15,7 +15,7 @@ pub mod rules;
 pub use agency::{
     Agency, AgencyDraft, Agent, AgentDraft, Block, Limits, ModelRef, Party, Protocol,
     ProviderDraft, ProviderKind, ProviderSpec, Recipient, Roster, Rule, RuleDraft, Sampling,
-    ValidationError, ValidationErrors,
+    ValidationError, ValidationErrors, validate_providers,
 };
 pub use ids::{AgencyId, AgentId, ConversationId, MessageId, TurnId};
 pub use message::{

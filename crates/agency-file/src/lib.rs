@@ -107,6 +107,42 @@ impl AgencyFile {
     }
 }
 
+/// The server's configuration file (`agency serve --config FILE`): the providers every agency
+/// can use, in the same form as an agency file's `providers:`.
+#[derive(Clone, Debug)]
+pub struct ConfigFile {
+    pub providers: Vec<agency_core::ProviderDraft>,
+    positions: HashMap<String, Pos>,
+    source_name: String,
+}
+
+impl ConfigFile {
+    pub fn parse(source: &str, text: &str) -> Result<ConfigFile, FileError> {
+        read::parse_config(text)
+            .map(|(providers, positions)| ConfigFile {
+                providers,
+                positions,
+                source_name: source.to_string(),
+            })
+            .map_err(|problems| FileError {
+                source_name: source.to_string(),
+                problems,
+            })
+    }
+
+    /// Validates the providers, with the line of each problem.
+    pub fn validate(&self) -> Result<Vec<agency_core::ProviderSpec>, FileError> {
+        agency_core::validate_providers(&self.providers).map_err(|errors| {
+            let located = AgencyFile {
+                draft: AgencyDraft::default(),
+                positions: self.positions.clone(),
+                source_name: self.source_name.clone(),
+            };
+            located.locate(errors)
+        })
+    }
+}
+
 /// `agents[1].rules[0].send_to` → `agents[1].rules[0]` → `agents[1].rules` → `agents[1]` →
 /// `agents` → none.
 fn parent(path: &str) -> Option<&str> {

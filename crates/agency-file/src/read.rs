@@ -22,7 +22,14 @@ const AGENCY_FIELDS: &[&str] = &[
     "providers",
     "agents",
 ];
-const PROVIDER_FIELDS: &[&str] = &["kind", "base_url", "api_key_env"];
+const PROVIDER_FIELDS: &[&str] = &[
+    "kind",
+    "base_url",
+    "api_key_env",
+    "max_concurrency",
+    "requests_per_minute",
+];
+const CONFIG_FIELDS: &[&str] = &["providers"];
 const AGENT_FIELDS: &[&str] = &[
     "id",
     "name",
@@ -41,6 +48,22 @@ const RULE_FIELDS: &[&str] = &["when", "do", "send_to"];
 const DEFAULT_PROTOCOL: &str = "json";
 
 pub(crate) fn parse(text: &str) -> Result<(AgencyDraft, HashMap<String, Pos>), Vec<Problem>> {
+    read(text, Reader::agency)
+}
+
+/// A server configuration file: `providers:` as in an agency file.
+pub(crate) fn parse_config(text: &str) -> Result<(Vec<ProviderDraft>, HashMap<String, Pos>), Vec<Problem>> {
+    read(text, |reader, root| {
+        let f = Fields { map: root, path: "", pos: node_pos(root) };
+        reader.unknown_fields(&f, CONFIG_FIELDS, "a server configuration");
+        reader.providers(&f)
+    })
+}
+
+fn read<T>(
+    text: &str,
+    what: impl FnOnce(&mut Reader, &MarkedMappingNode) -> T,
+) -> Result<(T, HashMap<String, Pos>), Vec<Problem>> {
     // Editors on Windows may start a file with a byte order mark; it is not part of line 1.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let options = LoaderOptions::default()
@@ -59,14 +82,14 @@ pub(crate) fn parse(text: &str) -> Result<(AgencyDraft, HashMap<String, Pos>), V
             line: Some(line),
             column: Some(1),
             path: String::new(),
-            message: "a second YAML document starts here (after `---` or `...`); an agency file \
-                      holds one agency: remove it or move it to a file of its own"
+            message: "a second YAML document starts here (after `---` or `...`); a file holds \
+                      one document: remove it or move it to a file of its own"
                 .into(),
         });
     }
-    let draft = reader.agency(root);
+    let value = what(&mut reader, root);
     if reader.problems.is_empty() {
-        Ok((draft, reader.positions))
+        Ok((value, reader.positions))
     } else {
         Err(reader.problems)
     }
@@ -415,11 +438,15 @@ impl Reader {
             let kind = self.required_string(&item, "kind", "a provider", "openai");
             let base_url = self.optional_string(&item, "base_url");
             let api_key_env = self.optional_string(&item, "api_key_env");
+            let max_concurrency = self.number(&item, "max_concurrency");
+            let requests_per_minute = self.number(&item, "requests_per_minute");
             out.push(ProviderDraft {
                 name,
                 kind,
                 base_url,
                 api_key_env,
+                max_concurrency,
+                requests_per_minute,
             });
         }
         out

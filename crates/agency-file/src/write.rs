@@ -34,6 +34,12 @@ pub fn to_yaml(draft: &AgencyDraft) -> String {
             if let Some(var) = &p.api_key_env {
                 text_field(&mut out, 4, "api_key_env", var);
             }
+            if let Some(n) = p.max_concurrency {
+                out.push_str(&format!("    max_concurrency: {n}\n"));
+            }
+            if let Some(n) = p.requests_per_minute {
+                out.push_str(&format!("    requests_per_minute: {n}\n"));
+            }
         }
     }
     if draft.agents.is_empty() {

@@ -461,6 +461,8 @@ fn tricky_strings_round_trip() {
                 kind: s.clone(),
                 base_url: Some(s.clone()),
                 api_key_env: Some(s.clone()),
+                max_concurrency: Some(u32::MAX),
+                requests_per_minute: Some(0),
             }],
             agents: vec![AgentDraft {
                 id: Some(u32::MAX),
@@ -546,10 +548,19 @@ prop_compose! {
 prop_compose! {
     fn provider_drafts()(names in prop::collection::btree_set("[a-z][a-z0-9_-]{0,7}", 0..3),
                          kind in text(), base_url in prop::option::of(text()),
-                         api_key_env in prop::option::of(text())) -> Vec<ProviderDraft> {
+                         api_key_env in prop::option::of(text()),
+                         max_concurrency in any::<Option<u32>>(),
+                         requests_per_minute in any::<Option<u32>>()) -> Vec<ProviderDraft> {
         names
             .into_iter()
-            .map(|name| ProviderDraft { name, kind: kind.clone(), base_url: base_url.clone(), api_key_env: api_key_env.clone() })
+            .map(|name| ProviderDraft {
+                name,
+                kind: kind.clone(),
+                base_url: base_url.clone(),
+                api_key_env: api_key_env.clone(),
+                max_concurrency,
+                requests_per_minute,
+            })
             .collect()
     }
 }
@@ -617,13 +628,13 @@ agents:
                 name: "local".into(),
                 kind: "openai".into(),
                 base_url: Some("http://127.0.0.1:11434/v1".into()),
-                api_key_env: None
+                ..Default::default()
             },
             ProviderDraft {
                 name: "claude".into(),
                 kind: "anthropic".into(),
-                base_url: None,
-                api_key_env: Some("ANTHROPIC_API_KEY".into())
+                api_key_env: Some("ANTHROPIC_API_KEY".into()),
+                ..Default::default()
             },
         ]
     );
@@ -675,4 +686,20 @@ agents:
         bad.contains("agents[0].temperature: must be a number"),
         "{bad}"
     );
+}
+
+#[test]
+fn server_configuration_names_providers() {
+    let text = "providers:\n  vllm: { kind: openai, base_url: \"http://10.0.0.5:8000/v1\", max_concurrency: 4 }\n  claude:\n    kind: anthropic\n    requests_per_minute: 50\n";
+    let config = agency_file::ConfigFile::parse("agency.yaml", text).unwrap();
+    let providers = config.validate().unwrap();
+    assert_eq!(providers.len(), 2);
+    assert_eq!((providers[0].name.as_str(), providers[0].max_concurrency), ("vllm", Some(4)));
+    assert_eq!(providers[1].requests_per_minute, Some(50));
+
+    let bad = agency_file::ConfigFile::parse("agency.yaml", "providers:\n  x: { kind: openia }\n").unwrap();
+    let e = bad.validate().unwrap_err().to_string();
+    assert!(e.starts_with("agency.yaml:2:14: providers.x.kind: `openia` is not a provider kind"), "{e}");
+    let e = agency_file::ConfigFile::parse("agency.yaml", "providers: {}\nagents: []\n").unwrap_err().to_string();
+    assert!(e.contains("unknown field `agents` in a server configuration"), "{e}");
 }

@@ -81,6 +81,39 @@ pub trait ConversationStore: Send + Sync {
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>>;
 }
 
+/// A provider key as stored: sealed bytes, never the key itself.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealedKey {
+    pub owner: String,
+    pub provider: String,
+    pub nonce: Vec<u8>,
+    pub sealed: Vec<u8>,
+    /// The key's last characters, to tell keys apart in lists.
+    pub suffix: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl std::fmt::Debug for SealedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SealedKey({}/{} …{})", self.owner, self.provider, self.suffix)
+    }
+}
+
+/// Provider keys users stored, sealed by the layer above.
+#[async_trait]
+pub trait SecretStore: Send + Sync {
+    /// Stores or replaces the owner's key for a provider.
+    async fn put_provider_key(&self, key: &SealedKey) -> Result<()>;
+    async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>>;
+    async fn provider_keys(&self, owner: &str) -> Result<Vec<SealedKey>>;
+    /// Every owner's keys (to re-seal them under a new master key).
+    async fn all_provider_keys(&self) -> Result<Vec<SealedKey>>;
+    /// Replaces the sealed bytes of these keys, all or none.
+    async fn reseal_provider_keys(&self, keys: &[SealedKey]) -> Result<()>;
+    /// True when there was a key to delete.
+    async fn delete_provider_key(&self, owner: &str, provider: &str) -> Result<bool>;
+}
+
 /// Small server-wide facts.
 #[async_trait]
 pub trait SettingsStore: Send + Sync {
@@ -91,8 +124,8 @@ pub trait SettingsStore: Send + Sync {
 }
 
 /// Everything the server stores.
-pub trait Store: AgencyStore + ConversationStore + SettingsStore {}
-impl<T: AgencyStore + ConversationStore + SettingsStore> Store for T {}
+pub trait Store: AgencyStore + ConversationStore + SettingsStore + SecretStore {}
+impl<T: AgencyStore + ConversationStore + SettingsStore + SecretStore> Store for T {}
 
 /// Opens (creating if needed) and migrates the database at `url`.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {

@@ -12,7 +12,9 @@ use sqlx::{ConnectOptions, PgPool, Postgres, QueryBuilder};
 use crate::rows::{
     AgencyRow, AgentRow, ConversationRow, MessageRow, TurnRow, agencies_of, blocks_json,
 };
-use crate::{AgencyStore, ConversationStore, Result, SettingsStore, StoreError, redact, sql};
+use crate::{
+    AgencyStore, ConversationStore, Result, SealedKey, SecretStore, SettingsStore, StoreError, redact, sql,
+};
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -282,5 +284,58 @@ impl SettingsStore for PostgresStore {
             .fetch_optional(&self.pool)
             .await?
             .is_some())
+    }
+}
+
+#[async_trait]
+impl SecretStore for PostgresStore {
+    async fn put_provider_key(&self, k: &SealedKey) -> Result<()> {
+        sqlx::query(sql::PUT_PROVIDER_KEY)
+            .bind(&k.owner)
+            .bind(&k.provider)
+            .bind(&k.nonce)
+            .bind(&k.sealed)
+            .bind(&k.suffix)
+            .bind(k.created_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>> {
+        let row: Option<crate::rows::SealedKeyRow> =
+            sqlx::query_as(sql::PROVIDER_KEY).bind(owner).bind(provider).fetch_optional(&self.pool).await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn provider_keys(&self, owner: &str) -> Result<Vec<SealedKey>> {
+        let rows: Vec<crate::rows::SealedKeyRow> =
+            sqlx::query_as(sql::PROVIDER_KEYS_OF_OWNER).bind(owner).fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn all_provider_keys(&self) -> Result<Vec<SealedKey>> {
+        let rows: Vec<crate::rows::SealedKeyRow> = sqlx::query_as(sql::ALL_PROVIDER_KEYS).fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn reseal_provider_keys(&self, keys: &[SealedKey]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for k in keys {
+            sqlx::query(sql::RESEAL_PROVIDER_KEY)
+                .bind(&k.nonce)
+                .bind(&k.sealed)
+                .bind(&k.owner)
+                .bind(&k.provider)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_provider_key(&self, owner: &str, provider: &str) -> Result<bool> {
+        let done = sqlx::query(sql::DELETE_PROVIDER_KEY).bind(owner).bind(provider).execute(&self.pool).await?;
+        Ok(done.rows_affected() == 1)
     }
 }

@@ -76,6 +76,10 @@ struct StoredProvider {
     kind: String,
     base_url: Option<String>,
     api_key_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_concurrency: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    requests_per_minute: Option<u32>,
 }
 
 pub(crate) fn providers_json(providers: &[agency_core::ProviderSpec]) -> String {
@@ -86,6 +90,8 @@ pub(crate) fn providers_json(providers: &[agency_core::ProviderSpec]) -> String 
             kind: p.kind.as_str().to_string(),
             base_url: p.base_url.clone(),
             api_key_env: p.api_key_env.clone(),
+            max_concurrency: p.max_concurrency,
+            requests_per_minute: p.requests_per_minute,
         })
         .collect();
     serde_json::to_string(&stored).unwrap_or_else(|_| "[]".into())
@@ -101,6 +107,8 @@ fn providers_of(json: &str) -> Result<Vec<agency_core::ProviderSpec>, StoreError
                 name: p.name,
                 base_url: p.base_url,
                 api_key_env: p.api_key_env,
+                max_concurrency: p.max_concurrency,
+                requests_per_minute: p.requests_per_minute,
             })
         })
         .collect()
@@ -462,4 +470,38 @@ pub(crate) mod sqlite {
             error: r.get("error")?,
         })
     }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct SealedKeyRow {
+    pub owner: String,
+    pub provider: String,
+    pub nonce: Vec<u8>,
+    pub sealed: Vec<u8>,
+    pub suffix: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<SealedKeyRow> for crate::SealedKey {
+    fn from(r: SealedKeyRow) -> Self {
+        crate::SealedKey {
+            owner: r.owner,
+            provider: r.provider,
+            nonce: r.nonce,
+            sealed: r.sealed,
+            suffix: r.suffix,
+            created_at: r.created_at,
+        }
+    }
+}
+
+pub(crate) fn sealed_key_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<SealedKeyRow> {
+    Ok(SealedKeyRow {
+        owner: r.get("owner")?,
+        provider: r.get("provider")?,
+        nonce: r.get("nonce")?,
+        sealed: r.get("sealed")?,
+        suffix: r.get("suffix")?,
+        created_at: r.get("created_at")?,
+    })
 }

@@ -15,7 +15,9 @@ use chrono::Utc;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 
 use crate::rows::{self, AgencyRow, AgentRow, MessageRow, TurnRow, agencies_of, blocks_json};
-use crate::{AgencyStore, ConversationStore, Result, SettingsStore, StoreError, redact, sql};
+use crate::{
+    AgencyStore, ConversationStore, Result, SealedKey, SecretStore, SettingsStore, StoreError, redact, sql,
+};
 
 /// Schema versions, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")];
@@ -350,5 +352,61 @@ impl SettingsStore for SqliteStore {
 
     async fn is_claimed(&self, key: &str) -> Result<bool> {
         self.with(|conn| conn.prepare_cached(sql::SETTING_EXISTS)?.exists([key]))
+    }
+}
+
+#[async_trait]
+impl SecretStore for SqliteStore {
+    async fn put_provider_key(&self, k: &SealedKey) -> Result<()> {
+        self.with(|conn| {
+            conn.prepare_cached(sql::PUT_PROVIDER_KEY)?
+                .execute(params![k.owner, k.provider, k.nonce, k.sealed, k.suffix, k.created_at])
+        })?;
+        Ok(())
+    }
+
+    async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>> {
+        let row = self.with(|conn| {
+            conn.prepare_cached(sql::PROVIDER_KEY)?
+                .query_row(params![owner, provider], rows::sealed_key_sqlite)
+                .optional()
+        })?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn provider_keys(&self, owner: &str) -> Result<Vec<SealedKey>> {
+        let rows = self.with(|conn| {
+            conn.prepare_cached(sql::PROVIDER_KEYS_OF_OWNER)?
+                .query_map([owner], rows::sealed_key_sqlite)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn all_provider_keys(&self) -> Result<Vec<SealedKey>> {
+        let rows = self.with(|conn| {
+            conn.prepare_cached(sql::ALL_PROVIDER_KEYS)?
+                .query_map([], rows::sealed_key_sqlite)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn reseal_provider_keys(&self, keys: &[SealedKey]) -> Result<()> {
+        self.with(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            {
+                let mut update = tx.prepare_cached(sql::RESEAL_PROVIDER_KEY)?;
+                for k in keys {
+                    update.execute(params![k.nonce, k.sealed, k.owner, k.provider])?;
+                }
+            }
+            tx.commit()
+        })
+    }
+
+    async fn delete_provider_key(&self, owner: &str, provider: &str) -> Result<bool> {
+        let n = self.with(|conn| conn.prepare_cached(sql::DELETE_PROVIDER_KEY)?.execute(params![owner, provider]))?;
+        Ok(n == 1)
     }
 }

@@ -45,6 +45,7 @@ suite!(
     large_appends,
     turns_are_recorded_and_updated,
     settings_are_claimed_once,
+    sealed_provider_keys,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -96,6 +97,8 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
             kind: "openai".into(),
             base_url: Some("http://127.0.0.1:11434/v1".into()),
             api_key_env: Some("LOCAL_KEY".into()),
+            max_concurrency: Some(4),
+            requests_per_minute: None,
         }],
         agents,
         ..Default::default()
@@ -309,4 +312,35 @@ async fn bad_urls_are_clear_errors() {
         !e.to_string().contains("hunter2"),
         "the password is never shown: {e}"
     );
+}
+
+async fn sealed_provider_keys(s: Arc<dyn Store>) {
+    let now = Utc::now().trunc_subsecs(6);
+    let key = |owner: &str, provider: &str, byte: u8| agency_store::SealedKey {
+        owner: owner.into(),
+        provider: provider.into(),
+        nonce: vec![byte; 24],
+        sealed: vec![byte, 0, 255, byte],
+        suffix: "wxyz".into(),
+        created_at: now,
+    };
+    s.put_provider_key(&key("local", "openai", 1)).await.unwrap();
+    s.put_provider_key(&key("local", "anthropic", 2)).await.unwrap();
+    s.put_provider_key(&key("alice", "openai", 3)).await.unwrap();
+    // Storing again replaces.
+    s.put_provider_key(&key("local", "openai", 4)).await.unwrap();
+    assert_eq!(s.provider_key("local", "openai").await.unwrap(), Some(key("local", "openai", 4)));
+    let mine: Vec<String> = s.provider_keys("local").await.unwrap().into_iter().map(|k| k.provider).collect();
+    assert_eq!(mine, ["anthropic", "openai"]);
+    assert_eq!(s.all_provider_keys().await.unwrap().len(), 3);
+    let mut resealed = s.all_provider_keys().await.unwrap();
+    for k in &mut resealed {
+        k.sealed = vec![9, 9];
+    }
+    s.reseal_provider_keys(&resealed).await.unwrap();
+    assert!(s.all_provider_keys().await.unwrap().iter().all(|k| k.sealed == [9, 9]));
+    assert!(s.delete_provider_key("local", "openai").await.unwrap());
+    assert!(!s.delete_provider_key("local", "openai").await.unwrap());
+    assert_eq!(s.provider_key("local", "openai").await.unwrap(), None);
+    assert!(format!("{:?}", key("a", "b", 7)).contains("…wxyz"));
 }

@@ -73,6 +73,18 @@ CREATE TABLE messages (
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX messages_id ON messages (id);
 
+-- Provider API keys a user stored: sealed (XChaCha20-Poly1305) under the server's master key,
+-- with the owner and provider as associated data. Only the last characters are kept in clear.
+CREATE TABLE provider_keys (
+    owner      TEXT NOT NULL,
+    provider   TEXT NOT NULL,
+    nonce      BLOB NOT NULL,
+    sealed     BLOB NOT NULL,
+    suffix     TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (owner, provider)
+);
+
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,
     value TEXT NOT NULL
