@@ -749,7 +749,11 @@ impl AgencyDraft {
 pub fn validate_providers(drafts: &[ProviderDraft]) -> Result<Vec<ProviderSpec>, ValidationErrors> {
     let mut p = Problems(Vec::new());
     let providers = check_providers(drafts, &mut p);
-    if p.0.is_empty() { Ok(providers) } else { Err(ValidationErrors(p.0)) }
+    if p.0.is_empty() {
+        Ok(providers)
+    } else {
+        Err(ValidationErrors(p.0))
+    }
 }
 
 fn check_providers(drafts: &[ProviderDraft], p: &mut Problems) -> Vec<ProviderSpec> {
@@ -759,7 +763,10 @@ fn check_providers(drafts: &[ProviderDraft], p: &mut Problems) -> Vec<ProviderSp
         if let Some(m) = name_problem(&d.name) {
             p.add(path.clone(), m);
         } else if providers.iter().any(|q| q.name == d.name) {
-            p.add(path.clone(), format!("provider `{}` is defined twice", d.name));
+            p.add(
+                path.clone(),
+                format!("provider `{}` is defined twice", d.name),
+            );
         } else if d.name == "builtin" {
             p.add(path.clone(), "`builtin` is the server's own provider");
         }
@@ -773,7 +780,10 @@ fn check_providers(drafts: &[ProviderDraft], p: &mut Problems) -> Vec<ProviderSp
         if let Some(url) = &d.base_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
-            p.add(format!("{path}.base_url"), format!("`{url}` must start with http:// or https://"));
+            p.add(
+                format!("{path}.base_url"),
+                format!("`{url}` must start with http:// or https://"),
+            );
         }
         if let Some(var) = &d.api_key_env
             && (var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
@@ -787,7 +797,10 @@ fn check_providers(drafts: &[ProviderDraft], p: &mut Problems) -> Vec<ProviderSp
             p.add(format!("{path}.max_concurrency"), "must be at least 1");
         }
         if d.requests_per_minute == Some(0) {
-            p.add(format!("{path}.requests_per_minute"), "must be at least 1 (leave it out for no limit)");
+            p.add(
+                format!("{path}.requests_per_minute"),
+                "must be at least 1 (leave it out for no limit)",
+            );
         }
         if let Some(kind) = kind {
             providers.push(ProviderSpec {

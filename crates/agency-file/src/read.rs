@@ -52,9 +52,15 @@ pub(crate) fn parse(text: &str) -> Result<(AgencyDraft, HashMap<String, Pos>), V
 }
 
 /// A server configuration file: `providers:` as in an agency file.
-pub(crate) fn parse_config(text: &str) -> Result<(Vec<ProviderDraft>, HashMap<String, Pos>), Vec<Problem>> {
+pub(crate) fn parse_config(
+    text: &str,
+) -> Result<(Vec<ProviderDraft>, HashMap<String, Pos>), Vec<Problem>> {
     read(text, |reader, root| {
-        let f = Fields { map: root, path: "", pos: node_pos(root) };
+        let f = Fields {
+            map: root,
+            path: "",
+            pos: node_pos(root),
+        };
         reader.unknown_fields(&f, CONFIG_FIELDS, "a server configuration");
         reader.providers(&f)
     })

@@ -694,12 +694,24 @@ fn server_configuration_names_providers() {
     let config = agency_file::ConfigFile::parse("agency.yaml", text).unwrap();
     let providers = config.validate().unwrap();
     assert_eq!(providers.len(), 2);
-    assert_eq!((providers[0].name.as_str(), providers[0].max_concurrency), ("vllm", Some(4)));
+    assert_eq!(
+        (providers[0].name.as_str(), providers[0].max_concurrency),
+        ("vllm", Some(4))
+    );
     assert_eq!(providers[1].requests_per_minute, Some(50));
 
-    let bad = agency_file::ConfigFile::parse("agency.yaml", "providers:\n  x: { kind: openia }\n").unwrap();
+    let bad = agency_file::ConfigFile::parse("agency.yaml", "providers:\n  x: { kind: openia }\n")
+        .unwrap();
     let e = bad.validate().unwrap_err().to_string();
-    assert!(e.starts_with("agency.yaml:2:14: providers.x.kind: `openia` is not a provider kind"), "{e}");
-    let e = agency_file::ConfigFile::parse("agency.yaml", "providers: {}\nagents: []\n").unwrap_err().to_string();
-    assert!(e.contains("unknown field `agents` in a server configuration"), "{e}");
+    assert!(
+        e.starts_with("agency.yaml:2:14: providers.x.kind: `openia` is not a provider kind"),
+        "{e}"
+    );
+    let e = agency_file::ConfigFile::parse("agency.yaml", "providers: {}\nagents: []\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unknown field `agents` in a server configuration"),
+        "{e}"
+    );
 }

@@ -1,1 +1,550 @@
 //! OpenAI Chat Completions and every server that speaks it.
+//!
+//! One [`OpenAi`] provider serves any model name the server knows: `openai/gpt-4o` against
+//! api.openai.com, `local/qwen2.5` against Ollama, vLLM, llama.cpp, LiteLLM or OpenRouter. The
+//! key, when there is one, is sent as a bearer token and never shown anywhere else.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agency_core::{Protocol, Usage};
+use async_trait::async_trait;
+use futures::StreamExt;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Map, Value, json};
+
+use crate::http::{Answer, Endpoint, HttpSettings, ProviderError};
+use crate::{Completion, Model, ModelError, ModelRequest, Provider};
+
+/// OpenAI's own endpoint.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The name of the schema sent with structured output.
+const SCHEMA_NAME: &str = "agency_reply";
+
+/// How to reach one OpenAI-compatible server.
+#[derive(Clone, Debug)]
+pub struct OpenAiConfig {
+    /// Up to and including the version, e.g. `https://api.openai.com/v1` or
+    /// `http://localhost:11434/v1`; `/chat/completions` is added to it.
+    pub base_url: String,
+    /// Unset for local servers that take no key.
+    pub api_key: Option<SecretString>,
+    /// Ask for replies that follow the JSON protocol's schema (`response_format`), when the
+    /// agency speaks that protocol. Not every compatible server supports it.
+    pub structured_output: bool,
+    pub http: HttpSettings,
+}
+
+impl OpenAiConfig {
+    /// `base_url` defaults to [`OPENAI_BASE_URL`]; structured output is on only for
+    /// api.openai.com.
+    pub fn new(base_url: Option<&str>, api_key: Option<SecretString>) -> Self {
+        let base_url = base_url
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .unwrap_or(OPENAI_BASE_URL)
+            .trim_end_matches('/')
+            .to_string();
+        Self {
+            structured_output: is_openai(&base_url),
+            base_url,
+            api_key,
+            http: HttpSettings::default(),
+        }
+    }
+}
+
+/// A provider speaking OpenAI's Chat Completions.
+pub struct OpenAi {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    base_url: String,
+    endpoint: Endpoint,
+    api_key: Option<SecretString>,
+    structured_output: bool,
+    /// api.openai.com itself, which wants `max_completion_tokens`.
+    official: bool,
+}
+
+impl OpenAi {
+    /// `name` is what errors are reported under (the provider part of `name/model`).
+    pub fn new(name: &str, config: OpenAiConfig) -> Result<Self, ProviderError> {
+        let base_url = config.base_url.trim().trim_end_matches('/').to_string();
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(ProviderError::Config(format!(
+                "{name}: the base URL `{base_url}` must start with http:// or https://"
+            )));
+        }
+        let api_key = config
+            .api_key
+            .filter(|k| !k.expose_secret().trim().is_empty());
+        if let Some(key) = &api_key
+            && !key
+                .expose_secret()
+                .trim()
+                .bytes()
+                .all(|b| b.is_ascii_graphic() || b == b' ')
+        {
+            // Never echo the key itself.
+            return Err(ProviderError::Config(format!(
+                "{name}: the API key holds characters an HTTP header cannot carry"
+            )));
+        }
+        let endpoint = Endpoint::new(&base_url, config.http)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                name: name.to_string(),
+                official: is_openai(&base_url),
+                base_url,
+                endpoint,
+                api_key,
+                structured_output: config.structured_output,
+            }),
+        })
+    }
+}
+
+impl fmt::Debug for OpenAi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        f.debug_struct("OpenAi")
+            .field("name", &i.name)
+            .field("base_url", &i.base_url)
+            .field(
+                "api_key",
+                &if i.api_key.is_some() {
+                    "[REDACTED]"
+                } else {
+                    "none"
+                },
+            )
+            .field("structured_output", &i.structured_output)
+            .field("http", i.endpoint.settings())
+            .finish()
+    }
+}
+
+impl Provider for OpenAi {
+    fn model(&self, name: &str) -> Option<Arc<dyn Model>> {
+        (!name.trim().is_empty()).then(|| {
+            Arc::new(OpenAiModel {
+                provider: self.inner.clone(),
+                model: name.to_string(),
+            }) as Arc<dyn Model>
+        })
+    }
+}
+
+/// One model of an [`OpenAi`] provider.
+struct OpenAiModel {
+    provider: Arc<Inner>,
+    model: String,
+}
+
+#[async_trait]
+impl Model for OpenAiModel {
+    async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
+        let total = self.provider.endpoint.settings().total_timeout;
+        let result = match tokio::time::timeout(total, self.call(request)).await {
+            Ok(result) => result,
+            Err(_) => Err(ProviderError::Timeout("total").to_string()),
+        };
+        result.map_err(|message| ModelError::Failed {
+            provider: self.provider.name.clone(),
+            message,
+        })
+    }
+}
+
+impl OpenAiModel {
+    async fn call(&self, request: ModelRequest) -> Result<Completion, String> {
+        let p = &self.provider;
+        let body = self.body(&request)?;
+        let mut headers = Vec::new();
+        if let Some(key) = &p.api_key {
+            headers.push((
+                "authorization",
+                format!("Bearer {}", key.expose_secret().trim()),
+            ));
+        }
+        let answer = p
+            .endpoint
+            .post("/chat/completions", &headers, &body)
+            .await
+            .map_err(|e| e.to_string())?;
+        match request.deltas {
+            None => {
+                let idle = p.endpoint.settings().idle_timeout;
+                let bytes = read_body(answer, idle).await.map_err(|e| e.to_string())?;
+                parse_completion(&bytes)
+            }
+            Some(deltas) => self.read_stream(answer, &deltas).await,
+        }
+    }
+
+    /// The request body: the chat, the agent's sampling, the schema and the stream flags.
+    fn body(&self, request: &ModelRequest) -> Result<Value, String> {
+        let p = &self.provider;
+        let agent = request
+            .agent()
+            .ok_or_else(|| format!("the agency has no agent #{}", request.agent.get()))?;
+        let messages: Vec<Value> = request
+            .chat()
+            .into_iter()
+            .map(|(role, text)| json!({"role": role.as_str(), "content": text}))
+            .collect();
+        let mut body = Map::new();
+        body.insert("model".into(), json!(self.model));
+        body.insert("messages".into(), Value::Array(messages));
+        let sampling = agent.sampling;
+        if let Some(t) = sampling.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(t) = sampling.top_p {
+            body.insert("top_p".into(), json!(t));
+        }
+        if let Some(n) = sampling.max_tokens {
+            let field = if p.official {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            body.insert(field.into(), json!(n));
+        }
+        if p.structured_output && request.agency.protocol == Protocol::Json {
+            body.insert("response_format".into(), reply_format());
+        }
+        if request.deltas.is_some() {
+            body.insert("stream".into(), json!(true));
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        Ok(Value::Object(body))
+    }
+
+    /// Reads `chat.completion.chunk` events until `[DONE]`, passing on each piece of text.
+    async fn read_stream(
+        &self,
+        answer: Answer,
+        deltas: &tokio::sync::mpsc::UnboundedSender<String>,
+    ) -> Result<Completion, String> {
+        let mut events = self.provider.endpoint.events(answer);
+        let mut text = String::new();
+        let mut refusal = String::new();
+        let mut usage = Usage::default();
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| e.to_string())?;
+            let data = event.data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            if data == "[DONE]" {
+                if text.is_empty() && !refusal.is_empty() {
+                    return Err(format!("the model refused: {refusal}"));
+                }
+                return Ok(Completion { text, usage });
+            }
+            let chunk: Value = serde_json::from_str(data).map_err(|e| {
+                malformed(format!(
+                    "a stream chunk is not JSON ({e}): {}",
+                    snippet(data)
+                ))
+            })?;
+            if let Some(error) = reported_error(&chunk) {
+                return Err(format!("error in the stream: {error}"));
+            }
+            let Some(chunk) = chunk.as_object() else {
+                return Err(malformed(format!(
+                    "a stream chunk is not an object: {}",
+                    snippet(data)
+                )));
+            };
+            if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+                usage = parse_usage(u);
+            }
+            let choices = match chunk.get("choices") {
+                None | Some(Value::Null) => &Vec::new(),
+                Some(Value::Array(c)) => c,
+                Some(_) => {
+                    return Err(malformed(format!(
+                        "a stream chunk's choices are not a list: {}",
+                        snippet(data)
+                    )));
+                }
+            };
+            let Some(delta) = choices.first().and_then(|c| c.get("delta")) else {
+                continue;
+            };
+            match delta.get("content") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(piece)) => {
+                    if !piece.is_empty() {
+                        text.push_str(piece);
+                        let _ = deltas.send(piece.clone());
+                    }
+                }
+                Some(_) => {
+                    return Err(malformed(format!(
+                        "a stream chunk's content is not text: {}",
+                        snippet(data)
+                    )));
+                }
+            }
+            if let Some(piece) = delta.get("refusal").and_then(Value::as_str) {
+                refusal.push_str(piece);
+            }
+        }
+        Err(malformed("the stream ended before `data: [DONE]`".into()))
+    }
+}
+
+/// `response_format` for the JSON protocol: exactly `{"to": <id>, "context": "<text>"}`.
+fn reply_format() -> Value {
+    json!({
+        "type": "json_schema",
+        "json_schema": {
+            "name": SCHEMA_NAME,
+            "strict": true,
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "to": {"type": "integer"},
+                    "context": {"type": "string"}
+                },
+                "required": ["to", "context"],
+                "additionalProperties": false
+            }
+        }
+    })
+}
+
+/// A non-streamed `chat.completion`.
+fn parse_completion(bytes: &[u8]) -> Result<Completion, String> {
+    let body: Value = serde_json::from_slice(bytes).map_err(|e| {
+        malformed(format!(
+            "the body is not JSON ({e}): {}",
+            snippet(&String::from_utf8_lossy(bytes))
+        ))
+    })?;
+    if let Some(error) = reported_error(&body) {
+        return Err(format!("the provider reported an error: {error}"));
+    }
+    let message = body
+        .pointer("/choices/0/message")
+        .ok_or_else(|| malformed("the answer has no choices".into()))?;
+    let text = match message.get("content") {
+        Some(Value::String(text)) => text.clone(),
+        // Content parts, as some compatible servers send them.
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => {
+            return Err(match message.get("refusal").and_then(Value::as_str) {
+                Some(refusal) => format!("the model refused: {refusal}"),
+                None => malformed("the answer's message has no content".into()),
+            });
+        }
+    };
+    let usage = body.get("usage").map(parse_usage).unwrap_or_default();
+    Ok(Completion { text, usage })
+}
+
+fn parse_usage(usage: &Value) -> Usage {
+    let tokens = |field: &str| {
+        usage
+            .get(field)
+            .and_then(Value::as_u64)
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+    };
+    Usage {
+        prompt_tokens: tokens("prompt_tokens"),
+        completion_tokens: tokens("completion_tokens"),
+    }
+}
+
+/// The message of an `{"error": {...}}` object sent where an answer was expected.
+fn reported_error(body: &Value) -> Option<String> {
+    let error = body.get("error").filter(|e| !e.is_null())?;
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| error.as_str().map(str::to_string))
+        .unwrap_or_else(|| snippet(&error.to_string()));
+    Some(match error.get("code").filter(|c| !c.is_null()) {
+        Some(Value::String(code)) => format!("{message} ({code})"),
+        Some(code) => format!("{message} ({code})"),
+        None => message,
+    })
+}
+
+/// The whole body of a non-streamed answer; a silence longer than `idle` is an error.
+async fn read_body(mut answer: Answer, idle: Duration) -> Result<Vec<u8>, ProviderError> {
+    let mut body = Vec::new();
+    loop {
+        match tokio::time::timeout(idle, answer.response.chunk()).await {
+            Err(_) => return Err(ProviderError::Timeout("the rest of the answer")),
+            Ok(Err(e)) => return Err(ProviderError::Connection(error_chain(&e))),
+            Ok(Ok(None)) => return Ok(body),
+            Ok(Ok(Some(bytes))) => body.extend_from_slice(&bytes),
+        }
+    }
+}
+
+fn malformed(message: String) -> String {
+    ProviderError::Malformed(message).to_string()
+}
+
+/// The start of a body, for an error message.
+fn snippet(text: &str) -> String {
+    const MAX: usize = 200;
+    let mut s: String = text.chars().take(MAX).collect();
+    if text.chars().nth(MAX).is_some() {
+        s.push('…');
+    }
+    s
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        source = cause.source();
+    }
+    s
+}
+
+/// Whether `url` points at api.openai.com itself.
+fn is_openai(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = host.split(':').next().unwrap_or_default();
+    host.eq_ignore_ascii_case("api.openai.com")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_api_openai_com_is_openai() {
+        assert!(is_openai("https://api.openai.com/v1"));
+        assert!(is_openai("https://API.openai.com:443/v1/"));
+        assert!(!is_openai("http://localhost:11434/v1"));
+        assert!(!is_openai("https://api.openai.com.example.org/v1"));
+        assert!(!is_openai("https://example.org/api.openai.com/v1"));
+    }
+
+    #[test]
+    fn config_defaults() {
+        let c = OpenAiConfig::new(None, None);
+        assert_eq!(c.base_url, OPENAI_BASE_URL);
+        assert!(c.structured_output);
+        let c = OpenAiConfig::new(Some("http://localhost:11434/v1/"), None);
+        assert_eq!(c.base_url, "http://localhost:11434/v1");
+        assert!(!c.structured_output);
+    }
+
+    fn request(max_tokens: Option<u32>) -> ModelRequest {
+        use agency_core::{AgencyDraft, AgencyId, AgentDraft, AgentId};
+        let agency = AgencyDraft {
+            name: "t".into(),
+            protocol: "json".into(),
+            manager: "boss".into(),
+            agents: vec![AgentDraft {
+                id: Some(1),
+                name: "boss".into(),
+                model: "openai/gpt-4o".into(),
+                max_tokens,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .validate(AgencyId::new(), "local", &|_| true)
+        .unwrap();
+        ModelRequest {
+            roster: Arc::new(agency.roster()),
+            agency: Arc::new(agency),
+            agent: AgentId::new(1).unwrap(),
+            context: Arc::new(Vec::new()),
+            deltas: None,
+        }
+    }
+
+    fn body(base_url: &str, request: &ModelRequest) -> Value {
+        let provider = OpenAi::new("openai", OpenAiConfig::new(Some(base_url), None)).unwrap();
+        OpenAiModel {
+            provider: provider.inner.clone(),
+            model: "gpt-4o".into(),
+        }
+        .body(request)
+        .unwrap()
+    }
+
+    #[test]
+    fn the_official_endpoint_takes_max_completion_tokens_and_a_schema() {
+        let official = body(OPENAI_BASE_URL, &request(Some(100)));
+        assert_eq!(official["max_completion_tokens"], 100);
+        assert!(official.get("max_tokens").is_none());
+        assert_eq!(
+            official["response_format"]["json_schema"]["name"],
+            SCHEMA_NAME
+        );
+        let local = body("http://localhost:8000/v1", &request(Some(100)));
+        assert_eq!(local["max_tokens"], 100);
+        assert!(local.get("max_completion_tokens").is_none());
+        assert!(local.get("response_format").is_none());
+        let unset = body(OPENAI_BASE_URL, &request(None));
+        assert!(unset.get("max_completion_tokens").is_none());
+    }
+
+    #[test]
+    fn completions_parse() {
+        let done = parse_completion(
+            br#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+        );
+        assert_eq!(
+            done,
+            Ok(Completion {
+                text: "hi".into(),
+                usage: Usage {
+                    prompt_tokens: 3,
+                    completion_tokens: 1
+                }
+            })
+        );
+        let no_usage = parse_completion(br#"{"choices":[{"message":{"content":"hi"}}]}"#);
+        assert_eq!(no_usage.map(|c| c.usage), Ok(Usage::default()));
+        assert!(
+            parse_completion(br#"{"choices":[]}"#)
+                .unwrap_err()
+                .contains("no choices")
+        );
+        assert!(
+            parse_completion(br#"{"choices":[{"message":{"content":null}}]}"#)
+                .unwrap_err()
+                .contains("no content")
+        );
+        assert!(
+            parse_completion(br#"{"choices":[{"message":{"content":null,"refusal":"no"}}]}"#)
+                .unwrap_err()
+                .contains("refused: no")
+        );
+        assert!(
+            parse_completion(br#"{"error":{"message":"boom","code":"x"}}"#)
+                .unwrap_err()
+                .contains("boom (x)")
+        );
+    }
+}

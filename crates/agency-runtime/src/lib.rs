@@ -7,6 +7,7 @@
 
 mod error;
 mod events;
+pub mod secrets;
 mod turn;
 
 use std::collections::HashMap;

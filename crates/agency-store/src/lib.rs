@@ -95,7 +95,11 @@ pub struct SealedKey {
 
 impl std::fmt::Debug for SealedKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SealedKey({}/{} …{})", self.owner, self.provider, self.suffix)
+        write!(
+            f,
+            "SealedKey({}/{} …{})",
+            self.owner, self.provider, self.suffix
+        )
     }
 }
 

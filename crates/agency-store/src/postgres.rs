@@ -13,7 +13,8 @@ use crate::rows::{
     AgencyRow, AgentRow, ConversationRow, MessageRow, TurnRow, agencies_of, blocks_json,
 };
 use crate::{
-    AgencyStore, ConversationStore, Result, SealedKey, SecretStore, SettingsStore, StoreError, redact, sql,
+    AgencyStore, ConversationStore, Result, SealedKey, SecretStore, SettingsStore, StoreError,
+    redact, sql,
 };
 
 pub struct PostgresStore {
@@ -303,19 +304,26 @@ impl SecretStore for PostgresStore {
     }
 
     async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>> {
-        let row: Option<crate::rows::SealedKeyRow> =
-            sqlx::query_as(sql::PROVIDER_KEY).bind(owner).bind(provider).fetch_optional(&self.pool).await?;
+        let row: Option<crate::rows::SealedKeyRow> = sqlx::query_as(sql::PROVIDER_KEY)
+            .bind(owner)
+            .bind(provider)
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(row.map(Into::into))
     }
 
     async fn provider_keys(&self, owner: &str) -> Result<Vec<SealedKey>> {
-        let rows: Vec<crate::rows::SealedKeyRow> =
-            sqlx::query_as(sql::PROVIDER_KEYS_OF_OWNER).bind(owner).fetch_all(&self.pool).await?;
+        let rows: Vec<crate::rows::SealedKeyRow> = sqlx::query_as(sql::PROVIDER_KEYS_OF_OWNER)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
     async fn all_provider_keys(&self) -> Result<Vec<SealedKey>> {
-        let rows: Vec<crate::rows::SealedKeyRow> = sqlx::query_as(sql::ALL_PROVIDER_KEYS).fetch_all(&self.pool).await?;
+        let rows: Vec<crate::rows::SealedKeyRow> = sqlx::query_as(sql::ALL_PROVIDER_KEYS)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
@@ -335,7 +343,11 @@ impl SecretStore for PostgresStore {
     }
 
     async fn delete_provider_key(&self, owner: &str, provider: &str) -> Result<bool> {
-        let done = sqlx::query(sql::DELETE_PROVIDER_KEY).bind(owner).bind(provider).execute(&self.pool).await?;
+        let done = sqlx::query(sql::DELETE_PROVIDER_KEY)
+            .bind(owner)
+            .bind(provider)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 }

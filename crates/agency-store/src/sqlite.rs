@@ -16,7 +16,8 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 
 use crate::rows::{self, AgencyRow, AgentRow, MessageRow, TurnRow, agencies_of, blocks_json};
 use crate::{
-    AgencyStore, ConversationStore, Result, SealedKey, SecretStore, SettingsStore, StoreError, redact, sql,
+    AgencyStore, ConversationStore, Result, SealedKey, SecretStore, SettingsStore, StoreError,
+    redact, sql,
 };
 
 /// Schema versions, applied in order; `PRAGMA user_version` records how many ran.
@@ -359,8 +360,14 @@ impl SettingsStore for SqliteStore {
 impl SecretStore for SqliteStore {
     async fn put_provider_key(&self, k: &SealedKey) -> Result<()> {
         self.with(|conn| {
-            conn.prepare_cached(sql::PUT_PROVIDER_KEY)?
-                .execute(params![k.owner, k.provider, k.nonce, k.sealed, k.suffix, k.created_at])
+            conn.prepare_cached(sql::PUT_PROVIDER_KEY)?.execute(params![
+                k.owner,
+                k.provider,
+                k.nonce,
+                k.sealed,
+                k.suffix,
+                k.created_at
+            ])
         })?;
         Ok(())
     }
@@ -406,7 +413,10 @@ impl SecretStore for SqliteStore {
     }
 
     async fn delete_provider_key(&self, owner: &str, provider: &str) -> Result<bool> {
-        let n = self.with(|conn| conn.prepare_cached(sql::DELETE_PROVIDER_KEY)?.execute(params![owner, provider]))?;
+        let n = self.with(|conn| {
+            conn.prepare_cached(sql::DELETE_PROVIDER_KEY)?
+                .execute(params![owner, provider])
+        })?;
         Ok(n == 1)
     }
 }

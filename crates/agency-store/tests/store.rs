@@ -324,13 +324,30 @@ async fn sealed_provider_keys(s: Arc<dyn Store>) {
         suffix: "wxyz".into(),
         created_at: now,
     };
-    s.put_provider_key(&key("local", "openai", 1)).await.unwrap();
-    s.put_provider_key(&key("local", "anthropic", 2)).await.unwrap();
-    s.put_provider_key(&key("alice", "openai", 3)).await.unwrap();
+    s.put_provider_key(&key("local", "openai", 1))
+        .await
+        .unwrap();
+    s.put_provider_key(&key("local", "anthropic", 2))
+        .await
+        .unwrap();
+    s.put_provider_key(&key("alice", "openai", 3))
+        .await
+        .unwrap();
     // Storing again replaces.
-    s.put_provider_key(&key("local", "openai", 4)).await.unwrap();
-    assert_eq!(s.provider_key("local", "openai").await.unwrap(), Some(key("local", "openai", 4)));
-    let mine: Vec<String> = s.provider_keys("local").await.unwrap().into_iter().map(|k| k.provider).collect();
+    s.put_provider_key(&key("local", "openai", 4))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.provider_key("local", "openai").await.unwrap(),
+        Some(key("local", "openai", 4))
+    );
+    let mine: Vec<String> = s
+        .provider_keys("local")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|k| k.provider)
+        .collect();
     assert_eq!(mine, ["anthropic", "openai"]);
     assert_eq!(s.all_provider_keys().await.unwrap().len(), 3);
     let mut resealed = s.all_provider_keys().await.unwrap();
@@ -338,7 +355,13 @@ async fn sealed_provider_keys(s: Arc<dyn Store>) {
         k.sealed = vec![9, 9];
     }
     s.reseal_provider_keys(&resealed).await.unwrap();
-    assert!(s.all_provider_keys().await.unwrap().iter().all(|k| k.sealed == [9, 9]));
+    assert!(
+        s.all_provider_keys()
+            .await
+            .unwrap()
+            .iter()
+            .all(|k| k.sealed == [9, 9])
+    );
     assert!(s.delete_provider_key("local", "openai").await.unwrap());
     assert!(!s.delete_provider_key("local", "openai").await.unwrap());
     assert_eq!(s.provider_key("local", "openai").await.unwrap(), None);

@@ -10,9 +10,11 @@ use std::sync::Arc;
 use agency_core::{Agency, ConversationId, MessageKind};
 use agency_file::AgencyFile;
 use agency_providers::Providers;
+use agency_runtime::secrets::{self, MASTER_KEY_ENV, MasterKeySource};
 use agency_runtime::{Event, LOCAL_OWNER, Runtime, RuntimeError, TurnOutcome};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use secrecy::SecretString;
 
 /// The demo agency, imported on the first start of an empty database.
 const DEMO: &str = include_str!("../../../examples/studio.yaml");
@@ -32,6 +34,19 @@ struct Cli {
         default_value = "sqlite://agency.db"
     )]
     db: String,
+    /// Server configuration: the providers every agency can use (YAML, as an agency file's
+    /// `providers:`).
+    #[arg(long, global = true, env = "AGENCY_CONFIG")]
+    config: Option<PathBuf>,
+    /// The master key that seals stored provider keys (created, mode 0600, when the first key
+    /// is stored). `AGENCY_MASTER_KEY` (64 hex digits) takes precedence.
+    #[arg(
+        long,
+        global = true,
+        env = "AGENCY_MASTER_KEY_FILE",
+        default_value = "agency.key"
+    )]
+    master_key_file: PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -66,6 +81,29 @@ enum Command {
         #[arg(long)]
         conversation: Option<ConversationId>,
     },
+    /// Provider API keys stored in the database, sealed under the master key.
+    #[command(subcommand)]
+    ProviderKey(ProviderKeyCommand),
+    /// The master key that seals stored provider keys.
+    #[command(subcommand)]
+    MasterKey(MasterKeyCommand),
+}
+
+#[derive(Subcommand)]
+enum ProviderKeyCommand {
+    /// Store the key for provider NAME, read from standard input (e.g. `printf %s "$KEY" |
+    /// agency provider-key set openai`). It is never printed again.
+    Set { name: String },
+    /// The stored keys, masked.
+    List,
+    /// Forget the key for provider NAME.
+    Delete { name: String },
+}
+
+#[derive(Subcommand)]
+enum MasterKeyCommand {
+    /// Make a new master key and re-seal every stored provider key under it.
+    Rotate,
 }
 
 fn main() -> ExitCode {
@@ -93,7 +131,25 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    let master_key = match std::env::var(MASTER_KEY_ENV) {
+        Ok(hex) if !hex.trim().is_empty() => MasterKeySource::Hex(SecretString::from(hex)),
+        _ => MasterKeySource::File(cli.master_key_file.clone()),
+    };
     let store = agency_store::open(&cli.db).await?;
+    match &cli.command {
+        Command::ProviderKey(c) => return provider_key(&*store, &master_key, c).await,
+        Command::MasterKey(MasterKeyCommand::Rotate) => {
+            let (n, new_key) = secrets::rotate_master_key(&*store, &master_key).await?;
+            match new_key {
+                None => println!("rotated the master key; re-sealed {n} stored key(s)"),
+                Some(hex) => println!(
+                    "re-sealed {n} stored key(s) under a new master key; set {MASTER_KEY_ENV} to it now:\n{hex}"
+                ),
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
     let rt = Runtime::new(store, Providers::builtin());
     seed_demo(&rt).await?;
     match cli.command {
@@ -101,6 +157,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import { file } => import(&rt, &file).await,
         Command::Export { name, output } => export(&rt, &name, output).await,
         Command::List => list(&rt).await,
+        // Handled above, before the runtime starts.
+        Command::ProviderKey(_) | Command::MasterKey(_) => Ok(()),
         Command::Chat {
             name,
             message,
@@ -126,6 +184,47 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             result
         }
     }
+}
+
+async fn provider_key(
+    store: &dyn agency_store::Store,
+    master_key: &MasterKeySource,
+    command: &ProviderKeyCommand,
+) -> anyhow::Result<()> {
+    match command {
+        ProviderKeyCommand::Set { name } => {
+            let mut key = String::new();
+            std::io::stdin()
+                .read_line(&mut key)
+                .context("cannot read the key from standard input")?;
+            let key = SecretString::from(key.trim().to_string());
+            let sealed =
+                secrets::store_provider_key(store, master_key, LOCAL_OWNER, name, &key).await?;
+            println!("stored the key for `{name}` (…{}), sealed", sealed.suffix);
+        }
+        ProviderKeyCommand::List => {
+            let keys = store.provider_keys(LOCAL_OWNER).await?;
+            if keys.is_empty() {
+                println!("no stored provider keys");
+            }
+            for k in keys {
+                println!(
+                    "{:<20} …{:<6} stored {}",
+                    k.provider,
+                    k.suffix,
+                    k.created_at.format("%Y-%m-%d %H:%M UTC")
+                );
+            }
+        }
+        ProviderKeyCommand::Delete { name } => {
+            if store.delete_provider_key(LOCAL_OWNER, name).await? {
+                println!("deleted the key for `{name}`");
+            } else {
+                bail!("no key is stored for `{name}`");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Imports the demo agency the first time an empty database is opened.

@@ -1,0 +1,416 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The Anthropic provider against the fake Anthropic server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agency_core::{
+    AgencyDraft, AgencyId, AgentDraft, AgentId, ConversationId, Message, MessageId, MessageKind,
+    Usage,
+};
+use agency_fakes::{Fake, Recorded, anthropic as fake};
+use agency_providers::anthropic::{
+    ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, Anthropic, AnthropicConfig, DEFAULT_MAX_TOKENS,
+};
+use agency_providers::http::HttpSettings;
+use agency_providers::{Completion, Model, ModelError, ModelRequest, Provider};
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-ant-test-7f3a9c1e5b";
+const MODEL: &str = "claude-sonnet-4-5";
+
+fn settings() -> HttpSettings {
+    HttpSettings {
+        connect_timeout: Duration::from_secs(2),
+        first_byte_timeout: Duration::from_millis(500),
+        total_timeout: Duration::from_secs(20),
+        idle_timeout: Duration::from_millis(400),
+        max_retries: 2,
+        backoff_base: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(20),
+        max_concurrency: 4,
+        requests_per_minute: None,
+    }
+}
+
+fn provider(fake: &Fake, key: Option<&str>) -> Anthropic {
+    let mut config = AnthropicConfig::new(Some(&fake.url), key.map(Into::into));
+    config.http = settings();
+    Anthropic::new("claude", config).unwrap()
+}
+
+fn model(fake: &Fake) -> Arc<dyn Model> {
+    provider(fake, Some(KEY)).model(MODEL).unwrap()
+}
+
+/// The agent's sampling: temperature, top_p, max_tokens.
+type Sampling = (Option<f64>, Option<f64>, Option<u32>);
+
+/// A request for agent 2 (`dev`) of a two-agent agency using the directives protocol, with
+/// `context` as (kind, sender, text).
+fn request_with(sampling: Sampling, context: &[(MessageKind, Option<u32>, &str)]) -> ModelRequest {
+    let (temperature, top_p, max_tokens) = sampling;
+    let agency = AgencyDraft {
+        name: "t".into(),
+        protocol: "directives".into(),
+        manager: "boss".into(),
+        agents: vec![
+            AgentDraft {
+                id: Some(1),
+                name: "boss".into(),
+                model: "builtin/rules".into(),
+                ..Default::default()
+            },
+            AgentDraft {
+                id: Some(2),
+                name: "dev".into(),
+                model: format!("anthropic/{MODEL}"),
+                temperature,
+                top_p,
+                max_tokens,
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    }
+    .validate(AgencyId::new(), "local", &|_| true)
+    .unwrap();
+    let conversation = ConversationId::new();
+    let context = context
+        .iter()
+        .enumerate()
+        .map(|(seq, (kind, from, text))| Message {
+            id: MessageId::new(),
+            conversation_id: conversation,
+            turn_id: None,
+            seq: seq as i64,
+            agent: AgentId::new(2),
+            kind: *kind,
+            linked: None,
+            from: from.and_then(AgentId::new),
+            to: AgentId::new(2),
+            text: (*text).into(),
+            usage: None,
+            latency_ms: None,
+            included: true,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+        })
+        .collect();
+    ModelRequest {
+        roster: Arc::new(agency.roster()),
+        agency: Arc::new(agency),
+        agent: AgentId::new(2).unwrap(),
+        context: Arc::new(context),
+        deltas: None,
+    }
+}
+
+/// A system prompt, two deliveries in a row, the agent's reply, and a correction.
+fn request(sampling: Sampling) -> ModelRequest {
+    request_with(
+        sampling,
+        &[
+            (MessageKind::System, None, "You are dev."),
+            (MessageKind::Delivery, Some(1), "build it"),
+            (MessageKind::Delivery, Some(1), "and test it"),
+            (MessageKind::Reply, Some(2), "TO boss: done"),
+            (
+                MessageKind::Correction,
+                None,
+                "Your reply could not be delivered",
+            ),
+        ],
+    )
+}
+
+/// What [`request`]'s context becomes.
+fn folded_messages() -> Value {
+    json!([
+        {"role": "user", "content": "FROM boss: build it\n\nFROM boss: and test it"},
+        {"role": "assistant", "content": "TO boss: done"},
+        {"role": "user", "content": "Your reply could not be delivered"},
+    ])
+}
+
+fn streaming(
+    mut request: ModelRequest,
+) -> (ModelRequest, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    request.deltas = Some(tx);
+    (request, rx)
+}
+
+fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> Vec<String> {
+    let mut pieces = Vec::new();
+    while let Ok(piece) = rx.try_recv() {
+        pieces.push(piece);
+    }
+    pieces
+}
+
+fn failure(result: Result<Completion, ModelError>) -> String {
+    match result {
+        Ok(done) => panic!("expected an error, got {done:?}"),
+        Err(ModelError::Failed { provider, message }) => {
+            assert_eq!(provider, "claude");
+            message
+        }
+        Err(other) => panic!("expected a provider failure, got {other:?}"),
+    }
+}
+
+/// The request's strict alternation, starting with the user.
+fn assert_alternates(body: &Value) {
+    let messages = body["messages"].as_array().unwrap();
+    assert!(!messages.is_empty());
+    for (i, m) in messages.iter().enumerate() {
+        let want = if i % 2 == 0 { "user" } else { "assistant" };
+        assert_eq!(m["role"], want, "message {i} of {messages:?}");
+        assert!(m["content"].as_str().is_some_and(|c| !c.is_empty()));
+    }
+}
+
+fn assert_well_formed(r: &Recorded) {
+    assert_eq!(r.method, "POST");
+    assert_eq!(r.path, "/v1/messages");
+    assert_eq!(r.headers["anthropic-version"], ANTHROPIC_VERSION);
+    assert!(r.headers["content-type"].starts_with("application/json"));
+    assert_eq!(r.body["model"], MODEL);
+    assert_alternates(&r.body);
+}
+
+#[tokio::test]
+async fn a_message_is_asked_for_in_the_api_shape_and_read_whole() {
+    let fake = Fake::start().await;
+    fake.push(fake::message("TO boss: built and tested", 42, 7));
+
+    let done = model(&fake)
+        .complete(request((Some(0.3), None, Some(256))))
+        .await
+        .unwrap();
+    assert_eq!(done.text, "TO boss: built and tested");
+    assert_eq!(
+        done.usage,
+        Usage {
+            prompt_tokens: 42,
+            completion_tokens: 7
+        }
+    );
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    let r = &requests[0];
+    assert_well_formed(r);
+    assert_eq!(r.headers["x-api-key"], KEY);
+    assert_eq!(r.body["system"], "You are dev.");
+    assert_eq!(r.body["messages"], folded_messages());
+    assert_eq!(r.body["max_tokens"], 256);
+    assert_eq!(r.body["temperature"], 0.3);
+    let body = r.body.as_object().unwrap();
+    assert!(!body.contains_key("top_p"));
+    assert!(!body.contains_key("stream"));
+}
+
+#[tokio::test]
+async fn max_tokens_is_always_sent_and_the_user_speaks_first() {
+    let fake = Fake::start().await;
+    fake.push(fake::message("ok", 1, 1));
+    // No key (a proxy adds its own), no sampling, and a context that opens with the agent.
+    let model = provider(&fake, None).model(MODEL).unwrap();
+    let req = request_with(
+        (None, Some(0.9), None),
+        &[
+            (MessageKind::Reply, Some(2), "TO boss: ready"),
+            (MessageKind::Delivery, Some(1), "go"),
+        ],
+    );
+    assert_eq!(model.complete(req).await.unwrap().text, "ok");
+
+    let r = &fake.requests()[0];
+    assert_well_formed(r);
+    assert!(!r.headers.contains_key("x-api-key"));
+    assert_eq!(r.body["max_tokens"], DEFAULT_MAX_TOKENS);
+    assert_eq!(r.body["top_p"], 0.9);
+    let body = r.body.as_object().unwrap();
+    assert!(!body.contains_key("temperature"));
+    assert!(!body.contains_key("system"));
+    assert_eq!(
+        r.body["messages"],
+        json!([
+            {"role": "user", "content": "(conversation start)"},
+            {"role": "assistant", "content": "TO boss: ready"},
+            {"role": "user", "content": "FROM boss: go"},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_message_sends_its_pieces_in_order() {
+    let fake = Fake::start().await;
+    fake.push(fake::stream(&["TO boss: ", "built", " and tested"], 30, 9));
+
+    let (req, mut rx) = streaming(request((None, None, None)));
+    let done = model(&fake).complete(req).await.unwrap();
+    assert_eq!(drain(&mut rx), ["TO boss: ", "built", " and tested"]);
+    assert_eq!(done.text, "TO boss: built and tested");
+    assert_eq!(
+        done.usage,
+        Usage {
+            prompt_tokens: 30,
+            completion_tokens: 9
+        }
+    );
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1);
+    let r = &requests[0];
+    assert_well_formed(r);
+    assert_eq!(r.headers["x-api-key"], KEY);
+    assert_eq!(r.body["stream"], true);
+    assert_eq!(r.body["system"], "You are dev.");
+    assert_eq!(r.body["messages"], folded_messages());
+    assert_eq!(r.body["max_tokens"], DEFAULT_MAX_TOKENS);
+}
+
+#[tokio::test]
+async fn a_stream_whose_listener_left_still_completes() {
+    let fake = Fake::start().await;
+    fake.push(fake::stream(&["a", "b"], 3, 2));
+    let (req, rx) = streaming(request((None, None, None)));
+    drop(rx);
+    assert_eq!(model(&fake).complete(req).await.unwrap().text, "ab");
+}
+
+#[tokio::test]
+async fn a_wrong_key_fails_at_once_with_anthropics_message() {
+    let fake = Fake::start().await;
+    fake.otherwise(fake::invalid_key());
+    let message = failure(model(&fake).complete(request((None, None, None))).await);
+    assert_eq!(message, "HTTP 401: invalid x-api-key");
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_rate_limit_is_waited_out() {
+    let fake = Fake::start().await;
+    fake.push(fake::rate_limited(0));
+    fake.push(fake::message("ok", 5, 1));
+    let done = model(&fake)
+        .complete(request((None, None, None)))
+        .await
+        .unwrap();
+    assert_eq!(done.text, "ok");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body, requests[1].body);
+}
+
+#[tokio::test]
+async fn an_overloaded_answer_is_retried() {
+    let fake = Fake::start().await;
+    fake.push(fake::overloaded());
+    fake.push(fake::stream(&["ok"], 5, 1));
+    let (req, mut rx) = streaming(request((None, None, None)));
+    assert_eq!(model(&fake).complete(req).await.unwrap().text, "ok");
+    assert_eq!(drain(&mut rx), ["ok"]);
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn overloaded_for_good_fails_after_the_retries() {
+    let fake = Fake::start().await;
+    fake.otherwise(fake::overloaded());
+    let message = failure(model(&fake).complete(request((None, None, None))).await);
+    assert_eq!(message, "HTTP 529: Overloaded");
+    assert_eq!(fake.requests().len(), settings().max_retries as usize + 1);
+}
+
+#[tokio::test]
+async fn an_error_event_mid_stream_fails_the_call() {
+    let fake = Fake::start().await;
+    fake.push(fake::stream_error(&["TO boss: ", "half"]));
+    let (req, mut rx) = streaming(request((None, None, None)));
+    let message = failure(model(&fake).complete(req).await);
+    assert!(message.contains("Overloaded"), "{message}");
+    assert!(message.contains("overloaded_error"), "{message}");
+    assert_eq!(drain(&mut rx), ["TO boss: ", "half"]);
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_stalled_stream_times_out() {
+    let fake = Fake::start().await;
+    fake.push(fake::stalled_stream(&["TO boss: "]));
+    let (req, mut rx) = streaming(request((None, None, None)));
+    let message = failure(model(&fake).complete(req).await);
+    assert!(message.contains("timed out"), "{message}");
+    assert_eq!(drain(&mut rx), ["TO boss: "]);
+}
+
+#[tokio::test]
+async fn a_stream_without_message_stop_fails() {
+    let fake = Fake::start().await;
+    fake.push(fake::unfinished_stream(&["TO boss: ", "done"]));
+    let (req, _rx) = streaming(request((None, None, None)));
+    let message = failure(model(&fake).complete(req).await);
+    assert!(message.contains("message_stop"), "{message}");
+}
+
+#[tokio::test]
+async fn a_malformed_answer_is_a_clear_error() {
+    let fake = Fake::start().await;
+    fake.push(fake::malformed());
+    let message = failure(model(&fake).complete(request((None, None, None))).await);
+    assert!(message.starts_with("malformed answer"), "{message}");
+    assert!(message.contains("not JSON"), "{message}");
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn an_answer_without_text_is_an_error() {
+    let fake = Fake::start().await;
+    fake.push(agency_fakes::Reply::json(json!({
+        "id": "msg_01Fake", "type": "message", "role": "assistant", "model": MODEL,
+        "content": [], "stop_reason": "refusal", "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 0}
+    })));
+    let message = failure(model(&fake).complete(request((None, None, None))).await);
+    assert!(message.contains("no text"), "{message}");
+    assert!(message.contains("refusal"), "{message}");
+}
+
+#[tokio::test]
+async fn the_key_never_shows() {
+    let fake = Fake::start().await;
+    fake.push(fake::invalid_key());
+    // A proxy that echoes what it was sent.
+    fake.push(fake::error(
+        400,
+        "invalid_request_error",
+        &format!("bad header x-api-key: {KEY}"),
+    ));
+    let anthropic = provider(&fake, Some(KEY));
+    let model = anthropic.model(MODEL).unwrap();
+    for _ in 0..2 {
+        let message = failure(model.complete(request((None, None, None))).await);
+        assert!(!message.contains(KEY), "{message}");
+    }
+    assert_eq!(fake.requests()[0].headers["x-api-key"], KEY);
+
+    let debug = format!("{anthropic:?}");
+    assert!(!debug.contains(KEY), "{debug}");
+    assert!(debug.contains("REDACTED"), "{debug}");
+    let config = AnthropicConfig::new(None, Some(KEY.into()));
+    let debug = format!("{config:?}");
+    assert!(!debug.contains(KEY), "{debug}");
+    assert_eq!(config.base_url, ANTHROPIC_BASE_URL);
+}
+
+#[test]
+fn any_named_model_is_served_and_bad_urls_are_refused() {
+    let anthropic = Anthropic::new("claude", AnthropicConfig::new(None, None)).unwrap();
+    assert!(anthropic.model("claude-opus-4-1").is_some());
+    assert!(anthropic.model("").is_none());
+    assert!(Anthropic::new("claude", AnthropicConfig::new(Some("not a url"), None)).is_err());
+    assert!(Anthropic::new("claude", AnthropicConfig::new(Some("ftp://x"), None)).is_err());
+}

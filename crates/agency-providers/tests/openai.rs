@@ -1,0 +1,554 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The OpenAI provider against the fake OpenAI server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agency_core::{
+    AgencyDraft, AgencyId, AgentDraft, AgentId, ConversationId, Message, MessageId, MessageKind,
+    Usage,
+};
+use agency_fakes::{Fake, Recorded, Reply, openai};
+use agency_providers::http::HttpSettings;
+use agency_providers::openai::{OPENAI_BASE_URL, OpenAi, OpenAiConfig};
+use agency_providers::{Completion, Model, ModelError, ModelRequest, Provider};
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-test-0123456789abcdefSECRET";
+
+/// Patient timeouts (nothing here should time out unless a test means it to), quick retries.
+fn settings() -> HttpSettings {
+    HttpSettings {
+        connect_timeout: Duration::from_secs(5),
+        first_byte_timeout: Duration::from_secs(10),
+        total_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(10),
+        max_retries: 2,
+        backoff_base: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(20),
+        max_concurrency: 4,
+        requests_per_minute: None,
+    }
+}
+
+fn config(fake: &Fake, key: Option<&str>) -> OpenAiConfig {
+    let mut c = OpenAiConfig::new(
+        Some(&format!("{}/v1", fake.url)),
+        key.map(|k| SecretString::from(k.to_string())),
+    );
+    c.http = settings();
+    c
+}
+
+fn model(config: OpenAiConfig) -> Arc<dyn Model> {
+    OpenAi::new("openai", config)
+        .unwrap()
+        .model("gpt-4o")
+        .unwrap()
+}
+
+#[derive(Default)]
+struct Sampling {
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    max_tokens: Option<u32>,
+}
+
+/// Agent 2 (`dev`) of a two-agent agency, asked after the boss wrote to it.
+fn request(protocol: &str, sampling: Sampling) -> ModelRequest {
+    let agency = AgencyDraft {
+        name: "t".into(),
+        protocol: protocol.into(),
+        manager: "boss".into(),
+        agents: vec![
+            AgentDraft {
+                id: Some(1),
+                name: "boss".into(),
+                model: "openai/gpt-4o".into(),
+                ..Default::default()
+            },
+            AgentDraft {
+                id: Some(2),
+                name: "dev".into(),
+                model: "openai/gpt-4o".into(),
+                temperature: sampling.temperature,
+                top_p: sampling.top_p,
+                max_tokens: sampling.max_tokens,
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    }
+    .validate(AgencyId::new(), "local", &|_| true)
+    .unwrap();
+    let conversation = ConversationId::new();
+    let msg = |seq, kind, from: Option<u32>, text: &str| Message {
+        id: MessageId::new(),
+        conversation_id: conversation,
+        turn_id: None,
+        seq,
+        agent: AgentId::new(2),
+        kind,
+        linked: None,
+        from: from.and_then(AgentId::new),
+        to: AgentId::new(2),
+        text: text.into(),
+        usage: None,
+        latency_ms: None,
+        included: true,
+        created_at: chrono::DateTime::UNIX_EPOCH,
+    };
+    let context = vec![
+        msg(0, MessageKind::System, None, "You are dev."),
+        msg(1, MessageKind::Delivery, Some(1), "build \"it\""),
+    ];
+    ModelRequest {
+        roster: Arc::new(agency.roster()),
+        agency: Arc::new(agency),
+        agent: AgentId::new(2).unwrap(),
+        context: Arc::new(context),
+        deltas: None,
+    }
+}
+
+fn plain() -> ModelRequest {
+    request("json", Sampling::default())
+}
+
+fn streaming(
+    mut req: ModelRequest,
+) -> (ModelRequest, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    req.deltas = Some(tx);
+    (req, rx)
+}
+
+fn drain(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Ok(piece) = rx.try_recv() {
+        out.push(piece);
+    }
+    out
+}
+
+fn failure(result: Result<Completion, ModelError>) -> String {
+    match result {
+        Err(ModelError::Failed { provider, message }) => {
+            assert_eq!(provider, "openai");
+            message
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+fn only_request(fake: &Fake) -> Recorded {
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    requests.into_iter().next().unwrap()
+}
+
+#[tokio::test]
+async fn a_completion_sends_the_chat_and_returns_text_and_usage() {
+    let fake = Fake::start().await;
+    fake.push(openai::completion(r#"{"to":1,"context":"done"}"#, 42, 7));
+    let done = model(config(&fake, Some(KEY)))
+        .complete(plain())
+        .await
+        .unwrap();
+    assert_eq!(
+        done,
+        Completion {
+            text: r#"{"to":1,"context":"done"}"#.into(),
+            usage: Usage {
+                prompt_tokens: 42,
+                completion_tokens: 7
+            },
+        }
+    );
+
+    let r = only_request(&fake);
+    assert_eq!(r.method, "POST");
+    assert_eq!(r.path, "/v1/chat/completions");
+    assert_eq!(r.headers["authorization"], format!("Bearer {KEY}"));
+    assert!(r.headers["content-type"].starts_with("application/json"));
+    assert_eq!(
+        r.body,
+        json!({
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "system", "content": "You are dev."},
+                {"role": "user", "content": r#"{"from":1,"context":"build \"it\""}"#}
+            ]
+        })
+    );
+}
+
+#[tokio::test]
+async fn no_key_no_authorization_header() {
+    let fake = Fake::start().await;
+    fake.push(openai::completion("hi", 1, 1));
+    let done = model(config(&fake, None)).complete(plain()).await.unwrap();
+    assert_eq!(done.text, "hi");
+    let r = only_request(&fake);
+    assert!(!r.headers.contains_key("authorization"), "{r:#?}");
+}
+
+#[tokio::test]
+async fn directives_are_framed_and_sampling_is_sent_when_set() {
+    let fake = Fake::start().await;
+    fake.push(openai::completion("TO boss: done", 1, 1));
+    let req = request(
+        "directives",
+        Sampling {
+            temperature: Some(0.25),
+            top_p: Some(0.5),
+            max_tokens: Some(300),
+        },
+    );
+    model(config(&fake, None)).complete(req).await.unwrap();
+    let body = only_request(&fake).body;
+    assert_eq!(body["messages"][1]["content"], "FROM boss: build \"it\"");
+    assert_eq!(body["temperature"], 0.25);
+    assert_eq!(body["top_p"], 0.5);
+    // Not api.openai.com: the older field every compatible server knows.
+    assert_eq!(body["max_tokens"], 300);
+    assert!(body.get("max_completion_tokens").is_none());
+    assert!(body.get("stream").is_none());
+
+    // Only what is set.
+    fake.push(openai::completion("TO boss: done", 1, 1));
+    let req = request(
+        "directives",
+        Sampling {
+            temperature: Some(0.0),
+            ..Default::default()
+        },
+    );
+    model(config(&fake, None)).complete(req).await.unwrap();
+    let body = fake.requests()[1].body.clone();
+    let keys: Vec<&str> = body
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys.len(), 3, "{body}");
+    assert_eq!(body["temperature"], 0.0);
+}
+
+fn reply_format() -> Value {
+    json!({
+        "type": "json_schema",
+        "json_schema": {
+            "name": "agency_reply",
+            "strict": true,
+            "schema": {
+                "type": "object",
+                "properties": {"to": {"type": "integer"}, "context": {"type": "string"}},
+                "required": ["to", "context"],
+                "additionalProperties": false
+            }
+        }
+    })
+}
+
+#[tokio::test]
+async fn structured_output_only_for_the_json_protocol_when_enabled() {
+    assert!(OpenAiConfig::new(None, None).structured_output);
+    assert_eq!(OpenAiConfig::new(None, None).base_url, OPENAI_BASE_URL);
+    assert!(!OpenAiConfig::new(Some("http://localhost:11434/v1"), None).structured_output);
+
+    let fake = Fake::start().await;
+    fake.otherwise(openai::completion(r#"{"to":1,"context":"ok"}"#, 1, 1));
+
+    // As api.openai.com would be configured.
+    let mut on = config(&fake, Some(KEY));
+    on.structured_output = true;
+    let on = model(on);
+    on.complete(plain()).await.unwrap();
+    on.complete(request("directives", Sampling::default()))
+        .await
+        .unwrap();
+    // A local server's default.
+    let off = config(&fake, None);
+    assert!(!off.structured_output);
+    model(off).complete(plain()).await.unwrap();
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].body["response_format"], reply_format());
+    assert!(requests[1].body.get("response_format").is_none());
+    assert!(requests[2].body.get("response_format").is_none());
+}
+
+#[tokio::test]
+async fn a_stream_sends_each_piece_and_returns_the_whole() {
+    let fake = Fake::start().await;
+    let pieces = ["{\"to\":1,", "\"context\":", "\"done\"}"];
+    fake.push(openai::stream(&pieces, 30, 5));
+    let (req, mut rx) = streaming(plain());
+    let done = model(config(&fake, Some(KEY))).complete(req).await.unwrap();
+    assert_eq!(
+        done,
+        Completion {
+            text: pieces.concat(),
+            usage: Usage {
+                prompt_tokens: 30,
+                completion_tokens: 5
+            },
+        }
+    );
+    assert_eq!(drain(&mut rx), pieces);
+
+    let r = only_request(&fake);
+    assert_eq!(r.path, "/v1/chat/completions");
+    assert_eq!(r.body["stream"], true);
+    assert_eq!(r.body["stream_options"], json!({"include_usage": true}));
+    assert_eq!(r.body["model"], "gpt-4o");
+    assert_eq!(r.body["messages"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stream_with_a_closed_receiver_still_completes() {
+    let fake = Fake::start().await;
+    fake.push(openai::stream(&["a", "b"], 1, 2));
+    let (req, rx) = streaming(plain());
+    drop(rx);
+    let done = model(config(&fake, None)).complete(req).await.unwrap();
+    assert_eq!(done.text, "ab");
+}
+
+#[tokio::test]
+async fn a_stream_without_usage_counts_zero() {
+    let fake = Fake::start().await;
+    let mut events = openai::stream_events(&["hi"], 9, 9);
+    // Drop the usage chunk (a server that ignores include_usage).
+    events.retain(|e| !e.contains("\"choices\":[]"));
+    assert_eq!(events.len(), 4);
+    fake.push(Reply::Sse {
+        events,
+        stall_after: None,
+    });
+    let (req, _rx) = streaming(plain());
+    let done = model(config(&fake, None)).complete(req).await.unwrap();
+    assert_eq!(done.text, "hi");
+    assert_eq!(done.usage, Usage::default());
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_off_or_reports_an_error_fails() {
+    let fake = Fake::start().await;
+    let m = model(config(&fake, None));
+
+    fake.push(openai::truncated_stream(&["a", "b"]));
+    let (req, mut rx) = streaming(plain());
+    let message = failure(m.complete(req).await);
+    assert!(message.contains("[DONE]"), "{message}");
+    assert_eq!(drain(&mut rx), ["a", "b"]);
+
+    fake.push(openai::stream_error(&["a"], "The model is overloaded."));
+    let (req, _rx) = streaming(plain());
+    let message = failure(m.complete(req).await);
+    assert!(message.contains("The model is overloaded."), "{message}");
+
+    fake.push(Reply::Sse {
+        events: vec!["data: {not json".into(), "data: [DONE]".into()],
+        stall_after: None,
+    });
+    let (req, _rx) = streaming(plain());
+    let message = failure(m.complete(req).await);
+    assert!(message.starts_with("malformed answer:"), "{message}");
+
+    // None of these is retried: the stream had started.
+    assert_eq!(fake.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_wrong_key_fails_at_once_with_the_providers_message() {
+    let fake = Fake::start().await;
+    fake.otherwise(openai::invalid_key());
+    let result = model(config(&fake, Some(KEY))).complete(plain()).await;
+    let message = failure(result);
+    assert_eq!(
+        message,
+        format!("HTTP 401: {}", openai::INVALID_KEY_MESSAGE)
+    );
+    only_request(&fake);
+}
+
+#[tokio::test]
+async fn rate_limits_are_retried_after_retry_after() {
+    let fake = Fake::start().await;
+    fake.push(openai::rate_limited(0));
+    fake.push(openai::completion("hi", 1, 1));
+    let done = model(config(&fake, Some(KEY)))
+        .complete(plain())
+        .await
+        .unwrap();
+    assert_eq!(done.text, "hi");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body, requests[1].body);
+    assert_eq!(
+        requests[1].headers["authorization"],
+        format!("Bearer {KEY}")
+    );
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_then_reported() {
+    let fake = Fake::start().await;
+    fake.push(openai::server_error());
+    fake.push(openai::completion("hi", 1, 1));
+    let m = model(config(&fake, None));
+    assert_eq!(m.complete(plain()).await.unwrap().text, "hi");
+    assert_eq!(fake.requests().len(), 2);
+
+    let fake = Fake::start().await;
+    fake.otherwise(openai::server_error());
+    let message = failure(model(config(&fake, None)).complete(plain()).await);
+    assert_eq!(
+        message,
+        format!("HTTP 500: {}", openai::SERVER_ERROR_MESSAGE)
+    );
+    assert_eq!(fake.requests().len(), settings().max_retries as usize + 1);
+}
+
+#[tokio::test]
+async fn a_streamed_call_is_retried_before_the_stream_starts() {
+    let fake = Fake::start().await;
+    fake.push(openai::server_error());
+    fake.push(openai::stream(&["hi"], 1, 1));
+    let (req, mut rx) = streaming(plain());
+    let done = model(config(&fake, None)).complete(req).await.unwrap();
+    assert_eq!(done.text, "hi");
+    assert_eq!(drain(&mut rx), ["hi"]);
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_malformed_answer_is_a_clear_error() {
+    let fake = Fake::start().await;
+    fake.push(openai::malformed());
+    let message = failure(model(config(&fake, None)).complete(plain()).await);
+    assert!(message.starts_with("malformed answer:"), "{message}");
+    assert!(message.contains("not JSON"), "{message}");
+    assert!(message.contains("upstream connect error"), "{message}");
+    only_request(&fake);
+
+    let fake = Fake::start().await;
+    fake.push(Reply::json(json!({"id": "x", "choices": []})));
+    let message = failure(model(config(&fake, None)).complete(plain()).await);
+    assert!(message.contains("no choices"), "{message}");
+
+    fake.push(Reply::json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null}}]
+    })));
+    let message = failure(model(config(&fake, None)).complete(plain()).await);
+    assert!(message.contains("no content"), "{message}");
+}
+
+#[tokio::test]
+async fn a_completion_without_usage_counts_zero() {
+    let fake = Fake::start().await;
+    fake.push(Reply::json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]
+    })));
+    let done = model(config(&fake, None)).complete(plain()).await.unwrap();
+    assert_eq!(done.text, "hi");
+    assert_eq!(done.usage, Usage::default());
+}
+
+#[tokio::test]
+async fn a_stalled_stream_times_out() {
+    let fake = Fake::start().await;
+    fake.push(openai::stalled_stream(&["a", "b"]));
+    let mut c = config(&fake, None);
+    c.http.idle_timeout = Duration::from_millis(300);
+    let (req, mut rx) = streaming(plain());
+    let message = failure(model(c).complete(req).await);
+    assert!(message.contains("timed out"), "{message}");
+    assert!(message.contains("stream"), "{message}");
+    assert_eq!(drain(&mut rx), ["a", "b"]);
+    only_request(&fake);
+}
+
+#[tokio::test]
+async fn a_silent_server_times_out_before_the_first_byte() {
+    let fake = Fake::start().await;
+    fake.otherwise(Reply::Hang);
+    let mut c = config(&fake, None);
+    c.http.first_byte_timeout = Duration::from_millis(300);
+    c.http.max_retries = 0;
+    let message = failure(model(c).complete(plain()).await);
+    assert!(message.contains("timed out"), "{message}");
+    assert!(message.contains("first byte"), "{message}");
+    only_request(&fake);
+
+    let fake = Fake::start().await;
+    fake.otherwise(Reply::Hang);
+    let mut c = config(&fake, None);
+    c.http.first_byte_timeout = Duration::from_millis(200);
+    c.http.max_retries = 1;
+    let message = failure(model(c).complete(plain()).await);
+    assert!(message.contains("first byte"), "{message}");
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn the_key_never_shows() {
+    let fake = Fake::start().await;
+    let provider = OpenAi::new("openai", config(&fake, Some(KEY))).unwrap();
+    let debug = format!("{provider:?}");
+    assert!(!debug.contains(KEY), "{debug}");
+    assert!(!debug.contains("SECRET"), "{debug}");
+    let config_debug = format!("{:?}", config(&fake, Some(KEY)));
+    assert!(!config_debug.contains("SECRET"), "{config_debug}");
+
+    let m = provider.model("gpt-4o").unwrap();
+    for reply in [
+        openai::invalid_key(),
+        openai::server_error(),
+        openai::malformed(),
+    ] {
+        fake.otherwise(reply);
+        let message = failure(m.complete(plain()).await);
+        assert!(!message.contains("SECRET"), "{message}");
+        let whole = format!("{:?}", m.complete(plain()).await);
+        assert!(!whole.contains("SECRET"), "{whole}");
+    }
+    // An unreachable server: the connection error names the URL, not the key.
+    let mut c = OpenAiConfig::new(
+        Some("http://127.0.0.1:9/v1"),
+        Some(SecretString::from(KEY.to_string())),
+    );
+    c.http = settings();
+    c.http.max_retries = 0;
+    let message = failure(model(c).complete(plain()).await);
+    assert!(message.contains("could not reach"), "{message}");
+    assert!(!message.contains("SECRET"), "{message}");
+}
+
+#[tokio::test]
+async fn any_model_name_but_an_empty_one() {
+    let fake = Fake::start().await;
+    let provider = OpenAi::new("local", config(&fake, None)).unwrap();
+    assert!(provider.model("qwen2.5:7b").is_some());
+    assert!(provider.model("").is_none());
+    assert!(
+        OpenAi::new("x", OpenAiConfig::new(Some("localhost:11434"), None)).is_err(),
+        "a base URL needs a scheme"
+    );
+
+    fake.push(openai::completion("hi", 1, 1));
+    let done = provider
+        .model("qwen2.5:7b")
+        .unwrap()
+        .complete(plain())
+        .await
+        .unwrap();
+    assert_eq!(done.text, "hi");
+    let r = only_request(&fake);
+    assert_eq!(r.body["model"], "qwen2.5:7b");
+}
