@@ -47,14 +47,15 @@ const RULE_FIELDS: &[&str] = &["when", "do", "send_to"];
 /// The protocol of an agency whose file names none.
 const DEFAULT_PROTOCOL: &str = "json";
 
-pub(crate) fn parse(text: &str) -> Result<(AgencyDraft, HashMap<String, Pos>), Vec<Problem>> {
+/// What was read, and where each field stood; or every problem found.
+type Read<T> = Result<(T, HashMap<String, Pos>), Vec<Problem>>;
+
+pub(crate) fn parse(text: &str) -> Read<AgencyDraft> {
     read(text, Reader::agency)
 }
 
 /// A server configuration file: `providers:` as in an agency file.
-pub(crate) fn parse_config(
-    text: &str,
-) -> Result<(Vec<ProviderDraft>, HashMap<String, Pos>), Vec<Problem>> {
+pub(crate) fn parse_config(text: &str) -> Read<Vec<ProviderDraft>> {
     read(text, |reader, root| {
         let f = Fields {
             map: root,
@@ -66,10 +67,7 @@ pub(crate) fn parse_config(
     })
 }
 
-fn read<T>(
-    text: &str,
-    what: impl FnOnce(&mut Reader, &MarkedMappingNode) -> T,
-) -> Result<(T, HashMap<String, Pos>), Vec<Problem>> {
+fn read<T>(text: &str, what: impl FnOnce(&mut Reader, &MarkedMappingNode) -> T) -> Read<T> {
     // Editors on Windows may start a file with a byte order mark; it is not part of line 1.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let options = LoaderOptions::default()
