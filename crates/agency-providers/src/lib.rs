@@ -8,9 +8,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agency_core::{
-    Agency, Agent, AgentId, Message, MessageKind, ModelRef, Role, Roster, Usage, protocol, rules,
+    Agency, Agent, AgentId, Message, MessageKind, ModelRef, ProviderKind, ProviderSpec, Role,
+    Roster, Usage, protocol, rules,
 };
 use async_trait::async_trait;
+use secrecy::SecretString;
 
 pub mod anthropic;
 pub mod http;
@@ -105,6 +107,58 @@ impl Providers {
     pub fn serves(&self, model: &ModelRef) -> bool {
         self.resolve(model).is_some()
     }
+}
+
+/// The providers a server has unless its configuration says otherwise: `openai` and
+/// `anthropic` (keys from `OPENAI_API_KEY` and `ANTHROPIC_API_KEY`) and `ollama` on this machine.
+pub fn default_specs() -> Vec<ProviderSpec> {
+    let spec = |name: &str, kind, base_url: Option<&str>, env: Option<&str>| ProviderSpec {
+        name: name.into(),
+        kind,
+        base_url: base_url.map(Into::into),
+        api_key_env: env.map(Into::into),
+        max_concurrency: None,
+        requests_per_minute: None,
+    };
+    vec![
+        spec("openai", ProviderKind::OpenAi, None, Some("OPENAI_API_KEY")),
+        spec(
+            "anthropic",
+            ProviderKind::Anthropic,
+            None,
+            Some("ANTHROPIC_API_KEY"),
+        ),
+        spec(
+            "ollama",
+            ProviderKind::OpenAi,
+            Some("http://127.0.0.1:11434/v1"),
+            None,
+        ),
+    ]
+}
+
+/// Builds the provider a spec describes, with its key already found.
+pub fn from_spec(
+    spec: &ProviderSpec,
+    api_key: Option<SecretString>,
+) -> Result<Arc<dyn Provider>, http::ProviderError> {
+    let mut settings = http::HttpSettings::default();
+    if let Some(n) = spec.max_concurrency {
+        settings.max_concurrency = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    settings.requests_per_minute = spec.requests_per_minute.and_then(std::num::NonZeroU32::new);
+    Ok(match spec.kind {
+        ProviderKind::OpenAi => {
+            let mut config = openai::OpenAiConfig::new(spec.base_url.as_deref(), api_key);
+            config.http = settings;
+            Arc::new(openai::OpenAi::new(&spec.name, config)?)
+        }
+        ProviderKind::Anthropic => {
+            let mut config = anthropic::AnthropicConfig::new(spec.base_url.as_deref(), api_key);
+            config.http = settings;
+            Arc::new(anthropic::Anthropic::new(&spec.name, config)?)
+        }
+    })
 }
 
 /// `builtin/rules`.

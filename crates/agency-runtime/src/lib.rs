@@ -7,6 +7,7 @@
 
 mod error;
 mod events;
+pub mod providers;
 pub mod secrets;
 mod turn;
 
@@ -51,16 +52,26 @@ pub struct TurnOutcome {
     pub roster: Arc<agency_core::Roster>,
 }
 
-/// An agency as loaded at some revision, with its roster.
+/// An agency as loaded at some revision, with its roster and its providers (the server's plus
+/// its own, built once so that their limits hold across conversations).
 struct Cached {
     revision: i64,
     agency: Arc<Agency>,
     roster: Arc<agency_core::Roster>,
+    providers: Arc<Providers>,
+}
+
+/// What a turn needs of its agency.
+pub(crate) struct AgencyView {
+    pub agency: Arc<Agency>,
+    pub roster: Arc<agency_core::Roster>,
+    pub providers: Arc<Providers>,
 }
 
 pub struct Runtime {
     store: Arc<dyn Store>,
     providers: Arc<Providers>,
+    master_key: Option<secrets::MasterKeySource>,
     events: broadcast::Sender<Event>,
     sessions: StdMutex<HashMap<ConversationId, Arc<Mutex<Option<Session>>>>>,
     /// Agencies as last loaded.
@@ -71,10 +82,22 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// A runtime whose agencies may use `providers` (the server's). Agencies' own providers
+    /// find no stored keys: see [`Runtime::with_master_key`].
     pub fn new(store: Arc<dyn Store>, providers: Providers) -> Arc<Self> {
+        Self::with_master_key(store, providers, None)
+    }
+
+    /// A runtime that opens stored provider keys with `master_key`.
+    pub fn with_master_key(
+        store: Arc<dyn Store>,
+        providers: Providers,
+        master_key: Option<secrets::MasterKeySource>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             store,
             providers: Arc::new(providers),
+            master_key,
             events: broadcast::channel(1024).0,
             sessions: StdMutex::new(HashMap::new()),
             agencies: StdMutex::new(HashMap::new()),
@@ -208,10 +231,7 @@ impl Runtime {
     }
 
     /// The agency as it is now: from the cache when its revision has not moved.
-    async fn current_agency(
-        &self,
-        id: AgencyId,
-    ) -> Result<(Arc<Agency>, Arc<agency_core::Roster>), RuntimeError> {
+    async fn current_agency(&self, id: AgencyId) -> Result<AgencyView, RuntimeError> {
         let not_found = || RuntimeError::AgencyNotFound(id.to_string());
         let revision = self
             .store
@@ -222,10 +242,28 @@ impl Runtime {
             && let Some(c) = cache.get(&id)
             && c.revision == revision
         {
-            return Ok((c.agency.clone(), c.roster.clone()));
+            return Ok(AgencyView {
+                agency: c.agency.clone(),
+                roster: c.roster.clone(),
+                providers: c.providers.clone(),
+            });
         }
         let agency = Arc::new(self.store.agency(id).await?.ok_or_else(not_found)?);
         let roster = Arc::new(agency.roster());
+        let providers = if agency.providers.is_empty() {
+            self.providers.clone()
+        } else {
+            Arc::new(
+                providers::build(
+                    &self.providers,
+                    &agency.providers,
+                    &agency.owner,
+                    &*self.store,
+                    self.master_key.as_ref(),
+                )
+                .await?,
+            )
+        };
         if let Ok(mut cache) = self.agencies.lock() {
             cache.insert(
                 id,
@@ -233,10 +271,15 @@ impl Runtime {
                     revision,
                     agency: agency.clone(),
                     roster: roster.clone(),
+                    providers: providers.clone(),
                 },
             );
         }
-        Ok((agency, roster))
+        Ok(AgencyView {
+            agency,
+            roster,
+            providers,
+        })
     }
 
     fn session_slot(&self, conversation: ConversationId) -> Arc<Mutex<Option<Session>>> {

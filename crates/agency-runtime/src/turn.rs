@@ -86,6 +86,7 @@ struct TurnRun {
     agency: Arc<Agency>,
     roster: Arc<Roster>,
     engine: TurnEngine,
+    providers: Arc<agency_providers::Providers>,
     record: TurnRecord,
     inflight: FuturesUnordered<Call>,
     trace: Vec<TraceEntry>,
@@ -104,7 +105,11 @@ pub(crate) async fn run(
             "the conversation is not loaded".into(),
         ));
     };
-    let (agency, roster) = rt.current_agency(session.agency_id).await?;
+    let crate::AgencyView {
+        agency,
+        roster,
+        providers,
+    } = rt.current_agency(session.agency_id).await?;
     let mut session = session;
     session.turns += 1;
     let record = TurnRecord {
@@ -129,6 +134,7 @@ pub(crate) async fn run(
         engine: TurnEngine::new(&agency),
         roster,
         agency,
+        providers,
         rt,
         guard,
         session,
@@ -396,7 +402,7 @@ impl TurnRun {
         let model = self
             .agency
             .agent(agent)
-            .map(|a| (a.model.clone(), self.rt.providers.resolve(&a.model)));
+            .map(|a| (a.model.clone(), self.providers.resolve(&a.model)));
         let started = Instant::now();
         let call: Call = Box::pin(async move {
             let result = match model {

@@ -150,7 +150,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         _ => {}
     }
-    let rt = Runtime::new(store, Providers::builtin());
+    let specs = server_provider_specs(cli.config.as_deref())?;
+    let providers = agency_runtime::providers::build(
+        &Providers::builtin(),
+        &specs,
+        LOCAL_OWNER,
+        &*store,
+        Some(&master_key),
+    )
+    .await?;
+    let rt = Runtime::with_master_key(store, providers, Some(master_key));
     seed_demo(&rt).await?;
     match cli.command {
         Command::Serve { listen } => serve(rt, listen).await,
@@ -184,6 +193,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             result
         }
     }
+}
+
+/// The server's providers: `openai`, `anthropic` and `ollama` by default, then those of the
+/// configuration file (replacing defaults of the same name).
+fn server_provider_specs(
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<agency_core::ProviderSpec>> {
+    let mut specs = agency_providers::default_specs();
+    if let Some(path) = config {
+        let source = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the configuration {source}"))?;
+        let configured = agency_file::ConfigFile::parse(&source, &text)?.validate()?;
+        specs.retain(|d| !configured.iter().any(|c| c.name == d.name));
+        specs.extend(configured);
+    }
+    Ok(specs)
 }
 
 async fn provider_key(
@@ -338,6 +364,11 @@ fn turn_json(out: &TurnOutcome) -> serde_json::Value {
         "answer": out.answer,
         "stopped_by": out.stopped_by.as_str(),
         "hops": out.hops,
+        "usage": {
+            "prompt_tokens": out.usage.prompt_tokens,
+            "completion_tokens": out.usage.completion_tokens,
+            "total_tokens": out.usage.total(),
+        },
         "trace": out.trace.iter().map(|e| serde_json::json!({
             "from": e.from_name(&out.roster),
             "to": e.to_name(&out.roster),

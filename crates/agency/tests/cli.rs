@@ -773,13 +773,13 @@ manager: desk
 agents:
   - id: 1
     name: desk
-    model: openai/gpt-4o
+    model: mistral/large-latest
 ";
     assert_rejected(
         &env,
         "model.yaml",
         text,
-        &["model.yaml:7:12: agents[0].model: no configured provider serves `openai/gpt-4o`"],
+        &["model.yaml:7:12: agents[0].model: no configured provider serves `mistral/large-latest`"],
     );
 }
 
@@ -793,7 +793,7 @@ manager: boss
 agents:
   - id: 1
     name: desk
-    model: openai/gpt-4o
+    model: mistral/large-latest
   - id: 1
     name: desk
     model: builtin/rules
