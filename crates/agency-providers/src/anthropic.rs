@@ -123,6 +123,16 @@ struct AnthropicModel {
 #[async_trait]
 impl Model for AnthropicModel {
     async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
+        // The whole call, reading the answer included, within the total timeout.
+        let total = self.shared.endpoint.settings().total_timeout;
+        tokio::time::timeout(total, self.call(request))
+            .await
+            .unwrap_or_else(|_| Err(self.fail(ProviderError::Timeout(crate::http::WHOLE_CALL))))
+    }
+}
+
+impl AnthropicModel {
+    async fn call(&self, request: ModelRequest) -> Result<Completion, ModelError> {
         let streaming = request.deltas.is_some();
         let body = self.body(&request, streaming);
         let answer = self
@@ -136,9 +146,7 @@ impl Model for AnthropicModel {
             Some(deltas) => self.read_stream(answer, deltas).await,
         }
     }
-}
 
-impl AnthropicModel {
     fn headers(&self) -> Vec<(&'static str, String)> {
         let mut headers = vec![("anthropic-version", ANTHROPIC_VERSION.to_string())];
         if let Some(key) = &self.shared.api_key {
@@ -183,15 +191,13 @@ impl AnthropicModel {
 
     /// A whole `message` object.
     async fn read_message(&self, answer: Answer) -> Result<Completion, ModelError> {
-        let wait = self.shared.endpoint.settings().first_byte_timeout;
-        let text = tokio::time::timeout(wait, answer.response.text())
+        let bytes = self
+            .shared
+            .endpoint
+            .body(answer)
             .await
-            .map_err(|_| self.fail(ProviderError::Timeout("the answer's body")))?
-            .map_err(|e| {
-                self.fail(ProviderError::Connection(format!(
-                    "the answer's body broke off: {e}"
-                )))
-            })?;
+            .map_err(|e| self.fail(e))?;
+        let text = String::from_utf8_lossy(&bytes);
         let message: Value = serde_json::from_str(&text).map_err(|e| {
             let start: String = text.chars().take(200).collect();
             self.fail(ProviderError::Malformed(format!(

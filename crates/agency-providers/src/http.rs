@@ -20,7 +20,7 @@ pub struct HttpSettings {
     pub connect_timeout: Duration,
     /// Until the response's headers (a stream's first event has its own `idle_timeout`).
     pub first_byte_timeout: Duration,
-    /// The whole call, retries included.
+    /// The whole call, retries and reading the answer included.
     pub total_timeout: Duration,
     /// Longest silence inside a stream.
     pub idle_timeout: Duration,
@@ -50,6 +50,9 @@ impl Default for HttpSettings {
     }
 }
 
+/// What `Timeout` waited for when the whole call ran out of time (not worth a retry).
+pub const WHOLE_CALL: &str = "the whole call";
+
 /// Why a provider call failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderError {
@@ -76,7 +79,7 @@ impl ProviderError {
     pub fn retryable(&self) -> bool {
         match self {
             ProviderError::Status { status, .. } => *status == 429 || *status >= 500,
-            ProviderError::Timeout(what) => *what != "total",
+            ProviderError::Timeout(what) => *what != WHOLE_CALL,
             ProviderError::Connection(_) => true,
             ProviderError::Malformed(_) | ProviderError::Config(_) => false,
         }
@@ -155,6 +158,13 @@ impl Endpoint {
             }
             let mut request = self.client.post(&url).json(body);
             for (name, value) in headers {
+                let mut value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+                    ProviderError::Config(format!(
+                        "the `{name}` header holds characters a header cannot carry"
+                    ))
+                })?;
+                // Credentials stay out of header compression tables and debug output.
+                value.set_sensitive(matches!(*name, "authorization" | "x-api-key"));
                 request = request.header(*name, value);
             }
             let error = match tokio::time::timeout(self.settings.first_byte_timeout, request.send())
@@ -198,6 +208,20 @@ impl Endpoint {
             .saturating_mul(1u32 << attempt.min(16))
             .min(self.settings.backoff_max);
         ceiling.mul_f64(fastrand::f64())
+    }
+
+    /// The whole body of a non-streamed answer; a silence longer than the idle timeout is an
+    /// error, not a hang.
+    pub async fn body(&self, mut answer: Answer) -> Result<Vec<u8>, ProviderError> {
+        let mut body = Vec::new();
+        loop {
+            match tokio::time::timeout(self.settings.idle_timeout, answer.response.chunk()).await {
+                Err(_) => return Err(ProviderError::Timeout("the rest of the answer")),
+                Ok(Err(e)) => return Err(ProviderError::Connection(error_chain(&e))),
+                Ok(Ok(None)) => return Ok(body),
+                Ok(Ok(Some(bytes))) => body.extend_from_slice(&bytes),
+            }
+        }
     }
 
     /// The server-sent events of a streamed answer; a silence longer than the idle timeout is
@@ -314,7 +338,7 @@ fn retry_after(response: &Response) -> Option<Duration> {
     )
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

@@ -6,7 +6,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use agency_core::{Protocol, Usage};
 use async_trait::async_trait;
@@ -152,7 +151,7 @@ impl Model for OpenAiModel {
         let total = self.provider.endpoint.settings().total_timeout;
         let result = match tokio::time::timeout(total, self.call(request)).await {
             Ok(result) => result,
-            Err(_) => Err(ProviderError::Timeout("total").to_string()),
+            Err(_) => Err(ProviderError::Timeout(crate::http::WHOLE_CALL).to_string()),
         };
         result.map_err(|message| ModelError::Failed {
             provider: self.provider.name.clone(),
@@ -179,8 +178,7 @@ impl OpenAiModel {
             .map_err(|e| e.to_string())?;
         match request.deltas {
             None => {
-                let idle = p.endpoint.settings().idle_timeout;
-                let bytes = read_body(answer, idle).await.map_err(|e| e.to_string())?;
+                let bytes = p.endpoint.body(answer).await.map_err(|e| e.to_string())?;
                 parse_completion(&bytes)
             }
             Some(deltas) => self.read_stream(answer, &deltas).await,
@@ -383,19 +381,6 @@ fn reported_error(body: &Value) -> Option<String> {
     })
 }
 
-/// The whole body of a non-streamed answer; a silence longer than `idle` is an error.
-async fn read_body(mut answer: Answer, idle: Duration) -> Result<Vec<u8>, ProviderError> {
-    let mut body = Vec::new();
-    loop {
-        match tokio::time::timeout(idle, answer.response.chunk()).await {
-            Err(_) => return Err(ProviderError::Timeout("the rest of the answer")),
-            Ok(Err(e)) => return Err(ProviderError::Connection(error_chain(&e))),
-            Ok(Ok(None)) => return Ok(body),
-            Ok(Ok(Some(bytes))) => body.extend_from_slice(&bytes),
-        }
-    }
-}
-
 fn malformed(message: String) -> String {
     ProviderError::Malformed(message).to_string()
 }
@@ -406,20 +391,6 @@ fn snippet(text: &str) -> String {
     let mut s: String = text.chars().take(MAX).collect();
     if text.chars().nth(MAX).is_some() {
         s.push('…');
-    }
-    s
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        source = cause.source();
     }
     s
 }

@@ -1,0 +1,105 @@
+//! A provider's limits queue calls instead of flooding it. Each test asserts on what reached
+//! the fake, never on how long anything took: a broken limit lets a second request through
+//! while the first still holds its place, which these tests would see.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use agency_fakes::{Fake, openai};
+use agency_providers::http::{Endpoint, HttpSettings};
+use serde_json::json;
+
+fn settings() -> HttpSettings {
+    HttpSettings {
+        backoff_base: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(20),
+        max_retries: 0,
+        ..HttpSettings::default()
+    }
+}
+
+#[tokio::test]
+async fn a_busy_provider_makes_the_next_call_wait_its_turn() {
+    let fake = Fake::start().await;
+    fake.otherwise(openai::completion("ok", 1, 1));
+    let endpoint = Endpoint::new(
+        &fake.url,
+        HttpSettings {
+            max_concurrency: 1,
+            ..settings()
+        },
+    )
+    .unwrap();
+    // The first answer holds the only place until it is read (or dropped).
+    let first = endpoint
+        .post("/v1/chat/completions", &[], &json!({"n": 1}))
+        .await
+        .unwrap();
+    let body = json!({"n": 2});
+    let second = endpoint.post("/v1/chat/completions", &[], &body);
+    tokio::pin!(second);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut second)
+            .await
+            .is_err()
+    );
+    assert_eq!(fake.requests().len(), 1, "the second call waited");
+    drop(first);
+    second.await.unwrap();
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_rate_limited_provider_starts_no_more_calls_than_allowed() {
+    let fake = Fake::start().await;
+    fake.otherwise(openai::completion("ok", 1, 1));
+    let endpoint = Endpoint::new(
+        &fake.url,
+        HttpSettings {
+            requests_per_minute: NonZeroU32::new(1),
+            ..settings()
+        },
+    )
+    .unwrap();
+    endpoint
+        .post("/v1/chat/completions", &[], &json!({}))
+        .await
+        .unwrap();
+    let body = json!({});
+    let next = endpoint.post("/v1/chat/completions", &[], &body);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), next)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "one call a minute: the second is still waiting"
+    );
+}
+
+#[tokio::test]
+async fn credentials_are_sent_and_bad_header_values_refused() {
+    let fake = Fake::start().await;
+    fake.otherwise(openai::completion("ok", 1, 1));
+    let endpoint = Endpoint::new(&fake.url, settings()).unwrap();
+    endpoint
+        .post("/x", &[("authorization", "Bearer sk-1".into())], &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(fake.requests()[0].headers["authorization"], "Bearer sk-1");
+    let e = endpoint
+        .post("/x", &[("x-api-key", "bad\nvalue".into())], &json!({}))
+        .await
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("`x-api-key` header"), "{e}");
+    assert!(
+        !e.to_string().contains("bad"),
+        "the value is not repeated: {e}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+}
