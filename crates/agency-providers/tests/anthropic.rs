@@ -19,12 +19,14 @@ use serde_json::{Value, json};
 const KEY: &str = "sk-ant-test-7f3a9c1e5b";
 const MODEL: &str = "claude-sonnet-4-5";
 
+/// Generous timeouts: a test that expects an answer must not fail on a busy machine. The tests
+/// of timeouts shorten the one they test.
 fn settings() -> HttpSettings {
     HttpSettings {
-        connect_timeout: Duration::from_secs(2),
-        first_byte_timeout: Duration::from_millis(500),
-        total_timeout: Duration::from_secs(20),
-        idle_timeout: Duration::from_millis(400),
+        connect_timeout: Duration::from_secs(10),
+        first_byte_timeout: Duration::from_secs(10),
+        total_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(10),
         max_retries: 2,
         backoff_base: Duration::from_millis(1),
         backoff_max: Duration::from_millis(20),
@@ -342,7 +344,16 @@ async fn a_stalled_stream_times_out() {
     let fake = Fake::start().await;
     fake.push(fake::stalled_stream(&["TO boss: "]));
     let (req, mut rx) = streaming(request((None, None, None)));
-    let message = failure(model(&fake).complete(req).await);
+    let mut config = AnthropicConfig::new(Some(&fake.url), Some(KEY.into()));
+    config.http = HttpSettings {
+        idle_timeout: Duration::from_millis(300),
+        ..settings()
+    };
+    let impatient = Anthropic::new("claude", config)
+        .unwrap()
+        .model(MODEL)
+        .unwrap();
+    let message = failure(impatient.complete(req).await);
     assert!(message.contains("timed out"), "{message}");
     assert_eq!(drain(&mut rx), ["TO boss: "]);
 }

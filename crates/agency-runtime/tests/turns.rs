@@ -455,10 +455,12 @@ async fn late_replies_reach_the_manager_next_turn() {
         "fast",
         vec![Act::Say(r#"{"to": 1, "context": "fast result"}"#)],
     );
+    // The slow agent answers only after the first turn has answered.
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
     h.script(
         "slow",
-        vec![Act::Slow(
-            Duration::from_millis(700),
+        vec![Act::Gated(
+            gate.clone(),
             r#"{"to": 1, "context": "slow result"}"#,
         )],
     );
@@ -484,6 +486,7 @@ async fn late_replies_reach_the_manager_next_turn() {
     let c = h.rt.start_conversation(&agency).await.unwrap();
     let out = h.rt.send(c.id, "q1".into()).await.unwrap();
     assert_eq!(out.answer, "first answer");
+    gate.notify_one();
     let out = h.rt.send(c.id, "q2".into()).await.unwrap();
     assert_eq!(out.answer, "second answer");
     // The manager's third call saw the slow late reply before the new question.

@@ -19,6 +19,8 @@ pub enum Act {
     Hang,
     /// Waits until every holder of the barrier is in a call at the same time.
     Together(Arc<tokio::sync::Barrier>, &'static str),
+    /// Answers once the test opens the gate.
+    Gated(Arc<tokio::sync::Notify>, &'static str),
 }
 
 /// A model that plays a script, one act per call (the last act repeats), and records every
@@ -55,6 +57,7 @@ impl Model for Script {
                     Some(Act::Slow(d, s)) => Act::Slow(*d, s),
                     Some(Act::Fail(s)) => Act::Fail(s),
                     Some(Act::Together(b, s)) => Act::Together(b.clone(), s),
+                    Some(Act::Gated(g, s)) => Act::Gated(g.clone(), s),
                     Some(Act::Hang) | None => Act::Hang,
                 }
             }
@@ -77,6 +80,10 @@ impl Model for Script {
             }),
             Act::Together(barrier, s) => {
                 barrier.wait().await;
+                Ok(s.to_string())
+            }
+            Act::Gated(gate, s) => {
+                gate.notified().await;
                 Ok(s.to_string())
             }
             Act::Hang => {
