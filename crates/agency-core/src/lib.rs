@@ -5,6 +5,7 @@
 //! returns. Wire formats live at the edges that speak them.
 
 pub mod agency;
+pub mod apikey;
 pub mod engine;
 pub mod ids;
 pub mod message;
@@ -17,6 +18,7 @@ pub use agency::{
     ProviderDraft, ProviderKind, ProviderSpec, Recipient, Roster, Rule, RuleDraft, Sampling,
     ValidationError, ValidationErrors, validate_providers,
 };
+pub use apikey::{ApiKey, KeyState};
 pub use ids::{AgencyId, AgentId, ConversationId, MessageId, TurnId};
 pub use message::{
     Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord, Usage, trace,

@@ -118,6 +118,28 @@ pub trait SecretStore: Send + Sync {
     async fn delete_provider_key(&self, owner: &str, provider: &str) -> Result<bool>;
 }
 
+/// API keys, stored as keyed hashes.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    /// Another unrevoked key of the agency with the same name is a [`StoreError::Conflict`].
+    async fn create_api_key(&self, key: &agency_core::ApiKey) -> Result<()>;
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<agency_core::ApiKey>>;
+    /// Revoked ones included, oldest first.
+    async fn api_keys(&self, agency: AgencyId) -> Result<Vec<agency_core::ApiKey>>;
+    /// Revokes the agency's unrevoked key of that name; false when there is none.
+    async fn revoke_api_key(
+        &self,
+        agency: AgencyId,
+        name: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool>;
+    /// Records when keys were last used (never moving a time backwards), in one write.
+    async fn touch_api_keys(
+        &self,
+        used: &[(uuid::Uuid, chrono::DateTime<chrono::Utc>)],
+    ) -> Result<()>;
+}
+
 /// Small server-wide facts.
 #[async_trait]
 pub trait SettingsStore: Send + Sync {
@@ -128,8 +150,8 @@ pub trait SettingsStore: Send + Sync {
 }
 
 /// Everything the server stores.
-pub trait Store: AgencyStore + ConversationStore + SettingsStore + SecretStore {}
-impl<T: AgencyStore + ConversationStore + SettingsStore + SecretStore> Store for T {}
+pub trait Store: AgencyStore + ConversationStore + SettingsStore + SecretStore + KeyStore {}
+impl<T: AgencyStore + ConversationStore + SettingsStore + SecretStore + KeyStore> Store for T {}
 
 /// Opens (creating if needed) and migrates the database at `url`.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {

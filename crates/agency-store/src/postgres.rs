@@ -13,8 +13,8 @@ use crate::rows::{
     AgencyRow, AgentRow, ConversationRow, MessageRow, TurnRow, agencies_of, blocks_json,
 };
 use crate::{
-    AgencyStore, ConversationStore, Result, SealedKey, SecretStore, SettingsStore, StoreError,
-    redact, sql,
+    AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore, SettingsStore,
+    StoreError, redact, sql,
 };
 
 pub struct PostgresStore {
@@ -349,5 +349,72 @@ impl SecretStore for PostgresStore {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+}
+
+#[async_trait]
+impl KeyStore for PostgresStore {
+    async fn create_api_key(&self, k: &agency_core::ApiKey) -> Result<()> {
+        let done = sqlx::query(sql::INSERT_API_KEY)
+            .bind(k.id)
+            .bind(k.agency_id.0)
+            .bind(&k.name)
+            .bind(&k.prefix)
+            .bind(&k.hash)
+            .bind(i64::from(k.rate_limit_per_minute))
+            .bind(k.created_at)
+            .bind(k.expires_at)
+            .bind(k.last_used_at)
+            .bind(k.revoked_at)
+            .execute(&self.pool)
+            .await;
+        match done {
+            Err(e) if unique_violation(&e) => Err(crate::rows::key_name_taken(k)),
+            other => other.map(|_| ()).map_err(Into::into),
+        }
+    }
+
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<agency_core::ApiKey>> {
+        let row: Option<crate::rows::ApiKeyRow> = sqlx::query_as(sql::API_KEY_BY_HASH)
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn api_keys(&self, agency: AgencyId) -> Result<Vec<agency_core::ApiKey>> {
+        let rows: Vec<crate::rows::ApiKeyRow> = sqlx::query_as(sql::API_KEYS_OF_AGENCY)
+            .bind(agency.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn revoke_api_key(
+        &self,
+        agency: AgencyId,
+        name: &str,
+        at: chrono::DateTime<Utc>,
+    ) -> Result<bool> {
+        let done = sqlx::query(sql::REVOKE_API_KEY)
+            .bind(at)
+            .bind(agency.0)
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for (id, at) in used {
+            sqlx::query(sql::TOUCH_API_KEY)
+                .bind(at)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 }

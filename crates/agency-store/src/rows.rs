@@ -505,3 +505,57 @@ pub(crate) fn sealed_key_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<Seale
         created_at: r.get("created_at")?,
     })
 }
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ApiKeyRow {
+    pub id: Uuid,
+    pub agency_id: Uuid,
+    pub name: String,
+    pub prefix: String,
+    pub hash: String,
+    pub rate_limit_per_minute: i64,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<ApiKeyRow> for agency_core::ApiKey {
+    type Error = StoreError;
+    fn try_from(r: ApiKeyRow) -> Result<Self, StoreError> {
+        Ok(agency_core::ApiKey {
+            id: r.id,
+            agency_id: AgencyId(r.agency_id),
+            name: r.name,
+            prefix: r.prefix,
+            hash: r.hash,
+            rate_limit_per_minute: u32_of(r.rate_limit_per_minute, "rate_limit_per_minute")?,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            last_used_at: r.last_used_at,
+            revoked_at: r.revoked_at,
+        })
+    }
+}
+
+pub(crate) fn api_key_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRow> {
+    Ok(ApiKeyRow {
+        id: r.get("id")?,
+        agency_id: r.get("agency_id")?,
+        name: r.get("name")?,
+        prefix: r.get("prefix")?,
+        hash: r.get("hash")?,
+        rate_limit_per_minute: r.get("rate_limit_per_minute")?,
+        created_at: r.get("created_at")?,
+        expires_at: r.get("expires_at")?,
+        last_used_at: r.get("last_used_at")?,
+        revoked_at: r.get("revoked_at")?,
+    })
+}
+
+pub(crate) fn key_name_taken(key: &agency_core::ApiKey) -> StoreError {
+    StoreError::Conflict(format!(
+        "the agency already has a key named `{}`; revoke it or choose another name",
+        key.name
+    ))
+}

@@ -120,3 +120,27 @@ pub(crate) const RESEAL_PROVIDER_KEY: &str =
     "UPDATE provider_keys SET nonce = $1, sealed = $2 WHERE owner = $3 AND provider = $4";
 pub(crate) const DELETE_PROVIDER_KEY: &str =
     "DELETE FROM provider_keys WHERE owner = $1 AND provider = $2";
+
+macro_rules! api_key_columns {
+    () => {
+        "id, agency_id, name, prefix, hash, rate_limit_per_minute, created_at, expires_at, last_used_at, revoked_at"
+    };
+}
+pub(crate) const INSERT_API_KEY: &str = concat!(
+    "INSERT INTO api_keys (",
+    api_key_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+);
+pub(crate) const API_KEY_BY_HASH: &str = concat!(
+    "SELECT ",
+    api_key_columns!(),
+    " FROM api_keys WHERE hash = $1"
+);
+pub(crate) const API_KEYS_OF_AGENCY: &str = concat!(
+    "SELECT ",
+    api_key_columns!(),
+    " FROM api_keys WHERE agency_id = $1 ORDER BY created_at, name"
+);
+pub(crate) const REVOKE_API_KEY: &str =
+    "UPDATE api_keys SET revoked_at = $1 WHERE agency_id = $2 AND name = $3 AND revoked_at IS NULL";
+pub(crate) const TOUCH_API_KEY: &str = "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)";

@@ -16,8 +16,8 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 
 use crate::rows::{self, AgencyRow, AgentRow, MessageRow, TurnRow, agencies_of, blocks_json};
 use crate::{
-    AgencyStore, ConversationStore, Result, SealedKey, SecretStore, SettingsStore, StoreError,
-    redact, sql,
+    AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore, SettingsStore,
+    StoreError, redact, sql,
 };
 
 /// Schema versions, applied in order; `PRAGMA user_version` records how many ran.
@@ -418,5 +418,73 @@ impl SecretStore for SqliteStore {
                 .execute(params![owner, provider])
         })?;
         Ok(n == 1)
+    }
+}
+
+#[async_trait]
+impl KeyStore for SqliteStore {
+    async fn create_api_key(&self, k: &agency_core::ApiKey) -> Result<()> {
+        let done = self.with(|conn| {
+            conn.prepare_cached(sql::INSERT_API_KEY)?.execute(params![
+                k.id,
+                k.agency_id.0,
+                k.name,
+                k.prefix,
+                k.hash,
+                i64::from(k.rate_limit_per_minute),
+                k.created_at,
+                k.expires_at,
+                k.last_used_at,
+                k.revoked_at
+            ])
+        });
+        match done {
+            Err(StoreError::Sqlite(e)) if unique_violation(&e) => Err(rows::key_name_taken(k)),
+            other => other.map(|_| ()),
+        }
+    }
+
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<agency_core::ApiKey>> {
+        let row = self.with(|conn| {
+            conn.prepare_cached(sql::API_KEY_BY_HASH)?
+                .query_row([hash], rows::api_key_sqlite)
+                .optional()
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn api_keys(&self, agency: AgencyId) -> Result<Vec<agency_core::ApiKey>> {
+        let rows = self.with(|conn| {
+            conn.prepare_cached(sql::API_KEYS_OF_AGENCY)?
+                .query_map([agency.0], rows::api_key_sqlite)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn revoke_api_key(
+        &self,
+        agency: AgencyId,
+        name: &str,
+        at: chrono::DateTime<Utc>,
+    ) -> Result<bool> {
+        let n = self.with(|conn| {
+            conn.prepare_cached(sql::REVOKE_API_KEY)?
+                .execute(params![at, agency.0, name])
+        })?;
+        Ok(n > 0)
+    }
+
+    async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            {
+                let mut touch = tx.prepare_cached(sql::TOUCH_API_KEY)?;
+                for (id, at) in used {
+                    touch.execute(params![at, id])?;
+                }
+            }
+            tx.commit()
+        })
     }
 }

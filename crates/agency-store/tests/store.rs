@@ -46,6 +46,7 @@ suite!(
     turns_are_recorded_and_updated,
     settings_are_claimed_once,
     sealed_provider_keys,
+    api_keys_by_hash_name_and_state,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -366,4 +367,52 @@ async fn sealed_provider_keys(s: Arc<dyn Store>) {
     assert!(!s.delete_provider_key("local", "openai").await.unwrap());
     assert_eq!(s.provider_key("local", "openai").await.unwrap(), None);
     assert!(format!("{:?}", key("a", "b", 7)).contains("…wxyz"));
+}
+
+async fn api_keys_by_hash_name_and_state(s: Arc<dyn Store>) {
+    let a = agency("studio", "local", false);
+    s.save_agency(&a).await.unwrap();
+    let now = Utc::now().trunc_subsecs(6);
+    let key = |name: &str, hash: &str| agency_core::ApiKey {
+        id: uuid::Uuid::now_v7(),
+        agency_id: a.id,
+        name: name.into(),
+        prefix: "agk_1234abcd".into(),
+        hash: hash.into(),
+        rate_limit_per_minute: 60,
+        created_at: now,
+        expires_at: Some(now + Duration::from_secs(3600)),
+        last_used_at: None,
+        revoked_at: None,
+    };
+    let dev = key("dev", "h1");
+    s.create_api_key(&dev).await.unwrap();
+    assert_eq!(s.api_key_by_hash("h1").await.unwrap(), Some(dev.clone()));
+    assert_eq!(s.api_key_by_hash("nope").await.unwrap(), None);
+    // One live key per name.
+    match s.create_api_key(&key("dev", "h2")).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("`dev`"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(s.revoke_api_key(a.id, "dev", now).await.unwrap());
+    assert!(
+        !s.revoke_api_key(a.id, "dev", now).await.unwrap(),
+        "already revoked"
+    );
+    let again = key("dev", "h3");
+    s.create_api_key(&again).await.unwrap();
+    let listed = s.api_keys(a.id).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].revoked_at, Some(now));
+    assert_eq!(listed[0].state(now), agency_core::KeyState::Revoked);
+    assert_eq!(listed[1].state(now), agency_core::KeyState::Active);
+    // Last use only moves forward.
+    let later = now + Duration::from_secs(5);
+    s.touch_api_keys(&[(again.id, later), (again.id, now)])
+        .await
+        .unwrap();
+    assert_eq!(
+        s.api_key_by_hash("h3").await.unwrap().unwrap().last_used_at,
+        Some(later)
+    );
 }

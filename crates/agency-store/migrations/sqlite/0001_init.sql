@@ -85,6 +85,21 @@ CREATE TABLE provider_keys (
     PRIMARY KEY (owner, provider)
 );
 
+-- API keys: only a keyed hash of each key, and a prefix to recognise it by.
+CREATE TABLE api_keys (
+    id                    BLOB PRIMARY KEY NOT NULL,
+    agency_id             BLOB NOT NULL REFERENCES agencies (id) ON DELETE CASCADE,
+    name                  TEXT NOT NULL,
+    prefix                TEXT NOT NULL,
+    hash                  TEXT NOT NULL UNIQUE,
+    rate_limit_per_minute INTEGER NOT NULL,
+    created_at            TEXT NOT NULL,
+    expires_at            TEXT,
+    last_used_at          TEXT,
+    revoked_at            TEXT
+);
+CREATE UNIQUE INDEX api_keys_live_name ON api_keys (agency_id, name) WHERE revoked_at IS NULL;
+
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,
     value TEXT NOT NULL
