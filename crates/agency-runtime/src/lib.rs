@@ -7,6 +7,7 @@
 
 mod error;
 mod events;
+pub mod keys;
 pub mod providers;
 pub mod secrets;
 mod turn;

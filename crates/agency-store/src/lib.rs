@@ -108,6 +108,8 @@ impl std::fmt::Debug for SealedKey {
 pub trait SecretStore: Send + Sync {
     /// Stores or replaces the owner's key for a provider.
     async fn put_provider_key(&self, key: &SealedKey) -> Result<()>;
+    /// Stores the key unless one is stored already; true when this one was stored.
+    async fn add_provider_key(&self, key: &SealedKey) -> Result<bool>;
     async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>>;
     async fn provider_keys(&self, owner: &str) -> Result<Vec<SealedKey>>;
     /// Every owner's keys (to re-seal them under a new master key).

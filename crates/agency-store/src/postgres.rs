@@ -303,6 +303,19 @@ impl SecretStore for PostgresStore {
         Ok(())
     }
 
+    async fn add_provider_key(&self, k: &SealedKey) -> Result<bool> {
+        let done = sqlx::query(sql::ADD_PROVIDER_KEY)
+            .bind(&k.owner)
+            .bind(&k.provider)
+            .bind(&k.nonce)
+            .bind(&k.sealed)
+            .bind(&k.suffix)
+            .bind(k.created_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>> {
         let row: Option<crate::rows::SealedKeyRow> = sqlx::query_as(sql::PROVIDER_KEY)
             .bind(owner)

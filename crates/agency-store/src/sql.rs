@@ -144,3 +144,5 @@ pub(crate) const API_KEYS_OF_AGENCY: &str = concat!(
 pub(crate) const REVOKE_API_KEY: &str =
     "UPDATE api_keys SET revoked_at = $1 WHERE agency_id = $2 AND name = $3 AND revoked_at IS NULL";
 pub(crate) const TOUCH_API_KEY: &str = "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)";
+pub(crate) const ADD_PROVIDER_KEY: &str = "INSERT INTO provider_keys (owner, provider, nonce, sealed, suffix, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner, provider) DO NOTHING";

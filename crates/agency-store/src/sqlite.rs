@@ -372,6 +372,20 @@ impl SecretStore for SqliteStore {
         Ok(())
     }
 
+    async fn add_provider_key(&self, k: &SealedKey) -> Result<bool> {
+        let n = self.with(|conn| {
+            conn.prepare_cached(sql::ADD_PROVIDER_KEY)?.execute(params![
+                k.owner,
+                k.provider,
+                k.nonce,
+                k.sealed,
+                k.suffix,
+                k.created_at
+            ])
+        })?;
+        Ok(n == 1)
+    }
+
     async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>> {
         let row = self.with(|conn| {
             conn.prepare_cached(sql::PROVIDER_KEY)?

@@ -1,0 +1,277 @@
+//! API keys: made here and shown once, kept only as HMAC-SHA256 under a server secret. That
+//! secret is itself stored sealed under the master key (beside provider keys), so rotating the
+//! master key carries it along and a copy of the database alone cannot test guesses.
+//! Authentication and rate limits run in memory; last use is written in batches.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agency_core::{Agency, ApiKey, KeyState};
+use agency_store::Store;
+use chrono::Utc;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use hmac::{Hmac, Mac};
+use secrecy::{ExposeSecret, SecretBox, SecretString};
+use sha2::Sha256;
+
+use crate::RuntimeError;
+use crate::secrets::{self, MasterKey, MasterKeySource};
+
+/// What every key starts with, so people and secret scanners recognise it.
+pub const KEY_PREFIX: &str = "agk_";
+/// How long a key's record is trusted before it is read again (so revocation by another
+/// process takes effect within this).
+const CACHE_FOR: Duration = Duration::from_secs(1);
+/// Where the HMAC secret is kept among the sealed secrets (an owner no user can have).
+const SECRET_OWNER: &str = "";
+const SECRET_NAME: &str = "api-key-hmac";
+
+/// The server secret API keys are hashed with.
+pub struct Keyring {
+    secret: SecretBox<[u8; 32]>,
+}
+
+impl Keyring {
+    /// Loads the secret, making it the first time (processes starting together agree on one).
+    pub async fn load(
+        store: &dyn Store,
+        master_key: &MasterKeySource,
+    ) -> Result<Self, RuntimeError> {
+        if let Some(hex) =
+            secrets::provider_key(store, master_key, SECRET_OWNER, SECRET_NAME).await?
+        {
+            return Self::from_hex(hex.expose_secret());
+        }
+        let fresh: String = random_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        let master = MasterKey::load_or_create(master_key)?;
+        store
+            .add_provider_key(&master.seal(
+                SECRET_OWNER,
+                SECRET_NAME,
+                &SecretString::from(fresh),
+            )?)
+            .await?;
+        let stored = secrets::provider_key(store, master_key, SECRET_OWNER, SECRET_NAME)
+            .await?
+            .ok_or_else(|| {
+                RuntimeError::Invalid("the API key secret could not be stored".into())
+            })?;
+        Self::from_hex(stored.expose_secret())
+    }
+
+    fn from_hex(hex: &str) -> Result<Self, RuntimeError> {
+        let mut bytes = [0u8; 32];
+        let bad = || RuntimeError::Invalid("the stored API key secret is damaged".into());
+        if hex.len() != 64 {
+            return Err(bad());
+        }
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
+                .map_err(|_| bad())?;
+        }
+        Ok(Self {
+            secret: SecretBox::new(Box::new(bytes)),
+        })
+    }
+
+    /// The keyed hash of a key, in hex.
+    pub fn hash(&self, key: &str) -> String {
+        // HMAC takes a key of any length, so this never fails; an empty hash matches nothing.
+        let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(self.secret.expose_secret()) else {
+            return String::new();
+        };
+        mac.update(key.as_bytes());
+        mac.finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+fn random_bytes() -> [u8; 32] {
+    use chacha20poly1305::aead::rand_core::RngCore;
+    let mut bytes = [0u8; 32];
+    chacha20poly1305::aead::OsRng.fill_bytes(&mut bytes);
+    bytes
+}
+
+/// Makes a key for `agency`: the plain key (show it once) and what is stored of it.
+pub async fn create_key(
+    store: &dyn Store,
+    keyring: &Keyring,
+    agency: &Agency,
+    name: &str,
+    expires_in: Option<Duration>,
+    rate_limit_per_minute: Option<u32>,
+) -> Result<(ApiKey, SecretString), RuntimeError> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+        return Err(RuntimeError::Invalid(
+            "a key's name must be 1 to 64 characters, e.g. `dev` or `prod`".into(),
+        ));
+    }
+    if rate_limit_per_minute == Some(0) {
+        return Err(RuntimeError::Invalid(
+            "the rate limit must be at least 1 request a minute".into(),
+        ));
+    }
+    let plain: String = format!(
+        "{KEY_PREFIX}{}",
+        random_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
+    let now = Utc::now();
+    let expires_at = match expires_in {
+        None => None,
+        Some(d) => Some(
+            now + chrono::Duration::from_std(d)
+                .map_err(|_| RuntimeError::Invalid("that expiry is too far away".into()))?,
+        ),
+    };
+    let key = ApiKey {
+        id: uuid::Uuid::now_v7(),
+        agency_id: agency.id,
+        name: name.to_string(),
+        prefix: plain[..KEY_PREFIX.len() + 8].to_string(),
+        hash: keyring.hash(&plain),
+        rate_limit_per_minute: rate_limit_per_minute.unwrap_or(ApiKey::DEFAULT_RATE_LIMIT),
+        created_at: now,
+        expires_at,
+        last_used_at: None,
+        revoked_at: None,
+    };
+    store.create_api_key(&key).await?;
+    Ok((key, SecretString::from(plain)))
+}
+
+/// Why a request was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("You didn't provide an API key. Send it as `Authorization: Bearer agk_...`.")]
+    Missing,
+    #[error("Incorrect API key provided: {0}.")]
+    Invalid(String),
+    #[error("This API key expired: {0}. Create a new one with `agency keys create`.")]
+    Expired(String),
+    #[error("This API key was revoked: {0}.")]
+    Revoked(String),
+    #[error("Rate limit reached for this API key ({limit} requests per minute). Try again in {}s.", .retry_after.as_secs().max(1))]
+    RateLimited { limit: u32, retry_after: Duration },
+}
+
+/// Checks keys and their limits in memory.
+pub struct Authenticator {
+    store: Arc<dyn Store>,
+    keyring: Keyring,
+    cache: Mutex<HashMap<String, (Instant, Option<ApiKey>)>>,
+    limiters: Mutex<HashMap<uuid::Uuid, (u32, Arc<DefaultDirectRateLimiter>)>>,
+    used: Mutex<HashMap<uuid::Uuid, chrono::DateTime<Utc>>>,
+}
+
+/// A key shown in errors: its first characters only.
+fn masked(key: &str) -> String {
+    let shown: String = key.chars().take(KEY_PREFIX.len() + 4).collect();
+    format!("{shown}…")
+}
+
+impl Authenticator {
+    pub fn new(store: Arc<dyn Store>, keyring: Keyring) -> Self {
+        Self {
+            store,
+            keyring,
+            cache: Mutex::new(HashMap::new()),
+            limiters: Mutex::new(HashMap::new()),
+            used: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The key behind an `Authorization` header's bearer token, if it may make a request now.
+    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<ApiKey, AuthError> {
+        let token = bearer
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(AuthError::Missing)?;
+        if !token.starts_with(KEY_PREFIX) {
+            return Err(AuthError::Invalid(masked(token)));
+        }
+        let hash = self.keyring.hash(token);
+        let cached = self.cache.lock().ok().and_then(|c| {
+            c.get(&hash)
+                .filter(|(at, _)| at.elapsed() < CACHE_FOR)
+                .map(|(_, k)| k.clone())
+        });
+        let key = match cached {
+            Some(key) => key,
+            None => {
+                let key = self.store.api_key_by_hash(&hash).await.map_err(|e| {
+                    tracing::error!(error = %e, "cannot read API keys");
+                    AuthError::Invalid(masked(token))
+                })?;
+                if let Ok(mut c) = self.cache.lock() {
+                    if c.len() > 100_000 {
+                        c.clear();
+                    }
+                    c.insert(hash, (Instant::now(), key.clone()));
+                }
+                key
+            }
+        };
+        let key = key.ok_or_else(|| AuthError::Invalid(masked(token)))?;
+        let now = Utc::now();
+        match key.state(now) {
+            KeyState::Active => {}
+            KeyState::Expired => return Err(AuthError::Expired(key.prefix.clone())),
+            KeyState::Revoked => return Err(AuthError::Revoked(key.prefix.clone())),
+        }
+        self.check_rate(&key)?;
+        if let Ok(mut used) = self.used.lock() {
+            used.insert(key.id, now);
+        }
+        Ok(key)
+    }
+
+    fn check_rate(&self, key: &ApiKey) -> Result<(), AuthError> {
+        let limiter = {
+            let Ok(mut limiters) = self.limiters.lock() else {
+                return Ok(());
+            };
+            let entry = limiters
+                .entry(key.id)
+                .or_insert_with(|| (0, Arc::new(limiter(key.rate_limit_per_minute))));
+            if entry.0 != key.rate_limit_per_minute {
+                *entry = (
+                    key.rate_limit_per_minute,
+                    Arc::new(limiter(key.rate_limit_per_minute)),
+                );
+            }
+            entry.1.clone()
+        };
+        limiter.check().map_err(|not_until| AuthError::RateLimited {
+            limit: key.rate_limit_per_minute,
+            retry_after: not_until.wait_time_from(DefaultClock::default().now()),
+        })
+    }
+
+    /// Writes when keys were last used, in one batch.
+    pub async fn flush_usage(&self) -> Result<(), RuntimeError> {
+        let used: Vec<_> = match self.used.lock() {
+            Ok(mut u) => u.drain().collect(),
+            Err(_) => return Ok(()),
+        };
+        if !used.is_empty() {
+            self.store.touch_api_keys(&used).await?;
+        }
+        Ok(())
+    }
+}
+
+fn limiter(per_minute: u32) -> DefaultDirectRateLimiter {
+    let n = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
+    RateLimiter::direct(Quota::per_minute(n))
+}
