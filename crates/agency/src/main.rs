@@ -81,12 +81,40 @@ enum Command {
         #[arg(long)]
         conversation: Option<ConversationId>,
     },
+    /// API keys for an agency's OpenAI-compatible endpoint.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Provider API keys stored in the database, sealed under the master key.
     #[command(subcommand)]
     ProviderKey(ProviderKeyCommand),
     /// The master key that seals stored provider keys.
     #[command(subcommand)]
     MasterKey(MasterKeyCommand),
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Make a key for AGENCY; it is printed once and stored only as a keyed hash.
+    Create {
+        agency: String,
+        #[arg(long)]
+        name: String,
+        /// How long it lasts: `1s`, `15m`, `12h`, `30d`, `1w` (default: until revoked).
+        #[arg(long, value_parser = parse_duration)]
+        expires_in: Option<std::time::Duration>,
+        /// Requests per minute (default 600).
+        #[arg(long)]
+        rate_limit: Option<u32>,
+    },
+    /// The agency's keys: name, prefix, created, expires, last used, revoked.
+    List { agency: String },
+    /// Revoke the agency's key NAME.
+    Revoke { agency: String, name: String },
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    agency_core::apikey::parse_duration(s)
+        .ok_or_else(|| format!("`{s}` is not a duration: write e.g. 90s, 15m, 12h, 30d or 2w"))
 }
 
 #[derive(Subcommand)]
@@ -159,6 +187,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(&master_key),
     )
     .await?;
+    let master_key_for_keys = master_key.clone();
     let rt = Runtime::with_master_key(store, providers, Some(master_key));
     seed_demo(&rt).await?;
     match cli.command {
@@ -166,6 +195,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import { file } => import(&rt, &file).await,
         Command::Export { name, output } => export(&rt, &name, output).await,
         Command::List => list(&rt).await,
+        Command::Keys(command) => keys(&rt, &master_key_for_keys, command).await,
         // Handled above, before the runtime starts.
         Command::ProviderKey(_) | Command::MasterKey(_) => Ok(()),
         Command::Chat {
@@ -210,6 +240,82 @@ fn server_provider_specs(
         specs.extend(configured);
     }
     Ok(specs)
+}
+
+async fn keys(
+    rt: &Runtime,
+    master_key: &MasterKeySource,
+    command: KeysCommand,
+) -> anyhow::Result<()> {
+    let store = rt.store();
+    match command {
+        KeysCommand::Create {
+            agency,
+            name,
+            expires_in,
+            rate_limit,
+        } => {
+            let agency = rt.agency(LOCAL_OWNER, &agency).await?;
+            let keyring = agency_runtime::keys::Keyring::load(&**store, master_key).await?;
+            let (key, plain) = agency_runtime::keys::create_key(
+                &**store, &keyring, &agency, &name, expires_in, rate_limit,
+            )
+            .await?;
+            eprintln!(
+                "created key `{}` for {} ({} requests/minute{}). It is shown this once:",
+                key.name,
+                agency.name,
+                key.rate_limit_per_minute,
+                key.expires_at
+                    .map(|t| format!(", expires {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
+                    .unwrap_or_default()
+            );
+            println!("{}", secrecy::ExposeSecret::expose_secret(&plain));
+        }
+        KeysCommand::List { agency } => {
+            let agency = rt.agency(LOCAL_OWNER, &agency).await?;
+            let keys = store.api_keys(agency.id).await?;
+            if keys.is_empty() {
+                println!(
+                    "no keys: `agency keys create {} --name dev` makes one",
+                    agency.name
+                );
+            }
+            let when = |t: Option<chrono::DateTime<chrono::Utc>>| {
+                t.map_or_else(
+                    || "-".to_string(),
+                    |t| t.format("%Y-%m-%d %H:%M").to_string(),
+                )
+            };
+            println!(
+                "{:<16} {:<14} {:<17} {:<17} {:<17} {}",
+                "NAME", "PREFIX", "CREATED", "EXPIRES", "LAST USED", "REVOKED"
+            );
+            for k in keys {
+                println!(
+                    "{:<16} {:<14} {:<17} {:<17} {:<17} {}",
+                    k.name,
+                    format!("{}…", k.prefix),
+                    when(Some(k.created_at)),
+                    when(k.expires_at),
+                    when(k.last_used_at),
+                    when(k.revoked_at)
+                );
+            }
+        }
+        KeysCommand::Revoke { agency, name } => {
+            let agency = rt.agency(LOCAL_OWNER, &agency).await?;
+            if store
+                .revoke_api_key(agency.id, &name, chrono::Utc::now())
+                .await?
+            {
+                println!("revoked key `{name}` of {}", agency.name);
+            } else {
+                bail!("{} has no unrevoked key named `{name}`", agency.name);
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn provider_key(
