@@ -288,8 +288,8 @@ async fn keys(
                 )
             };
             println!(
-                "{:<16} {:<14} {:<17} {:<17} {:<17} {}",
-                "NAME", "PREFIX", "CREATED", "EXPIRES", "LAST USED", "REVOKED"
+                "{:<16} {:<14} {:<17} {:<17} {:<17} REVOKED",
+                "NAME", "PREFIX", "CREATED", "EXPIRES", "LAST USED"
             );
             for k in keys {
                 println!(
