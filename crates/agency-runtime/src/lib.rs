@@ -5,6 +5,7 @@
 //! loaded from the store once and then kept in memory with it, so a hop costs one write and no
 //! read, however long the conversation grows.
 
+pub mod api;
 mod error;
 mod events;
 pub mod keys;
@@ -156,6 +157,16 @@ impl Runtime {
 
     /// Starts a conversation: each agent's context begins with its system prompt.
     pub async fn start_conversation(&self, agency: &Agency) -> Result<Conversation, RuntimeError> {
+        self.start_conversation_with(agency, None).await
+    }
+
+    /// Starts a conversation whose manager's system prompt ends with `manager_system` (a
+    /// client's own system message, as spec 000 has it; no other agent sees it).
+    pub async fn start_conversation_with(
+        &self,
+        agency: &Agency,
+        manager_system: Option<&str>,
+    ) -> Result<Conversation, RuntimeError> {
         let conversation = Conversation {
             id: ConversationId::new(),
             agency_id: agency.id,
@@ -176,7 +187,15 @@ impl Runtime {
                 linked: None,
                 from: None,
                 to: Some(agent.id),
-                text: prompt::system_prompt(agency, agent),
+                text: match manager_system.map(str::trim).filter(|s| !s.is_empty()) {
+                    Some(extra) if agent.id == agency.manager => {
+                        format!(
+                            "{}\n\n## From the client\n{extra}",
+                            prompt::system_prompt(agency, agent)
+                        )
+                    }
+                    _ => prompt::system_prompt(agency, agent),
+                },
                 usage: None,
                 latency_ms: None,
                 included: true,

@@ -140,6 +140,14 @@ pub trait KeyStore: Send + Sync {
         &self,
         used: &[(uuid::Uuid, chrono::DateTime<chrono::Utc>)],
     ) -> Result<()>;
+    /// The conversation of `key` whose visible transcript hashes to `hash`.
+    async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>>;
+    async fn put_api_thread(
+        &self,
+        key: uuid::Uuid,
+        hash: &str,
+        conversation: ConversationId,
+    ) -> Result<()>;
 }
 
 /// Small server-wide facts.

@@ -418,6 +418,30 @@ impl KeyStore for PostgresStore {
         Ok(done.rows_affected() > 0)
     }
 
+    async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>> {
+        let id: Option<uuid::Uuid> = sqlx::query_scalar(sql::API_THREAD)
+            .bind(key)
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(id.map(ConversationId))
+    }
+
+    async fn put_api_thread(
+        &self,
+        key: uuid::Uuid,
+        hash: &str,
+        conversation: ConversationId,
+    ) -> Result<()> {
+        sqlx::query(sql::PUT_API_THREAD)
+            .bind(key)
+            .bind(hash)
+            .bind(conversation.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         for (id, at) in used {

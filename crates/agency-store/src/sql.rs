@@ -146,3 +146,7 @@ pub(crate) const REVOKE_API_KEY: &str =
 pub(crate) const TOUCH_API_KEY: &str = "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)";
 pub(crate) const ADD_PROVIDER_KEY: &str = "INSERT INTO provider_keys (owner, provider, nonce, sealed, suffix, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner, provider) DO NOTHING";
+pub(crate) const API_THREAD: &str =
+    "SELECT conversation_id FROM api_threads WHERE key_id = $1 AND hash = $2";
+pub(crate) const PUT_API_THREAD: &str = "INSERT INTO api_threads (key_id, hash, conversation_id) VALUES ($1, $2, $3) \
+     ON CONFLICT (key_id, hash) DO UPDATE SET conversation_id = excluded.conversation_id";

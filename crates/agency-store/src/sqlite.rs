@@ -489,6 +489,28 @@ impl KeyStore for SqliteStore {
         Ok(n > 0)
     }
 
+    async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>> {
+        let id: Option<uuid::Uuid> = self.with(|conn| {
+            conn.prepare_cached(sql::API_THREAD)?
+                .query_row(params![key, hash], |r| r.get(0))
+                .optional()
+        })?;
+        Ok(id.map(ConversationId))
+    }
+
+    async fn put_api_thread(
+        &self,
+        key: uuid::Uuid,
+        hash: &str,
+        conversation: ConversationId,
+    ) -> Result<()> {
+        self.with(|conn| {
+            conn.prepare_cached(sql::PUT_API_THREAD)?
+                .execute(params![key, hash, conversation.0])
+        })?;
+        Ok(())
+    }
+
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
         self.with(|conn| {
             let tx = conn.transaction()?;

@@ -406,6 +406,17 @@ async fn api_keys_by_hash_name_and_state(s: Arc<dyn Store>) {
     assert_eq!(listed[0].revoked_at, Some(now));
     assert_eq!(listed[0].state(now), agency_core::KeyState::Revoked);
     assert_eq!(listed[1].state(now), agency_core::KeyState::Active);
+    // Threads: a transcript hash finds its conversation, per key.
+    let c = conversation(a.id);
+    s.create_conversation(&c).await.unwrap();
+    s.put_api_thread(again.id, "t1", c.id).await.unwrap();
+    assert_eq!(s.api_thread(again.id, "t1").await.unwrap(), Some(c.id));
+    assert_eq!(s.api_thread(again.id, "t2").await.unwrap(), None);
+    assert_eq!(
+        s.api_thread(dev.id, "t1").await.unwrap(),
+        None,
+        "another key's threads are not found"
+    );
     // Last use only moves forward.
     let later = now + Duration::from_secs(5);
     s.touch_api_keys(&[(again.id, later), (again.id, now)])

@@ -98,6 +98,15 @@ CREATE TABLE api_keys (
 );
 CREATE UNIQUE INDEX api_keys_live_name ON api_keys (agency_id, name) WHERE revoked_at IS NULL;
 
+-- Conversations held over the stateless Chat Completions API: a hash of the visible
+-- transcript (client system message, user messages, answers) so far, per key.
+CREATE TABLE api_threads (
+    key_id          UUID NOT NULL REFERENCES api_keys (id) ON DELETE CASCADE,
+    hash            TEXT NOT NULL,
+    conversation_id UUID NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    PRIMARY KEY (key_id, hash)
+);
+
 CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,
     value TEXT NOT NULL

@@ -1,0 +1,116 @@
+//! Chat Completions over conversations. The API is stateless — every request resends the
+//! history — while an agency's agents keep their own contexts. A request whose earlier messages
+//! equal the visible transcript (the client's system message, user messages and answers) of
+//! one of its key's conversations continues that conversation; any other starts a new one.
+
+use std::sync::Arc;
+
+use agency_core::{Agency, ApiKey, ConversationId, Role};
+use sha2::{Digest, Sha256};
+
+use crate::{Runtime, RuntimeError, TurnOutcome};
+
+/// One Chat Completions request, as the conversation sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChatTurn {
+    /// The client's system messages, joined: appended to the manager's system prompt.
+    pub system: Option<String>,
+    /// The visible transcript before the new message: user messages and answers, in order.
+    pub history: Vec<(Role, String)>,
+    /// The new user message.
+    pub input: String,
+    /// A conversation the client named (`x-agency-conversation`); its history is then the
+    /// server's.
+    pub conversation: Option<ConversationId>,
+}
+
+/// A stable digest of a visible transcript.
+pub fn transcript_hash(system: Option<&str>, turns: &[(Role, String)]) -> String {
+    let mut h = Sha256::new();
+    let mut field = |s: &str| {
+        h.update((s.len() as u64).to_be_bytes());
+        h.update(s.as_bytes());
+    };
+    field(system.unwrap_or(""));
+    for (role, text) in turns {
+        field(role.as_str());
+        field(text);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Runtime {
+    /// One Chat Completions request: finds or starts the conversation, runs the turn, and
+    /// remembers the transcript so that the next request continues it.
+    pub async fn chat_completion(
+        self: &Arc<Self>,
+        key: &ApiKey,
+        agency: &Agency,
+        turn: ChatTurn,
+    ) -> Result<TurnOutcome, RuntimeError> {
+        let system = turn.system.as_deref();
+        let conversation = match turn.conversation {
+            Some(id) => match self.store.conversation(id).await? {
+                Some(c) if c.agency_id == agency.id => id,
+                _ => return Err(RuntimeError::ConversationNotFound(id)),
+            },
+            None => {
+                let known = if turn.history.is_empty() {
+                    None
+                } else {
+                    self.store
+                        .api_thread(key.id, &transcript_hash(system, &turn.history))
+                        .await?
+                };
+                match known {
+                    Some(id) => id,
+                    None => self.start_conversation_with(agency, system).await?.id,
+                }
+            }
+        };
+        let out = self.send(conversation, turn.input.clone()).await?;
+        let mut after = turn.history;
+        after.push((Role::User, turn.input));
+        after.push((Role::Assistant, out.answer.clone()));
+        self.store
+            .put_api_thread(key.id, &transcript_hash(system, &after), conversation)
+            .await?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_tell_transcripts_apart() {
+        let t = |pairs: &[(Role, &str)]| {
+            pairs
+                .iter()
+                .map(|(r, s)| (*r, s.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let a = transcript_hash(None, &t(&[(Role::User, "hi"), (Role::Assistant, "hello")]));
+        assert_eq!(
+            a,
+            transcript_hash(None, &t(&[(Role::User, "hi"), (Role::Assistant, "hello")]))
+        );
+        assert_ne!(
+            a,
+            transcript_hash(
+                Some("be brief"),
+                &t(&[(Role::User, "hi"), (Role::Assistant, "hello")])
+            )
+        );
+        assert_ne!(
+            a,
+            transcript_hash(None, &t(&[(Role::User, "hih"), (Role::Assistant, "ello")])),
+            "fields are delimited"
+        );
+        assert_ne!(
+            a,
+            transcript_hash(None, &t(&[(Role::Assistant, "hi"), (Role::User, "hello")]))
+        );
+    }
+}
