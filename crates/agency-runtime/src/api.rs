@@ -40,42 +40,62 @@ pub fn transcript_hash(system: Option<&str>, turns: &[(Role, String)]) -> String
 }
 
 impl Runtime {
-    /// One Chat Completions request: finds or starts the conversation, runs the turn, and
-    /// remembers the transcript so that the next request continues it.
+    /// The conversation a request continues (or names), or a new one for it.
+    pub async fn api_conversation(
+        &self,
+        key: &ApiKey,
+        agency: &Agency,
+        turn: &ChatTurn,
+    ) -> Result<ConversationId, RuntimeError> {
+        let system = turn.system.as_deref();
+        if let Some(id) = turn.conversation {
+            return match self.store.conversation(id).await? {
+                Some(c) if c.agency_id == agency.id => Ok(id),
+                _ => Err(RuntimeError::ConversationNotFound(id)),
+            };
+        }
+        if !turn.history.is_empty()
+            && let Some(id) = self
+                .store
+                .api_thread(key.id, &transcript_hash(system, &turn.history))
+                .await?
+        {
+            return Ok(id);
+        }
+        Ok(self.start_conversation_with(agency, system).await?.id)
+    }
+
+    /// Runs the request's turn in `conversation` and remembers the transcript, so that the
+    /// next request continues it.
+    pub async fn api_turn(
+        self: &Arc<Self>,
+        key: &ApiKey,
+        conversation: ConversationId,
+        turn: ChatTurn,
+    ) -> Result<TurnOutcome, RuntimeError> {
+        let out = self.send(conversation, turn.input.clone()).await?;
+        let mut after = turn.history;
+        after.push((Role::User, turn.input));
+        after.push((Role::Assistant, out.answer.clone()));
+        self.store
+            .put_api_thread(
+                key.id,
+                &transcript_hash(turn.system.as_deref(), &after),
+                conversation,
+            )
+            .await?;
+        Ok(out)
+    }
+
+    /// Both: one Chat Completions request.
     pub async fn chat_completion(
         self: &Arc<Self>,
         key: &ApiKey,
         agency: &Agency,
         turn: ChatTurn,
     ) -> Result<TurnOutcome, RuntimeError> {
-        let system = turn.system.as_deref();
-        let conversation = match turn.conversation {
-            Some(id) => match self.store.conversation(id).await? {
-                Some(c) if c.agency_id == agency.id => id,
-                _ => return Err(RuntimeError::ConversationNotFound(id)),
-            },
-            None => {
-                let known = if turn.history.is_empty() {
-                    None
-                } else {
-                    self.store
-                        .api_thread(key.id, &transcript_hash(system, &turn.history))
-                        .await?
-                };
-                match known {
-                    Some(id) => id,
-                    None => self.start_conversation_with(agency, system).await?.id,
-                }
-            }
-        };
-        let out = self.send(conversation, turn.input.clone()).await?;
-        let mut after = turn.history;
-        after.push((Role::User, turn.input));
-        after.push((Role::Assistant, out.answer.clone()));
-        self.store
-            .put_api_thread(key.id, &transcript_hash(system, &after), conversation)
-            .await?;
-        Ok(out)
+        let conversation = self.api_conversation(key, agency, &turn).await?;
+        self.api_turn(key, conversation, turn).await
     }
 }
 

@@ -155,7 +155,7 @@ pub async fn create_key(
 pub enum AuthError {
     #[error("You didn't provide an API key. Send it as `Authorization: Bearer agk_...`.")]
     Missing,
-    #[error("Incorrect API key provided: {0}.")]
+    #[error("Incorrect API key provided: {0}")]
     Invalid(String),
     #[error("This API key expired: {0}. Create a new one with `agency keys create`.")]
     Expired(String),

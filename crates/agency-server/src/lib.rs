@@ -4,6 +4,7 @@
 //! and are converted from the domain explicitly; errors are one enum, [`ApiError`].
 
 mod error;
+pub mod openai;
 mod wire;
 
 use std::future::Future;
@@ -20,11 +21,20 @@ use tokio::net::TcpListener;
 
 pub use error::ApiError;
 
-type AppState = Arc<Runtime>;
+/// What every handler may use.
+#[derive(Clone)]
+pub struct AppState {
+    pub rt: Arc<Runtime>,
+    pub auth: Arc<agency_runtime::keys::Authenticator>,
+}
+
+/// How often the last use of API keys is written.
+const FLUSH_KEY_USAGE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The application's routes.
-pub fn router(rt: Arc<Runtime>) -> Router {
+pub fn router(state: AppState) -> Router {
     Router::new()
+        .merge(openai::routes())
         .route("/healthz", get(health))
         .route("/api/agencies", get(list_agencies))
         .route("/api/agencies/{agency}", get(get_agency))
@@ -40,26 +50,43 @@ pub fn router(rt: Arc<Runtime>) -> Router {
         .route("/api/conversations/{id}/turns/{number}", get(get_turn))
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .with_state(rt)
+        .with_state(state)
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }
 
 /// Serves until `shutdown` resolves, then finishes the requests in progress.
 pub async fn serve(
-    rt: Arc<Runtime>,
+    state: AppState,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(rt))
+    let auth = state.auth.clone();
+    let flusher = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(FLUSH_KEY_USAGE);
+        loop {
+            tick.tick().await;
+            if let Err(e) = auth.flush_usage().await {
+                tracing::warn!(error = %e, "cannot record API key use");
+            }
+        }
+    });
+    let served = axum::serve(listener, router(state.clone()))
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    flusher.abort();
+    if let Err(e) = state.auth.flush_usage().await {
+        tracing::warn!(error = %e, "cannot record API key use");
+    }
+    served
 }
 
 async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "status": "ok" }))
 }
 
-async fn list_agencies(State(rt): State<AppState>) -> Result<Json<Vec<wire::Agency>>, ApiError> {
+async fn list_agencies(
+    State(AppState { rt, .. }): State<AppState>,
+) -> Result<Json<Vec<wire::Agency>>, ApiError> {
     let agencies = rt
         .store()
         .list_agencies(LOCAL_OWNER)
@@ -69,7 +96,7 @@ async fn list_agencies(State(rt): State<AppState>) -> Result<Json<Vec<wire::Agen
 }
 
 async fn get_agency(
-    State(rt): State<AppState>,
+    State(AppState { rt, .. }): State<AppState>,
     Path(agency): Path<String>,
 ) -> Result<Json<wire::Agency>, ApiError> {
     let agency = rt.agency(LOCAL_OWNER, &agency).await?;
@@ -77,7 +104,7 @@ async fn get_agency(
 }
 
 async fn create_conversation(
-    State(rt): State<AppState>,
+    State(AppState { rt, .. }): State<AppState>,
     Path(agency): Path<String>,
 ) -> Result<(StatusCode, Json<wire::Conversation>), ApiError> {
     let agency = rt.agency(LOCAL_OWNER, &agency).await?;
@@ -94,7 +121,7 @@ fn conversation_id(id: &str) -> Result<ConversationId, ApiError> {
 }
 
 async fn get_conversation(
-    State(rt): State<AppState>,
+    State(AppState { rt, .. }): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Conversation>, ApiError> {
     let id = conversation_id(&id)?;
@@ -116,7 +143,7 @@ async fn get_conversation(
 }
 
 async fn post_message(
-    State(rt): State<AppState>,
+    State(AppState { rt, .. }): State<AppState>,
     Path(id): Path<String>,
     body: Result<Json<wire::PostMessage>, JsonRejection>,
 ) -> Result<Json<wire::TurnResult>, ApiError> {
@@ -127,7 +154,7 @@ async fn post_message(
 }
 
 async fn get_turn(
-    State(rt): State<AppState>,
+    State(AppState { rt, .. }): State<AppState>,
     Path((id, number)): Path<(String, String)>,
 ) -> Result<Json<wire::TurnTrace>, ApiError> {
     let id = conversation_id(&id)?;
@@ -156,7 +183,7 @@ async fn get_turn(
 }
 
 async fn list_messages(
-    State(rt): State<AppState>,
+    State(AppState { rt, .. }): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<wire::Message>>, ApiError> {
     let id = conversation_id(&id)?;

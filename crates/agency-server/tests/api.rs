@@ -32,9 +32,22 @@ impl App {
         let file = AgencyFile::parse("examples/studio.yaml", STUDIO).unwrap();
         let studio = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
 
+        let master = agency_runtime::secrets::MasterKeySource::File(dir.path().join("agency.key"));
+        let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
+            .await
+            .unwrap();
+        let auth = Arc::new(agency_runtime::keys::Authenticator::new(
+            rt.store().clone(),
+            keyring,
+        ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        tokio::spawn(agency_server::serve(rt, listener, std::future::pending()));
+        let state = agency_server::AppState { rt, auth };
+        tokio::spawn(agency_server::serve(
+            state,
+            listener,
+            std::future::pending(),
+        ));
 
         App {
             base: format!("http://127.0.0.1:{port}"),

@@ -191,7 +191,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let rt = Runtime::with_master_key(store, providers, Some(master_key));
     seed_demo(&rt).await?;
     match cli.command {
-        Command::Serve { listen } => serve(rt, listen).await,
+        Command::Serve { listen } => serve(rt, &master_key_for_keys, listen).await,
         Command::Import { file } => import(&rt, &file).await,
         Command::Export { name, output } => export(&rt, &name, output).await,
         Command::List => list(&rt).await,
@@ -370,7 +370,16 @@ async fn seed_demo(rt: &Runtime) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(rt: Arc<Runtime>, listen: SocketAddr) -> anyhow::Result<()> {
+async fn serve(
+    rt: Arc<Runtime>,
+    master_key: &MasterKeySource,
+    listen: SocketAddr,
+) -> anyhow::Result<()> {
+    let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), master_key).await?;
+    let auth = Arc::new(agency_runtime::keys::Authenticator::new(
+        rt.store().clone(),
+        keyring,
+    ));
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -378,7 +387,11 @@ async fn serve(rt: Arc<Runtime>, listen: SocketAddr) -> anyhow::Result<()> {
     let shutdown = shutdown_signal()?;
     tracing::info!("listening on http://{addr}");
     println!("agency: listening on http://{addr}");
-    agency_server::serve(rt.clone(), listener, shutdown).await?;
+    let state = agency_server::AppState {
+        rt: rt.clone(),
+        auth,
+    };
+    agency_server::serve(state, listener, shutdown).await?;
     rt.settle().await;
     Ok(())
 }

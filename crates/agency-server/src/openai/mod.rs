@@ -1,0 +1,554 @@
+//! The drop-in OpenAI endpoint: `POST /v1/chat/completions` (the agency named by `model`) and
+//! `POST /api/agency/{agency}/chat/completions` (by id or name), with `GET .../models` beside
+//! each. An app pointed here with an agency's key cannot tell it is talking to a team.
+
+mod error;
+pub mod types;
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use agency_core::{Agency, ApiKey, ConversationId, Role, StopReason};
+use agency_runtime::api::ChatTurn;
+use agency_runtime::keys::AuthError;
+use agency_runtime::{RuntimeError, TurnOutcome};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::Utc;
+pub use error::OpenAiError;
+use types::{ChatRequest, Content};
+
+use crate::AppState;
+
+/// Largest request body: a long history of long messages, but not unbounded.
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+/// The header that carries (and may name) the conversation.
+pub const CONVERSATION_HEADER: &str = "x-agency-conversation";
+/// Comments sent while the agents work, so proxies keep the stream open.
+const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/chat/completions", post(v1_chat))
+        .route("/v1/models", get(v1_models))
+        .route("/v1/models/{model}", get(v1_model))
+        .route("/api/agency/{agency}/chat/completions", post(agency_chat))
+        .route("/api/agency/{agency}/models", get(agency_models))
+        .route("/api/agency/{agency}/models/{model}", get(agency_model))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+}
+
+async fn v1_chat(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    chat(s, None, headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn agency_chat(
+    State(s): State<AppState>,
+    Path(agency): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    chat(s, Some(agency), headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn v1_models(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, OpenAiError> {
+    let (_, agency) = authorize(&s, &headers, None).await?;
+    Ok(axum::Json(model_list(&agency)).into_response())
+}
+
+async fn v1_model(
+    State(s): State<AppState>,
+    Path(model): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, OpenAiError> {
+    let (_, agency) = authorize(&s, &headers, Some(&model)).await?;
+    Ok(axum::Json(model_of(&agency)).into_response())
+}
+
+async fn agency_models(
+    State(s): State<AppState>,
+    Path(agency): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, OpenAiError> {
+    let (_, agency) = authorize(&s, &headers, Some(&agency)).await?;
+    Ok(axum::Json(model_list(&agency)).into_response())
+}
+
+async fn agency_model(
+    State(s): State<AppState>,
+    Path((agency, model)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, OpenAiError> {
+    let (_, agency) = authorize(&s, &headers, Some(&agency)).await?;
+    if !names(&agency, &model) {
+        return Err(OpenAiError::model_not_found(&model));
+    }
+    Ok(axum::Json(model_of(&agency)).into_response())
+}
+
+fn model_of(agency: &Agency) -> types::Model {
+    types::Model {
+        id: agency.name.clone(),
+        object: "model",
+        created: agency
+            .id
+            .0
+            .get_timestamp()
+            .map_or(0, |t| i64::try_from(t.to_unix().0).unwrap_or(0)),
+        owned_by: agency.owner.clone(),
+    }
+}
+
+fn model_list(agency: &Agency) -> types::ModelList {
+    types::ModelList {
+        object: "list",
+        data: vec![model_of(agency)],
+    }
+}
+
+/// `selector` (an id or a name) names this agency.
+fn names(agency: &Agency, selector: &str) -> bool {
+    selector == agency.name || selector == agency.id.to_string()
+}
+
+/// The key of the request and its agency; `selector`, when given, must name that agency (a
+/// key reaches only its own, and others look as if they did not exist).
+async fn authorize(
+    s: &AppState,
+    headers: &HeaderMap,
+    selector: Option<&str>,
+) -> Result<(ApiKey, Agency), OpenAiError> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+                .unwrap_or(v)
+        });
+    let key = s.auth.authenticate(bearer).await.map_err(auth_error)?;
+    let agency =
+        s.rt.store()
+            .agency(key.agency_id)
+            .await
+            .map_err(|e| runtime_error(RuntimeError::from(e)))?
+            .ok_or_else(|| OpenAiError::model_not_found(selector.unwrap_or("?")))?;
+    match selector {
+        Some(sel) if !names(&agency, sel) => Err(OpenAiError::model_not_found(sel)),
+        _ => Ok((key, agency)),
+    }
+}
+
+fn auth_error(e: AuthError) -> OpenAiError {
+    let message = e.to_string();
+    match e {
+        AuthError::Missing => OpenAiError::unauthorized(message, None),
+        AuthError::Invalid(_) | AuthError::Revoked(_) => {
+            OpenAiError::unauthorized(message, Some("invalid_api_key"))
+        }
+        AuthError::Expired(_) => OpenAiError::unauthorized(message, Some("expired_api_key")),
+        AuthError::RateLimited { retry_after, .. } => OpenAiError {
+            kind: "requests",
+            retry_after_secs: Some(retry_after.as_secs().max(1)),
+            ..OpenAiError::invalid(message, None)
+                .status(StatusCode::TOO_MANY_REQUESTS)
+                .with_code("rate_limit_exceeded")
+        },
+    }
+}
+
+fn runtime_error(e: RuntimeError) -> OpenAiError {
+    match e {
+        RuntimeError::AgencyNotFound(name) => OpenAiError::model_not_found(&name),
+        RuntimeError::ConversationNotFound(id) => OpenAiError::invalid(
+            format!(
+                "No conversation {id} for this agency (from the `{CONVERSATION_HEADER}` header)."
+            ),
+            None,
+        )
+        .status(StatusCode::NOT_FOUND)
+        .with_code("conversation_not_found"),
+        RuntimeError::Invalid(m) => OpenAiError::invalid(m, Some("messages")),
+        RuntimeError::Conflict(m) => OpenAiError::invalid(m, None).status(StatusCode::CONFLICT),
+        RuntimeError::Model { .. } => OpenAiError::server(
+            StatusCode::BAD_GATEWAY,
+            format!("The agency could not answer: {e}"),
+        ),
+        RuntimeError::Validation(_) | RuntimeError::Store(_) => {
+            tracing::error!(error = %e, "chat completion failed");
+            OpenAiError::server(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The server had an error while processing your request.",
+            )
+        }
+    }
+}
+
+/// The conversation a request names in its header, if any.
+fn named_conversation(headers: &HeaderMap) -> Result<Option<ConversationId>, OpenAiError> {
+    match headers.get(CONVERSATION_HEADER) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                OpenAiError::invalid(
+                    format!("`{CONVERSATION_HEADER}` must be a conversation id"),
+                    None,
+                )
+            }),
+    }
+}
+
+async fn chat(
+    s: AppState,
+    path_agency: Option<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, OpenAiError> {
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            OpenAiError::invalid(
+                format!("The request is larger than {} MiB.", MAX_BODY >> 20),
+                None,
+            )
+            .status(StatusCode::PAYLOAD_TOO_LARGE)
+            .with_code("request_too_large")
+        } else {
+            OpenAiError::invalid(e.body_text(), None)
+        }
+    })?;
+    // Like OpenAI: the key first, then the body.
+    let bearer_check = authorize(&s, &headers, None).await?;
+    let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
+        OpenAiError::invalid(
+            format!("We could not parse the JSON body of your request: {e}"),
+            None,
+        )
+    })?;
+    let (key, agency) = bearer_check;
+    let selector = match (&path_agency, &request.model) {
+        (Some(path), _) => path.clone(),
+        (None, Some(model)) if !model.trim().is_empty() => model.clone(),
+        (None, _) => {
+            return Err(OpenAiError::invalid(
+                "You must provide a model parameter.",
+                Some("model"),
+            ));
+        }
+    };
+    if !names(&agency, &selector) {
+        return Err(OpenAiError::model_not_found(&selector));
+    }
+    let stream = request.stream.unwrap_or(false);
+    let include_usage = check(&request, stream)?;
+    let mut turn = chat_turn(request.messages)?;
+    turn.conversation = named_conversation(&headers)?;
+
+    let rt = s.rt.clone();
+    let conversation = rt
+        .api_conversation(&key, &agency, &turn)
+        .await
+        .map_err(runtime_error)?;
+    let conversation_header = HeaderValue::from_str(&conversation.to_string()).ok();
+    let mut response = if stream {
+        stream_turn(s, key, agency, conversation, turn, include_usage)
+    } else {
+        let out = rt
+            .api_turn(&key, conversation, turn)
+            .await
+            .map_err(runtime_error)?;
+        axum::Json(completion(&agency, &out)).into_response()
+    };
+    if let Some(v) = conversation_header {
+        response.headers_mut().insert(CONVERSATION_HEADER, v);
+    }
+    Ok(response)
+}
+
+/// Refuses what an agency cannot do, by parameter. Returns whether usage goes in the stream.
+fn check(r: &ChatRequest, stream: bool) -> Result<bool, OpenAiError> {
+    if let Some((name, _)) = r
+        .other
+        .iter()
+        .find(|(k, v)| types::REFUSED.contains(&k.as_str()) && !v.is_null())
+    {
+        return Err(OpenAiError::invalid(
+            format!(
+                "`{name}` is not supported: an agency answers with text from its manager; tools and audio are not available."
+            ),
+            Some(name),
+        ));
+    }
+    if let Some(name) = r
+        .other
+        .keys()
+        .find(|k| !types::IGNORED.contains(&k.as_str()) && !types::REFUSED.contains(&k.as_str()))
+    {
+        return Err(OpenAiError::invalid(
+            format!("Unrecognized request argument supplied: {name}"),
+            Some(name),
+        ));
+    }
+    if r.n.is_some_and(|n| n != 1) {
+        return Err(OpenAiError::invalid(
+            "Only `n: 1` is supported: an agency gives one answer.",
+            Some("n"),
+        ));
+    }
+    if r.logprobs == Some(true) {
+        return Err(OpenAiError::invalid(
+            "`logprobs` is not supported by an agency.",
+            Some("logprobs"),
+        ));
+    }
+    if let Some(format) = &r.response_format
+        && format.get("type").and_then(|t| t.as_str()) != Some("text")
+    {
+        return Err(OpenAiError::invalid(
+            "Only `response_format: {\"type\": \"text\"}` is supported.",
+            Some("response_format"),
+        ));
+    }
+    match &r.stream_options {
+        Some(_) if !stream => Err(OpenAiError::invalid(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            Some("stream_options"),
+        )),
+        Some(o) => Ok(o.include_usage),
+        None => Ok(false),
+    }
+}
+
+/// The messages as a conversation turn: system messages, the transcript so far, and the new
+/// user message (the trailing user messages, joined).
+fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError> {
+    if messages.is_empty() {
+        return Err(OpenAiError::invalid(
+            "`messages` must hold at least one message.",
+            Some("messages"),
+        ));
+    }
+    let mut system = Vec::new();
+    let mut rest: Vec<(Role, String)> = Vec::new();
+    for (i, m) in messages.into_iter().enumerate() {
+        let param = format!("messages[{i}]");
+        let text = match m.content {
+            None => {
+                return Err(OpenAiError::invalid(
+                    format!("{param} has no content."),
+                    Some(&param),
+                ));
+            }
+            Some(Content::Text(t)) => t,
+            Some(Content::Parts(parts)) => parts
+                .iter()
+                .map(|p| {
+                    match (
+                        p.get("type").and_then(|t| t.as_str()),
+                        p.get("text").and_then(|t| t.as_str()),
+                    ) {
+                        (Some("text"), Some(t)) => Ok(t.to_string()),
+                        _ => Err(OpenAiError::invalid(
+                            format!("{param}: only text content parts are supported."),
+                            Some(&param),
+                        )),
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?
+                .join("\n"),
+        };
+        match m.role.as_str() {
+            "system" | "developer" => system.push(text),
+            "user" => rest.push((Role::User, text)),
+            "assistant" => rest.push((Role::Assistant, text)),
+            other => {
+                return Err(OpenAiError::invalid(
+                    format!(
+                        "{param}: role `{other}` is not supported (use system, developer, user or assistant)."
+                    ),
+                    Some(&param),
+                ));
+            }
+        }
+    }
+    let start = rest
+        .iter()
+        .rposition(|(r, _)| *r == Role::Assistant)
+        .map_or(0, |i| i + 1);
+    let input: Vec<String> = rest.split_off(start).into_iter().map(|(_, t)| t).collect();
+    if input.is_empty() {
+        return Err(OpenAiError::invalid(
+            "The last message must be from the user.",
+            Some("messages"),
+        ));
+    }
+    let input = input.join("\n\n");
+    if input.trim().is_empty() {
+        return Err(OpenAiError::invalid(
+            "The user's message is empty.",
+            Some("messages"),
+        ));
+    }
+    Ok(ChatTurn {
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        history: rest,
+        input,
+        conversation: None,
+    })
+}
+
+fn finish_reason(stopped_by: StopReason) -> &'static str {
+    if stopped_by.is_guard() {
+        "length"
+    } else {
+        "stop"
+    }
+}
+
+fn usage(out: &TurnOutcome) -> types::Usage {
+    types::Usage {
+        prompt_tokens: out.usage.prompt_tokens,
+        completion_tokens: out.usage.completion_tokens,
+        total_tokens: out.usage.total(),
+    }
+}
+
+fn completion_id(out: &TurnOutcome) -> String {
+    format!("chatcmpl-{}", out.turn_id.0.simple())
+}
+
+fn completion(agency: &Agency, out: &TurnOutcome) -> types::ChatCompletion {
+    types::ChatCompletion {
+        id: completion_id(out),
+        object: "chat.completion",
+        created: Utc::now().timestamp(),
+        model: agency.name.clone(),
+        choices: vec![types::Choice {
+            index: 0,
+            message: types::AssistantMessage {
+                role: "assistant",
+                content: out.answer.clone(),
+                refusal: None,
+            },
+            logprobs: None,
+            finish_reason: finish_reason(out.stopped_by),
+        }],
+        usage: usage(out),
+        system_fingerprint: None,
+    }
+}
+
+/// A streamed answer: the role chunk at once, keep-alive comments while the agents work, then
+/// the answer's pieces, the finish chunk, the usage chunk when asked for, and `[DONE]`.
+fn stream_turn(
+    s: AppState,
+    key: ApiKey,
+    agency: Agency,
+    conversation: ConversationId,
+    turn: ChatTurn,
+    include_usage: bool,
+) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Event>(32);
+    let id = format!("chatcmpl-{}", uuid::Uuid::now_v7().simple());
+    let created = Utc::now().timestamp();
+    let model = agency.name.clone();
+    let chunk = move |delta: types::Delta,
+                      finish: Option<&'static str>,
+                      with_usage: Option<Option<types::Usage>>| {
+        let choices = match (&delta, finish, &with_usage) {
+            (_, None, Some(Some(_))) => Vec::new(),
+            _ => vec![types::ChunkChoice {
+                index: 0,
+                delta,
+                logprobs: None,
+                finish_reason: finish,
+            }],
+        };
+        types::Chunk {
+            id: id.clone(),
+            object: "chat.completion.chunk",
+            created,
+            model: model.clone(),
+            choices,
+            usage: with_usage,
+            system_fingerprint: None,
+        }
+    };
+    let usage_slot = move || include_usage.then_some(None);
+    tokio::spawn(async move {
+        let send = |c: types::Chunk| {
+            let tx = tx.clone();
+            async move {
+                if let Ok(data) = serde_json::to_string(&c) {
+                    let _ = tx.send(Event::default().data(data)).await;
+                }
+            }
+        };
+        send(chunk(
+            types::Delta {
+                role: Some("assistant"),
+                content: Some(String::new()),
+            },
+            None,
+            usage_slot(),
+        ))
+        .await;
+        match s.rt.api_turn(&key, conversation, turn).await {
+            Ok(out) => {
+                for piece in out.answer.split_inclusive(char::is_whitespace) {
+                    send(chunk(
+                        types::Delta {
+                            role: None,
+                            content: Some(piece.to_string()),
+                        },
+                        None,
+                        usage_slot(),
+                    ))
+                    .await;
+                }
+                send(chunk(
+                    types::Delta::default(),
+                    Some(finish_reason(out.stopped_by)),
+                    usage_slot(),
+                ))
+                .await;
+                if include_usage {
+                    send(chunk(
+                        types::Delta::default(),
+                        None,
+                        Some(Some(usage(&out))),
+                    ))
+                    .await;
+                }
+            }
+            Err(e) => {
+                let body = runtime_error(e).body();
+                let _ = tx.send(Event::default().data(body.to_string())).await;
+            }
+        }
+        let _ = tx.send(Event::default().data("[DONE]")).await;
+    });
+    let events = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .into_response()
+}
