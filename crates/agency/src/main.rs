@@ -375,14 +375,15 @@ async fn serve(
     master_key: &MasterKeySource,
     listen: SocketAddr,
 ) -> anyhow::Result<()> {
+    // The port first: a server that cannot start makes no key files.
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), master_key).await?;
     let auth = Arc::new(agency_runtime::keys::Authenticator::new(
         rt.store().clone(),
         keyring,
     ));
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
     let shutdown = shutdown_signal()?;
     tracing::info!("listening on http://{addr}");
