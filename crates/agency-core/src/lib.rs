@@ -12,6 +12,7 @@ pub mod message;
 pub mod prompt;
 pub mod protocol;
 pub mod rules;
+pub mod stream;
 
 pub use agency::{
     Agency, AgencyDraft, Agent, AgentDraft, Block, Limits, ModelRef, Party, Protocol,

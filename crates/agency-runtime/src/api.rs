@@ -72,8 +72,11 @@ impl Runtime {
         key: &ApiKey,
         conversation: ConversationId,
         turn: ChatTurn,
+        answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<TurnOutcome, RuntimeError> {
-        let out = self.send(conversation, turn.input.clone()).await?;
+        let out = self
+            .send_streaming(conversation, turn.input.clone(), answer)
+            .await?;
         let mut after = turn.history;
         after.push((Role::User, turn.input));
         after.push((Role::Assistant, out.answer.clone()));
@@ -95,7 +98,7 @@ impl Runtime {
         turn: ChatTurn,
     ) -> Result<TurnOutcome, RuntimeError> {
         let conversation = self.api_conversation(key, agency, &turn).await?;
-        self.api_turn(key, conversation, turn).await
+        self.api_turn(key, conversation, turn, None).await
     }
 }
 

@@ -212,6 +212,19 @@ impl Runtime {
         conversation: ConversationId,
         text: String,
     ) -> Result<TurnOutcome, RuntimeError> {
+        self.send_streaming(conversation, text, None).await
+    }
+
+    /// One turn whose answer also streams into `answer`, as the manager's model writes it
+    /// (when its provider streams and the reply commits to the user early; see
+    /// [`agency_core::stream`]). The sender is dropped when the turn answers; the outcome's
+    /// answer is the whole text either way.
+    pub async fn send_streaming(
+        self: &Arc<Self>,
+        conversation: ConversationId,
+        text: String,
+        answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    ) -> Result<TurnOutcome, RuntimeError> {
         if text.trim().is_empty() {
             return Err(RuntimeError::Invalid("the message is empty".into()));
         }
@@ -220,7 +233,7 @@ impl Runtime {
         if guard.is_none() {
             *guard = Some(Session::load(&*self.store, conversation).await?);
         }
-        turn::run(self.clone(), guard, text).await
+        turn::run(self.clone(), guard, text, answer).await
     }
 
     /// Waits until the late replies of finished turns are persisted.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agency_core::engine::{Step, TurnEngine};
+use agency_core::stream::AnswerStream;
 use agency_core::{
     Agency, AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, Roster, TraceEntry,
     TurnId, TurnRecord, Usage, prompt,
@@ -93,12 +94,15 @@ struct TurnRun {
     reply_usage: HashMap<MessageId, Usage>,
     answer: Option<(String, agency_core::StopReason)>,
     failure: Option<(AgentId, String)>,
+    /// Where the manager's answer streams, while the turn has not answered.
+    answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 }
 
 pub(crate) async fn run(
     rt: Arc<Runtime>,
     mut guard: OwnedMutexGuard<Option<Session>>,
     text: String,
+    answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
 ) -> Result<TurnOutcome, RuntimeError> {
     let Some(session) = guard.take() else {
         return Err(RuntimeError::Invalid(
@@ -144,6 +148,7 @@ pub(crate) async fn run(
         reply_usage: HashMap::new(),
         answer: None,
         failure: None,
+        answer_sink,
     };
     run.go(text).await
 }
@@ -354,8 +359,13 @@ impl TurnRun {
                     );
                     batch.push(m);
                     self.answer = Some((text, stopped_by));
+                    // The stream of the answer ends with the turn, not with late replies.
+                    self.answer_sink = None;
                 }
-                Step::Fail { agent, error } => self.failure = Some((agent, error)),
+                Step::Fail { agent, error } => {
+                    self.failure = Some((agent, error));
+                    self.answer_sink = None;
+                }
             }
         }
         self.rt.store.append_messages(&batch).await?;
@@ -386,6 +396,26 @@ impl TurnRun {
         Ok(())
     }
 
+    /// For a manager's call while the answer streams: a channel for the call's text whose
+    /// answer part (see [`AnswerStream`]) goes on to the answer's sink.
+    fn answer_deltas(&self, agent: AgentId) -> Option<tokio::sync::mpsc::UnboundedSender<String>> {
+        let sink = self
+            .answer_sink
+            .clone()
+            .filter(|_| agent == self.agency.manager)?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let mut extract = AnswerStream::new(self.agency.protocol);
+        tokio::spawn(async move {
+            while let Some(delta) = rx.recv().await {
+                let text = extract.push(&delta);
+                if !text.is_empty() && sink.send(text).is_err() {
+                    return;
+                }
+            }
+        });
+        Some(tx)
+    }
+
     fn invoke(&mut self, agent: AgentId) {
         let request = ModelRequest {
             agency: self.agency.clone(),
@@ -397,7 +427,7 @@ impl TurnRun {
                 .get(&agent)
                 .cloned()
                 .unwrap_or_default(),
-            deltas: None,
+            deltas: self.answer_deltas(agent),
         };
         let model = self
             .agency

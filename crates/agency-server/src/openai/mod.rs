@@ -271,7 +271,7 @@ async fn chat(
         stream_turn(s, key, agency, conversation, turn, include_usage)
     } else {
         let out = rt
-            .api_turn(&key, conversation, turn)
+            .api_turn(&key, conversation, turn, None)
             .await
             .map_err(runtime_error)?;
         axum::Json(completion(&agency, &out)).into_response()
@@ -510,9 +510,43 @@ fn stream_turn(
             usage_slot(),
         ))
         .await;
-        match s.rt.api_turn(&key, conversation, turn).await {
+        // The answer streams as the manager's model writes it, when it can; what did not
+        // stream (all of it, with a model that does not stream) follows when the turn ends.
+        let (answer_tx, mut answer_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let rt = s.rt.clone();
+        let running =
+            tokio::spawn(
+                async move { rt.api_turn(&key, conversation, turn, Some(answer_tx)).await },
+            );
+        let mut streamed = String::new();
+        while let Some(piece) = answer_rx.recv().await {
+            streamed.push_str(&piece);
+            send(chunk(
+                types::Delta {
+                    role: None,
+                    content: Some(piece),
+                },
+                None,
+                usage_slot(),
+            ))
+            .await;
+        }
+        let result = running
+            .await
+            .unwrap_or_else(|e| Err(RuntimeError::Invalid(format!("the turn stopped: {e}"))));
+        match result {
             Ok(out) => {
-                for piece in out.answer.split_inclusive(char::is_whitespace) {
+                let rest = match out.answer.strip_prefix(streamed.as_str()) {
+                    Some(rest) => rest.to_string(),
+                    None => {
+                        // Text streamed from a reply the agency did not keep as its answer.
+                        tracing::warn!(
+                            "a streamed answer was replaced; sending the final answer after it"
+                        );
+                        format!("\n\n{}", out.answer)
+                    }
+                };
+                for piece in rest.split_inclusive(char::is_whitespace) {
                     send(chunk(
                         types::Delta {
                             role: None,
