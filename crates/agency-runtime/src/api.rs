@@ -17,8 +17,8 @@ pub struct ChatTurn {
     pub system: Option<String>,
     /// The visible transcript before the new message: user messages and answers, in order.
     pub history: Vec<(Role, String)>,
-    /// The new user message.
-    pub input: String,
+    /// The new user messages, as sent (usually one): the manager gets them joined.
+    pub input: Vec<String>,
     /// A conversation the client named (`x-agency-conversation`); its history is then the
     /// server's.
     pub conversation: Option<ConversationId>,
@@ -75,10 +75,10 @@ impl Runtime {
         answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<TurnOutcome, RuntimeError> {
         let out = self
-            .send_streaming(conversation, turn.input.clone(), answer)
+            .send_streaming(conversation, turn.input.join("\n\n"), answer)
             .await?;
         let mut after = turn.history;
-        after.push((Role::User, turn.input));
+        after.extend(turn.input.into_iter().map(|text| (Role::User, text)));
         after.push((Role::Assistant, out.answer.clone()));
         self.store
             .put_api_thread(

@@ -433,12 +433,20 @@ impl KeyStore for PostgresStore {
         hash: &str,
         conversation: ConversationId,
     ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(sql::DROP_API_THREADS)
+            .bind(key)
+            .bind(conversation.0)
+            .bind(hash)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(sql::PUT_API_THREAD)
             .bind(key)
             .bind(hash)
             .bind(conversation.0)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(())
     }
 

@@ -505,10 +505,16 @@ impl KeyStore for SqliteStore {
         conversation: ConversationId,
     ) -> Result<()> {
         self.with(|conn| {
-            conn.prepare_cached(sql::PUT_API_THREAD)?
-                .execute(params![key, hash, conversation.0])
-        })?;
-        Ok(())
+            let tx = conn.transaction()?;
+            tx.prepare_cached(sql::DROP_API_THREADS)?.execute(params![
+                key,
+                conversation.0,
+                hash
+            ])?;
+            tx.prepare_cached(sql::PUT_API_THREAD)?
+                .execute(params![key, hash, conversation.0])?;
+            tx.commit()
+        })
     }
 
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {

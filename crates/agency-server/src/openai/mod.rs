@@ -399,8 +399,7 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
             Some("messages"),
         ));
     }
-    let input = input.join("\n\n");
-    if input.trim().is_empty() {
+    if input.iter().all(|t| t.trim().is_empty()) {
         return Err(OpenAiError::invalid(
             "The user's message is empty.",
             Some("messages"),

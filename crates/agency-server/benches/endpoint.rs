@@ -1,0 +1,125 @@
+//! The OpenAI endpoint under load: one agent behind it, its model a local OpenAI-compatible fake
+//! that answers at once, every message persisted. Compares requests per second and p50/p99
+//! latency through the agency with the same fake called directly, at 1 and 64 connections.
+//!
+//!     cargo bench -p agency-server --bench endpoint
+//!
+//! `AGENCY_BENCH_REQUESTS` sets the requests per run (default 3000).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a benchmark: a failure should stop it
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agency_core::{AgencyDraft, AgentDraft, ProviderDraft};
+use agency_fakes::{Fake, openai};
+use agency_providers::Providers;
+use agency_runtime::keys::{Authenticator, Keyring};
+use agency_runtime::secrets::MasterKeySource;
+use agency_runtime::{LOCAL_OWNER, Runtime};
+use serde_json::json;
+
+async fn load(
+    client: &reqwest::Client,
+    url: &str,
+    key: &str,
+    body: &serde_json::Value,
+    requests: usize,
+    connections: usize,
+) -> (f64, Duration, Duration) {
+    let started = Instant::now();
+    let per = requests / connections;
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let (client, url, key, body) = (
+            client.clone(),
+            url.to_string(),
+            key.to_string(),
+            body.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(per);
+            for _ in 0..per {
+                let t = Instant::now();
+                let r = client
+                    .post(&url)
+                    .bearer_auth(&key)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(r.status().is_success(), "{}", r.status());
+                r.bytes().await.unwrap();
+                latencies.push(t.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    all.sort();
+    let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)];
+    (all.len() as f64 / secs, pct(0.50), pct(0.99))
+}
+
+fn main() {
+    let requests: usize = std::env::var("AGENCY_BENCH_REQUESTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(3000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let fake = Fake::start().await;
+        fake.otherwise(openai::completion(r#"{"to": 0, "context": "ok"}"#, 5, 3));
+        let dir = tempfile::tempdir().unwrap();
+        let store = agency_store::open(&format!("sqlite://{}", dir.path().join("bench.db").display())).await.unwrap();
+        let runtime = Runtime::new(store, Providers::builtin());
+        let draft = AgencyDraft {
+            name: "solo".into(),
+            protocol: "json".into(),
+            manager: "only".into(),
+            providers: vec![ProviderDraft {
+                name: "fake".into(),
+                kind: "openai".into(),
+                base_url: Some(format!("{}/v1", fake.url)),
+                max_concurrency: Some(256),
+                ..Default::default()
+            }],
+            agents: vec![AgentDraft { name: "only".into(), model: "fake/m".into(), ..Default::default() }],
+            ..Default::default()
+        };
+        let agency = runtime.save_agency(&draft, LOCAL_OWNER).await.unwrap();
+        let master = MasterKeySource::File(dir.path().join("agency.key"));
+        let keyring = Keyring::load(&**runtime.store(), &master).await.unwrap();
+        let (_, key) = agency_runtime::keys::create_key(&**runtime.store(), &keyring, &agency, "bench", None, Some(10_000_000)).await.unwrap();
+        let key = secrecy::ExposeSecret::expose_secret(&key).to_string();
+        let auth = Arc::new(Authenticator::new(runtime.store().clone(), keyring));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/chat/completions", listener.local_addr().unwrap());
+        tokio::spawn(agency_server::serve(agency_server::AppState { rt: runtime, auth }, listener, std::future::pending()));
+
+        let client = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
+        let body = json!({"model": "solo", "messages": [{"role": "user", "content": "hello"}]});
+        let direct = format!("{}/v1/chat/completions", fake.url);
+        load(&client, &url, &key, &body, 200, 8).await; // warm up
+        for connections in [1usize, 64] {
+            let n = if connections == 1 { requests / 4 } else { requests };
+            let (rps_d, p50_d, p99_d) = load(&client, &direct, &key, &body, n, connections).await;
+            let (rps_a, p50_a, p99_a) = load(&client, &url, &key, &body, n, connections).await;
+            println!(
+                "{connections:>2} connections  direct: {rps_d:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms | agency: {rps_a:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms | added to p50: {:.3} ms",
+                ms(p50_d), ms(p99_d), ms(p50_a), ms(p99_a), ms(p50_a) - ms(p50_d)
+            );
+        }
+    });
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

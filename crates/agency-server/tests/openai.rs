@@ -1,0 +1,1577 @@
+//! The drop-in OpenAI endpoint end to end: the real app on a fresh SQLite file, with the demo
+//! agency (`examples/studio.yaml`, on the deterministic rules model) imported and an API key
+//! made for it, spoken to over loopback as an OpenAI client would.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agency_core::{
+    Agency, AgencyDraft, AgentDraft, AgentId, ConversationId, MessageKind, ProviderDraft,
+};
+use agency_fakes::{Fake, openai};
+use agency_file::AgencyFile;
+use agency_providers::Providers;
+use agency_runtime::keys::{Authenticator, Keyring, create_key};
+use agency_runtime::secrets::MasterKeySource;
+use agency_runtime::{LOCAL_OWNER, Runtime};
+use insta::dynamic_redaction;
+use reqwest::header::HeaderMap;
+use reqwest::{RequestBuilder, StatusCode};
+use secrecy::ExposeSecret;
+use serde_json::{Value, json};
+
+const STUDIO: &str = include_str!("../../../examples/studio.yaml");
+
+const CHAT: &str = "/v1/chat/completions";
+const CONVERSATION: &str = "x-agency-conversation";
+/// A well-formed id that is no conversation's.
+const GHOST: &str = "00000000-0000-4000-8000-000000000000";
+
+/// What the studio answers to `input`.
+fn answer(input: &str) -> String {
+    format!(
+        "Here is your reviewed build. Approved: Please review: fn main() {{ /* Please build: {input} */ }}"
+    )
+}
+
+/// A running server, the runtime behind it, and a key for the studio.
+struct App {
+    base: String,
+    client: reqwest::Client,
+    rt: Arc<Runtime>,
+    keyring: Keyring,
+    studio: Agency,
+    /// A key of the studio, with the default rate limit.
+    key: String,
+    _dir: tempfile::TempDir,
+}
+
+impl App {
+    async fn spawn() -> App {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("agency.db").display());
+        let store = agency_store::open(&url).await.unwrap();
+        let rt: Arc<Runtime> = Runtime::new(store, Providers::builtin());
+        let file = AgencyFile::parse("examples/studio.yaml", STUDIO).unwrap();
+        let studio = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+
+        let master = MasterKeySource::File(dir.path().join("agency.key"));
+        let auth = Arc::new(Authenticator::new(
+            rt.store().clone(),
+            Keyring::load(&**rt.store(), &master).await.unwrap(),
+        ));
+        // The same stored secret, for making keys here.
+        let keyring = Keyring::load(&**rt.store(), &master).await.unwrap();
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = agency_server::AppState {
+            rt: rt.clone(),
+            auth,
+        };
+        tokio::spawn(agency_server::serve(
+            state,
+            listener,
+            std::future::pending(),
+        ));
+
+        let mut app = App {
+            base: format!("http://127.0.0.1:{port}"),
+            client: reqwest::Client::new(),
+            rt,
+            keyring,
+            studio,
+            key: String::new(),
+            _dir: dir,
+        };
+        app.key = app.make_key(&app.studio, "test", None, None).await;
+        app
+    }
+
+    /// Imports a copy of the studio under another name.
+    async fn import_copy(&self, name: &str) -> Agency {
+        let yaml = STUDIO.replacen("\nname: studio\n", &format!("\nname: {name}\n"), 1);
+        assert_ne!(yaml, STUDIO);
+        let file = AgencyFile::parse("copy.yaml", &yaml).unwrap();
+        let agency = self.rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+        assert_ne!(agency.id, self.studio.id);
+        agency
+    }
+
+    /// A new key of `agency`, in plain.
+    async fn make_key(
+        &self,
+        agency: &Agency,
+        name: &str,
+        expires_in: Option<Duration>,
+        rate_limit: Option<u32>,
+    ) -> String {
+        let (_, plain) = create_key(
+            &**self.rt.store(),
+            &self.keyring,
+            agency,
+            name,
+            expires_in,
+            rate_limit,
+        )
+        .await
+        .unwrap();
+        plain.expose_secret().to_string()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn post(&self, path: &str, key: Option<&str>) -> RequestBuilder {
+        let rb = self.client.post(self.url(path));
+        match key {
+            Some(k) => rb.bearer_auth(k),
+            None => rb,
+        }
+    }
+
+    async fn get(&self, path: &str, key: Option<&str>) -> Reply {
+        let rb = self.client.get(self.url(path));
+        let rb = match key {
+            Some(k) => rb.bearer_auth(k),
+            None => rb,
+        };
+        Reply::of(rb).await
+    }
+
+    /// `POST path` with this body and the studio's key.
+    async fn chat(&self, path: &str, body: &Value) -> Reply {
+        Reply::of(self.post(path, Some(&self.key)).json(body)).await
+    }
+
+    /// `POST /v1/chat/completions` to the studio with these messages.
+    async fn say(&self, messages: Value) -> Reply {
+        self.chat(CHAT, &json!({ "model": "studio", "messages": messages }))
+            .await
+    }
+
+    async fn turns(&self, c: ConversationId) -> Vec<u32> {
+        self.rt
+            .store()
+            .turns(c)
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.number)
+            .collect()
+    }
+
+    /// The texts of the user's inputs in the manager's context, in order.
+    async fn inputs(&self, c: ConversationId) -> Vec<String> {
+        self.rt
+            .store()
+            .messages(c)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|m| m.kind == MessageKind::Input)
+            .map(|m| m.text)
+            .collect()
+    }
+}
+
+fn user(text: &str) -> Value {
+    json!({ "role": "user", "content": text })
+}
+
+fn assistant(text: &str) -> Value {
+    json!({ "role": "assistant", "content": text })
+}
+
+fn system(text: &str) -> Value {
+    json!({ "role": "system", "content": text })
+}
+
+/// A response, read whole.
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    text: String,
+}
+
+impl Reply {
+    async fn of(rb: RequestBuilder) -> Reply {
+        let res = rb.send().await.unwrap();
+        Reply {
+            status: res.status(),
+            headers: res.headers().clone(),
+            text: res.text().await.unwrap(),
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    fn json(&self) -> Value {
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/json"),
+            "{}",
+            self.text
+        );
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("{}: body is not JSON ({e}): {:?}", self.status, self.text))
+    }
+
+    /// A successful completion's body.
+    fn ok(&self) -> Value {
+        assert_eq!(self.status, StatusCode::OK, "{}", self.text);
+        self.json()
+    }
+
+    /// The answer of a successful, non-streamed completion.
+    fn content(&self) -> String {
+        self.ok()["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// The conversation the response names in its header.
+    fn conversation(&self) -> ConversationId {
+        let v = self
+            .header(CONVERSATION)
+            .unwrap_or_else(|| panic!("no {CONVERSATION} header: {:?}", self.headers));
+        v.parse()
+            .unwrap_or_else(|e| panic!("{CONVERSATION}: {v:?} is not an id: {e}"))
+    }
+
+    /// The `data:` payloads of an event stream: JSON values, and `[DONE]` as a string.
+    fn events(&self) -> Vec<Value> {
+        assert_eq!(self.status, StatusCode::OK, "{}", self.text);
+        assert_eq!(
+            self.header("content-type"),
+            Some("text/event-stream"),
+            "{}",
+            self.text
+        );
+        self.text
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with(':'))
+            .map(|l| {
+                let data = l
+                    .strip_prefix("data:")
+                    .unwrap_or_else(|| panic!("not a data line: {l:?}"));
+                let data = data.strip_prefix(' ').unwrap_or(data);
+                if data == "[DONE]" {
+                    Value::from(data)
+                } else {
+                    serde_json::from_str(data)
+                        .unwrap_or_else(|e| panic!("data is not JSON ({e}): {data:?}"))
+                }
+            })
+            .collect()
+    }
+
+    /// Status, the headers that matter, and body: what a snapshot shows.
+    fn shown(&self) -> Value {
+        let mut headers = serde_json::Map::new();
+        for name in ["content-type", CONVERSATION, "retry-after"] {
+            if let Some(v) = self.header(name) {
+                headers.insert(name.into(), v.into());
+            }
+        }
+        json!({ "status": self.status.as_u16(), "headers": headers, "body": self.json() })
+    }
+
+    /// Checks an OpenAI error: the status, and a body of exactly `{"error": {message, type,
+    /// param, code}}`. Returns the message.
+    fn error(&self, status: StatusCode, code: Option<&str>, param: Option<&str>) -> String {
+        assert_eq!(self.status, status, "{}", self.text);
+        let body = self.json();
+        let keys: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["error"], "{body}");
+        let e = body["error"].as_object().unwrap();
+        let mut keys: Vec<&str> = e.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["code", "message", "param", "type"], "{body}");
+        let kind = if status.is_server_error() {
+            "server_error"
+        } else if status == StatusCode::TOO_MANY_REQUESTS {
+            "requests"
+        } else {
+            "invalid_request_error"
+        };
+        assert_eq!(e["type"], json!(kind), "{body}");
+        assert_eq!(e["code"], json!(code), "{body}");
+        assert_eq!(e["param"], json!(param), "{body}");
+        let message = e["message"].as_str().unwrap();
+        assert!(!message.is_empty(), "{body}");
+        message.to_string()
+    }
+}
+
+/// A chunk or completion id: `chatcmpl-` and 32 hex digits.
+fn assert_completion_id(id: &str) {
+    let hex = id
+        .strip_prefix("chatcmpl-")
+        .unwrap_or_else(|| panic!("id {id:?}"));
+    assert!(
+        hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit()),
+        "id {id:?}"
+    );
+}
+
+/// A unix time within a few minutes of now.
+fn assert_recent(t: i64) {
+    let now = chrono::Utc::now().timestamp();
+    assert!((now - 300..=now + 5).contains(&t), "{t} is not about {now}");
+}
+
+/// Snapshots `value`, redacting (after checking) completion ids, times and conversation ids.
+fn snapshot(name: &str, value: &Value) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_sort_maps(true);
+    for selector in [".body.id", "[].id"] {
+        settings.add_redaction(
+            selector,
+            dynamic_redaction(|v, _| {
+                assert_completion_id(v.as_str().unwrap());
+                "[id]"
+            }),
+        );
+    }
+    for selector in [".body.created", "[].created", ".body.data[].created"] {
+        settings.add_redaction(
+            selector,
+            dynamic_redaction(|v, _| {
+                assert_recent(v.as_i64().unwrap());
+                "[created]"
+            }),
+        );
+    }
+    settings.add_redaction(
+        ".headers[\"x-agency-conversation\"]",
+        dynamic_redaction(|v, _| {
+            v.as_str().unwrap().parse::<ConversationId>().unwrap();
+            "[conversation]"
+        }),
+    );
+    settings.bind(|| insta::assert_json_snapshot!(name, value));
+}
+
+fn assert_usage(usage: &Value) {
+    let n = |k: &str| {
+        usage[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("usage.{k}: {usage}"))
+    };
+    assert_eq!(
+        n("total_tokens"),
+        n("prompt_tokens") + n("completion_tokens"),
+        "{usage}"
+    );
+    assert_eq!(usage.as_object().unwrap().len(), 3, "{usage}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Completions
+
+#[tokio::test]
+async fn a_completion_answers_like_openai() {
+    let app = App::spawn().await;
+    let r = app.say(json!([user("a todo app")])).await;
+    let body = r.ok();
+    assert_completion_id(body["id"].as_str().unwrap());
+    assert_recent(body["created"].as_i64().unwrap());
+    assert_eq!(body["object"], json!("chat.completion"));
+    assert_eq!(body["model"], json!("studio"));
+    assert_eq!(
+        body["choices"],
+        json!([{
+            "index": 0,
+            "message": { "role": "assistant", "content": answer("a todo app"), "refusal": null },
+            "logprobs": null,
+            "finish_reason": "stop",
+        }])
+    );
+    assert_usage(&body["usage"]);
+
+    // The conversation is real, the studio's, with one turn.
+    let c = r.conversation();
+    let conv = app.rt.store().conversation(c).await.unwrap().unwrap();
+    assert_eq!(conv.agency_id, app.studio.id);
+    assert_eq!(app.turns(c).await, [1]);
+    assert_eq!(app.inputs(c).await, ["a todo app"]);
+
+    snapshot("completion", &r.shown());
+}
+
+#[tokio::test]
+async fn a_streamed_completion_sends_chunks_then_usage_then_done() {
+    let app = App::spawn().await;
+    let r = app
+        .chat(
+            CHAT,
+            &json!({
+                "model": "studio",
+                "messages": [user("a todo app")],
+                "stream": true,
+                "stream_options": { "include_usage": true },
+            }),
+        )
+        .await;
+    let events = r.events();
+    let c = r.conversation();
+    assert_eq!(app.turns(c).await, [1]);
+
+    let (done, chunks) = events.split_last().unwrap();
+    assert_eq!(done, &json!("[DONE]"));
+    assert!(chunks.len() >= 4, "{events:#?}");
+    let id = chunks[0]["id"].as_str().unwrap();
+    assert_completion_id(id);
+    assert_recent(chunks[0]["created"].as_i64().unwrap());
+    for chunk in chunks {
+        assert_eq!(chunk["id"], json!(id), "{chunk}");
+        assert_eq!(chunk["created"], chunks[0]["created"], "{chunk}");
+        assert_eq!(chunk["object"], json!("chat.completion.chunk"), "{chunk}");
+        assert_eq!(chunk["model"], json!("studio"), "{chunk}");
+    }
+
+    // The role first, with empty content.
+    assert_eq!(
+        chunks[0]["choices"],
+        json!([{ "index": 0, "delta": { "role": "assistant", "content": "" }, "logprobs": null, "finish_reason": null }])
+    );
+    let (usage, rest) = chunks.split_last().unwrap();
+    let (finish, pieces) = rest.split_last().unwrap();
+    // Then content deltas that make up the answer.
+    let mut text = String::new();
+    for piece in &pieces[1..] {
+        let choices = piece["choices"].as_array().unwrap();
+        assert_eq!(choices.len(), 1, "{piece}");
+        assert_eq!(choices[0]["finish_reason"], Value::Null, "{piece}");
+        assert_eq!(choices[0]["delta"]["role"], Value::Null, "{piece}");
+        text.push_str(choices[0]["delta"]["content"].as_str().unwrap());
+        // Usage is asked for: null until the last chunk.
+        assert_eq!(piece.get("usage"), Some(&Value::Null), "{piece}");
+    }
+    assert_eq!(text, answer("a todo app"));
+    // Then the finish, with an empty delta.
+    assert_eq!(
+        finish["choices"],
+        json!([{ "index": 0, "delta": {}, "logprobs": null, "finish_reason": "stop" }])
+    );
+    assert_eq!(finish.get("usage"), Some(&Value::Null), "{finish}");
+    // Then usage, with no choices.
+    assert_eq!(usage["choices"], json!([]), "{usage}");
+    assert_usage(&usage["usage"]);
+
+    snapshot("stream", &Value::Array(events));
+}
+
+#[tokio::test]
+async fn a_stream_without_include_usage_has_no_usage() {
+    let app = App::spawn().await;
+    let r = app
+        .chat(
+            CHAT,
+            &json!({ "model": "studio", "messages": [user("a todo app")], "stream": true }),
+        )
+        .await;
+    r.conversation();
+    let events = r.events();
+    let (done, chunks) = events.split_last().unwrap();
+    assert_eq!(done, &json!("[DONE]"));
+    for chunk in chunks {
+        assert!(chunk.get("usage").is_none(), "{chunk}");
+        assert_eq!(chunk["choices"].as_array().unwrap().len(), 1, "{chunk}");
+    }
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        json!("stop")
+    );
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, answer("a todo app"));
+}
+
+#[tokio::test]
+async fn ignored_parameters_are_accepted() {
+    let app = App::spawn().await;
+    let r = app
+        .chat(
+            CHAT,
+            &json!({
+                "model": "studio",
+                "messages": [user("a todo app")],
+                "temperature": 0.2,
+                "top_p": 1,
+                "max_tokens": 10,
+                "user": "someone",
+                "seed": 7,
+                "n": 1,
+                "logprobs": false,
+                "response_format": { "type": "text" },
+                "tools": null,
+                "stream": false,
+            }),
+        )
+        .await;
+    assert_eq!(r.content(), answer("a todo app"));
+}
+
+#[tokio::test]
+async fn text_content_parts_are_joined() {
+    let app = App::spawn().await;
+    let r = app
+        .say(json!([{ "role": "user", "content": [
+            { "type": "text", "text": "a todo" },
+            { "type": "text", "text": "app" },
+        ] }]))
+        .await;
+    assert_eq!(r.content(), answer("a todo\napp"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models
+
+#[tokio::test]
+async fn models_list_the_keys_agency() {
+    let app = App::spawn().await;
+    let key = Some(app.key.as_str());
+    let r = app.get("/v1/models", key).await;
+    let list = r.ok();
+    let created = i64::try_from(app.studio.id.0.get_timestamp().unwrap().to_unix().0).unwrap();
+    assert_eq!(
+        list,
+        json!({
+            "object": "list",
+            "data": [{ "id": "studio", "object": "model", "created": created, "owned_by": LOCAL_OWNER }],
+        })
+    );
+    snapshot("models", &r.shown());
+
+    let id = app.studio.id.to_string();
+    for path in [
+        "/api/agency/studio/models".to_string(),
+        format!("/api/agency/{id}/models"),
+    ] {
+        assert_eq!(app.get(&path, key).await.ok(), list, "{path}");
+    }
+    for path in [
+        "/v1/models/studio".to_string(),
+        format!("/v1/models/{id}"),
+        "/api/agency/studio/models/studio".to_string(),
+        format!("/api/agency/{id}/models/studio"),
+        format!("/api/agency/studio/models/{id}"),
+    ] {
+        assert_eq!(app.get(&path, key).await.ok(), list["data"][0], "{path}");
+    }
+    for path in [
+        "/v1/models/gpt-4o",
+        "/api/agency/gpt-4o/models",
+        "/api/agency/studio/models/gpt-4o",
+    ] {
+        let r = app.get(path, key).await;
+        let m = r.error(
+            StatusCode::NOT_FOUND,
+            Some("model_not_found"),
+            Some("model"),
+        );
+        assert!(m.contains("gpt-4o"), "{path}: {m}");
+    }
+    let r = app.get("/v1/models", None).await;
+    r.error(StatusCode::UNAUTHORIZED, None, None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+#[tokio::test]
+async fn errors_have_openais_shape() {
+    let app = App::spawn().await;
+    let key = Some(app.key.as_str());
+    let ok = |extra: Value| {
+        let mut body = json!({ "model": "studio", "messages": [user("a todo app")] });
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    type Case<'a> = (
+        &'a str,
+        RequestBuilder,
+        StatusCode,
+        Option<&'a str>,
+        Option<&'a str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "error_401_missing_key",
+            app.post(CHAT, None).json(&ok(json!({}))),
+            StatusCode::UNAUTHORIZED,
+            None,
+            None,
+        ),
+        (
+            "error_401_bad_key",
+            app.post(CHAT, Some("agk_0123456789abcdef"))
+                .json(&ok(json!({}))),
+            StatusCode::UNAUTHORIZED,
+            Some("invalid_api_key"),
+            None,
+        ),
+        (
+            "error_401_not_an_agency_key",
+            app.post(CHAT, Some("sk-proj-0123456789"))
+                .json(&ok(json!({}))),
+            StatusCode::UNAUTHORIZED,
+            Some("invalid_api_key"),
+            None,
+        ),
+        (
+            // The key is checked before the body is read.
+            "error_401_bad_key_and_bad_body",
+            app.post(CHAT, Some("agk_0123456789abcdef"))
+                .header("content-type", "application/json")
+                .body("{\"model\": "),
+            StatusCode::UNAUTHORIZED,
+            Some("invalid_api_key"),
+            None,
+        ),
+        (
+            "error_404_unknown_model",
+            app.post(CHAT, key).json(&ok(json!({ "model": "gpt-4o" }))),
+            StatusCode::NOT_FOUND,
+            Some("model_not_found"),
+            Some("model"),
+        ),
+        (
+            "error_404_unknown_agency_path",
+            app.post("/api/agency/gpt-4o/chat/completions", key)
+                .json(&ok(json!({}))),
+            StatusCode::NOT_FOUND,
+            Some("model_not_found"),
+            Some("model"),
+        ),
+        (
+            "error_404_unknown_conversation",
+            app.post(CHAT, key)
+                .header(CONVERSATION, GHOST)
+                .json(&ok(json!({}))),
+            StatusCode::NOT_FOUND,
+            Some("conversation_not_found"),
+            None,
+        ),
+        (
+            "error_400_malformed_conversation_header",
+            app.post(CHAT, key)
+                .header(CONVERSATION, "not-a-uuid")
+                .json(&ok(json!({}))),
+            StatusCode::BAD_REQUEST,
+            None,
+            None,
+        ),
+        (
+            "error_400_n",
+            app.post(CHAT, key).json(&ok(json!({ "n": 2 }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("n"),
+        ),
+        (
+            "error_400_tools",
+            app.post(CHAT, key).json(&ok(json!({ "tools": [{
+                "type": "function",
+                "function": { "name": "get_weather", "parameters": { "type": "object" } },
+            }] }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("tools"),
+        ),
+        (
+            "error_400_unknown_argument",
+            app.post(CHAT, key).json(&ok(json!({ "frobnicate": true }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("frobnicate"),
+        ),
+        (
+            "error_400_empty_messages",
+            app.post(CHAT, key).json(&ok(json!({ "messages": [] }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("messages"),
+        ),
+        (
+            "error_400_last_message_from_assistant",
+            app.post(CHAT, key).json(&ok(json!({
+                "messages": [user("a todo app"), assistant("sure")],
+            }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("messages"),
+        ),
+        (
+            "error_400_image_content_part",
+            app.post(CHAT, key).json(&ok(json!({ "messages": [{
+                "role": "user",
+                "content": [
+                    { "type": "text", "text": "what is this?" },
+                    { "type": "image_url", "image_url": { "url": "https://example.com/a.png" } },
+                ],
+            }] }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("messages[0]"),
+        ),
+        (
+            "error_400_malformed_json",
+            app.post(CHAT, key)
+                .header("content-type", "application/json")
+                .body("{\"model\": \"studio\", \"messages\": ["),
+            StatusCode::BAD_REQUEST,
+            None,
+            None,
+        ),
+        (
+            "error_400_missing_model",
+            app.post(CHAT, key)
+                .json(&json!({ "messages": [user("a todo app")] })),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("model"),
+        ),
+        (
+            "error_400_stream_options_without_stream",
+            app.post(CHAT, key).json(&ok(json!({
+                "stream_options": { "include_usage": true },
+            }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("stream_options"),
+        ),
+        (
+            "error_400_response_format",
+            app.post(CHAT, key).json(&ok(json!({
+                "response_format": { "type": "json_object" },
+            }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("response_format"),
+        ),
+        (
+            "error_400_tool_role",
+            app.post(CHAT, key).json(&ok(json!({ "messages": [
+                user("a todo app"),
+                { "role": "tool", "tool_call_id": "x", "content": "42" },
+            ] }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("messages[1]"),
+        ),
+        (
+            "error_400_blank_user_message",
+            app.post(CHAT, key)
+                .json(&ok(json!({ "messages": [user("  \n ")] }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("messages"),
+        ),
+    ];
+    for (name, request, status, code, param) in cases {
+        let r = Reply::of(request).await;
+        r.error(status, code, param);
+        assert!(r.header(CONVERSATION).is_none(), "{name}");
+        snapshot(name, &r.shown());
+    }
+
+    // None of that started a conversation.
+    assert!(
+        app.rt
+            .store()
+            .list_conversations(app.studio.id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_body_over_4_mib_is_413() {
+    let app = App::spawn().await;
+    let big = "x".repeat(4 * 1024 * 1024 + 1);
+    let body =
+        serde_json::to_string(&json!({ "model": "studio", "messages": [user(&big)] })).unwrap();
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header("content-type", "application/json")
+            .body(body),
+    )
+    .await;
+    r.error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Some("request_too_large"),
+        None,
+    );
+    snapshot("error_413_too_large", &r.shown());
+
+    // Sent in chunks, without a length: the same.
+    let mut chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![Ok(
+        br#"{"model": "studio", "messages": [{"role": "user", "content": ""#.to_vec(),
+    )];
+    chunks.extend((0..65).map(|_| Ok(vec![b'x'; 64 * 1024])));
+    chunks.push(Ok(br#""}]}"#.to_vec()));
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header("content-type", "application/json")
+            .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks))),
+    )
+    .await;
+    r.error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Some("request_too_large"),
+        None,
+    );
+
+    // Just under the limit is read (and answered).
+    let pad = 4 * 1024 * 1024 - 200;
+    let body =
+        json!({ "model": "studio", "messages": [user(&format!("a todo app{}", " ".repeat(pad)))] });
+    let len = serde_json::to_vec(&body).unwrap().len();
+    assert!(len < 4 * 1024 * 1024, "{len}");
+    let r = app.chat(CHAT, &body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths and agencies
+
+#[tokio::test]
+async fn agency_paths_work_like_v1() {
+    let app = App::spawn().await;
+    let body = json!({ "model": "studio", "messages": [user("a todo app")] });
+    let v1 = app.chat(CHAT, &body).await;
+    let mut expected = v1.ok();
+    let strip = |v: &mut Value| {
+        let o = v.as_object_mut().unwrap();
+        assert_completion_id(o.remove("id").unwrap().as_str().unwrap());
+        assert_recent(o.remove("created").unwrap().as_i64().unwrap());
+    };
+    strip(&mut expected);
+
+    let by_id = format!("/api/agency/{}/chat/completions", app.studio.id);
+    for path in ["/api/agency/studio/chat/completions", by_id.as_str()] {
+        let r = app.chat(path, &body).await;
+        let mut got = r.ok();
+        strip(&mut got);
+        assert_eq!(got, expected, "{path}");
+        // Each a new conversation of the studio.
+        let c = r.conversation();
+        assert_ne!(c, v1.conversation());
+        let conv = app.rt.store().conversation(c).await.unwrap().unwrap();
+        assert_eq!(conv.agency_id, app.studio.id, "{path}");
+
+        // Streamed too.
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let r = app.chat(path, &streamed).await;
+        r.conversation();
+        let text: String = r
+            .events()
+            .iter()
+            .filter_map(|c| {
+                c["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .collect();
+        assert_eq!(text, answer("a todo app"), "{path}");
+    }
+
+    // On an agency's path the model may be left out.
+    let r = app
+        .chat(
+            "/api/agency/studio/chat/completions",
+            &json!({ "messages": [user("a todo app")] }),
+        )
+        .await;
+    assert_eq!(r.content(), answer("a todo app"));
+    // And /v1 takes the agency's id as its model.
+    let r = app
+        .chat(
+            CHAT,
+            &json!({ "model": app.studio.id.to_string(), "messages": [user("a todo app")] }),
+        )
+        .await;
+    assert_eq!(r.content(), answer("a todo app"));
+}
+
+#[tokio::test]
+async fn a_key_reaches_only_its_own_agency() {
+    let app = App::spawn().await;
+    let gallery = app.import_copy("gallery").await;
+    let studio_key = app.key.clone();
+    let gallery_key = app.make_key(&gallery, "test", None, None).await;
+    let messages = json!([user("a todo app")]);
+
+    // Each key works for its own agency, by model and by path.
+    let ok = Reply::of(
+        app.post(CHAT, Some(&gallery_key))
+            .json(&json!({ "model": "gallery", "messages": messages })),
+    )
+    .await;
+    assert_eq!(ok.ok()["model"], json!("gallery"));
+    assert_eq!(ok.content(), answer("a todo app"));
+    let gallery_conversation = ok.conversation();
+    let conv = app
+        .rt
+        .store()
+        .conversation(gallery_conversation)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(conv.agency_id, gallery.id);
+
+    let studio_conversation = app.say(messages.clone()).await.conversation();
+
+    // And every way of naming the other one is a model that does not exist.
+    let cases = [
+        (&studio_key, CHAT.to_string(), Some("gallery".to_string())),
+        (&studio_key, CHAT.to_string(), Some(gallery.id.to_string())),
+        (
+            &studio_key,
+            "/api/agency/gallery/chat/completions".to_string(),
+            Some("studio".to_string()),
+        ),
+        (
+            &studio_key,
+            format!("/api/agency/{}/chat/completions", gallery.id),
+            None,
+        ),
+        (&gallery_key, CHAT.to_string(), Some("studio".to_string())),
+        (
+            &gallery_key,
+            format!("/api/agency/{}/chat/completions", app.studio.id),
+            Some("gallery".to_string()),
+        ),
+    ];
+    for (key, path, model) in cases {
+        let mut body = json!({ "messages": messages });
+        if let Some(m) = &model {
+            body["model"] = json!(m);
+        }
+        for stream in [false, true] {
+            body["stream"] = json!(stream);
+            let r = Reply::of(app.post(&path, Some(key)).json(&body)).await;
+            r.error(
+                StatusCode::NOT_FOUND,
+                Some("model_not_found"),
+                Some("model"),
+            );
+        }
+    }
+    for (key, path) in [
+        (&studio_key, "/v1/models/gallery".to_string()),
+        (&studio_key, "/api/agency/gallery/models".to_string()),
+        (&studio_key, format!("/api/agency/{}/models", gallery.id)),
+        (&gallery_key, "/v1/models/studio".to_string()),
+    ] {
+        let r = app.get(&path, Some(key)).await;
+        r.error(
+            StatusCode::NOT_FOUND,
+            Some("model_not_found"),
+            Some("model"),
+        );
+    }
+
+    // Nor can a key continue the other agency's conversation by naming it.
+    for (key, model, c) in [
+        (&studio_key, "studio", gallery_conversation),
+        (&gallery_key, "gallery", studio_conversation),
+    ] {
+        let r = Reply::of(
+            app.post(CHAT, Some(key))
+                .header(CONVERSATION, c.to_string())
+                .json(&json!({ "model": model, "messages": [user("again")] })),
+        )
+        .await;
+        r.error(StatusCode::NOT_FOUND, Some("conversation_not_found"), None);
+    }
+    assert_eq!(app.turns(gallery_conversation).await, [1]);
+    assert_eq!(app.turns(studio_conversation).await, [1]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Continuation
+
+#[tokio::test]
+async fn a_resent_history_continues_its_conversation() {
+    let app = App::spawn().await;
+    let first = app.say(json!([user("a todo app")])).await;
+    let a1 = first.content();
+    assert_eq!(a1, answer("a todo app"));
+    let c = first.conversation();
+    assert_eq!(app.turns(c).await, [1]);
+
+    let second = app
+        .say(json!([user("a todo app"), assistant(&a1), user("a cli")]))
+        .await;
+    let a2 = second.content();
+    assert_eq!(a2, answer("a cli"));
+    assert_eq!(second.conversation(), c);
+    assert_eq!(app.turns(c).await, [1, 2]);
+    // Only the new message reached the manager.
+    assert_eq!(app.inputs(c).await, ["a todo app", "a cli"]);
+
+    let third = app
+        .say(json!([
+            user("a todo app"),
+            assistant(&a1),
+            user("a cli"),
+            assistant(&a2),
+            user("a game"),
+        ]))
+        .await;
+    assert_eq!(third.content(), answer("a game"));
+    assert_eq!(third.conversation(), c);
+    assert_eq!(app.turns(c).await, [1, 2, 3]);
+
+    // A history the server did not give: a new conversation.
+    let changed = app
+        .say(json!([
+            user("a todo app"),
+            assistant("something else"),
+            user("a cli")
+        ]))
+        .await;
+    assert_eq!(changed.content(), answer("a cli"));
+    let c2 = changed.conversation();
+    assert_ne!(c2, c);
+    assert_eq!(app.turns(c2).await, [1]);
+    assert_eq!(app.inputs(c2).await, ["a cli"]);
+    assert_eq!(app.turns(c).await, [1, 2, 3]);
+
+    // The same first message again is not a continuation either.
+    let again = app.say(json!([user("a todo app")])).await;
+    assert_ne!(again.conversation(), c);
+    assert_ne!(again.conversation(), c2);
+}
+
+#[tokio::test]
+async fn a_streamed_answer_can_be_continued() {
+    let app = App::spawn().await;
+    let r = app
+        .chat(
+            CHAT,
+            &json!({ "model": "studio", "messages": [user("a todo app")], "stream": true }),
+        )
+        .await;
+    let c = r.conversation();
+    let a1: String = r
+        .events()
+        .iter()
+        .filter_map(|e| {
+            e["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    let next = app
+        .say(json!([user("a todo app"), assistant(&a1), user("a cli")]))
+        .await;
+    assert_eq!(next.content(), answer("a cli"));
+    assert_eq!(next.conversation(), c);
+    assert_eq!(app.turns(c).await, [1, 2]);
+}
+
+#[tokio::test]
+async fn another_keys_history_starts_a_new_conversation() {
+    let app = App::spawn().await;
+    let other = app.make_key(&app.studio, "other", None, None).await;
+    let first = app.say(json!([user("a todo app")])).await;
+    let c = first.conversation();
+    let r = Reply::of(app.post(CHAT, Some(&other)).json(&json!({
+        "model": "studio",
+        "messages": [user("a todo app"), assistant(&first.content()), user("a cli")],
+    })))
+    .await;
+    assert_eq!(r.content(), answer("a cli"));
+    assert_ne!(r.conversation(), c);
+    assert_eq!(app.turns(c).await, [1]);
+}
+
+#[tokio::test]
+async fn the_conversation_header_names_the_conversation() {
+    let app = App::spawn().await;
+    let first = app.say(json!([user("a todo app")])).await;
+    let c = first.conversation();
+    app.say(json!([
+        user("a todo app"),
+        assistant(&first.content()),
+        user("a cli")
+    ]))
+    .await;
+    assert_eq!(app.turns(c).await, [1, 2]);
+
+    // Only the new message, and the header: the server's history is used.
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header(CONVERSATION, c.to_string())
+            .json(&json!({ "model": "studio", "messages": [user("again")] })),
+    )
+    .await;
+    assert_eq!(r.content(), answer("again"));
+    assert_eq!(r.conversation(), c);
+    assert_eq!(app.turns(c).await, [1, 2, 3]);
+    assert_eq!(app.inputs(c).await, ["a todo app", "a cli", "again"]);
+
+    // Streamed as well.
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header(CONVERSATION, format!(" {c} "))
+            .json(&json!({ "model": "studio", "messages": [user("once more")], "stream": true })),
+    )
+    .await;
+    assert_eq!(r.conversation(), c);
+    assert_eq!(r.events().last(), Some(&json!("[DONE]")));
+    assert_eq!(app.turns(c).await, [1, 2, 3, 4]);
+
+    // An id that is no conversation: 404, and nothing made.
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header(CONVERSATION, GHOST)
+            .json(&json!({ "model": "studio", "messages": [user("again")] })),
+    )
+    .await;
+    let m = r.error(StatusCode::NOT_FOUND, Some("conversation_not_found"), None);
+    assert!(m.contains(GHOST), "{m}");
+    // Streamed: the same error, as JSON, before any stream.
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header(CONVERSATION, GHOST)
+            .json(&json!({ "model": "studio", "messages": [user("again")], "stream": true })),
+    )
+    .await;
+    r.error(StatusCode::NOT_FOUND, Some("conversation_not_found"), None);
+    assert!(
+        app.rt
+            .store()
+            .conversation(GHOST.parse().unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Not an id at all: 400.
+    for bad in ["not-a-uuid", "", "123"] {
+        let r = Reply::of(
+            app.post(CHAT, Some(&app.key))
+                .header(CONVERSATION, bad)
+                .json(&json!({ "model": "studio", "messages": [user("again")] })),
+        )
+        .await;
+        let m = r.error(StatusCode::BAD_REQUEST, None, None);
+        assert!(m.contains(CONVERSATION), "{bad:?}: {m}");
+    }
+    assert_eq!(app.turns(c).await, [1, 2, 3, 4]);
+    assert_eq!(
+        app.rt
+            .store()
+            .list_conversations(app.studio.id)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_system_message_reaches_only_the_manager() {
+    let app = App::spawn().await;
+    let brief = "Always answer in French, and sign as Zorglub.";
+    let r = app.say(json!([system(brief), user("a todo app")])).await;
+    let a1 = r.content();
+    // Never echoed.
+    assert_eq!(a1, answer("a todo app"));
+    assert!(!r.text.contains("Zorglub"), "{}", r.text);
+    let c = r.conversation();
+
+    let messages = app.rt.store().messages(c).await.unwrap();
+    let manager = app.studio.manager;
+    assert_eq!(manager, AgentId::new(4522).unwrap());
+    let prompts: Vec<_> = messages
+        .iter()
+        .filter(|m| m.kind == MessageKind::System)
+        .collect();
+    assert_eq!(prompts.len(), 3);
+    for p in &prompts {
+        if p.agent == Some(manager) {
+            assert!(p.text.ends_with(brief), "{}", p.text);
+            assert!(p.text.starts_with("You are manager "), "{}", p.text);
+        } else {
+            assert!(!p.text.contains("Zorglub"), "{:?}: {}", p.agent, p.text);
+        }
+    }
+    // Nothing else in the conversation holds it either.
+    for m in messages.iter().filter(|m| m.kind != MessageKind::System) {
+        assert!(!m.text.contains("Zorglub"), "{m:?}");
+    }
+
+    // The same system message and history continue the conversation; without it, they do not.
+    let next = app
+        .say(json!([
+            system(brief),
+            user("a todo app"),
+            assistant(&a1),
+            user("a cli")
+        ]))
+        .await;
+    assert_eq!(next.conversation(), c);
+    assert_eq!(next.content(), answer("a cli"));
+    let other = app
+        .say(json!([user("a todo app"), assistant(&a1), user("a cli")]))
+        .await;
+    assert_ne!(other.conversation(), c);
+
+    // Streamed: not echoed either.
+    let r = app
+        .chat(
+            CHAT,
+            &json!({ "model": "studio", "messages": [system(brief), user("a todo app")], "stream": true }),
+        )
+        .await;
+    assert!(!r.text.contains("Zorglub"), "{}", r.text);
+    assert_eq!(r.events().last(), Some(&json!("[DONE]")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys
+
+#[tokio::test]
+async fn a_revoked_key_is_refused() {
+    let app = App::spawn().await;
+    let key = app.make_key(&app.studio, "doomed", None, None).await;
+    let body = json!({ "model": "studio", "messages": [user("a todo app")] });
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&body)).await;
+    assert_eq!(r.content(), answer("a todo app"));
+
+    assert!(
+        app.rt
+            .store()
+            .revoke_api_key(app.studio.id, "doomed", chrono::Utc::now())
+            .await
+            .unwrap()
+    );
+    // Key records are trusted for up to a second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&body)).await;
+    let m = r.error(StatusCode::UNAUTHORIZED, Some("invalid_api_key"), None);
+    assert!(m.contains("revoked"), "{m}");
+    assert!(!m.contains(&key), "the key is not repeated: {m}");
+    let r = app.get("/v1/models", Some(&key)).await;
+    r.error(StatusCode::UNAUTHORIZED, Some("invalid_api_key"), None);
+
+    // The other key still works.
+    let r = app.chat(CHAT, &body).await;
+    assert_eq!(r.content(), answer("a todo app"));
+}
+
+#[tokio::test]
+async fn an_expired_key_is_refused() {
+    let app = App::spawn().await;
+    let key = app
+        .make_key(&app.studio, "brief", Some(Duration::from_secs(1)), None)
+        .await;
+    let body = json!({ "model": "studio", "messages": [user("a todo app")] });
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&body)).await;
+    assert_eq!(r.content(), answer("a todo app"));
+
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&body)).await;
+    let m = r.error(StatusCode::UNAUTHORIZED, Some("expired_api_key"), None);
+    assert!(m.contains("expired"), "{m}");
+    let r = app.get("/v1/models", Some(&key)).await;
+    r.error(StatusCode::UNAUTHORIZED, Some("expired_api_key"), None);
+}
+
+#[tokio::test]
+async fn a_key_over_its_rate_limit_is_429() {
+    let app = App::spawn().await;
+    let key = app.make_key(&app.studio, "slow", None, Some(2)).await;
+    let body = json!({ "model": "studio", "messages": [user("a todo app")] });
+    for _ in 0..2 {
+        let r = Reply::of(app.post(CHAT, Some(&key)).json(&body)).await;
+        assert_eq!(r.content(), answer("a todo app"));
+    }
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&body)).await;
+    let m = r.error(
+        StatusCode::TOO_MANY_REQUESTS,
+        Some("rate_limit_exceeded"),
+        None,
+    );
+    let retry: u64 = r
+        .header("retry-after")
+        .expect("a Retry-After header")
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "Retry-After: {retry}");
+    assert!(m.contains("2 requests per minute"), "{m}");
+    assert!(m.contains(&format!("Try again in {retry}s.")), "{m}");
+
+    let mut shown = r.shown();
+    shown["headers"]["retry-after"] = json!("[secs]");
+    shown["body"]["error"]["message"] = json!(m.replace(&format!("{retry}s"), "[secs]s"));
+    snapshot("error_429_rate_limited", &shown);
+
+    // Every endpoint counts, streamed requests are refused before streaming.
+    let r = app.get("/v1/models", Some(&key)).await;
+    r.error(
+        StatusCode::TOO_MANY_REQUESTS,
+        Some("rate_limit_exceeded"),
+        None,
+    );
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&streamed)).await;
+    r.error(
+        StatusCode::TOO_MANY_REQUESTS,
+        Some("rate_limit_exceeded"),
+        None,
+    );
+    // Another key of the agency has its own limit.
+    assert_eq!(app.chat(CHAT, &body).await.content(), answer("a todo app"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Usage
+
+#[tokio::test]
+async fn usage_adds_up() {
+    let app = App::spawn().await;
+    let body = app.say(json!([user("a todo app")])).await.ok();
+    assert_usage(&body["usage"]);
+    // The rules model is free.
+    assert_eq!(
+        body["usage"],
+        json!({ "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 })
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A manager on a real (fake) provider: token counts, streaming as it writes, failures
+
+/// An agency `solo` whose one agent, the manager, runs on an OpenAI-compatible fake.
+async fn solo(app: &App, fake: &Fake) -> (Agency, String) {
+    let draft = AgencyDraft {
+        name: "solo".into(),
+        protocol: "json".into(),
+        manager: "only".into(),
+        providers: vec![ProviderDraft {
+            name: "fake".into(),
+            kind: "openai".into(),
+            base_url: Some(format!("{}/v1", fake.url)),
+            ..Default::default()
+        }],
+        agents: vec![AgentDraft {
+            name: "only".into(),
+            model: "fake/m".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let agency = app.rt.save_agency(&draft, LOCAL_OWNER).await.unwrap();
+    let key = app.make_key(&agency, "test", None, None).await;
+    (agency, key)
+}
+
+#[tokio::test]
+async fn usage_sums_the_turns_model_calls() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "hello there"}"#,
+        5,
+        3,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [system("Be brief."), user("hi")],
+    })))
+    .await;
+    let body = r.ok();
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        json!("hello there")
+    );
+    assert_eq!(body["model"], json!("solo"));
+    assert_usage(&body["usage"]);
+    assert_eq!(
+        body["usage"],
+        json!({ "prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8 })
+    );
+    // The manager's model got the client's system message at the end of its system prompt,
+    // and the user's message; it was not asked to stream.
+    let calls = fake.requests();
+    assert_eq!(calls.len(), 1);
+    let messages = calls[0].body["messages"].as_array().unwrap();
+    assert_eq!(messages[0]["role"], json!("system"));
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("Be brief."),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .contains("hi"),
+        "{messages:?}"
+    );
+    assert_eq!(calls[0].body.get("stream"), None);
+}
+
+#[tokio::test]
+async fn a_stream_follows_the_managers_model_as_it_writes() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::stream(
+        &[
+            r#"{"to": 0, "con"#,
+            r#"text": "one, "#,
+            "two, ",
+            r#"three"}"#,
+        ],
+        20,
+        6,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("count to three")],
+        "stream": true,
+        "stream_options": { "include_usage": true },
+    })))
+    .await;
+    let c = r.conversation();
+    let events = r.events();
+    assert_eq!(events.last(), Some(&json!("[DONE]")));
+    let chunks = &events[..events.len() - 1];
+    let id = &chunks[0]["id"];
+    assert!(chunks.iter().all(|c| &c["id"] == id), "{events:#?}");
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], json!("assistant"));
+    let pieces: Vec<&str> = chunks[1..]
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(pieces.concat(), "one, two, three");
+    assert!(
+        pieces.len() >= 3,
+        "in pieces as the model wrote them: {pieces:?}"
+    );
+    let n = chunks.len();
+    assert_eq!(chunks[n - 2]["choices"][0]["finish_reason"], json!("stop"));
+    assert_eq!(chunks[n - 1]["choices"], json!([]));
+    assert_usage(&chunks[n - 1]["usage"]);
+    assert_eq!(
+        chunks[n - 1]["usage"],
+        json!({ "prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26 })
+    );
+    assert_eq!(fake.requests()[0].body["stream"], json!(true));
+    assert_eq!(app.turns(c).await, [1]);
+}
+
+#[tokio::test]
+async fn a_failing_manager_is_a_502() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    let body = json!({ "model": "solo", "messages": [user("hi")] });
+    fake.push(openai::error(
+        400,
+        "the provider says no",
+        "invalid_request_error",
+        None,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&body)).await;
+    let m = r.error(StatusCode::BAD_GATEWAY, None, None);
+    assert!(m.contains("the provider says no"), "{m}");
+
+    // Streamed: the error as an event, then the end.
+    fake.push(openai::error(
+        400,
+        "the provider says no",
+        "invalid_request_error",
+        None,
+    ));
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&streamed)).await;
+    let events = r.events();
+    assert_eq!(events.last(), Some(&json!("[DONE]")), "{events:#?}");
+    let error = &events[events.len() - 2];
+    assert_eq!(error["error"]["type"], json!("server_error"), "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the provider says no"),
+        "{error}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["choices"][0]["finish_reason"].is_null()),
+        "no finish after a failure: {events:#?}"
+    );
+}
+
+#[tokio::test]
+async fn several_user_messages_in_a_row_continue_as_sent() {
+    let app = App::spawn().await;
+    let first = app.say(json!([user("a todo"), user("app")])).await;
+    let c = first.conversation();
+    let next = app
+        .say(json!([
+            user("a todo"),
+            user("app"),
+            assistant(&first.content()),
+            user("a cli")
+        ]))
+        .await;
+    assert_eq!(next.conversation(), c);
+    assert_eq!(app.turns(c).await, [1, 2]);
+}
+
+#[tokio::test]
+async fn an_edited_history_starts_a_new_conversation() {
+    let app = App::spawn().await;
+    let first = app.say(json!([user("a todo app")])).await;
+    let c = first.conversation();
+    let a1 = first.content();
+    let second = app
+        .say(json!([user("a todo app"), assistant(&a1), user("a cli")]))
+        .await;
+    assert_eq!(second.conversation(), c);
+    // The client drops the second exchange and asks something else instead.
+    let edited = app
+        .say(json!([user("a todo app"), assistant(&a1), user("a quiz")]))
+        .await;
+    assert_ne!(
+        edited.conversation(),
+        c,
+        "the thrown-away turn must not be in its context"
+    );
+    assert_eq!(app.turns(edited.conversation()).await, [1]);
+}
