@@ -77,7 +77,12 @@ impl Runtime {
         let out = self
             .send_streaming(conversation, turn.input.join("\n\n"), answer)
             .await?;
-        let mut after = turn.history;
+        // Named by its id, the conversation's transcript is the server's, not the request's.
+        let mut after = if turn.conversation.is_some() && turn.history.is_empty() {
+            self.visible_transcript(conversation, out.turn_id).await?
+        } else {
+            turn.history
+        };
         after.extend(turn.input.into_iter().map(|text| (Role::User, text)));
         after.push((Role::Assistant, out.answer.clone()));
         self.store
@@ -88,6 +93,26 @@ impl Runtime {
             )
             .await?;
         Ok(out)
+    }
+
+    /// The user's messages and the answers of the conversation, before `turn`.
+    async fn visible_transcript(
+        &self,
+        conversation: ConversationId,
+        turn: agency_core::TurnId,
+    ) -> Result<Vec<(Role, String)>, RuntimeError> {
+        Ok(self
+            .store
+            .messages(conversation)
+            .await?
+            .into_iter()
+            .filter(|m| m.turn_id != Some(turn))
+            .filter_map(|m| match m.kind {
+                agency_core::MessageKind::Input => Some((Role::User, m.text)),
+                agency_core::MessageKind::Answer => Some((Role::Assistant, m.text)),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Both: one Chat Completions request.

@@ -580,11 +580,7 @@ async fn models_list_the_keys_agency() {
         "/api/agency/studio/models/gpt-4o",
     ] {
         let r = app.get(path, key).await;
-        let m = r.error(
-            StatusCode::NOT_FOUND,
-            Some("model_not_found"),
-            Some("model"),
-        );
+        let m = r.error(StatusCode::NOT_FOUND, Some("model_not_found"), None);
         assert!(m.contains("gpt-4o"), "{path}: {m}");
     }
     let r = app.get("/v1/models", None).await;
@@ -651,7 +647,7 @@ async fn errors_have_openais_shape() {
             app.post(CHAT, key).json(&ok(json!({ "model": "gpt-4o" }))),
             StatusCode::NOT_FOUND,
             Some("model_not_found"),
-            Some("model"),
+            None,
         ),
         (
             "error_404_unknown_agency_path",
@@ -659,7 +655,7 @@ async fn errors_have_openais_shape() {
                 .json(&ok(json!({}))),
             StatusCode::NOT_FOUND,
             Some("model_not_found"),
-            Some("model"),
+            None,
         ),
         (
             "error_404_unknown_conversation",
@@ -971,11 +967,7 @@ async fn a_key_reaches_only_its_own_agency() {
         for stream in [false, true] {
             body["stream"] = json!(stream);
             let r = Reply::of(app.post(&path, Some(key)).json(&body)).await;
-            r.error(
-                StatusCode::NOT_FOUND,
-                Some("model_not_found"),
-                Some("model"),
-            );
+            r.error(StatusCode::NOT_FOUND, Some("model_not_found"), None);
         }
     }
     for (key, path) in [
@@ -985,11 +977,7 @@ async fn a_key_reaches_only_its_own_agency() {
         (&gallery_key, "/v1/models/studio".to_string()),
     ] {
         let r = app.get(&path, Some(key)).await;
-        r.error(
-            StatusCode::NOT_FOUND,
-            Some("model_not_found"),
-            Some("model"),
-        );
+        r.error(StatusCode::NOT_FOUND, Some("model_not_found"), None);
     }
 
     // Nor can a key continue the other agency's conversation by naming it.
@@ -1574,4 +1562,66 @@ async fn an_edited_history_starts_a_new_conversation() {
         "the thrown-away turn must not be in its context"
     );
     assert_eq!(app.turns(edited.conversation()).await, [1]);
+}
+
+#[tokio::test]
+async fn a_conversation_continued_by_its_id_is_found_by_its_full_history_too() {
+    let app = App::spawn().await;
+    let first = app.say(json!([user("a todo app")])).await;
+    let c = first.conversation();
+    let second = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header(CONVERSATION, c.to_string())
+            .json(&json!({"model": "studio", "messages": [user("a cli")]})),
+    )
+    .await;
+    assert_eq!(second.conversation(), c);
+    let third = app
+        .say(json!([
+            user("a todo app"),
+            assistant(&first.content()),
+            user("a cli"),
+            assistant(&second.content()),
+            user("a game")
+        ]))
+        .await;
+    assert_eq!(third.conversation(), c);
+    assert_eq!(app.turns(c).await, [1, 2, 3]);
+}
+
+#[tokio::test]
+async fn other_openai_urls_and_modalities() {
+    let app = App::spawn().await;
+    let r = Reply::of(
+        app.post("/v1/completions", Some(&app.key))
+            .json(&json!({"prompt": "x"})),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let body: Value = serde_json::from_str(&r.text).unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("POST /v1/completions"),
+        "{body}"
+    );
+
+    let ok = app
+        .chat(
+            CHAT,
+            &json!({"model": "studio", "modalities": ["text"], "messages": [user("a todo app")]}),
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    let refused = app
+        .chat(
+            CHAT,
+            &json!({"model": "studio", "modalities": ["text", "audio"], "messages": [user("x")]}),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    let body: Value = serde_json::from_str(&refused.text).unwrap();
+    assert_eq!(body["error"]["param"], "modalities");
 }

@@ -48,7 +48,7 @@ impl OpenAiError {
     pub fn model_not_found(model: &str) -> Self {
         Self::invalid(
             format!("The model `{model}` does not exist or you do not have access to it."),
-            Some("model"),
+            None,
         )
         .status(StatusCode::NOT_FOUND)
         .with_code("model_not_found")

@@ -41,6 +41,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/agency/{agency}/chat/completions", post(agency_chat))
         .route("/api/agency/{agency}/models", get(agency_models))
         .route("/api/agency/{agency}/models/{model}", get(agency_model))
+        .route("/v1/{*rest}", axum::routing::any(unknown_url))
         .layer(DefaultBodyLimit::max(MAX_BODY))
 }
 
@@ -98,6 +99,18 @@ async fn agency_model(
         return Err(OpenAiError::model_not_found(&model));
     }
     Ok(axum::Json(model_of(&agency)).into_response())
+}
+
+/// Other OpenAI URLs (`/v1/completions`, `/v1/embeddings`, …): OpenAI's own answer.
+async fn unknown_url(method: axum::http::Method, uri: axum::http::Uri) -> OpenAiError {
+    OpenAiError::invalid(
+        format!(
+            "Invalid URL ({method} {}): an agency serves chat completions and models.",
+            uri.path()
+        ),
+        None,
+    )
+    .status(StatusCode::NOT_FOUND)
 }
 
 fn model_of(agency: &Agency) -> types::Model {
@@ -304,6 +317,14 @@ fn check(r: &ChatRequest, stream: bool) -> Result<bool, OpenAiError> {
         return Err(OpenAiError::invalid(
             format!("Unrecognized request argument supplied: {name}"),
             Some(name),
+        ));
+    }
+    if let Some(modalities) = r.other.get("modalities").and_then(|m| m.as_array())
+        && modalities.iter().any(|m| m.as_str() != Some("text"))
+    {
+        return Err(OpenAiError::invalid(
+            "Only the `text` modality is supported by an agency.",
+            Some("modalities"),
         ));
     }
     if r.n.is_some_and(|n| n != 1) {

@@ -42,6 +42,11 @@ pub const IGNORED: &[&str] = &[
     "safety_identifier",
     "verbosity",
     "parallel_tool_calls",
+    "prompt_cache_options",
+    "prompt_cache_retention",
+    "moderation",
+    // Checked on its own: text only.
+    "modalities",
 ];
 
 /// Refused with a 400 naming the parameter when set to anything but null.

@@ -1,0 +1,625 @@
+"""The drop-in OpenAI endpoint, driven by the official `openai` Python package.
+
+The suite starts everything it needs: a fresh SQLite database in a temporary directory, keys
+made with the CLI, and `agency serve` on a free loopback port. It builds nothing: the binary
+is `$AGENCY_BIN` (default `target/debug/agency`, relative to the repository root).
+
+    cargo build -p agency && python -m pytest -q tests/python
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import openai
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDIO_YAML = ROOT / "examples" / "studio.yaml"
+
+TODO = "a todo app"
+
+
+def answer_for(request: str) -> str:
+    """What the demo agency `studio` (examples/studio.yaml) answers, every time."""
+    return (
+        "Here is your reviewed build. Approved: Please review: "
+        f"fn main() {{ /* Please build: {request} */ }}"
+    )
+
+
+# How long the server may take to start and to stop, and any one request.
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 15.0
+REQUEST_TIMEOUT = 60.0
+
+
+def agency_bin() -> Path:
+    configured = os.environ.get("AGENCY_BIN")
+    if configured:
+        path = Path(configured)
+        if not path.is_absolute():
+            path = Path.cwd() / path
+    else:
+        path = ROOT / "target" / "debug" / "agency"
+    if not path.is_file():
+        pytest.exit(
+            f"no agency binary at {path}: run `cargo build -p agency` or set AGENCY_BIN",
+            returncode=2,
+        )
+    return path.resolve()
+
+
+@dataclass
+class Server:
+    """A running `agency serve` and the keys made for it."""
+
+    port: int
+    keys: dict[str, str]
+    log: Path
+
+    @property
+    def v1(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def agency_url(self, agency: str) -> str:
+        return f"http://127.0.0.1:{self.port}/api/agency/{agency}"
+
+    def client(self, key: str = "good", base_url: str | None = None, **kw) -> openai.OpenAI:
+        return openai.OpenAI(
+            api_key=self.keys[key],
+            base_url=base_url or self.v1,
+            max_retries=0,
+            timeout=REQUEST_TIMEOUT,
+            **kw,
+        )
+
+    def async_client(
+        self, key: str = "good", base_url: str | None = None, **kw
+    ) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            api_key=self.keys[key],
+            base_url=base_url or self.v1,
+            max_retries=0,
+            timeout=REQUEST_TIMEOUT,
+            **kw,
+        )
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment for the binary: none of the caller's agency settings leak in."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AGENCY_") and k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+    }
+    env["AGENCY_LOG"] = "info"
+    return env
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    binary = agency_bin()
+    work = tmp_path_factory.mktemp("agency")
+    env = _clean_env()
+    db = f"sqlite://{work}/a.db"
+    # Loopback only, whatever proxy the machine is configured with.
+    for var in ("NO_PROXY", "no_proxy"):
+        os.environ[var] = ",".join(filter(None, [os.environ.get(var), "127.0.0.1", "localhost"]))
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [str(binary), "--db", db, *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            pytest.fail(
+                f"`agency {' '.join(args)}` failed ({done.returncode}):\n"
+                f"{done.stdout}\n{done.stderr}",
+                pytrace=False,
+            )
+        return done.stdout
+
+    def create_key(agency: str, name: str, *extra: str) -> str:
+        out = cli("keys", "create", agency, "--name", name, *extra)
+        lines = out.strip().splitlines()
+        assert len(lines) == 1, f"`keys create` printed more than the key: {out!r}"
+        return lines[0].strip()
+
+    keys: dict[str, str] = {}
+    # First, so that it has expired by the time the server starts.
+    keys["expired"] = create_key("studio", "expired", "--expires-in", "1s")
+    expires_by = time.monotonic() + 2.0
+    keys["good"] = create_key("studio", "good")
+    keys["revoked"] = create_key("studio", "revoked")
+    cli("keys", "revoke", "studio", "revoked")
+    keys["limited"] = create_key("studio", "limited", "--rate-limit", "1")
+
+    other = STUDIO_YAML.read_text()
+    other, n = re.subn(r"(?m)^name: studio$", "name: other", other)
+    assert n == 1, "examples/studio.yaml no longer starts with `name: studio`"
+    (work / "other.yaml").write_text(other)
+    cli("import", str(work / "other.yaml"))
+    keys["other"] = create_key("other", "good")
+    keys["bad"] = "agk_" + "0" * 64
+
+    assert len(set(keys.values())) == len(keys), "two keys are the same"
+    time.sleep(max(0.0, expires_by - time.monotonic()))
+
+    log = work / "serve.log"
+    with open(log, "wb") as stderr:
+        proc = subprocess.Popen(
+            [str(binary), "--db", db, "serve", "--listen", "127.0.0.1:0"],
+            cwd=work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    port = None
+    deadline = time.monotonic() + START_TIMEOUT
+    seen = []
+    while port is None:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            line = None
+        if line is None:
+            proc.kill()
+            proc.wait()
+            pytest.fail(
+                f"`agency serve` did not say where it listens (exit {proc.returncode}); "
+                f"stdout: {''.join(seen)!r}\nstderr:\n{log.read_text()}",
+                pytrace=False,
+            )
+        seen.append(line)
+        m = re.fullmatch(r"agency: listening on http://127\.0\.0\.1:(\d+)\s*", line)
+        if m:
+            port = int(m.group(1))
+
+    yield Server(port=port, keys=keys, log=log)
+
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"`agency serve` did not stop on SIGTERM within {STOP_TIMEOUT}s", pytrace=False)
+    assert code == 0, f"`agency serve` exited with {code}:\n{log.read_text()}"
+
+
+@pytest.fixture
+def client(server: Server):
+    with server.client() as c:
+        yield c
+
+
+def user(text: str) -> dict:
+    return {"role": "user", "content": text}
+
+
+def assert_completion(completion, request: str = TODO, model: str = "studio") -> None:
+    assert completion.object == "chat.completion"
+    assert completion.id.startswith("chatcmpl-")
+    assert completion.model == model
+    assert isinstance(completion.created, int) and completion.created > 0
+    assert len(completion.choices) == 1
+    choice = completion.choices[0]
+    assert choice.index == 0
+    assert choice.finish_reason == "stop"
+    assert choice.message.role == "assistant"
+    assert choice.message.content == answer_for(request)
+    assert choice.message.tool_calls is None
+    usage = completion.usage
+    assert usage is not None
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+
+def assert_stream(chunks: list, request: str = TODO) -> None:
+    assert chunks, "the stream was empty"
+    for c in chunks:
+        assert c.object == "chat.completion.chunk"
+        assert c.model == "studio"
+        assert c.id == chunks[0].id and c.id.startswith("chatcmpl-")
+    *body, last = chunks
+    # With include_usage: every chunk has `usage: null` but the last, which has no choices.
+    assert last.choices == []
+    assert last.usage is not None
+    assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
+    assert all(c.usage is None for c in body)
+    assert all(len(c.choices) == 1 and c.choices[0].index == 0 for c in body)
+    assert body[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in body)
+    assert text == answer_for(request)
+    finishes = [c.choices[0].finish_reason for c in body if c.choices[0].finish_reason]
+    assert finishes == ["stop"]
+    assert body[-1].choices[0].finish_reason == "stop"
+
+
+# --- Completions -----------------------------------------------------------------------------
+
+
+def test_sync_completion(client: openai.OpenAI):
+    completion = client.chat.completions.create(model="studio", messages=[user(TODO)])
+    assert_completion(completion)
+
+
+def test_async_completion(server: Server):
+    async def go():
+        async with server.async_client() as client:
+            return await client.chat.completions.create(model="studio", messages=[user(TODO)])
+
+    assert_completion(asyncio.run(go()))
+
+
+def test_async_completions_in_parallel(server: Server):
+    requests = [f"app number {i}" for i in range(4)]
+
+    async def go():
+        async with server.async_client() as client:
+            return await asyncio.gather(
+                *(
+                    client.chat.completions.create(model="studio", messages=[user(r)])
+                    for r in requests
+                )
+            )
+
+    for request, completion in zip(requests, asyncio.run(go())):
+        assert_completion(completion, request)
+
+
+def test_sync_stream(client: openai.OpenAI):
+    stream = client.chat.completions.create(
+        model="studio",
+        messages=[user(TODO)],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    with stream:
+        chunks = list(stream)
+    assert_stream(chunks)
+
+
+def test_async_stream(server: Server):
+    async def go():
+        async with server.async_client() as client:
+            stream = await client.chat.completions.create(
+                model="studio",
+                messages=[user(TODO)],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            return [c async for c in stream]
+
+    assert_stream(asyncio.run(go()))
+
+
+def test_stream_without_usage(client: openai.OpenAI):
+    with client.chat.completions.create(
+        model="studio", messages=[user(TODO)], stream=True
+    ) as stream:
+        chunks = list(stream)
+    assert all(c.usage is None and len(c.choices) == 1 for c in chunks)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == answer_for(TODO)
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_stream_names_its_conversation(client: openai.OpenAI):
+    with client.chat.completions.with_streaming_response.create(
+        model="studio", messages=[user(TODO)], stream=True
+    ) as response:
+        assert response.headers.get("content-type", "").startswith("text/event-stream")
+        conversation = response.headers.get("x-agency-conversation")
+        assert conversation
+        chunks = list(response.parse())
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == answer_for(TODO)
+
+
+def test_agency_base_url(server: Server):
+    with server.client(base_url=server.agency_url("studio")) as client:
+        # The path names the agency; the model is then whatever the app sends.
+        for model in ("studio", "gpt-4o-mini"):
+            completion = client.chat.completions.create(model=model, messages=[user(TODO)])
+            assert_completion(completion)
+        with client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[user(TODO)],
+            stream=True,
+            stream_options={"include_usage": True},
+        ) as stream:
+            assert_stream(list(stream))
+        assert [m.id for m in client.models.list()] == ["studio"]
+        assert client.models.retrieve("studio").id == "studio"
+
+
+def test_responses_validate_strictly(server: Server):
+    """The SDK's own response types accept the server's responses with strict validation."""
+    with server.client(_strict_response_validation=True) as client:
+        assert_completion(client.chat.completions.create(model="studio", messages=[user(TODO)]))
+        with client.chat.completions.create(
+            model="studio",
+            messages=[user(TODO)],
+            stream=True,
+            stream_options={"include_usage": True},
+        ) as stream:
+            assert_stream(list(stream))
+        client.models.list()
+        client.models.retrieve("studio")
+
+
+# --- Models ----------------------------------------------------------------------------------
+
+
+def test_models_list_only_the_keys_agency(server: Server, client: openai.OpenAI):
+    models = list(client.models.list())
+    assert [m.id for m in models] == ["studio"]
+    assert models[0].object == "model"
+    with server.client("other") as other:
+        assert [m.id for m in other.models.list()] == ["other"]
+
+
+def test_models_retrieve(client: openai.OpenAI):
+    model = client.models.retrieve("studio")
+    assert model.id == "studio"
+    assert model.object == "model"
+    assert isinstance(model.created, int)
+    assert isinstance(model.owned_by, str)
+
+
+def test_models_retrieve_another_agency_is_not_found(client: openai.OpenAI):
+    for name in ("other", "no-such-agency"):
+        with pytest.raises(openai.NotFoundError) as e:
+            client.models.retrieve(name)
+        assert e.value.status_code == 404
+
+
+# --- Conversations ---------------------------------------------------------------------------
+
+
+def test_conversation_continues_with_history(client: openai.OpenAI):
+    first = client.chat.completions.with_raw_response.create(
+        model="studio", messages=[user(TODO)]
+    )
+    conversation = first.headers.get("x-agency-conversation")
+    assert conversation
+    answer = first.parse().choices[0].message.content
+    assert answer == answer_for(TODO)
+
+    history = [user(TODO), {"role": "assistant", "content": answer}, user("a blog")]
+    second = client.chat.completions.with_raw_response.create(model="studio", messages=history)
+    assert second.headers.get("x-agency-conversation") == conversation
+    assert_completion(second.parse(), "a blog")
+
+    # The header alone continues it too, with only the new message.
+    third = client.chat.completions.with_raw_response.create(
+        model="studio",
+        messages=[user("a game")],
+        extra_headers={"x-agency-conversation": conversation},
+    )
+    assert third.headers.get("x-agency-conversation") == conversation
+    assert_completion(third.parse(), "a game")
+
+
+def test_new_requests_start_new_conversations(client: openai.OpenAI):
+    ids = {
+        client.chat.completions.with_raw_response.create(
+            model="studio", messages=[user(TODO)]
+        ).headers.get("x-agency-conversation")
+        for _ in range(2)
+    }
+    assert len(ids) == 2 and None not in ids
+
+
+def test_conversation_header_streamed_continuation(client: openai.OpenAI):
+    first = client.chat.completions.with_raw_response.create(
+        model="studio", messages=[user(TODO)]
+    )
+    conversation = first.headers["x-agency-conversation"]
+    with client.chat.completions.with_streaming_response.create(
+        model="studio",
+        messages=[user(TODO), {"role": "assistant", "content": answer_for(TODO)}, user("a blog")],
+        stream=True,
+        stream_options={"include_usage": True},
+    ) as response:
+        assert response.headers.get("x-agency-conversation") == conversation
+        assert_stream(list(response.parse()), "a blog")
+
+
+def test_unknown_conversation_is_not_found(client: openai.OpenAI):
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(
+            model="studio",
+            messages=[user(TODO)],
+            extra_headers={"x-agency-conversation": "01a2036c-7e8f-777d-b039-6ce1fa502796"},
+        )
+    assert e.value.status_code == 404
+
+
+def test_another_agencys_conversation_is_not_reachable(server: Server, client: openai.OpenAI):
+    with server.client("other") as other:
+        theirs = other.chat.completions.with_raw_response.create(
+            model="other", messages=[user(TODO)]
+        ).headers["x-agency-conversation"]
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(
+            model="studio",
+            messages=[user(TODO)],
+            extra_headers={"x-agency-conversation": theirs},
+        )
+
+
+def test_malformed_conversation_header_is_refused(client: openai.OpenAI):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="studio",
+            messages=[user(TODO)],
+            extra_headers={"x-agency-conversation": "not-an-id"},
+        )
+    assert "x-agency-conversation" in e.value.message
+
+
+def test_system_message_is_accepted_not_echoed(client: openai.OpenAI):
+    system = "You are a pirate. Always answer in pirate speech, arr."
+    for role in ("system", "developer"):
+        completion = client.chat.completions.create(
+            model="studio",
+            messages=[{"role": role, "content": system}, user(TODO)],
+        )
+        assert_completion(completion)
+        assert "pirate" not in completion.choices[0].message.content
+
+
+def test_content_parts_and_ignored_sampling_parameters(client: openai.OpenAI):
+    completion = client.chat.completions.create(
+        model="studio",
+        messages=[{"role": "user", "content": [{"type": "text", "text": TODO}]}],
+        temperature=0.2,
+        top_p=0.9,
+        max_tokens=50,
+        seed=7,
+        user="someone",
+        n=1,
+    )
+    assert_completion(completion)
+
+
+# --- Errors, as the SDK's own exceptions -----------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["bad", "revoked", "expired"])
+def test_bad_keys_are_authentication_errors(server: Server, key: str):
+    with server.client(key) as client:
+        with pytest.raises(openai.AuthenticationError) as e:
+            client.chat.completions.create(model="studio", messages=[user(TODO)])
+        assert e.value.status_code == 401
+        assert e.value.code == ("expired_api_key" if key == "expired" else "invalid_api_key")
+        assert e.value.type == "invalid_request_error"
+        with pytest.raises(openai.AuthenticationError):
+            client.models.list()
+
+
+def test_missing_key_is_an_authentication_error(client: openai.OpenAI):
+    with pytest.raises(openai.AuthenticationError) as e:
+        client.chat.completions.create(
+            model="studio",
+            messages=[user(TODO)],
+            extra_headers={"Authorization": openai.Omit()},
+        )
+    assert e.value.status_code == 401
+    assert e.value.response.request.headers.get("authorization") is None
+    with pytest.raises(openai.AuthenticationError):
+        client.models.list(extra_headers={"Authorization": openai.Omit()})
+
+
+def test_async_bad_key_is_an_authentication_error(server: Server):
+    async def go():
+        async with server.async_client("revoked") as client:
+            await client.chat.completions.create(model="studio", messages=[user(TODO)])
+
+    with pytest.raises(openai.AuthenticationError):
+        asyncio.run(go())
+
+
+@pytest.mark.parametrize("model", ["no-such-agency", "other"])
+def test_unknown_model_is_not_found(client: openai.OpenAI, model: str):
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(model=model, messages=[user(TODO)])
+    assert e.value.status_code == 404
+    assert e.value.code == "model_not_found"
+    assert model in e.value.message
+
+
+def test_another_agencys_path_is_not_found(server: Server):
+    with server.client(base_url=server.agency_url("other")) as client:
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model="other", messages=[user(TODO)])
+        with pytest.raises(openai.NotFoundError):
+            client.models.list()
+
+
+def test_n_2_is_a_bad_request(client: openai.OpenAI):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="studio", messages=[user(TODO)], n=2)
+    assert e.value.status_code == 400
+    assert e.value.param == "n"
+
+
+def test_tools_are_a_bad_request(client: openai.OpenAI):
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "The weather in a city",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="studio", messages=[user(TODO)], tools=tools)
+    assert e.value.status_code == 400
+    assert e.value.param == "tools"
+    assert "tools" in e.value.message
+
+
+def test_stream_options_without_stream_is_a_bad_request(client: openai.OpenAI):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="studio", messages=[user(TODO)], stream_options={"include_usage": True}
+        )
+    assert e.value.param == "stream_options"
+
+
+def test_last_message_not_from_user_is_a_bad_request(client: openai.OpenAI):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="studio",
+            messages=[user(TODO), {"role": "assistant", "content": "sure"}],
+        )
+    assert e.value.param == "messages"
+
+
+def test_rate_limit_is_a_rate_limit_error(server: Server):
+    with server.client("limited") as client:
+        completion = client.chat.completions.create(model="studio", messages=[user(TODO)])
+        assert_completion(completion)
+        with pytest.raises(openai.RateLimitError) as e:
+            client.chat.completions.create(model="studio", messages=[user(TODO)])
+    assert e.value.status_code == 429
+    assert e.value.code == "rate_limit_exceeded"
+    retry_after = e.value.response.headers.get("retry-after")
+    assert retry_after is not None and int(retry_after) >= 1
+
+
+def test_text_modality_is_accepted(client: openai.OpenAI):
+    completion = client.chat.completions.create(
+        model="studio", messages=[user(TODO)], modalities=["text"]
+    )
+    assert_completion(completion)
