@@ -203,6 +203,12 @@ impl Runtime {
             })
             .collect();
         self.store.append_messages(&prompts).await?;
+        // Its session is what was just written: no need to read it back on the first turn.
+        if let Ok(mut slot) = self.session_slot(conversation.id).try_lock_owned()
+            && slot.is_none()
+        {
+            *slot = Some(Session::of(conversation.id, agency.id, prompts));
+        }
         Ok(conversation)
     }
 
@@ -261,6 +267,11 @@ impl Runtime {
         Ok(agency_core::trace(
             &self.store.turn_messages(conversation, turn).await?,
         ))
+    }
+
+    /// An agency by id, as it is now (cached, checked with one small read).
+    pub async fn agency_by_id(&self, id: AgencyId) -> Result<Arc<Agency>, RuntimeError> {
+        Ok(self.current_agency(id).await?.agency)
     }
 
     /// The agency as it is now: from the cache when its revision has not moved.

@@ -44,6 +44,15 @@ impl Session {
             .await?
             .ok_or(RuntimeError::ConversationNotFound(conversation))?;
         let messages = store.messages(conversation).await?;
+        Ok(Self::of(conversation, c.agency_id, messages))
+    }
+
+    /// The session of a conversation whose messages (in `seq` order) are these.
+    pub(crate) fn of(
+        conversation: ConversationId,
+        agency_id: AgencyId,
+        messages: Vec<Message>,
+    ) -> Self {
         let next_seq = messages.last().map_or(0, |m| m.seq + 1);
         let mut turns = 0;
         let mut contexts: HashMap<AgentId, Vec<Message>> = HashMap::new();
@@ -53,16 +62,16 @@ impl Session {
                 contexts.entry(agent).or_default().push(m);
             }
         }
-        Ok(Self {
+        Self {
             conversation,
-            agency_id: c.agency_id,
+            agency_id,
             contexts: contexts
                 .into_iter()
                 .map(|(k, v)| (k, Arc::new(v)))
                 .collect(),
             next_seq,
             turns,
-        })
+        }
     }
 
     /// Agents whose contexts end with something they have not answered.

@@ -6,6 +6,7 @@ mod error;
 pub mod types;
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agency_core::{Agency, ApiKey, ConversationId, Role, StopReason};
@@ -144,7 +145,7 @@ async fn authorize(
     s: &AppState,
     headers: &HeaderMap,
     selector: Option<&str>,
-) -> Result<(ApiKey, Agency), OpenAiError> {
+) -> Result<(ApiKey, Arc<Agency>), OpenAiError> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -154,12 +155,14 @@ async fn authorize(
                 .unwrap_or(v)
         });
     let key = s.auth.authenticate(bearer).await.map_err(auth_error)?;
-    let agency =
-        s.rt.store()
-            .agency(key.agency_id)
-            .await
-            .map_err(|e| runtime_error(RuntimeError::from(e)))?
-            .ok_or_else(|| OpenAiError::model_not_found(selector.unwrap_or("?")))?;
+    // The runtime's copy: cached, checked with one small read.
+    let agency = match s.rt.agency_by_id(key.agency_id).await {
+        Ok(agency) => agency,
+        Err(RuntimeError::AgencyNotFound(_)) => {
+            return Err(OpenAiError::model_not_found(selector.unwrap_or("?")));
+        }
+        Err(e) => return Err(runtime_error(e)),
+    };
     match selector {
         Some(sel) if !names(&agency, sel) => Err(OpenAiError::model_not_found(sel)),
         _ => Ok((key, agency)),
@@ -480,7 +483,7 @@ fn completion(agency: &Agency, out: &TurnOutcome) -> types::ChatCompletion {
 fn stream_turn(
     s: AppState,
     key: ApiKey,
-    agency: Agency,
+    agency: Arc<Agency>,
     conversation: ConversationId,
     turn: ChatTurn,
     include_usage: bool,
