@@ -10,7 +10,7 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use reqwest::{Response, StatusCode};
+use reqwest::Response;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
@@ -350,9 +350,4 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     s
-}
-
-/// Whether a status code is one the provider may answer differently next time.
-pub fn is_transient(status: StatusCode) -> bool {
-    status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
 }

@@ -36,7 +36,7 @@ pub fn transcript_hash(system: Option<&str>, turns: &[(Role, String)]) -> String
         field(role.as_str());
         field(text);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::encode(&h.finalize())
 }
 
 impl Runtime {

@@ -45,7 +45,7 @@ impl Keyring {
         {
             return Self::from_hex(hex.expose_secret());
         }
-        let fresh: String = random_bytes().iter().map(|b| format!("{b:02x}")).collect();
+        let fresh = crate::hex::encode(&secrets::random32());
         let master = MasterKey::load_or_create(master_key)?;
         store
             .add_provider_key(&master.seal(
@@ -63,15 +63,8 @@ impl Keyring {
     }
 
     fn from_hex(hex: &str) -> Result<Self, RuntimeError> {
-        let mut bytes = [0u8; 32];
-        let bad = || RuntimeError::Invalid("the stored API key secret is damaged".into());
-        if hex.len() != 64 {
-            return Err(bad());
-        }
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
-                .map_err(|_| bad())?;
-        }
+        let bytes = crate::hex::decode32(hex)
+            .ok_or_else(|| RuntimeError::Invalid("the stored API key secret is damaged".into()))?;
         Ok(Self {
             secret: SecretBox::new(Box::new(bytes)),
         })
@@ -84,19 +77,8 @@ impl Keyring {
             return String::new();
         };
         mac.update(key.as_bytes());
-        mac.finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::hex::encode(&mac.finalize().into_bytes())
     }
-}
-
-fn random_bytes() -> [u8; 32] {
-    use chacha20poly1305::aead::rand_core::RngCore;
-    let mut bytes = [0u8; 32];
-    chacha20poly1305::aead::OsRng.fill_bytes(&mut bytes);
-    bytes
 }
 
 /// Makes a key for `agency`: the plain key (show it once) and what is stored of it.
@@ -119,13 +101,7 @@ pub async fn create_key(
             "the rate limit must be at least 1 request a minute".into(),
         ));
     }
-    let plain: String = format!(
-        "{KEY_PREFIX}{}",
-        random_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    );
+    let plain = format!("{KEY_PREFIX}{}", crate::hex::encode(&secrets::random32()));
     let now = Utc::now();
     let expires_at = match expires_in {
         None => None,

@@ -8,6 +8,7 @@
 pub mod api;
 mod error;
 mod events;
+mod hex;
 pub mod keys;
 pub mod providers;
 pub mod secrets;

@@ -40,32 +40,17 @@ fn invalid(what: impl Into<String>) -> RuntimeError {
 
 impl MasterKey {
     pub fn generate() -> Self {
-        let key = XChaCha20Poly1305::generate_key(&mut OsRng);
-        let mut bytes = [0u8; 32];
-        bytes.copy_from_slice(&key);
-        Self(SecretBox::new(Box::new(bytes)))
+        Self(SecretBox::new(Box::new(random32())))
     }
 
     fn from_hex(hex: &str) -> Result<Self, RuntimeError> {
-        let hex = hex.trim();
-        let bad = || invalid("the master key must be 64 hexadecimal digits (32 bytes)");
-        if hex.len() != 64 {
-            return Err(bad());
-        }
-        let mut bytes = [0u8; 32];
-        for (i, b) in bytes.iter_mut().enumerate() {
-            *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
-                .map_err(|_| bad())?;
-        }
+        let bytes = crate::hex::decode32(hex)
+            .ok_or_else(|| invalid("the master key must be 64 hexadecimal digits (32 bytes)"))?;
         Ok(Self(SecretBox::new(Box::new(bytes))))
     }
 
     fn to_hex(&self) -> String {
-        self.0
-            .expose_secret()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::hex::encode(self.0.expose_secret())
     }
 
     /// Loads the key; `None` when it is a file that does not exist yet.
@@ -158,6 +143,14 @@ impl MasterKey {
             .map(SecretString::from)
             .map_err(|_| invalid("a stored key is damaged (not text)"))
     }
+}
+
+/// 32 bytes from the operating system's random source.
+pub(crate) fn random32() -> [u8; 32] {
+    use chacha20poly1305::aead::rand_core::RngCore;
+    let mut bytes = [0u8; 32];
+    OsRng.fill_bytes(&mut bytes);
+    bytes
 }
 
 fn associated_data(owner: &str, provider: &str) -> Vec<u8> {
