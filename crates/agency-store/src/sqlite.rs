@@ -45,14 +45,25 @@ impl SqliteStore {
             Connection::open(path)
         }
         .map_err(open_err)?;
-        conn.busy_timeout(Duration::from_secs(5))
-            .map_err(open_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // Switching a new file to WAL takes an exclusive lock, and SQLite answers "busy" there
+        // without waiting: processes opening a new database together retry (WAL is kept in the
+        // file, so only the first opens ever race).
+        let started = std::time::Instant::now();
+        loop {
+            match conn.execute_batch("PRAGMA journal_mode = WAL;") {
+                Err(e) if is_busy(&e) && started.elapsed() < BUSY_TIMEOUT => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                other => break other.map_err(open_err)?,
+            }
+        }
         // Checkpoint every 8000 pages (32 MiB of WAL) instead of 1000: each checkpoint syncs,
         // and at one sync per 1000 pages they were a tenth of the cost of a hop.
         conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 8000;",
+            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 8000;",
         )
-            .map_err(open_err)?;
+        .map_err(open_err)?;
         let mut conn = conn;
         migrate(&mut conn)?;
         Ok(Self {
@@ -119,6 +130,13 @@ fn migrate(conn: &mut Connection) -> Result<()> {
     tx.pragma_update(None, "user_version", version)
         .map_err(err)?;
     tx.commit().map_err(err)
+}
+
+/// How long a statement waits for another process's lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
 }
 
 fn unique_violation(e: &rusqlite::Error) -> bool {
