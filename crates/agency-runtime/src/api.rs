@@ -6,8 +6,11 @@
 use std::sync::Arc;
 
 use agency_core::{Agency, ApiKey, ConversationId, Role};
+use agency_store::ApiThread;
 use sha2::{Digest, Sha256};
+use tokio::sync::OwnedMutexGuard;
 
+use crate::turn::Session;
 use crate::{Runtime, RuntimeError, TurnOutcome};
 
 /// One Chat Completions request, as the conversation sees it.
@@ -39,74 +42,115 @@ pub fn transcript_hash(system: Option<&str>, turns: &[(Role, String)]) -> String
     crate::hex::encode(&h.finalize())
 }
 
+/// A conversation a request will take its turn in, locked for it (one turn at a time).
+pub struct Opened {
+    id: ConversationId,
+    guard: OwnedMutexGuard<Option<Session>>,
+}
+
+impl Opened {
+    pub fn id(&self) -> ConversationId {
+        self.id
+    }
+}
+
+/// The transcript of a request before its answer: recorded, with the answer, when the turn
+/// answers, in the same write.
+pub(crate) struct Thread {
+    key: uuid::Uuid,
+    system: Option<String>,
+    before: Vec<(Role, String)>,
+}
+
+impl Thread {
+    pub(crate) fn answered(mut self, conversation: ConversationId, answer: &str) -> ApiThread {
+        self.before.push((Role::Assistant, answer.to_string()));
+        ApiThread {
+            key: self.key,
+            hash: transcript_hash(self.system.as_deref(), &self.before),
+            conversation,
+        }
+    }
+}
+
 impl Runtime {
-    /// The conversation a request continues (or names), or a new one for it.
+    /// The conversation a request continues (or names), or a new one for it, kept in memory
+    /// until the turn's first write.
     pub async fn api_conversation(
         &self,
         key: &ApiKey,
         agency: &Agency,
         turn: &ChatTurn,
-    ) -> Result<ConversationId, RuntimeError> {
+    ) -> Result<Opened, RuntimeError> {
         let system = turn.system.as_deref();
-        if let Some(id) = turn.conversation {
-            return match self.store.conversation(id).await? {
-                Some(c) if c.agency_id == agency.id => Ok(id),
-                _ => Err(RuntimeError::ConversationNotFound(id)),
-            };
-        }
-        if !turn.history.is_empty()
-            && let Some(id) = self
-                .store
-                .api_thread(key.id, &transcript_hash(system, &turn.history))
-                .await?
-        {
-            return Ok(id);
-        }
-        Ok(self.start_conversation_with(agency, system).await?.id)
+        let known = match turn.conversation {
+            Some(id) => match self.store.conversation(id).await? {
+                Some(c) if c.agency_id == agency.id => Some(id),
+                _ => return Err(RuntimeError::ConversationNotFound(id)),
+            },
+            None if turn.history.is_empty() => None,
+            None => {
+                self.store
+                    .api_thread(key.id, &transcript_hash(system, &turn.history))
+                    .await?
+            }
+        };
+        Ok(match known {
+            Some(id) => Opened {
+                id,
+                guard: self.lock_conversation(id).await?,
+            },
+            None => {
+                let guard = self.open_conversation(agency, system).await;
+                let id = guard.as_ref().map(|s| s.conversation).ok_or_else(|| {
+                    RuntimeError::Invalid("the conversation is not loaded".into())
+                })?;
+                Opened { id, guard }
+            }
+        })
     }
 
-    /// Runs the request's turn in `conversation` and remembers the transcript, so that the
+    /// Runs the request's turn in the conversation and remembers the transcript, so that the
     /// next request continues it.
     pub async fn api_turn(
         self: &Arc<Self>,
         key: &ApiKey,
-        conversation: ConversationId,
+        opened: Opened,
         turn: ChatTurn,
         answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<TurnOutcome, RuntimeError> {
-        let out = self
-            .send_streaming(conversation, turn.input.join("\n\n"), answer)
-            .await?;
         // Named by its id, the conversation's transcript is the server's, not the request's.
-        let mut after = if turn.conversation.is_some() && turn.history.is_empty() {
-            self.visible_transcript(conversation, out.turn_id).await?
+        let mut before = if turn.conversation.is_some() && turn.history.is_empty() {
+            self.visible_transcript(opened.id).await?
         } else {
             turn.history
         };
-        after.extend(turn.input.into_iter().map(|text| (Role::User, text)));
-        after.push((Role::Assistant, out.answer.clone()));
-        self.store
-            .put_api_thread(
-                key.id,
-                &transcript_hash(turn.system.as_deref(), &after),
-                conversation,
-            )
-            .await?;
-        Ok(out)
+        before.extend(turn.input.iter().map(|text| (Role::User, text.clone())));
+        let thread = Thread {
+            key: key.id,
+            system: turn.system,
+            before,
+        };
+        crate::turn::run(
+            self.clone(),
+            opened.guard,
+            turn.input.join("\n\n"),
+            answer,
+            Some(thread),
+        )
+        .await
     }
 
-    /// The user's messages and the answers of the conversation, before `turn`.
+    /// The user's messages and the answers of the conversation so far.
     async fn visible_transcript(
         &self,
         conversation: ConversationId,
-        turn: agency_core::TurnId,
     ) -> Result<Vec<(Role, String)>, RuntimeError> {
         Ok(self
             .store
             .messages(conversation)
             .await?
             .into_iter()
-            .filter(|m| m.turn_id != Some(turn))
             .filter_map(|m| match m.kind {
                 agency_core::MessageKind::Input => Some((Role::User, m.text)),
                 agency_core::MessageKind::Answer => Some((Role::Assistant, m.text)),
@@ -122,8 +166,8 @@ impl Runtime {
         agency: &Agency,
         turn: ChatTurn,
     ) -> Result<TurnOutcome, RuntimeError> {
-        let conversation = self.api_conversation(key, agency, &turn).await?;
-        self.api_turn(key, conversation, turn, None).await
+        let opened = self.api_conversation(key, agency, &turn).await?;
+        self.api_turn(key, opened, turn, None).await
     }
 }
 

@@ -18,13 +18,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex};
 
 use agency_core::{
-    Agency, AgencyDraft, AgencyId, Conversation, ConversationId, Message, MessageKind, StopReason,
-    TraceEntry, TurnId, Usage, ValidationErrors, prompt,
+    Agency, AgencyDraft, AgencyId, Conversation, ConversationId, StopReason, TraceEntry, TurnId,
+    Usage, ValidationErrors,
 };
 use agency_providers::Providers;
-use agency_store::Store;
-use chrono::Utc;
-use tokio::sync::{Mutex, broadcast};
+use agency_store::{Store, Write};
+use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
 use tokio::task::JoinHandle;
 
 pub use error::RuntimeError;
@@ -158,59 +157,43 @@ impl Runtime {
 
     /// Starts a conversation: each agent's context begins with its system prompt.
     pub async fn start_conversation(&self, agency: &Agency) -> Result<Conversation, RuntimeError> {
-        self.start_conversation_with(agency, None).await
+        let (conversation, mut session) = Session::fresh(agency, None);
+        let prompts = session.prompts(agency);
+        let written = self
+            .store
+            .write(Write {
+                conversation: session.unsaved.take(),
+                messages: prompts,
+                ..Write::default()
+            })
+            .await?;
+        session.extend(written.messages);
+        self.keep_session(session);
+        Ok(conversation)
     }
 
-    /// Starts a conversation whose manager's system prompt ends with `manager_system` (a
-    /// client's own system message, as spec 000 has it; no other agent sees it).
-    pub async fn start_conversation_with(
+    /// A new conversation kept in memory until its first turn writes it (with that turn's
+    /// first write), whose manager's system prompt ends with `manager_system` (a client's own
+    /// system message, as spec 000 has it; no other agent sees it).
+    async fn open_conversation(
         &self,
         agency: &Agency,
         manager_system: Option<&str>,
-    ) -> Result<Conversation, RuntimeError> {
-        let conversation = Conversation {
-            id: ConversationId::new(),
-            agency_id: agency.id,
-            created_at: Utc::now(),
-        };
-        self.store.create_conversation(&conversation).await?;
-        let prompts: Vec<Message> = agency
-            .agents
-            .iter()
-            .zip(0..)
-            .map(|(agent, seq)| Message {
-                id: agency_core::MessageId::new(),
-                conversation_id: conversation.id,
-                turn_id: None,
-                seq,
-                agent: Some(agent.id),
-                kind: MessageKind::System,
-                linked: None,
-                from: None,
-                to: Some(agent.id),
-                text: match manager_system.map(str::trim).filter(|s| !s.is_empty()) {
-                    Some(extra) if agent.id == agency.manager => {
-                        format!(
-                            "{}\n\n## From the client\n{extra}",
-                            prompt::system_prompt(agency, agent)
-                        )
-                    }
-                    _ => prompt::system_prompt(agency, agent),
-                },
-                usage: None,
-                latency_ms: None,
-                included: true,
-                created_at: conversation.created_at,
-            })
-            .collect();
-        self.store.append_messages(&prompts).await?;
-        // Its session is what was just written: no need to read it back on the first turn.
-        if let Ok(mut slot) = self.session_slot(conversation.id).try_lock_owned()
+    ) -> OwnedMutexGuard<Option<Session>> {
+        let (conversation, session) = Session::fresh(agency, manager_system);
+        // A new id: its lock is free.
+        let mut guard = self.session_slot(conversation.id).lock_owned().await;
+        *guard = Some(session);
+        guard
+    }
+
+    /// Keeps a session just written in memory: no need to read it back on the first turn.
+    fn keep_session(&self, session: Session) {
+        if let Ok(mut slot) = self.session_slot(session.conversation).try_lock_owned()
             && slot.is_none()
         {
-            *slot = Some(Session::of(conversation.id, agency.id, prompts));
+            *slot = Some(session);
         }
-        Ok(conversation)
     }
 
     /// One turn: the user's `text` to the manager, and everything until the manager answers.
@@ -232,15 +215,20 @@ impl Runtime {
         text: String,
         answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<TurnOutcome, RuntimeError> {
-        if text.trim().is_empty() {
-            return Err(RuntimeError::Invalid("the message is empty".into()));
-        }
-        let slot = self.session_slot(conversation);
-        let mut guard = slot.clone().lock_owned().await;
+        let guard = self.lock_conversation(conversation).await?;
+        turn::run(self.clone(), guard, text, answer, None).await
+    }
+
+    /// The conversation's session, locked (one turn at a time), loaded when not in memory.
+    async fn lock_conversation(
+        &self,
+        conversation: ConversationId,
+    ) -> Result<OwnedMutexGuard<Option<Session>>, RuntimeError> {
+        let mut guard = self.session_slot(conversation).lock_owned().await;
         if guard.is_none() {
             *guard = Some(Session::load(&*self.store, conversation).await?);
         }
-        turn::run(self.clone(), guard, text, answer).await
+        Ok(guard)
     }
 
     /// Waits until the late replies of finished turns are persisted.

@@ -7,11 +7,11 @@ use std::time::Duration;
 use agency_core::engine::{Step, TurnEngine};
 use agency_core::stream::AnswerStream;
 use agency_core::{
-    Agency, AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, Roster, TraceEntry,
-    TurnId, TurnRecord, Usage, prompt,
+    Agency, AgencyId, AgentId, Conversation, ConversationId, Message, MessageId, MessageKind,
+    Roster, TraceEntry, TurnId, TurnRecord, Usage, prompt,
 };
 use agency_providers::{Completion, ModelError, ModelRequest};
-use agency_store::Store;
+use agency_store::{Store, Write};
 use chrono::Utc;
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -19,6 +19,7 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
+use crate::api::Thread;
 use crate::{Event, Runtime, RuntimeError, TurnOutcome};
 
 /// The longest the manager gets to answer after the deadline before the turn is cut off, and
@@ -27,11 +28,15 @@ const MAX_GRACE: Duration = Duration::from_secs(60);
 
 /// A conversation held in memory between turns: each agent's context, loaded once.
 pub(crate) struct Session {
-    conversation: ConversationId,
+    pub(crate) conversation: ConversationId,
     agency_id: AgencyId,
     contexts: HashMap<AgentId, Arc<Vec<Message>>>,
     next_seq: i64,
     turns: u32,
+    /// A new conversation not written yet: its first write carries it.
+    pub(crate) unsaved: Option<Conversation>,
+    /// A client's system message for the manager's system prompt, until that is written.
+    client_system: Option<String>,
 }
 
 impl Session {
@@ -44,34 +49,91 @@ impl Session {
             .await?
             .ok_or(RuntimeError::ConversationNotFound(conversation))?;
         let messages = store.messages(conversation).await?;
-        Ok(Self::of(conversation, c.agency_id, messages))
+        let mut session = Self::empty(&c);
+        session.turns = u32::try_from(
+            messages
+                .iter()
+                .filter(|m| m.kind == MessageKind::Input)
+                .count(),
+        )
+        .unwrap_or(u32::MAX);
+        session.extend(messages);
+        Ok(session)
     }
 
-    /// The session of a conversation whose messages (in `seq` order) are these.
-    pub(crate) fn of(
-        conversation: ConversationId,
-        agency_id: AgencyId,
-        messages: Vec<Message>,
-    ) -> Self {
-        let next_seq = messages.last().map_or(0, |m| m.seq + 1);
-        let mut turns = 0;
-        let mut contexts: HashMap<AgentId, Vec<Message>> = HashMap::new();
+    /// A new conversation of `agency`, in memory only; `client_system` goes at the end of the
+    /// manager's system prompt.
+    pub(crate) fn fresh(agency: &Agency, client_system: Option<&str>) -> (Conversation, Self) {
+        let conversation = Conversation {
+            id: ConversationId::new(),
+            agency_id: agency.id,
+            created_at: Utc::now(),
+        };
+        let mut session = Self::empty(&conversation);
+        session.unsaved = Some(conversation.clone());
+        session.client_system = client_system
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        (conversation, session)
+    }
+
+    fn empty(c: &Conversation) -> Self {
+        Self {
+            conversation: c.id,
+            agency_id: c.agency_id,
+            contexts: HashMap::new(),
+            next_seq: 0,
+            turns: 0,
+            unsaved: None,
+            client_system: None,
+        }
+    }
+
+    /// Messages written (in `seq` order), into their agents' contexts.
+    pub(crate) fn extend(&mut self, messages: Vec<Message>) {
         for m in messages {
-            turns += u32::from(m.kind == MessageKind::Input);
+            self.next_seq = self.next_seq.max(m.seq + 1);
             if let Some(agent) = m.agent {
-                contexts.entry(agent).or_default().push(m);
+                Arc::make_mut(self.contexts.entry(agent).or_default()).push(m);
             }
         }
-        Self {
-            conversation,
-            agency_id,
-            contexts: contexts
-                .into_iter()
-                .map(|(k, v)| (k, Arc::new(v)))
-                .collect(),
-            next_seq,
-            turns,
+    }
+
+    /// System prompts for the agents without a context yet: every agent of a new
+    /// conversation, and agents added to the agency since. Not in contexts until written.
+    pub(crate) fn prompts(&mut self, agency: &Agency) -> Vec<Message> {
+        let mut prompts = Vec::new();
+        for agent in &agency.agents {
+            if self.contexts.contains_key(&agent.id) {
+                continue;
+            }
+            let mut text = prompt::system_prompt(agency, agent);
+            if agent.id == agency.manager
+                && let Some(extra) = self.client_system.take()
+            {
+                text = format!("{text}\n\n## From the client\n{extra}");
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            prompts.push(Message {
+                id: MessageId::new(),
+                conversation_id: self.conversation,
+                turn_id: None,
+                seq,
+                agent: Some(agent.id),
+                kind: MessageKind::System,
+                linked: None,
+                from: None,
+                to: Some(agent.id),
+                text,
+                usage: None,
+                latency_ms: None,
+                included: true,
+                created_at: Utc::now(),
+            });
         }
+        prompts
     }
 
     /// Agents whose contexts end with something they have not answered.
@@ -105,6 +167,8 @@ struct TurnRun {
     failure: Option<(AgentId, String)>,
     /// Where the manager's answer streams, while the turn has not answered.
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// A Chat Completions request's transcript, recorded with the answer.
+    thread: Option<Thread>,
 }
 
 pub(crate) async fn run(
@@ -112,7 +176,11 @@ pub(crate) async fn run(
     mut guard: OwnedMutexGuard<Option<Session>>,
     text: String,
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    thread: Option<Thread>,
 ) -> Result<TurnOutcome, RuntimeError> {
+    if text.trim().is_empty() {
+        return Err(RuntimeError::Invalid("the message is empty".into()));
+    }
     let Some(session) = guard.take() else {
         return Err(RuntimeError::Invalid(
             "the conversation is not loaded".into(),
@@ -158,28 +226,17 @@ pub(crate) async fn run(
         answer: None,
         failure: None,
         answer_sink,
+        thread,
     };
     run.go(text).await
 }
 
 impl TurnRun {
     async fn go(mut self, text: String) -> Result<TurnOutcome, RuntimeError> {
-        // Agents added to the agency since the conversation started get their system prompt.
+        // A new conversation's agents, and agents added to the agency since the conversation
+        // started, get their system prompt.
         let agency = self.agency.clone();
-        let mut batch: Vec<Message> = Vec::new();
-        for agent in &agency.agents {
-            if !self.session.contexts.contains_key(&agent.id) {
-                let m = self.message(
-                    Some(agent.id),
-                    MessageKind::System,
-                    None,
-                    Some(agent.id),
-                    prompt::system_prompt(&agency, agent),
-                    None,
-                );
-                batch.push(m);
-            }
-        }
+        let batch = self.session.prompts(&agency);
         let unanswered = self.session.unanswered();
         let steps = self.engine.start(text, unanswered);
         self.apply(steps, batch).await?;
@@ -220,13 +277,10 @@ impl TurnRun {
             }
         }
 
-        self.record.finished_at = Some(Utc::now());
-        self.record.hops = self.engine.hops();
+        // The turn's record was written with its answer (or failure).
         let conversation = self.record.conversation_id;
         let turn = self.record.id;
         if let Some((agent, error)) = self.failure.take() {
-            self.record.error = Some(error.clone());
-            self.rt.store.save_turn(&self.record).await?;
             self.rt.publish(|| Event::TurnFailed {
                 conversation,
                 turn,
@@ -241,8 +295,6 @@ impl TurnRun {
             .answer
             .take()
             .unwrap_or_else(|| (String::new(), agency_core::StopReason::Deadline));
-        self.record.stopped_by = Some(stopped_by);
-        self.rt.store.save_turn(&self.record).await?;
         self.rt.publish(|| Event::TurnFinished {
             conversation,
             turn,
@@ -289,7 +341,11 @@ impl TurnRun {
                 }
             }
             run.record.hops = run.engine.hops();
-            if let Err(e) = run.rt.store.save_turn(&run.record).await {
+            let record = Write {
+                turn: Some(run.record.clone()),
+                ..Write::default()
+            };
+            if let Err(e) = run.rt.store.write(record).await {
                 tracing::error!(error = %e, "could not record a turn's late usage");
             }
             run.finish();
@@ -337,14 +393,19 @@ impl TurnRun {
         }
     }
 
-    /// Persists `batch` plus the engine's deliveries in one write, then makes them visible in
-    /// their contexts, then starts the calls.
+    /// Persists `batch` plus the engine's deliveries in one write (with the turn's record when
+    /// the turn ends, and a new conversation's row on its first write), then makes them visible
+    /// in their contexts, then starts the calls.
     async fn apply(
         &mut self,
         steps: Vec<Step>,
         mut batch: Vec<Message>,
     ) -> Result<(), RuntimeError> {
         let mut invokes = Vec::new();
+        let mut write = Write {
+            conversation: self.session.unsaved.take(),
+            ..Write::default()
+        };
         for step in steps {
             match step {
                 Step::Deliver(d) => {
@@ -367,18 +428,27 @@ impl TurnRun {
                         linked,
                     );
                     batch.push(m);
+                    self.record.stopped_by = Some(stopped_by);
+                    write.turn = Some(self.finished_record());
+                    write.thread = self
+                        .thread
+                        .take()
+                        .map(|t| t.answered(self.session.conversation, &text));
                     self.answer = Some((text, stopped_by));
                     // The stream of the answer ends with the turn, not with late replies.
                     self.answer_sink = None;
                 }
                 Step::Fail { agent, error } => {
+                    self.record.error = Some(error.clone());
+                    write.turn = Some(self.finished_record());
                     self.failure = Some((agent, error));
                     self.answer_sink = None;
                 }
             }
         }
-        self.rt.store.append_messages(&batch).await?;
-        for m in batch {
+        write.messages = batch;
+        let written = self.rt.store.write(write).await?;
+        for m in &written.messages {
             if !matches!(m.kind, MessageKind::Reply | MessageKind::System) {
                 let entry = TraceEntry {
                     from: m.from,
@@ -395,14 +465,19 @@ impl TurnRun {
                 });
                 self.trace.push(entry);
             }
-            if let Some(agent) = m.agent {
-                Arc::make_mut(self.session.contexts.entry(agent).or_default()).push(m);
-            }
         }
+        self.session.extend(written.messages);
         for agent in invokes {
             self.invoke(agent);
         }
         Ok(())
+    }
+
+    /// The turn's record as it ends now.
+    fn finished_record(&mut self) -> TurnRecord {
+        self.record.finished_at = Some(Utc::now());
+        self.record.hops = self.engine.hops();
+        self.record.clone()
     }
 
     /// For a manager's call while the answer streams: a channel for the call's text whose

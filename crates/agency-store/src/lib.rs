@@ -40,6 +40,9 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("stored data is not valid: {0}")]
     Corrupt(String),
+    /// A group commit failed as a whole, for every write in it.
+    #[error("database error: {0}")]
+    Commit(String),
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -58,15 +61,47 @@ pub trait AgencyStore: Send + Sync {
     async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>>;
 }
 
+/// What one step of a conversation writes, all of it or none: a new conversation, messages,
+/// a turn's record, the transcript hash a Chat Completions request continues it by.
+///
+/// Concurrent writes may share one database transaction (group commit); each still succeeds
+/// or fails alone.
+#[derive(Clone, Debug, Default)]
+pub struct Write {
+    pub conversation: Option<Conversation>,
+    pub messages: Vec<Message>,
+    /// Inserted, or updated when it exists.
+    pub turn: Option<TurnRecord>,
+    pub thread: Option<ApiThread>,
+}
+
+impl Write {
+    pub fn is_empty(&self) -> bool {
+        self.conversation.is_none()
+            && self.messages.is_empty()
+            && self.turn.is_none()
+            && self.thread.is_none()
+    }
+}
+
+/// A key's conversation and the hash of its visible transcript. It replaces the
+/// conversation's earlier hashes (an edited history must not continue it), and a hash names
+/// one conversation (the latest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiThread {
+    pub key: uuid::Uuid,
+    pub hash: String,
+    pub conversation: ConversationId,
+}
+
 /// Conversations, their messages and their turns.
 #[async_trait]
 pub trait ConversationStore: Send + Sync {
-    async fn create_conversation(&self, conversation: &Conversation) -> Result<()>;
+    /// Writes it atomically and hands it back (its messages go on to contexts).
+    async fn write(&self, write: Write) -> Result<Write>;
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>>;
     /// Newest first.
     async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>>;
-    /// Appends messages atomically: all of them or none.
-    async fn append_messages(&self, messages: &[Message]) -> Result<()>;
     /// Every message of the conversation, in `seq` order.
     async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>>;
     /// The messages written during one turn, in `seq` order.
@@ -75,8 +110,6 @@ pub trait ConversationStore: Send + Sync {
         conversation: ConversationId,
         turn: TurnId,
     ) -> Result<Vec<Message>>;
-    /// Inserts or updates a turn.
-    async fn save_turn(&self, turn: &TurnRecord) -> Result<()>;
     /// In order.
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>>;
 }
@@ -140,14 +173,9 @@ pub trait KeyStore: Send + Sync {
         &self,
         used: &[(uuid::Uuid, chrono::DateTime<chrono::Utc>)],
     ) -> Result<()>;
-    /// The conversation of `key` whose visible transcript hashes to `hash`.
+    /// The conversation of `key` whose visible transcript hashes to `hash` (stored by
+    /// [`ConversationStore::write`]).
     async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>>;
-    async fn put_api_thread(
-        &self,
-        key: uuid::Uuid,
-        hash: &str,
-        conversation: ConversationId,
-    ) -> Result<()>;
 }
 
 /// Small server-wide facts.

@@ -14,7 +14,7 @@ use crate::rows::{
 };
 use crate::{
     AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore, SettingsStore,
-    StoreError, redact, sql,
+    StoreError, Write, redact, sql,
 };
 
 pub struct PostgresStore {
@@ -172,14 +172,69 @@ impl AgencyStore for PostgresStore {
 
 #[async_trait]
 impl ConversationStore for PostgresStore {
-    async fn create_conversation(&self, c: &Conversation) -> Result<()> {
-        sqlx::query(sql::INSERT_CONVERSATION)
-            .bind(c.id.0)
-            .bind(c.agency_id.0)
-            .bind(c.created_at)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    async fn write(&self, write: Write) -> Result<Write> {
+        match &write {
+            w if w.is_empty() => {}
+            // One statement is atomic by itself: a hop's write needs no BEGIN/COMMIT round
+            // trips.
+            Write {
+                conversation: None,
+                messages,
+                turn: None,
+                thread: None,
+            } if messages.len() <= ROWS_PER_INSERT => {
+                insert_messages(messages)
+                    .build()
+                    .execute(&self.pool)
+                    .await?;
+            }
+            w => {
+                let mut tx = self.pool.begin().await?;
+                if let Some(c) = &w.conversation {
+                    sqlx::query(sql::INSERT_CONVERSATION)
+                        .bind(c.id.0)
+                        .bind(c.agency_id.0)
+                        .bind(c.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                for chunk in w.messages.chunks(ROWS_PER_INSERT) {
+                    insert_messages(chunk).build().execute(&mut *tx).await?;
+                }
+                if let Some(t) = &w.turn {
+                    let r = TurnRow::from(t);
+                    sqlx::query(sql::SAVE_TURN)
+                        .bind(r.id)
+                        .bind(r.conversation_id)
+                        .bind(r.number)
+                        .bind(r.started_at)
+                        .bind(r.finished_at)
+                        .bind(r.stopped_by)
+                        .bind(r.hops)
+                        .bind(r.prompt_tokens)
+                        .bind(r.completion_tokens)
+                        .bind(r.error)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some(t) = &w.thread {
+                    sqlx::query(sql::DROP_API_THREADS)
+                        .bind(t.key)
+                        .bind(t.conversation.0)
+                        .bind(&t.hash)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(sql::PUT_API_THREAD)
+                        .bind(t.key)
+                        .bind(&t.hash)
+                        .bind(t.conversation.0)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+            }
+        }
+        Ok(write)
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
@@ -196,28 +251,6 @@ impl ConversationStore for PostgresStore {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(Into::into).collect())
-    }
-
-    async fn append_messages(&self, messages: &[Message]) -> Result<()> {
-        match messages.len() {
-            0 => Ok(()),
-            // One statement is atomic by itself: no BEGIN/COMMIT round trips on the hot path.
-            n if n <= ROWS_PER_INSERT => {
-                insert_messages(messages)
-                    .build()
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
-            }
-            _ => {
-                let mut tx = self.pool.begin().await?;
-                for chunk in messages.chunks(ROWS_PER_INSERT) {
-                    insert_messages(chunk).build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok(())
-            }
-        }
     }
 
     async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
@@ -239,24 +272,6 @@ impl ConversationStore for PostgresStore {
             .fetch_all(&self.pool)
             .await?;
         rows.into_iter().map(TryInto::try_into).collect()
-    }
-
-    async fn save_turn(&self, t: &TurnRecord) -> Result<()> {
-        let r = TurnRow::from(t);
-        sqlx::query(sql::SAVE_TURN)
-            .bind(r.id)
-            .bind(r.conversation_id)
-            .bind(r.number)
-            .bind(r.started_at)
-            .bind(r.finished_at)
-            .bind(r.stopped_by)
-            .bind(r.hops)
-            .bind(r.prompt_tokens)
-            .bind(r.completion_tokens)
-            .bind(r.error)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
     }
 
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
@@ -425,29 +440,6 @@ impl KeyStore for PostgresStore {
             .fetch_optional(&self.pool)
             .await?;
         Ok(id.map(ConversationId))
-    }
-
-    async fn put_api_thread(
-        &self,
-        key: uuid::Uuid,
-        hash: &str,
-        conversation: ConversationId,
-    ) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(sql::DROP_API_THREADS)
-            .bind(key)
-            .bind(conversation.0)
-            .bind(hash)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(sql::PUT_API_THREAD)
-            .bind(key)
-            .bind(hash)
-            .bind(conversation.0)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
     }
 
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {

@@ -13,11 +13,12 @@ use agency_core::{Agency, AgencyId, Conversation, ConversationId, Message, TurnI
 use async_trait::async_trait;
 use chrono::Utc;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use tokio::sync::oneshot;
 
 use crate::rows::{self, AgencyRow, AgentRow, MessageRow, TurnRow, agencies_of, blocks_json};
 use crate::{
     AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore, SettingsStore,
-    StoreError, redact, sql,
+    StoreError, Write, redact, sql,
 };
 
 /// Schema versions, applied in order; `PRAGMA user_version` records how many ran.
@@ -25,6 +26,73 @@ const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")
 
 pub struct SqliteStore {
     conn: Mutex<Connection>,
+    group: Mutex<Group>,
+    /// Dropped with the store, which stops the checkpointer.
+    _checkpointer: Option<std::sync::mpsc::Sender<()>>,
+}
+
+/// How often the checkpointer copies the WAL into the database.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+/// WAL pages (4 KiB) past which the checkpointer also resets the WAL, briefly holding writers.
+const WAL_TRUNCATE_PAGES: i64 = 16_384;
+
+/// Copies the WAL into the database file from a thread of its own, with a connection of its
+/// own, so that no request waits for a checkpoint's syncs. A PASSIVE checkpoint never blocks
+/// writers; once the WAL is wholly copied the next writer starts it over from the beginning.
+/// Under load that never pauses, the WAL may not get that chance: past
+/// [`WAL_TRUNCATE_PAGES`] a TRUNCATE checkpoint waits for a gap between writes and resets it.
+fn checkpointer(path: &str) -> Option<std::sync::mpsc::Sender<()>> {
+    let conn = Connection::open(path).ok()?;
+    conn.busy_timeout(BUSY_TIMEOUT).ok()?;
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("agency-sqlite-checkpoint".into())
+        .spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(CHECKPOINT_EVERY)
+            {
+                let passive = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                    Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+                });
+                let outcome = match passive {
+                    Ok((log, _)) if log > WAL_TRUNCATE_PAGES => {
+                        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                    }
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = outcome
+                    && !is_busy(&e)
+                {
+                    tracing::warn!(error = %e, "a WAL checkpoint failed");
+                }
+            }
+        });
+    spawned.ok().map(|_| stop)
+}
+
+/// Writes waiting for a commit (group commit). One writer at a time, the *leader*, takes all
+/// that are waiting and commits them in one transaction, each under its own savepoint so that
+/// one write's failure is its own; then it hands the lead to a writer that queued meanwhile.
+/// A writer who finds no leader leads at once: alone, a write costs no handoff at all.
+#[derive(Default)]
+struct Group {
+    pending: Vec<Pending>,
+    leading: bool,
+    next_ticket: u64,
+}
+
+struct Pending {
+    ticket: u64,
+    write: Write,
+    /// Taken when the lead is handed to this writer.
+    done: Option<oneshot::Sender<Signal>>,
+}
+
+enum Signal {
+    Done(Box<Result<Write>>),
+    /// The lead is yours: commit what is waiting, your own write among it.
+    Lead,
 }
 
 impl SqliteStore {
@@ -39,7 +107,8 @@ impl SqliteStore {
             .or_else(|| url.strip_prefix("sqlite:"))
             .unwrap_or(url);
         let path = rest.split('?').next().unwrap_or_default();
-        let conn = if path.is_empty() || path == ":memory:" {
+        let in_memory = path.is_empty() || path == ":memory:";
+        let conn = if in_memory {
             Connection::open_in_memory()
         } else {
             Connection::open(path)
@@ -58,17 +127,86 @@ impl SqliteStore {
                 other => break other.map_err(open_err)?,
             }
         }
-        // Checkpoint every 8000 pages (32 MiB of WAL) instead of 1000: each checkpoint syncs,
-        // and at one sync per 1000 pages they were a tenth of the cost of a hop.
-        conn.execute_batch(
-            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 8000;",
-        )
-        .map_err(open_err)?;
+        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+            .map_err(open_err)?;
         let mut conn = conn;
         migrate(&mut conn)?;
+        // A file's checkpoints run on a thread of their own (see `checkpointer`); if it cannot
+        // start, commits checkpoint as SQLite does by default.
+        let checkpointer = if in_memory { None } else { checkpointer(path) };
+        if checkpointer.is_some() {
+            conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
+                .map_err(open_err)?;
+        }
         Ok(Self {
             conn: Mutex::new(conn),
+            group: Mutex::default(),
+            _checkpointer: checkpointer,
         })
+    }
+
+    fn group(&self) -> std::sync::MutexGuard<'_, Group> {
+        match self.group.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Commits what is waiting, as long as nobody else queued to take the lead over; returns
+    /// the result of the write with ticket `mine`, which is among the first group.
+    fn lead(&self, mine: u64) -> Result<Write> {
+        let mut own = None;
+        loop {
+            let batch = {
+                let mut g = self.group();
+                if g.pending.is_empty() {
+                    g.leading = false;
+                    break;
+                }
+                std::mem::take(&mut g.pending)
+            };
+            let writes: Vec<&Write> = batch.iter().map(|p| &p.write).collect();
+            let messages: usize = writes.iter().map(|w| w.messages.len()).sum();
+            let commit = |conn: &mut Connection| commit_group(conn, &writes);
+            let results = if messages > 100 {
+                self.with_long(commit)
+            } else {
+                self.with(commit)
+            };
+            let mut results: Vec<Result<()>> = match results {
+                Ok(each) => each,
+                // The transaction itself failed: so did every write in it.
+                Err(e) => {
+                    let cause = e.to_string();
+                    (0..batch.len())
+                        .map(|_| Err(StoreError::Commit(cause.clone())))
+                        .collect()
+                }
+            };
+            for (p, result) in batch.into_iter().zip(results.drain(..)) {
+                let result = result.map(|()| p.write);
+                if p.ticket == mine {
+                    own = Some(result);
+                } else if let Some(done) = p.done {
+                    let _ = done.send(Signal::Done(Box::new(result)));
+                }
+            }
+            // Hand the lead on to the first writer still waiting; if none takes it (they all
+            // gave up waiting), commit their writes here.
+            let mut g = self.group();
+            if g.pending.is_empty() {
+                g.leading = false;
+                break;
+            }
+            let handed = g
+                .pending
+                .iter_mut()
+                .any(|p| p.done.take().is_some_and(|d| d.send(Signal::Lead).is_ok()));
+            if handed {
+                break;
+            }
+        }
+        own.unwrap_or_else(|| Err(StoreError::Commit("the write was not committed".into())))
     }
 
     /// Runs `f` on the connection.
@@ -149,6 +287,90 @@ fn one(rows: Option<(AgencyRow, Vec<AgentRow>)>) -> Result<Option<Agency>> {
         None => Ok(None),
         Some((row, agents)) => Ok(agencies_of(vec![row], agents)?.pop()),
     }
+}
+
+/// Writes a group in one transaction, each write under its own savepoint when there are
+/// several. The outer error fails them all; an inner one is that write's alone.
+fn commit_group(conn: &mut Connection, writes: &[&Write]) -> rusqlite::Result<Vec<Result<()>>> {
+    let mut tx = conn.transaction()?;
+    if let [only] = writes {
+        return match apply(&tx, only) {
+            Ok(()) => tx.commit().map(|()| vec![Ok(())]),
+            Err(e) => tx.rollback().map(|()| vec![Err(e.into())]),
+        };
+    }
+    let mut results = Vec::with_capacity(writes.len());
+    for w in writes {
+        let sp = tx.savepoint()?;
+        match apply(&sp, w) {
+            Ok(()) => {
+                sp.commit()?;
+                results.push(Ok(()));
+            }
+            Err(e) => {
+                sp.finish()?; // rolls back to the savepoint
+                results.push(Err(e.into()));
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(results)
+}
+
+fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
+    if let Some(c) = &w.conversation {
+        conn.prepare_cached(sql::INSERT_CONVERSATION)?
+            .execute(params![c.id.0, c.agency_id.0, c.created_at])?;
+    }
+    if !w.messages.is_empty() {
+        let mut insert = conn.prepare_cached(sql::INSERT_MESSAGE)?;
+        for m in &w.messages {
+            let r = MessageRow::from(m);
+            insert.execute(params![
+                r.id,
+                r.conversation_id,
+                r.turn_id,
+                r.seq,
+                r.agent_id,
+                r.kind,
+                r.linked_message_id,
+                r.from_agent,
+                r.to_agent,
+                r.text,
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.latency_ms,
+                r.included,
+                r.created_at,
+                m.role().as_str()
+            ])?;
+        }
+    }
+    if let Some(t) = &w.turn {
+        let r = TurnRow::from(t);
+        conn.prepare_cached(sql::SAVE_TURN)?.execute(params![
+            r.id,
+            r.conversation_id,
+            r.number,
+            r.started_at,
+            r.finished_at,
+            r.stopped_by,
+            r.hops,
+            r.prompt_tokens,
+            r.completion_tokens,
+            r.error
+        ])?;
+    }
+    if let Some(t) = &w.thread {
+        conn.prepare_cached(sql::DROP_API_THREADS)?
+            .execute(params![t.key, t.conversation.0, t.hash])?;
+        conn.prepare_cached(sql::PUT_API_THREAD)?.execute(params![
+            t.key,
+            t.hash,
+            t.conversation.0
+        ])?;
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -246,12 +468,30 @@ impl AgencyStore for SqliteStore {
 
 #[async_trait]
 impl ConversationStore for SqliteStore {
-    async fn create_conversation(&self, c: &Conversation) -> Result<()> {
-        self.with(|conn| {
-            conn.prepare_cached(sql::INSERT_CONVERSATION)?
-                .execute(params![c.id.0, c.agency_id.0, c.created_at])
-        })?;
-        Ok(())
+    async fn write(&self, write: Write) -> Result<Write> {
+        if write.is_empty() {
+            return Ok(write);
+        }
+        let (done, signal) = oneshot::channel();
+        let (ticket, lead) = {
+            let mut g = self.group();
+            let ticket = g.next_ticket;
+            g.next_ticket += 1;
+            g.pending.push(Pending {
+                ticket,
+                write,
+                done: Some(done),
+            });
+            (ticket, !std::mem::replace(&mut g.leading, true))
+        };
+        if !lead {
+            match signal.await {
+                Ok(Signal::Done(result)) => return *result,
+                Ok(Signal::Lead) => {}
+                Err(_) => return Err(StoreError::Commit("the write was not committed".into())),
+            }
+        }
+        self.lead(ticket)
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
@@ -270,42 +510,6 @@ impl ConversationStore for SqliteStore {
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         Ok(rows.into_iter().map(Into::into).collect())
-    }
-
-    async fn append_messages(&self, messages: &[Message]) -> Result<()> {
-        let write = |conn: &mut Connection| {
-            let tx = conn.transaction()?;
-            {
-                let mut insert = tx.prepare_cached(sql::INSERT_MESSAGE)?;
-                for m in messages {
-                    let r = MessageRow::from(m);
-                    insert.execute(params![
-                        r.id,
-                        r.conversation_id,
-                        r.turn_id,
-                        r.seq,
-                        r.agent_id,
-                        r.kind,
-                        r.linked_message_id,
-                        r.from_agent,
-                        r.to_agent,
-                        r.text,
-                        r.prompt_tokens,
-                        r.completion_tokens,
-                        r.latency_ms,
-                        r.included,
-                        r.created_at,
-                        m.role().as_str()
-                    ])?;
-                }
-            }
-            tx.commit()
-        };
-        if messages.len() > 100 {
-            self.with_long(write)
-        } else {
-            self.with(write)
-        }
     }
 
     async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
@@ -328,25 +532,6 @@ impl ConversationStore for SqliteStore {
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
-    }
-
-    async fn save_turn(&self, t: &TurnRecord) -> Result<()> {
-        let r = TurnRow::from(t);
-        self.with(|conn| {
-            conn.prepare_cached(sql::SAVE_TURN)?.execute(params![
-                r.id,
-                r.conversation_id,
-                r.number,
-                r.started_at,
-                r.finished_at,
-                r.stopped_by,
-                r.hops,
-                r.prompt_tokens,
-                r.completion_tokens,
-                r.error
-            ])
-        })?;
-        Ok(())
     }
 
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
@@ -516,25 +701,6 @@ impl KeyStore for SqliteStore {
         Ok(id.map(ConversationId))
     }
 
-    async fn put_api_thread(
-        &self,
-        key: uuid::Uuid,
-        hash: &str,
-        conversation: ConversationId,
-    ) -> Result<()> {
-        self.with(|conn| {
-            let tx = conn.transaction()?;
-            tx.prepare_cached(sql::DROP_API_THREADS)?.execute(params![
-                key,
-                conversation.0,
-                hash
-            ])?;
-            tx.prepare_cached(sql::PUT_API_THREAD)?
-                .execute(params![key, hash, conversation.0])?;
-            tx.commit()
-        })
-    }
-
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
         self.with(|conn| {
             let tx = conn.transaction()?;
@@ -546,5 +712,51 @@ impl KeyStore for SqliteStore {
             }
             tx.commit()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+    use agency_core::{AgencyId, Conversation, ConversationId};
+    use chrono::Utc;
+
+    use super::*;
+
+    fn new_conversation() -> Write {
+        Write {
+            conversation: Some(Conversation {
+                id: ConversationId::new(),
+                agency_id: AgencyId::new(),
+                created_at: Utc::now(),
+            }),
+            ..Write::default()
+        }
+    }
+
+    /// In one group, a failing write is rolled back to its savepoint; the writes before and
+    /// after it commit.
+    #[tokio::test]
+    async fn a_failed_write_in_a_group_is_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&format!("sqlite://{}", dir.path().join("t.db").display()))
+            .await
+            .unwrap();
+        store
+            .with(|c| c.execute_batch("PRAGMA foreign_keys = OFF"))
+            .unwrap();
+        let (first, second) = (new_conversation(), new_conversation());
+        let mut twice = new_conversation();
+        twice.conversation.clone_from(&first.conversation);
+        let writes = [&first, &twice, &second];
+        let results = store.with(|c| commit_group(c, &writes)).unwrap();
+        assert!(results[0].is_ok());
+        assert!(results[1].is_err(), "the same conversation twice");
+        assert!(results[2].is_ok());
+        for w in [&first, &second] {
+            let id = w.conversation.as_ref().unwrap().id;
+            assert!(store.conversation(id).await.unwrap().is_some());
+        }
     }
 }

@@ -9,7 +9,7 @@ use agency_core::{
     AgencyDraft, AgencyId, AgentDraft, AgentId, Conversation, ConversationId, Message, MessageId,
     MessageKind, RuleDraft, StopReason, TurnId, TurnRecord, Usage,
 };
-use agency_store::{Store, StoreError};
+use agency_store::{ApiThread, Store, StoreError, Write};
 use chrono::{SubsecRound, Utc};
 
 async fn sqlite() -> (Arc<dyn Store>, tempfile::TempDir) {
@@ -26,10 +26,12 @@ async fn postgres() -> Option<(Arc<dyn Store>, ())> {
 macro_rules! suite {
     ($($name:ident),* $(,)?) => {
         mod on_sqlite {
-            $(#[tokio::test] async fn $name() { let (s, _d) = super::sqlite().await; super::$name(s).await; })*
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { let (s, _d) = super::sqlite().await; super::$name(s).await; })*
         }
         mod on_postgres {
-            $(#[tokio::test] async fn $name() {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
                 let Some((s, ())) = super::postgres().await else { return };
                 super::$name(s).await;
             })*
@@ -42,6 +44,8 @@ suite!(
     names_are_unique_per_owner,
     messages_keep_every_field_in_order,
     appends_are_all_or_nothing,
+    a_write_is_all_or_nothing,
+    concurrent_writes_succeed_or_fail_alone,
     large_appends,
     turns_are_recorded_and_updated,
     settings_are_claimed_once,
@@ -193,11 +197,35 @@ fn message(c: ConversationId, turn: Option<TurnId>, seq: i64) -> Message {
     }
 }
 
+async fn create(s: &Arc<dyn Store>, c: &Conversation) {
+    let w = Write {
+        conversation: Some(c.clone()),
+        ..Write::default()
+    };
+    s.write(w).await.unwrap();
+}
+
+async fn append(s: &Arc<dyn Store>, messages: &[Message]) -> Result<(), StoreError> {
+    let w = Write {
+        messages: messages.to_vec(),
+        ..Write::default()
+    };
+    s.write(w).await.map(|_| ())
+}
+
+async fn save_turn(s: &Arc<dyn Store>, t: &TurnRecord) {
+    let w = Write {
+        turn: Some(t.clone()),
+        ..Write::default()
+    };
+    s.write(w).await.unwrap();
+}
+
 async fn setup(s: &Arc<dyn Store>) -> ConversationId {
     let a = agency("studio", "local", false);
     s.save_agency(&a).await.unwrap();
     let c = conversation(a.id);
-    s.create_conversation(&c).await.unwrap();
+    create(s, &c).await;
     assert_eq!(s.conversation(c.id).await.unwrap(), Some(c.clone()));
     assert_eq!(s.list_conversations(a.id).await.unwrap(), vec![c.clone()]);
     c.id
@@ -216,10 +244,10 @@ async fn messages_keep_every_field_in_order(s: Arc<dyn Store>) {
     user_side.linked = None;
     let later = message(c, None, 7);
     let m3 = message(c, Some(turn), 3);
-    s.append_messages(&[later.clone(), user_side.clone()])
+    append(&s, &[later.clone(), user_side.clone()])
         .await
         .unwrap();
-    s.append_messages(std::slice::from_ref(&m3)).await.unwrap();
+    append(&s, std::slice::from_ref(&m3)).await.unwrap();
     assert_eq!(
         s.messages(c).await.unwrap(),
         vec![user_side.clone(), m3.clone(), later]
@@ -230,24 +258,103 @@ async fn messages_keep_every_field_in_order(s: Arc<dyn Store>) {
 
 async fn appends_are_all_or_nothing(s: Arc<dyn Store>) {
     let c = setup(&s).await;
-    s.append_messages(&[message(c, None, 1)]).await.unwrap();
+    append(&s, &[message(c, None, 1)]).await.unwrap();
     // The second row repeats seq 1: the whole append is refused.
-    let err = s
-        .append_messages(&[message(c, None, 2), message(c, None, 1)])
-        .await;
+    let err = append(&s, &[message(c, None, 2), message(c, None, 1)]).await;
     assert!(err.is_err());
     assert_eq!(s.messages(c).await.unwrap().len(), 1);
     // Also across the chunks of a large append.
     let mut many: Vec<Message> = (10..2_600).map(|i| message(c, None, i)).collect();
     many.push(message(c, None, 1));
-    assert!(s.append_messages(&many).await.is_err());
+    assert!(append(&s, &many).await.is_err());
     assert_eq!(s.messages(c).await.unwrap().len(), 1);
+}
+
+async fn a_write_is_all_or_nothing(s: Arc<dyn Store>) {
+    let a = agency("studio", "local", false);
+    s.save_agency(&a).await.unwrap();
+    let c = conversation(a.id);
+    let turn = TurnRecord {
+        id: TurnId::new(),
+        conversation_id: c.id,
+        number: 1,
+        started_at: Utc::now().trunc_subsecs(6),
+        finished_at: None,
+        stopped_by: None,
+        hops: 0,
+        usage: Usage::default(),
+        error: None,
+    };
+    let now = Utc::now().trunc_subsecs(6);
+    let key = agency_core::ApiKey {
+        id: uuid::Uuid::now_v7(),
+        agency_id: a.id,
+        name: "app".into(),
+        prefix: "agk_1234abcd".into(),
+        hash: "hash".into(),
+        rate_limit_per_minute: 60,
+        created_at: now,
+        expires_at: None,
+        last_used_at: None,
+        revoked_at: None,
+    };
+    s.create_api_key(&key).await.unwrap();
+    let thread = ApiThread {
+        key: key.id,
+        hash: "h".into(),
+        conversation: c.id,
+    };
+    let mut w = Write {
+        conversation: Some(c.clone()),
+        // The last message repeats a seq: everything else in the write is refused with it.
+        messages: vec![message(c.id, None, 0), message(c.id, None, 0)],
+        turn: Some(turn.clone()),
+        thread: Some(thread.clone()),
+    };
+    assert!(s.write(w.clone()).await.is_err());
+    assert_eq!(s.conversation(c.id).await.unwrap(), None);
+    assert_eq!(s.api_thread(thread.key, "h").await.unwrap(), None);
+    w.messages.pop();
+    let back = s.write(w).await.unwrap();
+    assert_eq!(back.messages.len(), 1, "the write is handed back");
+    assert_eq!(s.conversation(c.id).await.unwrap(), Some(c.clone()));
+    assert_eq!(s.turns(c.id).await.unwrap(), vec![turn]);
+    assert_eq!(s.messages(c.id).await.unwrap().len(), 1);
+    assert_eq!(s.api_thread(thread.key, "h").await.unwrap(), Some(c.id));
+}
+
+/// Writes made together may share a transaction; each still stands or falls alone.
+async fn concurrent_writes_succeed_or_fail_alone(s: Arc<dyn Store>) {
+    let c = setup(&s).await;
+    append(&s, &[message(c, None, 0)]).await.unwrap();
+    let tasks: Vec<_> = (1..=64)
+        .map(|i| {
+            let s = s.clone();
+            // Every fourth write repeats seq 0 and must fail; the others add seq i.
+            let seq = if i % 4 == 0 { 0 } else { i };
+            tokio::spawn(async move { (seq, append(&s, &[message(c, None, seq)]).await) })
+        })
+        .collect();
+    let mut stored = vec![0];
+    for t in tasks {
+        let (seq, result) = t.await.unwrap();
+        if seq == 0 {
+            assert!(result.is_err(), "a duplicate seq was accepted");
+        } else {
+            result.unwrap();
+            stored.push(seq);
+        }
+    }
+    stored.sort();
+    let seqs: Vec<i64> = s.messages(c).await.unwrap().iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, stored);
+    assert_eq!(seqs.len(), 49);
 }
 
 async fn large_appends(s: Arc<dyn Store>) {
     let c = setup(&s).await;
     let many: Vec<Message> = (0..2_500).map(|i| message(c, None, i)).collect();
-    s.append_messages(&many).await.unwrap();
+    append(&s, &many).await.unwrap();
     assert_eq!(s.messages(c).await.unwrap(), many);
 }
 
@@ -264,7 +371,7 @@ async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {
         usage: Usage::default(),
         error: None,
     };
-    s.save_turn(&t).await.unwrap();
+    save_turn(&s, &t).await;
     assert_eq!(s.turns(c).await.unwrap(), vec![t.clone()]);
     t.finished_at = Some(t.started_at + Duration::from_millis(1500));
     t.stopped_by = Some(StopReason::MaxHops);
@@ -274,13 +381,13 @@ async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {
         completion_tokens: 20,
     };
     t.error = Some("boom".into());
-    s.save_turn(&t).await.unwrap();
+    save_turn(&s, &t).await;
     let t2 = TurnRecord {
         id: TurnId::new(),
         number: 2,
         ..t.clone()
     };
-    s.save_turn(&t2).await.unwrap();
+    save_turn(&s, &t2).await;
     assert_eq!(s.turns(c).await.unwrap(), vec![t, t2]);
 }
 
@@ -408,8 +515,16 @@ async fn api_keys_by_hash_name_and_state(s: Arc<dyn Store>) {
     assert_eq!(listed[1].state(now), agency_core::KeyState::Active);
     // Threads: a transcript hash finds its conversation, per key.
     let c = conversation(a.id);
-    s.create_conversation(&c).await.unwrap();
-    s.put_api_thread(again.id, "t1", c.id).await.unwrap();
+    create(&s, &c).await;
+    let thread = |hash: &str| Write {
+        thread: Some(ApiThread {
+            key: again.id,
+            hash: hash.into(),
+            conversation: c.id,
+        }),
+        ..Write::default()
+    };
+    s.write(thread("t1")).await.unwrap();
     assert_eq!(s.api_thread(again.id, "t1").await.unwrap(), Some(c.id));
     assert_eq!(s.api_thread(again.id, "t2").await.unwrap(), None);
     assert_eq!(
@@ -417,6 +532,10 @@ async fn api_keys_by_hash_name_and_state(s: Arc<dyn Store>) {
         None,
         "another key's threads are not found"
     );
+    // A conversation's newer transcript replaces its older one.
+    s.write(thread("t2")).await.unwrap();
+    assert_eq!(s.api_thread(again.id, "t1").await.unwrap(), None);
+    assert_eq!(s.api_thread(again.id, "t2").await.unwrap(), Some(c.id));
     // Last use only moves forward.
     let later = now + Duration::from_secs(5);
     s.touch_api_keys(&[(again.id, later), (again.id, now)])

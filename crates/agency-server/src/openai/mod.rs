@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agency_core::{Agency, ApiKey, ConversationId, Role, StopReason};
-use agency_runtime::api::ChatTurn;
+use agency_runtime::api::{ChatTurn, Opened};
 use agency_runtime::keys::AuthError;
 use agency_runtime::{RuntimeError, TurnOutcome};
 use axum::Router;
@@ -282,7 +282,7 @@ async fn chat(
         .api_conversation(&key, &agency, &turn)
         .await
         .map_err(runtime_error)?;
-    let conversation_header = HeaderValue::from_str(&conversation.to_string()).ok();
+    let conversation_header = HeaderValue::from_str(&conversation.id().to_string()).ok();
     let mut response = if stream {
         stream_turn(s, key, agency, conversation, turn, include_usage)
     } else {
@@ -484,7 +484,7 @@ fn stream_turn(
     s: AppState,
     key: ApiKey,
     agency: Arc<Agency>,
-    conversation: ConversationId,
+    conversation: Opened,
     turn: ChatTurn,
     include_usage: bool,
 ) -> Response {
