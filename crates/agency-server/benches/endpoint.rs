@@ -4,7 +4,8 @@
 //!
 //!     cargo bench -p agency-server --bench endpoint
 //!
-//! `AGENCY_BENCH_REQUESTS` sets the requests per run (default 3000).
+//! `AGENCY_BENCH_REQUESTS` sets the requests per run (default 3000); `AGENCY_BENCH_DB` the
+//! database (default: a new SQLite file).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a benchmark: a failure should stop it
 
@@ -26,8 +27,9 @@ async fn load(
     body: &serde_json::Value,
     requests: usize,
     connections: usize,
-) -> (f64, Duration, Duration) {
+) -> Load {
     let started = Instant::now();
+    let cpu = cpu_time();
     let per = requests / connections;
     let mut tasks = Vec::new();
     for _ in 0..connections {
@@ -60,9 +62,42 @@ async fn load(
         all.extend(t.await.unwrap());
     }
     let secs = started.elapsed().as_secs_f64();
+    let cpu = (cpu_time() - cpu) / all.len() as f64;
     all.sort();
     let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)];
-    (all.len() as f64 / secs, pct(0.50), pct(0.99))
+    Load {
+        rps: all.len() as f64 / secs,
+        p50: pct(0.50),
+        p99: pct(0.99),
+        cpu,
+    }
+}
+
+struct Load {
+    rps: f64,
+    p50: Duration,
+    p99: Duration,
+    /// CPU time of the whole process (load generator, server and fake) per request, in µs.
+    cpu: f64,
+}
+
+/// The process's CPU time (user + system) so far, in µs, from `/proc/self/stat` (Linux; 0
+/// elsewhere). Unlike wall-clock figures it does not move when other programs share the cores.
+fn cpu_time() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // After the command name (which may hold spaces) come fields 3, 4, ...: utime is field
+    // 14 and stime 15, in clock ticks.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let field = |n: usize| {
+        rest.split_whitespace()
+            .nth(n - 3)
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let ticks = field(14) + field(15);
+    ticks * 1e6 / 100.0 // USER_HZ is 100 on Linux
 }
 
 fn main() {
@@ -78,7 +113,9 @@ fn main() {
         let fake = Fake::start().await;
         fake.otherwise(openai::completion(r#"{"to": 0, "context": "ok"}"#, 5, 3));
         let dir = tempfile::tempdir().unwrap();
-        let store = agency_store::open(&format!("sqlite://{}", dir.path().join("bench.db").display())).await.unwrap();
+        let url = std::env::var("AGENCY_BENCH_DB")
+            .unwrap_or_else(|_| format!("sqlite://{}", dir.path().join("bench.db").display()));
+        let store = agency_store::open(&url).await.unwrap();
         let runtime = Runtime::new(store, Providers::builtin());
         let draft = AgencyDraft {
             name: "solo".into(),
@@ -110,11 +147,11 @@ fn main() {
         load(&client, &url, &key, &body, 200, 8).await; // warm up
         for connections in [1usize, 64] {
             let n = if connections == 1 { requests / 4 } else { requests };
-            let (rps_d, p50_d, p99_d) = load(&client, &direct, &key, &body, n, connections).await;
-            let (rps_a, p50_a, p99_a) = load(&client, &url, &key, &body, n, connections).await;
+            let d = load(&client, &direct, &key, &body, n, connections).await;
+            let a = load(&client, &url, &key, &body, n, connections).await;
             println!(
-                "{connections:>2} connections  direct: {rps_d:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms | agency: {rps_a:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms | added to p50: {:.3} ms",
-                ms(p50_d), ms(p99_d), ms(p50_a), ms(p99_a), ms(p50_a) - ms(p50_d)
+                "{connections:>2} connections  direct: {:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms cpu {:>4.0} µs/req | agency: {:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms cpu {:>4.0} µs/req | added to p50: {:.3} ms",
+                d.rps, ms(d.p50), ms(d.p99), d.cpu, a.rps, ms(a.p50), ms(a.p99), a.cpu, ms(a.p50) - ms(d.p50)
             );
         }
     });

@@ -16,6 +16,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use tokio::net::TcpListener;
 
@@ -68,6 +69,12 @@ pub async fn serve(
             if let Err(e) = auth.flush_usage().await {
                 tracing::warn!(error = %e, "cannot record API key use");
             }
+        }
+    });
+    // Small writes (stream chunks) go out at once instead of waiting for the peer's ACK.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
     });
     let served = axum::serve(listener, router(state.clone()))
