@@ -199,6 +199,11 @@ pub struct ProviderSpec {
 }
 
 impl Agent {
+    /// The id other systems know it by (MQTT's `{agentId}`): its handle, else its name.
+    pub fn handle_or_name(&self) -> &str {
+        self.handle.as_deref().unwrap_or(&self.name)
+    }
+
     pub fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.blocks.iter().filter_map(|b| match b {
             Block::Rule(r) => Some(r),
@@ -229,6 +234,47 @@ impl Agency {
 
     pub fn roster(&self) -> Roster {
         Roster::new(self.agents.iter().map(|a| (a.id, a.name.clone())))
+    }
+
+    /// The id other systems know the agency by (MQTT's `{teamId}`): its handle, else its name.
+    pub fn team_id(&self) -> &str {
+        self.handle.as_deref().unwrap_or(&self.name)
+    }
+
+    /// The agent other systems call `handle`: by handle, else by name (both without regard to
+    /// case).
+    pub fn agent_by_handle(&self, handle: &str) -> Option<&Agent> {
+        self.agents
+            .iter()
+            .find(|a| {
+                a.handle
+                    .as_deref()
+                    .is_some_and(|h| h.eq_ignore_ascii_case(handle))
+            })
+            .or_else(|| {
+                self.agents
+                    .iter()
+                    .find(|a| a.name.eq_ignore_ascii_case(handle))
+            })
+    }
+
+    /// The agency as one agent alone sees it when someone talks to that agent directly: it is
+    /// the only agent, so it answers the user. Its rules that address other agents are left
+    /// out (there is no one to send to). `None` when the agency has no such agent.
+    pub fn solo(&self, id: AgentId) -> Option<Agency> {
+        let mut agent = self.agent(id)?.clone();
+        agent.blocks.retain(|b| match b {
+            Block::Text(_) => true,
+            Block::Rule(r) => r.send_to.iter().all(|to| match to {
+                Recipient::User => true,
+                Recipient::Agent(a) => *a == id,
+            }),
+        });
+        Some(Agency {
+            manager: id,
+            agents: vec![agent],
+            ..self.clone()
+        })
     }
 
     /// The draft this agency would be written back as (for export and editing).

@@ -7,6 +7,7 @@
 pub mod agency;
 pub mod apikey;
 pub mod engine;
+pub mod entry;
 pub mod ids;
 pub mod message;
 pub mod prompt;
