@@ -9,6 +9,7 @@ pub mod apikey;
 pub mod engine;
 pub mod entry;
 pub mod ids;
+pub mod memory;
 pub mod message;
 pub mod prompt;
 pub mod protocol;

@@ -17,6 +17,9 @@ use crate::{
     StoreError, redact, sql,
 };
 
+#[path = "postgres_memory.rs"]
+mod memory;
+
 pub struct PostgresStore {
     pool: PgPool,
 }

@@ -21,7 +21,13 @@ use crate::{
 };
 
 /// Schema versions, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/sqlite/0001_init.sql"),
+    include_str!("../migrations/sqlite/0002_memory.sql"),
+];
+
+#[path = "sqlite_memory.rs"]
+mod memory;
 
 pub struct SqliteStore {
     conn: Mutex<Connection>,
