@@ -25,6 +25,9 @@ const MAX_PACKET: u32 = 1024 * 1024;
 const SESSION_EXPIRY_SECS: u32 = 24 * 3600;
 /// A conversation's queue ends after this long without messages.
 const IDLE: Duration = Duration::from_secs(30);
+#[path = "memory.rs"]
+mod memory;
+
 /// Longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -244,12 +247,21 @@ impl Bridge {
             Inbound::ChatCancel { .. } => Err(MqttError::Unsupported(
                 "a running turn cannot be cancelled yet; it ends by its deadline".into(),
             )),
-            Inbound::Observation { .. } => Err(MqttError::Unsupported(
-                "observations are not handled by this server yet".into(),
-            )),
+            Inbound::Observation { team, agent } => {
+                self.observation(&agency, team, agent.as_deref(), &p.payload)
+                    .await
+            }
         };
         if let Err(e) = result {
-            let agent = inbound.agent().unwrap_or("unknown");
+            // A team-wide observation names its agent in the payload.
+            let named = serde_json::from_slice::<wire::ObservationIn>(&p.payload)
+                .ok()
+                .and_then(|o| o.agent_id)
+                .filter(|a| topic::valid_level(a.trim()));
+            let agent = inbound
+                .agent()
+                .or(named.as_deref().map(str::trim))
+                .unwrap_or("unknown");
             self.error(inbound.team(), agent, &e).await;
         }
         ack.send().await;

@@ -10,6 +10,7 @@ mod error;
 mod events;
 mod hex;
 pub mod keys;
+pub mod memory;
 pub mod providers;
 pub mod secrets;
 mod turn;

@@ -15,7 +15,9 @@ use serde::Serialize;
 use crate::{ApiError, AppState, wire};
 
 pub(crate) fn routes() -> Router<AppState> {
-    Router::new().route("/api/conversations/{id}/entries", get(entries))
+    Router::new()
+        .route("/api/conversations/{id}/entries", get(entries))
+        .route("/api/memories/{id}", get(memory))
 }
 
 /// The agency the request's key belongs to.
@@ -89,6 +91,55 @@ impl From<&agency_core::entry::Entry> for Entry {
             response_time_ms: e.response_time_ms,
             stopped_by: e.stopped_by.map(|s| s.as_str()),
             error: e.error.clone(),
+        }
+    }
+}
+
+/// `GET /api/memories/{id}`: an observation or a reflection (with the memories it was written
+/// from). A memory of another agency looks as if it did not exist.
+async fn memory(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<MemoryOut>, ApiError> {
+    let agency = authorize(&s, &headers).await?;
+    let not_found = || ApiError::NotFound(format!("no memory `{id}`"));
+    let mid: agency_core::memory::MemoryId = id.trim().parse().map_err(|_| not_found())?;
+    let m = s.rt.memory(mid).await?.ok_or_else(not_found)?;
+    if m.agency_id != agency {
+        return Err(not_found());
+    }
+    let a = s.rt.agency_by_id(agency).await?;
+    Ok(Json(MemoryOut::of(&m, &a)))
+}
+
+/// A memory as spec 002's `Memory` node: its id, kind, content, importance, time, and for a
+/// reflection the ids of its sources.
+#[derive(Serialize)]
+struct MemoryOut {
+    id: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    agent_id: String,
+    content: String,
+    importance: f64,
+    timestamp: DateTime<Utc>,
+    sources: Vec<String>,
+}
+
+impl MemoryOut {
+    fn of(m: &agency_core::memory::Memory, agency: &agency_core::Agency) -> Self {
+        Self {
+            id: m.id.to_string(),
+            kind: m.kind.as_str(),
+            agent_id: agency.agent(m.agent).map_or_else(
+                || m.agent.get().to_string(),
+                |a| a.handle_or_name().to_string(),
+            ),
+            content: m.content.clone(),
+            importance: m.importance,
+            timestamp: m.created_at,
+            sources: m.sources.iter().map(ToString::to_string).collect(),
         }
     }
 }
