@@ -154,6 +154,8 @@ pub struct Agent {
     pub model: ModelRef,
     pub sampling: Sampling,
     pub blocks: Vec<Block>,
+    /// When it reflects on what it observed (spec 002's memory).
+    pub memory: crate::memory::MemorySettings,
 }
 
 /// The wire format a provider speaks.
@@ -329,6 +331,8 @@ impl Agency {
                         temperature: a.sampling.temperature,
                         top_p: a.sampling.top_p,
                         max_tokens: a.sampling.max_tokens,
+                        reflection_threshold: a.memory.reflection_threshold,
+                        reflection_half_life_hours: a.memory.half_life_hours,
                         instructions: (!text.is_empty()).then(|| text.join("\n\n")),
                         rules: a
                             .rules()
@@ -429,6 +433,10 @@ pub struct AgentDraft {
     pub max_tokens: Option<u32>,
     pub instructions: Option<String>,
     pub rules: Vec<RuleDraft>,
+    /// Reflect once the decayed importance of new observations passes this (default 2.0).
+    pub reflection_threshold: Option<f64>,
+    /// Hours in which an observation's weight halves (default 24).
+    pub reflection_half_life_hours: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -669,6 +677,23 @@ impl AgencyDraft {
             if a.max_tokens == Some(0) {
                 p.add(format!("agents[{i}].max_tokens"), "must be at least 1");
             }
+            let positive = |v: f64| v.is_finite() && v > 0.0 && v <= crate::memory::MAX_SETTING;
+            if let Some(t) = a.reflection_threshold
+                && !positive(t)
+            {
+                p.add(
+                    format!("agents[{i}].reflection_threshold"),
+                    "must be a number above 0 (the default is 2.0)",
+                );
+            }
+            if let Some(h) = a.reflection_half_life_hours
+                && !positive(h)
+            {
+                p.add(
+                    format!("agents[{i}].reflection_half_life_hours"),
+                    "must be a number of hours above 0 (the default is 24)",
+                );
+            }
         }
 
         let manager = match by_name.get(&self.manager.to_ascii_lowercase()) {
@@ -768,6 +793,10 @@ impl AgencyDraft {
                     max_tokens: a.max_tokens,
                 },
                 blocks,
+                memory: crate::memory::MemorySettings {
+                    reflection_threshold: a.reflection_threshold,
+                    half_life_hours: a.reflection_half_life_hours,
+                },
             });
         }
 

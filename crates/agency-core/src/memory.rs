@@ -90,6 +90,27 @@ impl Default for ReflectionPolicy {
     }
 }
 
+/// An agent's own reflection settings, as its agency file gives them (unset: the defaults of
+/// [`ReflectionPolicy`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MemorySettings {
+    pub reflection_threshold: Option<f64>,
+    pub half_life_hours: Option<f64>,
+}
+
+impl MemorySettings {
+    pub fn policy(&self) -> ReflectionPolicy {
+        let d = ReflectionPolicy::default();
+        ReflectionPolicy {
+            threshold: self.reflection_threshold.unwrap_or(d.threshold),
+            half_life_hours: self.half_life_hours.unwrap_or(d.half_life_hours),
+        }
+    }
+}
+
+/// Largest reflection threshold or half-life accepted (a bound that keeps the arithmetic sane).
+pub const MAX_SETTING: f64 = 1.0e6;
+
 impl ReflectionPolicy {
     /// The decayed sum of the observations' importance at `now`.
     pub fn pressure(&self, observations: &[Memory], now: DateTime<Utc>) -> f64 {

@@ -1,6 +1,7 @@
 //! Observations (`DATA/observation/{agentId}` and the team-wide `DATA/observation`): each is
 //! stored as a memory of its agent, rated by the agent's model, and announced with its id on
-//! `EVT/observation_result/{agentId}`.
+//! `EVT/observation_result/{agentId}`; a reflection it triggers on
+//! `EVT/reflection_result/{agentId}`.
 
 use super::{Bridge, json, same_agent, unknown_agent};
 use crate::{MqttError, topic, wire};
@@ -58,6 +59,18 @@ impl Bridge {
                         },
                     )
                     .await;
+                    if let Some(r) = &observed.reflection {
+                        self.publish(
+                            topic::reflection_result(team, handle),
+                            &wire::ReflectionResult {
+                                agent_id: handle.to_string(),
+                                importance: r.importance,
+                                reflection_id: r.id.to_string(),
+                                timestamp: wire::time(r.created_at),
+                            },
+                        )
+                        .await;
+                    }
                 }
                 Err(e) => self.error(team, handle, &e.into()).await,
             }

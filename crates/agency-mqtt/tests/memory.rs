@@ -127,3 +127,57 @@ async fn a_bad_observation_answers_an_error() {
     assert_eq!(r["importance"], 0.3);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observations_past_the_threshold_trigger_a_reflection() {
+    let Some((host, port)) = broker().await else {
+        return;
+    };
+    let mut server = Server::start(&host, port).await;
+    let mut client = Client::connect(&host, port, &server.team).await;
+    let a = server.agent.clone();
+    client.wait_for_server(&a).await;
+
+    // The default threshold is 2.0; the rules model rates each of these 0.9.
+    let texts = [
+        "Fermenter 2 temperature exceeded 40 C",
+        "Fermenter 2 cooling pump failure",
+        "Fermenter 2 pressure alarm",
+    ];
+    let mut ids = Vec::new();
+    for (i, text) in texts.iter().enumerate() {
+        client
+            .send_json(
+                &format!("DATA/observation/{a}"),
+                json!({"content": text, "agent_id": a}),
+            )
+            .await;
+        let seen = client.until(&format!("EVT/observation_result/{a}")).await;
+        let (_, r) = seen.last().unwrap();
+        ids.push(r["observation_id"].as_str().unwrap().to_string());
+        if i < 2 {
+            // No reflection yet: nothing else came before the result.
+            assert!(
+                seen.iter().all(|(t, _)| !t.contains("reflection_result")),
+                "{seen:?}"
+            );
+        }
+    }
+    let r = client.next(&format!("EVT/reflection_result/{a}")).await;
+    assert_eq!(
+        keys(&r),
+        ["agent_id", "importance", "reflection_id", "timestamp"]
+    );
+    assert_eq!(r["agent_id"], a.as_str());
+    assert_eq!(r["importance"], 0.9);
+    let rid = r["reflection_id"].as_str().unwrap();
+    let (status, m) = server.get(&format!("/api/memories/{rid}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(m["type"], "reflection");
+    assert_eq!(m["sources"], json!(ids));
+    assert_eq!(
+        m["content"],
+        format!("3 observations to act on: {}", texts.join("; "))
+    );
+    server.stop().await;
+}

@@ -1,5 +1,7 @@
-//! The memory cycle of spec 002: an agent observes, and its model rates how important each
-//! observation is.
+//! The memory cycle of spec 002: an agent observes, its model rates how important each
+//! observation is, and once the decayed importance of what it observed since it last reflected
+//! passes its threshold, its model writes insights from those observations: a reflection,
+//! linked to them.
 //!
 //! Every step is one model call of the agent's own model through the agency's providers
 //! ([`agency_providers::Model::complete_task`]); the built-in rules model answers them
@@ -10,18 +12,25 @@ use std::sync::Arc;
 use agency_core::memory::{self, Memory, MemoryId, MemoryKind, MemoryTask};
 use agency_core::{AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, protocol};
 use agency_providers::{ModelError, ModelRequest};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use crate::{AgencyView, Runtime, RuntimeError};
 
 /// The longest observation taken (spec 000's message limit is far less; this bounds a prompt).
 const MAX_OBSERVATION: usize = 64 * 1024;
 
+/// Memories read to decide on a reflection: the newest (older ones have decayed anyway).
+const RECENT: u32 = 200;
+/// Observations a reflection is written from, at most (the newest).
+const MAX_SOURCES: usize = 50;
+
 /// What an observation led to.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
     /// The observation as stored, with the importance the agent's model gave it.
     pub observation: Memory,
+    /// The reflection it triggered, if it did.
+    pub reflection: Option<Memory>,
 }
 
 impl Runtime {
@@ -71,7 +80,72 @@ impl Runtime {
             created_at: Utc::now(),
         };
         self.store.save_memory(&observation).await?;
-        Ok(Observed { observation })
+        let reflection = self.reflect_if_due(&view, agent).await?;
+        Ok(Observed {
+            observation,
+            reflection,
+        })
+    }
+
+    /// Reflects when the decayed importance of the observations since the agent's last
+    /// reflection passes its threshold. A failed model call writes no reflection: the
+    /// observations stay unreflected, so the next observation tries again.
+    async fn reflect_if_due(
+        &self,
+        view: &AgencyView,
+        agent: AgentId,
+    ) -> Result<Option<Memory>, RuntimeError> {
+        let Some(a) = view.agency.agent(agent) else {
+            return Ok(None);
+        };
+        let policy = a.memory.policy();
+        let recent = self
+            .store
+            .memories_since(view.agency.id, agent, DateTime::UNIX_EPOCH, RECENT)
+            .await?;
+        // Newest first: the observations up to the last reflection.
+        let pending: Vec<Memory> = recent
+            .into_iter()
+            .take_while(|m| m.kind == MemoryKind::Observation)
+            .collect();
+        if !policy.should_reflect(&pending, Utc::now()) {
+            return Ok(None);
+        }
+        let mut sources: Vec<Memory> = pending.into_iter().take(MAX_SOURCES).collect();
+        sources.reverse();
+        let task = MemoryTask::Reflect {
+            memories: sources
+                .iter()
+                .map(|m| (m.importance, m.content.clone()))
+                .collect(),
+        };
+        let insights = match self.ask(view, agent, &task).await {
+            Ok(text) if !text.trim().is_empty() => text.trim().to_string(),
+            Ok(_) => {
+                tracing::warn!(
+                    agent = agent.get(),
+                    "the model wrote an empty reflection; not stored"
+                );
+                return Ok(None);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot reflect now; the next observation tries again");
+                return Ok(None);
+            }
+        };
+        let reflection = Memory {
+            id: MemoryId::new(),
+            agency_id: view.agency.id,
+            agent,
+            kind: MemoryKind::Reflection,
+            content: insights,
+            // As important as the most important thing it was written from.
+            importance: sources.iter().map(|m| m.importance).fold(0.0, f64::max),
+            sources: sources.iter().map(|m| m.id).collect(),
+            created_at: Utc::now(),
+        };
+        self.store.save_memory(&reflection).await?;
+        Ok(Some(reflection))
     }
 
     /// A memory by id.

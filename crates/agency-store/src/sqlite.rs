@@ -191,7 +191,7 @@ impl AgencyStore for SqliteStore {
                         a.handle,
                         a.role,
                         a.model.to_string(),
-                        rows::sampling_json(&a.sampling),
+                        rows::settings_json(a),
                         blocks_json(&a.blocks)
                     ])?;
                 }

@@ -73,6 +73,8 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
             temperature: Some(0.2),
             top_p: Some(0.9),
             max_tokens: Some(512),
+            reflection_threshold: Some(1.5),
+            reflection_half_life_hours: Some(6.0),
             rules: vec![RuleDraft {
                 when: "any".into(),
                 action: "ok".into(),
