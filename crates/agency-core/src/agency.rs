@@ -154,6 +154,8 @@ pub struct Agent {
     pub model: ModelRef,
     pub sampling: Sampling,
     pub blocks: Vec<Block>,
+    /// When it reflects on what it observed (spec 002's memory).
+    pub memory: crate::memory::MemorySettings,
 }
 
 /// The wire format a provider speaks.
@@ -199,6 +201,11 @@ pub struct ProviderSpec {
 }
 
 impl Agent {
+    /// The id other systems know it by (MQTT's `{agentId}`): its handle, else its name.
+    pub fn handle_or_name(&self) -> &str {
+        self.handle.as_deref().unwrap_or(&self.name)
+    }
+
     pub fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.blocks.iter().filter_map(|b| match b {
             Block::Rule(r) => Some(r),
@@ -229,6 +236,47 @@ impl Agency {
 
     pub fn roster(&self) -> Roster {
         Roster::new(self.agents.iter().map(|a| (a.id, a.name.clone())))
+    }
+
+    /// The id other systems know the agency by (MQTT's `{teamId}`): its handle, else its name.
+    pub fn team_id(&self) -> &str {
+        self.handle.as_deref().unwrap_or(&self.name)
+    }
+
+    /// The agent other systems call `handle`: by handle, else by name (both without regard to
+    /// case).
+    pub fn agent_by_handle(&self, handle: &str) -> Option<&Agent> {
+        self.agents
+            .iter()
+            .find(|a| {
+                a.handle
+                    .as_deref()
+                    .is_some_and(|h| h.eq_ignore_ascii_case(handle))
+            })
+            .or_else(|| {
+                self.agents
+                    .iter()
+                    .find(|a| a.name.eq_ignore_ascii_case(handle))
+            })
+    }
+
+    /// The agency as one agent alone sees it when someone talks to that agent directly: it is
+    /// the only agent, so it answers the user. Its rules that address other agents are left
+    /// out (there is no one to send to). `None` when the agency has no such agent.
+    pub fn solo(&self, id: AgentId) -> Option<Agency> {
+        let mut agent = self.agent(id)?.clone();
+        agent.blocks.retain(|b| match b {
+            Block::Text(_) => true,
+            Block::Rule(r) => r.send_to.iter().all(|to| match to {
+                Recipient::User => true,
+                Recipient::Agent(a) => *a == id,
+            }),
+        });
+        Some(Agency {
+            manager: id,
+            agents: vec![agent],
+            ..self.clone()
+        })
     }
 
     /// The draft this agency would be written back as (for export and editing).
@@ -283,6 +331,8 @@ impl Agency {
                         temperature: a.sampling.temperature,
                         top_p: a.sampling.top_p,
                         max_tokens: a.sampling.max_tokens,
+                        reflection_threshold: a.memory.reflection_threshold,
+                        reflection_half_life_hours: a.memory.half_life_hours,
                         instructions: (!text.is_empty()).then(|| text.join("\n\n")),
                         rules: a
                             .rules()
@@ -383,6 +433,10 @@ pub struct AgentDraft {
     pub max_tokens: Option<u32>,
     pub instructions: Option<String>,
     pub rules: Vec<RuleDraft>,
+    /// Reflect once the decayed importance of new observations passes this (default 2.0).
+    pub reflection_threshold: Option<f64>,
+    /// Hours in which an observation's weight halves (default 24).
+    pub reflection_half_life_hours: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -623,6 +677,23 @@ impl AgencyDraft {
             if a.max_tokens == Some(0) {
                 p.add(format!("agents[{i}].max_tokens"), "must be at least 1");
             }
+            let positive = |v: f64| v.is_finite() && v > 0.0 && v <= crate::memory::MAX_SETTING;
+            if let Some(t) = a.reflection_threshold
+                && !positive(t)
+            {
+                p.add(
+                    format!("agents[{i}].reflection_threshold"),
+                    "must be a number above 0 (the default is 2.0)",
+                );
+            }
+            if let Some(h) = a.reflection_half_life_hours
+                && !positive(h)
+            {
+                p.add(
+                    format!("agents[{i}].reflection_half_life_hours"),
+                    "must be a number of hours above 0 (the default is 24)",
+                );
+            }
         }
 
         let manager = match by_name.get(&self.manager.to_ascii_lowercase()) {
@@ -722,6 +793,10 @@ impl AgencyDraft {
                     max_tokens: a.max_tokens,
                 },
                 blocks,
+                memory: crate::memory::MemorySettings {
+                    reflection_threshold: a.reflection_threshold,
+                    half_life_hours: a.reflection_half_life_hours,
+                },
             });
         }
 

@@ -7,7 +7,9 @@
 pub mod agency;
 pub mod apikey;
 pub mod engine;
+pub mod entry;
 pub mod ids;
+pub mod memory;
 pub mod message;
 pub mod prompt;
 pub mod protocol;

@@ -41,6 +41,8 @@ const AGENT_FIELDS: &[&str] = &[
     "max_tokens",
     "instructions",
     "rules",
+    "reflection_threshold",
+    "reflection_half_life_hours",
 ];
 const RULE_FIELDS: &[&str] = &["when", "do", "send_to"];
 
@@ -561,6 +563,8 @@ impl Reader {
         let temperature = self.decimal(f, "temperature");
         let top_p = self.decimal(f, "top_p");
         let max_tokens = self.number(f, "max_tokens");
+        let reflection_threshold = self.decimal(f, "reflection_threshold");
+        let reflection_half_life_hours = self.decimal(f, "reflection_half_life_hours");
         let instructions = self.optional_string(f, "instructions");
         let rules = self
             .list(f, "rules", "rules")
@@ -581,6 +585,8 @@ impl Reader {
             max_tokens,
             instructions,
             rules,
+            reflection_threshold,
+            reflection_half_life_hours,
         }
     }
 

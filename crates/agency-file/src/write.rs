@@ -75,6 +75,12 @@ fn write_agent(out: &mut String, indent: usize, agent: &AgentDraft) {
     if let Some(n) = agent.max_tokens {
         out.push_str(&format!("{pad}max_tokens: {n}\n"));
     }
+    if let Some(t) = agent.reflection_threshold {
+        out.push_str(&format!("{pad}reflection_threshold: {t}\n"));
+    }
+    if let Some(h) = agent.reflection_half_life_hours {
+        out.push_str(&format!("{pad}reflection_half_life_hours: {h}\n"));
+    }
     if let Some(instructions) = &agent.instructions {
         text_field(out, indent, "instructions", instructions);
     }

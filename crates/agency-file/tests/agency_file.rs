@@ -44,6 +44,8 @@ fn example_draft() -> AgencyDraft {
                 top_p: None,
                 max_tokens: None,
                 instructions: Some("You run a studio.".into()),
+                reflection_threshold: None,
+                reflection_half_life_hours: None,
                 rules: vec![
                     rule("user", "Please build: {{message}}", &["programmer"]),
                     rule("programmer", "Done: {{message}}", &["user"]),
@@ -59,6 +61,8 @@ fn example_draft() -> AgencyDraft {
                 top_p: None,
                 max_tokens: None,
                 instructions: None,
+                reflection_threshold: None,
+                reflection_half_life_hours: None,
                 rules: vec![rule("manager", "fn main() {} // {{message}}", &["manager"])],
             },
         ],
@@ -474,6 +478,8 @@ fn tricky_strings_round_trip() {
                 top_p: Some(1e-9),
                 max_tokens: Some(u32::MAX),
                 instructions: Some(s.clone()),
+                reflection_threshold: Some(1e-300),
+                reflection_half_life_hours: Some(-3.5),
                 rules: vec![
                     RuleDraft {
                         when: s.clone(),
@@ -540,8 +546,11 @@ prop_compose! {
                      handle in prop::option::of(text()), role in prop::option::of(text()),
                      model in text(), temperature in decimal(), top_p in decimal(),
                      max_tokens in any::<Option<u32>>(), instructions in prop::option::of(text()),
-                     rules in prop::collection::vec(rule_draft(), 0..3)) -> AgentDraft {
-        AgentDraft { id, name, handle, role, model, temperature, top_p, max_tokens, instructions, rules }
+                     rules in prop::collection::vec(rule_draft(), 0..3),
+                     reflection_threshold in decimal(),
+                     reflection_half_life_hours in decimal()) -> AgentDraft {
+        AgentDraft { id, name, handle, role, model, temperature, top_p, max_tokens, instructions, rules,
+                     reflection_threshold, reflection_half_life_hours }
     }
 }
 
@@ -713,5 +722,55 @@ fn server_configuration_names_providers() {
     assert!(
         e.contains("unknown field `agents` in a server configuration"),
         "{e}"
+    );
+}
+
+#[test]
+fn memory_settings_read_locate_and_round_trip() {
+    let text = "name: plant
+manager: boss
+agents:
+  - name: boss
+    model: builtin/rules
+    reflection_threshold: 1.5
+    reflection_half_life_hours: 6
+  - { name: watcher, model: builtin/rules }
+";
+    let file = parse(text);
+    let d = &file.draft;
+    assert_eq!(d.agents[0].reflection_threshold, Some(1.5));
+    assert_eq!(d.agents[0].reflection_half_life_hours, Some(6.0));
+    assert_eq!(d.agents[1].reflection_threshold, None);
+    round_trip(d);
+    let a = d
+        .validate(agency_core::AgencyId::new(), "local", &|_| true)
+        .unwrap();
+    assert_eq!(a.agents[0].memory.policy().threshold, 1.5);
+    assert_eq!(a.agents[0].memory.policy().half_life_hours, 6.0);
+    // Unset: the documented defaults.
+    assert_eq!(a.agents[1].memory.policy().threshold, 2.0);
+    assert_eq!(a.agents[1].memory.policy().half_life_hours, 24.0);
+    // Exported and read back: the same agency.
+    let again = parse(&to_yaml(&a.to_draft()));
+    assert_eq!(again.draft.agents[0].reflection_threshold, Some(1.5));
+
+    let mut broken = d.clone();
+    broken.agents[0].reflection_threshold = Some(0.0);
+    broken.agents[0].reflection_half_life_hours = Some(-1.0);
+    let located = file
+        .locate(
+            broken
+                .validate(agency_core::AgencyId::new(), "local", &|_| true)
+                .unwrap_err(),
+        )
+        .to_string();
+    assert!(
+        located
+            .contains("studio.yaml:6:27: agents[0].reflection_threshold: must be a number above 0"),
+        "{located}"
+    );
+    assert!(
+        located.contains("studio.yaml:7:33: agents[0].reflection_half_life_hours: must be a number of hours above 0"),
+        "{located}"
     );
 }

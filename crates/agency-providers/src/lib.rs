@@ -73,6 +73,18 @@ pub enum ModelError {
 #[async_trait]
 pub trait Model: Send + Sync {
     async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError>;
+
+    /// A call of the memory cycle (rate an observation, reflect, plan): `request`'s context
+    /// already holds the task's prompt, which is all a chat model needs. A scripted model may
+    /// answer from `task` itself.
+    async fn complete_task(
+        &self,
+        request: ModelRequest,
+        task: &agency_core::memory::MemoryTask,
+    ) -> Result<Completion, ModelError> {
+        let _ = task;
+        self.complete(request).await
+    }
 }
 
 /// A source of models: a provider (`builtin`, `openai`, a local server, ...).
@@ -183,6 +195,19 @@ impl Model for RulesModel {
         let envelopes = rules::respond(agent, &request.context, &request.roster);
         Ok(Completion {
             text: protocol::format_reply(request.agency.protocol, &envelopes, &request.roster),
+            usage: Usage::default(),
+        })
+    }
+
+    /// Deterministic answers (see [`agency_core::memory::MemoryTask::rules_answer`]), so the
+    /// memory cycle runs offline and the same every time.
+    async fn complete_task(
+        &self,
+        _request: ModelRequest,
+        task: &agency_core::memory::MemoryTask,
+    ) -> Result<Completion, ModelError> {
+        Ok(Completion {
+            text: task.rules_answer(),
             usage: Usage::default(),
         })
     }

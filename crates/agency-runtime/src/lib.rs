@@ -10,6 +10,7 @@ mod error;
 mod events;
 mod hex;
 pub mod keys;
+pub mod memory;
 pub mod providers;
 pub mod secrets;
 mod turn;
@@ -194,6 +195,77 @@ impl Runtime {
         {
             *slot = Some(session);
         }
+    }
+
+    /// Starts a conversation with the id a client chose (MQTT's `conversation_id`). With
+    /// `entry` an agent other than the manager, it is a conversation with that agent alone:
+    /// only it has a context, and it answers the user itself. An id already taken is a
+    /// [`RuntimeError::Conflict`].
+    pub async fn start_conversation_as(
+        &self,
+        agency: &Agency,
+        id: ConversationId,
+        entry: Option<agency_core::AgentId>,
+    ) -> Result<Conversation, RuntimeError> {
+        let taken = || RuntimeError::Conflict(format!("conversation {id} already exists"));
+        if self.store.conversation(id).await?.is_some() {
+            return Err(taken());
+        }
+        let solo = match entry.filter(|a| *a != agency.manager) {
+            Some(agent) => Some(agency.solo(agent).ok_or_else(|| {
+                RuntimeError::Invalid(format!("agency `{}` has no agent {agent}", agency.name))
+            })?),
+            None => None,
+        };
+        let agency = solo.as_ref().unwrap_or(agency);
+        let conversation = Conversation {
+            id,
+            agency_id: agency.id,
+            created_at: Utc::now(),
+        };
+        self.store.create_conversation(&conversation).await?;
+        let prompts: Vec<Message> = agency
+            .agents
+            .iter()
+            .zip(0..)
+            .map(|(agent, seq)| Message {
+                id: agency_core::MessageId::new(),
+                conversation_id: id,
+                turn_id: None,
+                seq,
+                agent: Some(agent.id),
+                kind: MessageKind::System,
+                linked: None,
+                from: None,
+                to: Some(agent.id),
+                text: prompt::system_prompt(agency, agent),
+                usage: None,
+                latency_ms: None,
+                included: true,
+                created_at: conversation.created_at,
+            })
+            .collect();
+        self.store.append_messages(&prompts).await?;
+        Ok(conversation)
+    }
+
+    /// The conversation's entries, one per turn, in order (spec 002's content query).
+    pub async fn entries(
+        &self,
+        conversation: ConversationId,
+    ) -> Result<Vec<agency_core::entry::Entry>, RuntimeError> {
+        let c = self
+            .store
+            .conversation(conversation)
+            .await?
+            .ok_or(RuntimeError::ConversationNotFound(conversation))?;
+        let roster = match self.store.agency(c.agency_id).await? {
+            Some(a) => a.roster(),
+            None => agency_core::Roster::default(),
+        };
+        let turns = self.store.turns(conversation).await?;
+        let messages = self.store.messages(conversation).await?;
+        Ok(agency_core::entry::entries(&turns, &messages, &roster))
     }
 
     /// One turn: the user's `text` to the manager, and everything until the manager answers.

@@ -136,6 +136,16 @@ impl Session {
         prompts
     }
 
+    /// The one agent of a conversation with that agent alone: the only context, not the
+    /// manager's.
+    fn solo(&self, manager: AgentId) -> Option<AgentId> {
+        let mut agents = self.contexts.keys();
+        match (agents.next(), agents.next()) {
+            (Some(&only), None) if only != manager => Some(only),
+            _ => None,
+        }
+    }
+
     /// Agents whose contexts end with something they have not answered.
     fn unanswered(&self) -> Vec<AgentId> {
         self.contexts
@@ -191,6 +201,21 @@ pub(crate) async fn run(
         roster,
         providers,
     } = rt.current_agency(session.agency_id).await?;
+    // A conversation with one agent alone (see `Runtime::start_conversation_as`): that agent
+    // is the whole agency.
+    let (agency, roster) = match session.solo(agency.manager) {
+        None => (agency, roster),
+        Some(agent) => {
+            let solo = agency.solo(agent).ok_or_else(|| {
+                RuntimeError::Invalid(format!(
+                    "agent {agent} of this conversation has left agency `{}`",
+                    agency.name
+                ))
+            })?;
+            let roster = Arc::new(solo.roster());
+            (Arc::new(solo), roster)
+        }
+    };
     let mut session = session;
     session.turns += 1;
     let record = TurnRecord {

@@ -3,6 +3,7 @@
 //! Handlers are thin: they parse, call the runtime, and render. Wire types live in [`wire`]
 //! and are converted from the domain explicitly; errors are one enum, [`ApiError`].
 
+mod content;
 mod error;
 pub mod openai;
 mod wire;
@@ -36,6 +37,7 @@ const FLUSH_KEY_USAGE: std::time::Duration = std::time::Duration::from_secs(5);
 pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(openai::routes())
+        .merge(content::routes())
         .route("/healthz", get(health))
         .route("/api/agencies", get(list_agencies))
         .route("/api/agencies/{agency}", get(get_agency))

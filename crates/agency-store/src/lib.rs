@@ -11,6 +11,8 @@ use std::sync::Arc;
 use agency_core::{Agency, AgencyId, Conversation, ConversationId, Message, TurnId, TurnRecord};
 use async_trait::async_trait;
 
+mod memory;
+mod memory_sql;
 mod postgres;
 mod rows;
 mod sql;
@@ -187,9 +189,34 @@ pub trait SettingsStore: Send + Sync {
     async fn is_claimed(&self, key: &str) -> Result<bool>;
 }
 
+/// Agents' memories: observations and reflections (spec 002).
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    /// Stores a memory and, for a reflection, the links to its sources, atomically.
+    async fn save_memory(&self, memory: &agency_core::memory::Memory) -> Result<()>;
+    async fn memory(
+        &self,
+        id: agency_core::memory::MemoryId,
+    ) -> Result<Option<agency_core::memory::Memory>>;
+    /// The agent's memories made after `since`, newest first, at most `limit`.
+    async fn memories_since(
+        &self,
+        agency: AgencyId,
+        agent: agency_core::AgentId,
+        since: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Result<Vec<agency_core::memory::Memory>>;
+}
+
 /// Everything the server stores.
-pub trait Store: AgencyStore + ConversationStore + SettingsStore + SecretStore + KeyStore {}
-impl<T: AgencyStore + ConversationStore + SettingsStore + SecretStore + KeyStore> Store for T {}
+pub trait Store:
+    AgencyStore + ConversationStore + SettingsStore + SecretStore + KeyStore + MemoryStore
+{
+}
+impl<T: AgencyStore + ConversationStore + SettingsStore + SecretStore + KeyStore + MemoryStore>
+    Store for T
+{
+}
 
 /// Opens (creating if needed) and migrates the database at `url`.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {

@@ -17,6 +17,9 @@ use crate::{
     StoreError, Write, redact, sql,
 };
 
+#[path = "postgres_memory.rs"]
+mod memory;
+
 pub struct PostgresStore {
     pool: PgPool,
 }
@@ -124,7 +127,7 @@ impl AgencyStore for PostgresStore {
                 .bind(&a.handle)
                 .bind(&a.role)
                 .bind(a.model.to_string())
-                .bind(crate::rows::sampling_json(&a.sampling))
+                .bind(crate::rows::settings_json(a))
                 .bind(blocks_json(&a.blocks))
                 .execute(&mut *tx)
                 .await?;

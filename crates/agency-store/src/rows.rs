@@ -123,24 +123,42 @@ struct StoredSampling {
     top_p: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    /// The agent's memory settings ride along: they are per agent, optional, and few.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reflection_threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reflection_half_life_hours: Option<f64>,
 }
 
-pub(crate) fn sampling_json(s: &agency_core::Sampling) -> String {
+/// The agent's model settings (sampling, and its memory settings) as kept in the `sampling`
+/// column.
+pub(crate) fn settings_json(a: &Agent) -> String {
+    let s = &a.sampling;
     let stored = StoredSampling {
         temperature: s.temperature,
         top_p: s.top_p,
         max_tokens: s.max_tokens,
+        reflection_threshold: a.memory.reflection_threshold,
+        reflection_half_life_hours: a.memory.half_life_hours,
     };
     serde_json::to_string(&stored).unwrap_or_else(|_| "{}".into())
 }
 
-fn sampling_of(json: &str) -> Result<agency_core::Sampling, StoreError> {
+fn settings_of(
+    json: &str,
+) -> Result<(agency_core::Sampling, agency_core::memory::MemorySettings), StoreError> {
     let s: StoredSampling = serde_json::from_str(json).map_err(corrupt)?;
-    Ok(agency_core::Sampling {
-        temperature: s.temperature,
-        top_p: s.top_p,
-        max_tokens: s.max_tokens,
-    })
+    Ok((
+        agency_core::Sampling {
+            temperature: s.temperature,
+            top_p: s.top_p,
+            max_tokens: s.max_tokens,
+        },
+        agency_core::memory::MemorySettings {
+            reflection_threshold: s.reflection_threshold,
+            half_life_hours: s.reflection_half_life_hours,
+        },
+    ))
 }
 
 /// `when`: -1 is anyone, 0 the user, else an agent. `send_to`: 0 the user, else an agent.
@@ -240,10 +258,12 @@ fn agency_of(row: AgencyRow, agents: Vec<AgentRow>) -> Result<Agency, StoreError
         agents: agents
             .into_iter()
             .map(|a| {
+                let (sampling, memory) = settings_of(&a.sampling)?;
                 Ok(Agent {
                     id: agent_id(a.id)?,
                     model: ModelRef::parse(&a.model).ok_or_else(|| corrupt(&a.model))?,
-                    sampling: sampling_of(&a.sampling)?,
+                    sampling,
+                    memory,
                     blocks: blocks_of(&a.blocks)?,
                     name: a.name,
                     handle: a.handle,

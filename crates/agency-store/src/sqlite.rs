@@ -22,7 +22,13 @@ use crate::{
 };
 
 /// Schema versions, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/sqlite/0001_init.sql"),
+    include_str!("../migrations/sqlite/0002_memory.sql"),
+];
+
+#[path = "sqlite_memory.rs"]
+mod memory;
 
 pub struct SqliteStore {
     conn: Mutex<Connection>,
@@ -407,7 +413,7 @@ impl AgencyStore for SqliteStore {
                         a.handle,
                         a.role,
                         a.model.to_string(),
-                        rows::sampling_json(&a.sampling),
+                        rows::settings_json(a),
                         blocks_json(&a.blocks)
                     ])?;
                 }

@@ -51,6 +51,7 @@ suite!(
     settings_are_claimed_once,
     sealed_provider_keys,
     api_keys_by_hash_name_and_state,
+    memories_and_their_sources,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -76,6 +77,8 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
             temperature: Some(0.2),
             top_p: Some(0.9),
             max_tokens: Some(512),
+            reflection_threshold: Some(1.5),
+            reflection_half_life_hours: Some(6.0),
             rules: vec![RuleDraft {
                 when: "any".into(),
                 action: "ok".into(),
@@ -545,4 +548,51 @@ async fn api_keys_by_hash_name_and_state(s: Arc<dyn Store>) {
         s.api_key_by_hash("h3").await.unwrap().unwrap().last_used_at,
         Some(later)
     );
+}
+
+async fn memories_and_their_sources(s: Arc<dyn Store>) {
+    use agency_core::memory::{Memory, MemoryId, MemoryKind};
+    let a = agency("memo", "alice", false);
+    s.save_agency(&a).await.unwrap();
+    let agent = a.manager;
+    let start = Utc::now().trunc_subsecs(6) - chrono::Duration::seconds(10);
+    let memory = |kind, content: &str, secs: i64, sources: Vec<MemoryId>| Memory {
+        id: MemoryId::new(),
+        agency_id: a.id,
+        agent,
+        kind,
+        content: content.into(),
+        importance: 0.25,
+        sources,
+        created_at: start + chrono::Duration::seconds(secs),
+    };
+    let first = memory(MemoryKind::Observation, "tank 3 hot", 1, vec![]);
+    let second = memory(MemoryKind::Observation, "tank 3 hotter", 2, vec![]);
+    let reflection = memory(
+        MemoryKind::Reflection,
+        "tank 3 is heating up",
+        3,
+        vec![second.id, first.id],
+    );
+    for m in [&first, &second, &reflection] {
+        s.save_memory(m).await.unwrap();
+    }
+    assert_eq!(
+        s.memory(reflection.id).await.unwrap(),
+        Some(reflection.clone())
+    );
+    assert_eq!(s.memory(first.id).await.unwrap(), Some(first.clone()));
+    assert_eq!(s.memory(MemoryId::new()).await.unwrap(), None);
+    // Newest first, after `since`, at most `limit`.
+    let recent = s
+        .memories_since(a.id, agent, start + chrono::Duration::seconds(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(recent, vec![reflection.clone(), second.clone()]);
+    let one = s.memories_since(a.id, agent, start, 1).await.unwrap();
+    assert_eq!(one, vec![reflection.clone()]);
+    // A reflection whose source does not exist is refused whole.
+    let orphan = memory(MemoryKind::Reflection, "x", 4, vec![MemoryId::new()]);
+    assert!(s.save_memory(&orphan).await.is_err());
+    assert_eq!(s.memory(orphan.id).await.unwrap(), None);
 }

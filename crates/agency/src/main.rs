@@ -57,6 +57,10 @@ enum Command {
     Serve {
         #[arg(long, env = "AGENCY_LISTEN", default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
+        /// Also speak the XMAGS MQTT protocol through this broker:
+        /// mqtt://[USER[:PASSWORD]@]HOST[:PORT][?client_id=ID&share=GROUP], or mqtts://.
+        #[arg(long, env = "AGENCY_MQTT")]
+        mqtt: Option<String>,
     },
     /// Create or update an agency from a YAML (or JSON) file.
     Import { file: PathBuf },
@@ -191,7 +195,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let rt = Runtime::with_master_key(store, providers, Some(master_key));
     seed_demo(&rt).await?;
     match cli.command {
-        Command::Serve { listen } => serve(rt, &master_key_for_keys, listen).await,
+        Command::Serve { listen, mqtt } => serve(rt, &master_key_for_keys, listen, mqtt).await,
         Command::Import { file } => import(&rt, &file).await,
         Command::Export { name, output } => export(&rt, &name, output).await,
         Command::List => list(&rt).await,
@@ -374,7 +378,11 @@ async fn serve(
     rt: Arc<Runtime>,
     master_key: &MasterKeySource,
     listen: SocketAddr,
+    mqtt: Option<String>,
 ) -> anyhow::Result<()> {
+    let mqtt = mqtt
+        .map(|url| agency_mqtt::MqttConfig::parse(&url))
+        .transpose()?;
     // The port first: a server that cannot start makes no key files.
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -392,7 +400,21 @@ async fn serve(
         rt: rt.clone(),
         auth,
     };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mqtt = mqtt.map(|config| {
+        let mut stopped = stopped.clone();
+        tokio::spawn(agency_mqtt::serve(rt.clone(), config, async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }))
+    });
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
     agency_server::serve(state, listener, shutdown).await?;
+    if let Some(mqtt) = mqtt {
+        mqtt.await??;
+    }
     rt.settle().await;
     Ok(())
 }

@@ -1,0 +1,545 @@
+//! The client loop: connect, subscribe, hand each message to its conversation's queue, answer.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agency_core::{Agency, AgencyId, ConversationId, MessageKind, Roster};
+use agency_runtime::{Event, LOCAL_OWNER, Runtime, RuntimeError};
+use chrono::Utc;
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::{Filter, Packet, Publish};
+use rumqttc::v5::{AsyncClient, Event as MqttEvent, MqttOptions};
+use secrecy::ExposeSecret;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::topic::{self, Inbound};
+use crate::{MqttConfig, MqttError, wire};
+
+/// The largest message the server takes (a chat message may be long; spec 000 caps a message
+/// at far less).
+const MAX_PACKET: u32 = 1024 * 1024;
+/// How long the broker keeps the server's session while it is away.
+const SESSION_EXPIRY_SECS: u32 = 24 * 3600;
+/// A conversation's queue ends after this long without messages.
+const IDLE: Duration = Duration::from_secs(30);
+#[path = "memory.rs"]
+mod memory;
+
+/// Longest wait between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Serves the protocol until `shutdown` resolves. Reconnects (and subscribes again) whenever the
+/// broker goes away; returns only on shutdown.
+pub async fn serve(
+    rt: Arc<Runtime>,
+    config: MqttConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), MqttError> {
+    let mut options = MqttOptions::new(config.client_id.clone(), config.host.clone(), config.port);
+    options
+        .set_keep_alive(Duration::from_secs(30))
+        .set_clean_start(false)
+        .set_session_expiry_interval(Some(SESSION_EXPIRY_SECS))
+        .set_manual_acks(true)
+        .set_max_packet_size(Some(MAX_PACKET));
+    if let Some(user) = &config.username {
+        let password = config
+            .password
+            .as_ref()
+            .map(|p| p.expose_secret().to_string())
+            .unwrap_or_default();
+        options.set_credentials(user.clone(), password);
+    }
+    if config.tls {
+        options.set_transport(rumqttc::Transport::tls_with_default_config());
+    }
+    let (client, mut eventloop) = AsyncClient::new(options, 256);
+    let bridge = Arc::new(Bridge {
+        rt,
+        client: client.clone(),
+        queues: Mutex::new(HashMap::new()),
+        teams: Mutex::new(HashMap::new()),
+    });
+    let filters: Vec<Filter> = topic::SUBSCRIPTIONS
+        .iter()
+        .map(|t| match &config.share_group {
+            Some(group) => format!("$share/{group}/{t}"),
+            None => (*t).to_string(),
+        })
+        .map(|t| Filter::new(t, QoS::AtLeastOnce))
+        .collect();
+    tokio::pin!(shutdown);
+    let mut backoff = Duration::from_millis(100);
+    let mut connected = false;
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            event = eventloop.poll() => match event {
+                Ok(MqttEvent::Incoming(Packet::ConnAck(_))) => {
+                    tracing::info!(host = %config.host, port = config.port, "MQTT connected");
+                    connected = true;
+                    backoff = Duration::from_millis(100);
+                    // Subscribing again on every connection: a broker that restarted without
+                    // its sessions has forgotten them.
+                    let (c, f) = (client.clone(), filters.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = c.subscribe_many(f).await {
+                            tracing::error!(error = %e, "cannot subscribe");
+                        }
+                    });
+                }
+                Ok(MqttEvent::Incoming(Packet::Publish(p))) => bridge.dispatch(p),
+                Ok(_) => {}
+                Err(e) => {
+                    if connected {
+                        tracing::warn!(error = %e, "MQTT connection lost; reconnecting");
+                    } else {
+                        tracing::warn!(error = %e, host = %config.host, port = config.port, "cannot reach the MQTT broker; retrying");
+                    }
+                    connected = false;
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+    // Leave cleanly: messages still being handled stay with the broker unacknowledged.
+    if client.try_disconnect().is_ok() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            while let Ok(ev) = eventloop.poll().await {
+                if matches!(ev, MqttEvent::Outgoing(rumqttc::Outgoing::Disconnect)) {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+    Ok(())
+}
+
+struct Bridge {
+    rt: Arc<Runtime>,
+    client: AsyncClient,
+    /// One queue per conversation (or per team's observations): its messages in order.
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Publish>>>,
+    /// Team ids as last resolved.
+    teams: Mutex<HashMap<String, AgencyId>>,
+}
+
+/// Acknowledges a message once, when what it asked for is persisted (or when it was refused).
+struct Ack {
+    client: AsyncClient,
+    publish: Option<Publish>,
+}
+
+impl Ack {
+    async fn send(&mut self) {
+        if let Some(p) = self.publish.take()
+            && let Err(e) = self.client.ack(&p).await
+        {
+            tracing::warn!(error = %e, "cannot acknowledge a message");
+        }
+    }
+}
+
+impl Bridge {
+    /// Puts the message in its queue (making the queue and its worker when needed).
+    fn dispatch(self: &Arc<Self>, p: Publish) {
+        let name = String::from_utf8_lossy(&p.topic).into_owned();
+        let key = match topic::parse(&name) {
+            Some(Inbound::Chat { conversation, .. }) => format!("c/{conversation}"),
+            // chat_new goes in the queue of the conversation it makes, so that a chat message
+            // sent right after it waits for it.
+            Some(Inbound::ChatNew { .. }) => {
+                match serde_json::from_slice::<wire::ChatIn>(&p.payload)
+                    .ok()
+                    .and_then(|c| c.conversation_id)
+                {
+                    Some(id) => format!("c/{}", id.trim()),
+                    None => "invalid".to_string(),
+                }
+            }
+            // A cancel must not wait behind the turn it cancels.
+            Some(Inbound::ChatCancel { conversation, .. }) => format!("x/{conversation}"),
+            Some(Inbound::Observation { team, .. }) => format!("o/{team}"),
+            None => "other".to_string(),
+        };
+        let Ok(mut queues) = self.queues.lock() else {
+            return;
+        };
+        let p = match queues.get(&key) {
+            Some(tx) => match tx.send(p) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(p)) => p,
+            },
+            None => p,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(p);
+        queues.insert(key.clone(), tx);
+        tokio::spawn(self.clone().worker(key, rx));
+    }
+
+    async fn worker(self: Arc<Self>, key: String, mut rx: mpsc::UnboundedReceiver<Publish>) {
+        loop {
+            match tokio::time::timeout(IDLE, rx.recv()).await {
+                Ok(Some(p)) => self.handle(p).await,
+                Ok(None) => return,
+                Err(_) => {
+                    // Idle: leave the map (no one can send after this), then finish what
+                    // arrived meanwhile.
+                    if let Ok(mut q) = self.queues.lock() {
+                        q.remove(&key);
+                    }
+                    while let Some(p) = rx.recv().await {
+                        self.handle(p).await;
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn handle(&self, p: Publish) {
+        let name = String::from_utf8_lossy(&p.topic).into_owned();
+        let mut ack = Ack {
+            client: self.client.clone(),
+            publish: Some(p.clone()),
+        };
+        let Some(inbound) = topic::parse(&name) else {
+            ack.send().await;
+            return;
+        };
+        // A team this server does not have may be another server's on the same broker: not
+        // ours to answer.
+        let agency = match self.team(inbound.team()).await {
+            Ok(a) => a,
+            Err(MqttError::UnknownTeam(team)) => {
+                tracing::debug!(team, "message for a team this server does not have");
+                ack.send().await;
+                return;
+            }
+            Err(e) => {
+                self.error(inbound.team(), inbound.agent().unwrap_or("unknown"), &e)
+                    .await;
+                ack.send().await;
+                return;
+            }
+        };
+        let result = match &inbound {
+            Inbound::ChatNew { team, agent } => {
+                self.chat_new(&agency, team, agent, &p.payload).await
+            }
+            Inbound::Chat {
+                team,
+                agent,
+                conversation,
+            } => {
+                self.chat(&agency, team, agent, conversation, &p.payload, &mut ack)
+                    .await
+            }
+            Inbound::ChatCancel { .. } => Err(MqttError::Unsupported(
+                "a running turn cannot be cancelled yet; it ends by its deadline".into(),
+            )),
+            Inbound::Observation { team, agent } => {
+                self.observation(&agency, team, agent.as_deref(), &p.payload)
+                    .await
+            }
+        };
+        if let Err(e) = result {
+            // A team-wide observation names its agent in the payload.
+            let named = serde_json::from_slice::<wire::ObservationIn>(&p.payload)
+                .ok()
+                .and_then(|o| o.agent_id)
+                .filter(|a| topic::valid_level(a.trim()));
+            let agent = inbound
+                .agent()
+                .or(named.as_deref().map(str::trim))
+                .unwrap_or("unknown");
+            self.error(inbound.team(), agent, &e).await;
+        }
+        ack.send().await;
+    }
+
+    async fn publish(&self, topic: String, payload: &impl Serialize) {
+        let bytes = match serde_json::to_vec(payload) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode an MQTT payload");
+                return;
+            }
+        };
+        if let Err(e) = self
+            .client
+            .publish(topic, QoS::AtLeastOnce, false, bytes)
+            .await
+        {
+            tracing::warn!(error = %e, "cannot publish");
+        }
+    }
+
+    async fn error(&self, team: &str, agent: &str, e: &MqttError) {
+        if e.is_internal() {
+            tracing::error!(error = %e, team, agent, "MQTT request failed");
+        } else {
+            tracing::debug!(error = %e, team, agent, "MQTT request refused");
+        }
+        self.publish(
+            topic::error(team, agent),
+            &wire::Error {
+                agent_id: agent.to_string(),
+                exception_type: e.exception_type().to_string(),
+                message: e.public_message(),
+                timestamp: wire::time(Utc::now()),
+            },
+        )
+        .await;
+    }
+
+    /// The agency a team id names: its handle, else its name.
+    async fn team(&self, team: &str) -> Result<Arc<Agency>, MqttError> {
+        let known = self.teams.lock().ok().and_then(|t| t.get(team).copied());
+        if let Some(id) = known {
+            match self.rt.agency_by_id(id).await {
+                Ok(a) if a.team_id() == team => return Ok(a),
+                Ok(_) | Err(RuntimeError::AgencyNotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let agencies = self
+            .rt
+            .store()
+            .list_agencies(LOCAL_OWNER)
+            .await
+            .map_err(RuntimeError::from)?;
+        let found = agencies
+            .into_iter()
+            .find(|a| a.team_id() == team)
+            .ok_or_else(|| MqttError::UnknownTeam(team.to_string()))?;
+        if let Ok(mut t) = self.teams.lock() {
+            t.insert(team.to_string(), found.id);
+        }
+        Ok(self.rt.agency_by_id(found.id).await?)
+    }
+
+    async fn chat_new(
+        &self,
+        agency: &Agency,
+        team: &str,
+        agent: &str,
+        payload: &[u8],
+    ) -> Result<(), MqttError> {
+        let body: wire::ChatIn = json(payload)?;
+        let id = conversation_id(body.conversation_id.as_deref())?;
+        same_agent(body.agent_id.as_deref(), agent)?;
+        let entry = agency
+            .agent_by_handle(agent)
+            .ok_or_else(|| unknown_agent(team, agent))?;
+        let progress = |status: &str, message: Option<&str>| wire::Progress {
+            conversation_id: id.to_string(),
+            agent_id: agent.to_string(),
+            status: status.to_string(),
+            message: message.map(str::to_string),
+            timestamp: wire::time(Utc::now()),
+            current_operation: None,
+        };
+        let topic = topic::chat_progress(team, agent, &id.to_string());
+        match self
+            .rt
+            .start_conversation_as(agency, id, Some(entry.id))
+            .await
+        {
+            Ok(_) => self.publish(topic, &progress("initialized", None)).await,
+            Err(RuntimeError::Conflict(_)) => {
+                self.publish(
+                    topic,
+                    &progress("exists", Some("Conversation Id already exists")),
+                )
+                .await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(())
+    }
+
+    async fn chat(
+        &self,
+        agency: &Agency,
+        team: &str,
+        agent: &str,
+        conversation: &str,
+        payload: &[u8],
+        ack: &mut Ack,
+    ) -> Result<(), MqttError> {
+        let body: wire::ChatIn = json(payload)?;
+        let id = conversation_id(Some(conversation))?;
+        if let Some(in_body) = body.conversation_id.as_deref()
+            && in_body.trim().parse::<ConversationId>().ok() != Some(id)
+        {
+            return Err(MqttError::InvalidPayload(format!(
+                "conversation_id `{in_body}` is not the topic's conversation {id}"
+            )));
+        }
+        same_agent(body.agent_id.as_deref(), agent)?;
+        let content = body
+            .content
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| MqttError::InvalidPayload("`content` is missing or empty".into()))?;
+        agency
+            .agent_by_handle(agent)
+            .ok_or_else(|| unknown_agent(team, agent))?;
+        let c = self
+            .rt
+            .store()
+            .conversation(id)
+            .await
+            .map_err(RuntimeError::from)?;
+        match c {
+            Some(c) if c.agency_id == agency.id => {}
+            _ => return Err(MqttError::NotInitialized(id.to_string())),
+        }
+        let roster = agency.roster();
+        let cid = id.to_string();
+        let progress_topic = topic::chat_progress(team, agent, &cid);
+        let mut events = self.rt.subscribe();
+        let rt = self.rt.clone();
+        let turn = rt.send(id, content);
+        tokio::pin!(turn);
+        let result = loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Ok(event) => self.progress(&event, id, agent, &roster, &progress_topic, ack).await,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        break (&mut turn).await;
+                    }
+                },
+                result = &mut turn => break result,
+            }
+        };
+        while let Ok(event) = events.try_recv() {
+            self.progress(&event, id, agent, &roster, &progress_topic, ack)
+                .await;
+        }
+        ack.send().await;
+        result?;
+        self.publish(
+            topic::chat_response(team, agent, &cid),
+            &wire::ChatResponse {
+                agent_id: agent.to_string(),
+                conversation_id: cid.clone(),
+                timestamp: Utc::now().timestamp(),
+            },
+        )
+        .await;
+        Ok(())
+    }
+
+    /// A progress update for an event of this conversation's turn. The user's message being
+    /// stored is the moment the chat message is acknowledged.
+    async fn progress(
+        &self,
+        event: &Event,
+        id: ConversationId,
+        agent: &str,
+        roster: &Roster,
+        topic: &str,
+        ack: &mut Ack,
+    ) {
+        let (status, message, operation) = match event {
+            Event::TurnStarted {
+                conversation,
+                number,
+                ..
+            } if *conversation == id => ("processing", format!("Turn {number} started"), "turn"),
+            Event::AgentStarted {
+                conversation,
+                agent: a,
+                ..
+            } if *conversation == id => (
+                "model_call",
+                format!("{} is working", roster.display(Some(*a))),
+                "model_call",
+            ),
+            Event::Hop {
+                conversation,
+                entry,
+                ..
+            } if *conversation == id => {
+                let (from, to) = (entry.from_name(roster), entry.to_name(roster));
+                match entry.kind {
+                    MessageKind::Input => {
+                        ack.send().await;
+                        ("received", "Message stored".to_string(), "input")
+                    }
+                    MessageKind::Delivery => ("routing", format!("{from} → {to}"), "routing"),
+                    MessageKind::Correction => (
+                        "retry",
+                        format!("{to}'s reply could not be routed; asked again"),
+                        "correction",
+                    ),
+                    MessageKind::Guard => {
+                        ("guard", format!("{to} was told to answer now"), "guard")
+                    }
+                    MessageKind::Failure => (
+                        "agent_failed",
+                        format!("{from} could not answer; {to} was told"),
+                        "model_call",
+                    ),
+                    MessageKind::Answer => ("answered", format!("{from} answered"), "answer"),
+                    MessageKind::System | MessageKind::Reply => return,
+                }
+            }
+            _ => return,
+        };
+        self.publish(
+            topic.to_string(),
+            &wire::Progress {
+                conversation_id: id.to_string(),
+                agent_id: agent.to_string(),
+                status: status.to_string(),
+                message: Some(message),
+                timestamp: wire::time(Utc::now()),
+                current_operation: Some(operation.to_string()),
+            },
+        )
+        .await;
+    }
+}
+
+fn json<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, MqttError> {
+    serde_json::from_slice(payload)
+        .map_err(|e| MqttError::InvalidPayload(format!("not the JSON this topic takes: {e}")))
+}
+
+fn conversation_id(id: Option<&str>) -> Result<ConversationId, MqttError> {
+    let id = id
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| MqttError::InvalidPayload("`conversation_id` is missing".into()))?;
+    id.parse()
+        .map_err(|_| MqttError::InvalidPayload(format!("conversation_id `{id}` is not a GUID")))
+}
+
+/// A payload's `agent_id`, when it has one, must be the topic's.
+fn same_agent(in_body: Option<&str>, agent: &str) -> Result<(), MqttError> {
+    match in_body.map(str::trim) {
+        Some(a) if !a.is_empty() && !a.eq_ignore_ascii_case(agent) => Err(
+            MqttError::InvalidPayload(format!("agent_id `{a}` is not the topic's agent `{agent}`")),
+        ),
+        _ => Ok(()),
+    }
+}
+
+fn unknown_agent(team: &str, agent: &str) -> MqttError {
+    MqttError::UnknownAgent {
+        team: team.to_string(),
+        agent: agent.to_string(),
+    }
+}

@@ -1,0 +1,80 @@
+//! Observations (`DATA/observation/{agentId}` and the team-wide `DATA/observation`): each is
+//! stored as a memory of its agent, rated by the agent's model, and announced with its id on
+//! `EVT/observation_result/{agentId}`; a reflection it triggers on
+//! `EVT/reflection_result/{agentId}`.
+
+use super::{Bridge, json, same_agent, unknown_agent};
+use crate::{MqttError, topic, wire};
+use agency_core::{Agency, Agent};
+
+impl Bridge {
+    /// An observation for the agent the topic names, else the one the payload names, else
+    /// (team-wide, no `agent_id`) for every agent of the team. Errors go to the agent's error
+    /// topic; what was stored before an error stays stored.
+    pub(super) async fn observation(
+        &self,
+        agency: &Agency,
+        team: &str,
+        topic_agent: Option<&str>,
+        payload: &[u8],
+    ) -> Result<(), MqttError> {
+        let body: wire::ObservationIn = json(payload)?;
+        let named = body
+            .agent_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|a| !a.is_empty());
+        let agents: Vec<&Agent> = match (topic_agent, named) {
+            (Some(agent), _) => {
+                same_agent(named, agent)?;
+                vec![
+                    agency
+                        .agent_by_handle(agent)
+                        .ok_or_else(|| unknown_agent(team, agent))?,
+                ]
+            }
+            (None, Some(agent)) => vec![
+                agency
+                    .agent_by_handle(agent)
+                    .ok_or_else(|| unknown_agent(team, agent))?,
+            ],
+            (None, None) => agency.agents.iter().collect(),
+        };
+        let content = body
+            .content
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| MqttError::InvalidPayload("`content` is missing or empty".into()))?;
+        for agent in agents {
+            let handle = agent.handle_or_name();
+            match self.rt.observe(agency.id, agent.id, &content).await {
+                Ok(observed) => {
+                    let o = &observed.observation;
+                    self.publish(
+                        topic::observation_result(team, handle),
+                        &wire::ObservationResult {
+                            agent_id: handle.to_string(),
+                            importance: o.importance,
+                            observation_id: o.id.to_string(),
+                            timestamp: wire::time(o.created_at),
+                        },
+                    )
+                    .await;
+                    if let Some(r) = &observed.reflection {
+                        self.publish(
+                            topic::reflection_result(team, handle),
+                            &wire::ReflectionResult {
+                                agent_id: handle.to_string(),
+                                importance: r.importance,
+                                reflection_id: r.id.to_string(),
+                                timestamp: wire::time(r.created_at),
+                            },
+                        )
+                        .await;
+                    }
+                }
+                Err(e) => self.error(team, handle, &e.into()).await,
+            }
+        }
+        Ok(())
+    }
+}

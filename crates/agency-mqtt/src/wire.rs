@@ -1,0 +1,128 @@
+//! The JSON payloads of spec 002, exactly as it writes them. Converted to and from the domain
+//! explicitly; nothing here is a domain type.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+
+/// `CMD/chat_new` and `DATA/chat`: `{"agent_id", "conversation_id", "content"}`.
+#[derive(Debug, Deserialize)]
+pub struct ChatIn {
+    pub agent_id: Option<String>,
+    pub conversation_id: Option<String>,
+    pub content: Option<String>,
+}
+
+/// `DATA/observation`: `{"content", "agent_id"}` (`agent_id` names the agent on the team-wide
+/// topic).
+#[derive(Debug, Deserialize)]
+pub struct ObservationIn {
+    pub agent_id: Option<String>,
+    pub content: Option<String>,
+}
+
+/// `CMD/chat_cancel`: the same fields as a chat message, all optional.
+#[derive(Debug, Deserialize)]
+pub struct CancelIn {
+    pub agent_id: Option<String>,
+    pub conversation_id: Option<String>,
+}
+
+/// `EVT/chat_progress`: `initialized` / `exists` after `chat_new`, then what a turn does.
+#[derive(Debug, Serialize)]
+pub struct Progress {
+    pub conversation_id: String,
+    pub agent_id: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub timestamp: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_operation: Option<String>,
+}
+
+/// `EVT/chat_response`: metadata only; the content is read over HTTP by the conversation's id.
+/// The timestamp is Unix seconds, as the spec writes it.
+#[derive(Debug, Serialize)]
+pub struct ChatResponse {
+    pub agent_id: String,
+    pub conversation_id: String,
+    pub timestamp: i64,
+}
+
+/// `EVT/error`: never a stack trace, never a secret.
+#[derive(Debug, Serialize)]
+pub struct Error {
+    pub agent_id: String,
+    pub exception_type: String,
+    pub message: String,
+    pub timestamp: String,
+}
+
+/// `EVT/observation_result`.
+#[derive(Debug, Serialize)]
+pub struct ObservationResult {
+    pub agent_id: String,
+    pub importance: f64,
+    pub observation_id: String,
+    pub timestamp: String,
+}
+
+/// `EVT/reflection_result`.
+#[derive(Debug, Serialize)]
+pub struct ReflectionResult {
+    pub agent_id: String,
+    pub importance: f64,
+    pub reflection_id: String,
+    pub timestamp: String,
+}
+
+/// The spec's ISO 8601 time with fractional seconds and `Z`.
+pub fn time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_response_is_metadata_only() {
+        let r = ChatResponse {
+            agent_id: "A1".into(),
+            conversation_id: "c".into(),
+            timestamp: 1731020972,
+        };
+        assert_eq!(
+            serde_json::to_value(&r).ok(),
+            Some(
+                serde_json::json!({"agent_id": "A1", "conversation_id": "c", "timestamp": 1731020972})
+            )
+        );
+    }
+
+    #[test]
+    fn progress_leaves_out_what_it_does_not_have() {
+        let p = Progress {
+            conversation_id: "c".into(),
+            agent_id: "A1".into(),
+            status: "initialized".into(),
+            message: None,
+            timestamp: "2024-04-08T10:30:00Z".into(),
+            current_operation: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&p).ok(),
+            Some(
+                serde_json::json!({"conversation_id": "c", "agent_id": "A1", "status": "initialized", "timestamp": "2024-04-08T10:30:00Z"})
+            )
+        );
+    }
+
+    #[test]
+    fn a_spec_payload_reads() {
+        let c: Result<ChatIn, _> = serde_json::from_str(
+            r#"{"agent_id": "A1", "conversation_id": "550e8400-e29b-41d4-a716-446655440000", "content": " "}"#,
+        );
+        assert!(c.is_ok_and(|c| c.content.as_deref() == Some(" ")));
+    }
+}

@@ -1,0 +1,285 @@
+//! A whole server for the MQTT tests: a fresh SQLite database, the runtime with the built-in
+//! rules model, the HTTP API on 127.0.0.1:0 and the MQTT bridge on a real broker; and a client
+//! that speaks to it with a stock MQTT library (rumqttc).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agency_runtime::secrets::MasterKeySource;
+use agency_runtime::{LOCAL_OWNER, Runtime};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::Packet;
+use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+/// The broker the suites use: `AGENCY_TEST_MQTT` (`host:port`), default 127.0.0.1:1883.
+pub fn broker_addr() -> String {
+    std::env::var("AGENCY_TEST_MQTT").unwrap_or_else(|_| "127.0.0.1:1883".to_string())
+}
+
+/// The broker, if one answers; `None` (the test skips) when none does — unless `CI=true`,
+/// where a missing broker fails the run.
+pub async fn broker() -> Option<(String, u16)> {
+    let addr = broker_addr();
+    match tokio::net::TcpStream::connect(&addr).await {
+        Ok(_) => {}
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true but the MQTT broker at {addr} is not reachable: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: the MQTT broker at {addr} is not reachable: {e}");
+            return None;
+        }
+    }
+    let (host, port) = addr.rsplit_once(':').expect("host:port");
+    Some((host.to_string(), port.parse().expect("a port")))
+}
+
+pub fn unique() -> String {
+    uuid::Uuid::now_v7().simple().to_string()[20..].to_string()
+}
+
+pub struct Server {
+    pub rt: Arc<Runtime>,
+    pub http: String,
+    pub key: String,
+    pub team: String,
+    pub manager: String,
+    pub agent: String,
+    stop: Option<oneshot::Sender<()>>,
+    mqtt: Option<tokio::task::JoinHandle<Result<(), agency_mqtt::MqttError>>>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn agency_yaml(name: &str, team: &str) -> String {
+    format!(
+        r#"
+name: {name}
+handle: {team}
+manager: manager
+agents:
+  - name: manager
+    handle: MGR-001
+    model: builtin/rules
+    rules:
+      - {{ when: user, do: "Please check: {{{{message}}}}", send_to: monitor }}
+      - {{ when: monitor, do: "Status: {{{{message}}}}", send_to: [user] }}
+  - name: monitor
+    handle: FERM-DATA-AGENT-001
+    model: builtin/rules
+    rules:
+      - {{ when: manager, do: "All normal ({{{{message}}}})", send_to: manager }}
+"#
+    )
+}
+
+impl Server {
+    /// Starts everything against the broker at `host:port`.
+    pub async fn start(host: &str, port: u16) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("sqlite://{}", dir.path().join("agency.db").display());
+        let store = agency_store::open(&db).await.unwrap();
+        let rt = Runtime::new(store, agency_providers::Providers::builtin());
+        let id = unique();
+        let (name, team) = (format!("plant-{id}"), format!("PLANT-{id}"));
+        let file =
+            agency_file::AgencyFile::parse("plant.yaml", &agency_yaml(&name, &team)).unwrap();
+        let agency = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+        let master = MasterKeySource::Hex(SecretString::from("11".repeat(32)));
+        let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
+            .await
+            .unwrap();
+        let (_, key) =
+            agency_runtime::keys::create_key(&**rt.store(), &keyring, &agency, "test", None, None)
+                .await
+                .unwrap();
+        let auth = Arc::new(agency_runtime::keys::Authenticator::new(
+            rt.store().clone(),
+            keyring,
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = format!("http://{}", listener.local_addr().unwrap());
+        let state = agency_server::AppState {
+            rt: rt.clone(),
+            auth,
+        };
+        tokio::spawn(agency_server::serve(
+            state,
+            listener,
+            std::future::pending(),
+        ));
+        let config = agency_mqtt::MqttConfig::parse(&format!(
+            "mqtt://{host}:{port}?client_id=agency-test-{id}"
+        ))
+        .unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let mqtt = tokio::spawn(agency_mqtt::serve(rt.clone(), config, async move {
+            let _ = stopped.await;
+        }));
+        Server {
+            rt,
+            http,
+            key: key.expose_secret().to_string(),
+            team,
+            manager: "MGR-001".into(),
+            agent: "FERM-DATA-AGENT-001".into(),
+            stop: Some(stop),
+            mqtt: Some(mqtt),
+            _dir: dir,
+        }
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(m) = self.mqtt.take() {
+            m.await.unwrap().unwrap();
+        }
+    }
+
+    /// `GET` with the agency's key.
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let r = reqwest::Client::new()
+            .get(format!("{}{path}", self.http))
+            .bearer_auth(&self.key)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+/// A stock MQTT 5 client subscribed to every event of one team.
+pub struct Client {
+    pub client: AsyncClient,
+    pub inbox: mpsc::UnboundedReceiver<(String, Value)>,
+    pub team: String,
+}
+
+impl Client {
+    pub async fn connect(host: &str, port: u16, team: &str) -> Client {
+        let mut options = MqttOptions::new(format!("test-client-{}", unique()), host, port);
+        options.set_keep_alive(Duration::from_secs(30));
+        let (client, mut eventloop) = AsyncClient::new(options, 64);
+        let (tx, inbox) = mpsc::unbounded_channel();
+        let (subscribed_tx, subscribed) = oneshot::channel();
+        let mut subscribed_tx = Some(subscribed_tx);
+        tokio::spawn(async move {
+            loop {
+                match eventloop.poll().await {
+                    Ok(Event::Incoming(Packet::Publish(p))) => {
+                        let topic = String::from_utf8_lossy(&p.topic).into_owned();
+                        let body = serde_json::from_slice(&p.payload).unwrap_or(Value::Null);
+                        if tx.send((topic, body)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Event::Incoming(Packet::SubAck(_))) => {
+                        if let Some(s) = subscribed_tx.take() {
+                            let _ = s.send(());
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        });
+        client
+            .subscribe(format!("XMAGS/{team}/EVT/#"), QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        subscribed.await.unwrap();
+        Client {
+            client,
+            inbox,
+            team: team.to_string(),
+        }
+    }
+
+    pub async fn send(&self, topic: &str, payload: impl Into<Vec<u8>>) {
+        self.client
+            .publish(
+                format!("XMAGS/{}/{topic}", self.team),
+                QoS::AtLeastOnce,
+                false,
+                payload.into(),
+            )
+            .await
+            .unwrap();
+    }
+
+    pub async fn send_json(&self, topic: &str, payload: Value) {
+        self.send(topic, serde_json::to_vec(&payload).unwrap())
+            .await;
+    }
+
+    /// The next message whose topic ends with `suffix` (others are dropped); fails after a
+    /// generous wait, so a broken server fails the test instead of hanging it.
+    pub async fn next(&mut self, suffix: &str) -> Value {
+        self.next_within(suffix, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|| panic!("nothing arrived on …{suffix}"))
+    }
+
+    pub async fn next_within(&mut self, suffix: &str, wait: Duration) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let (topic, body) = tokio::time::timeout_at(deadline, self.inbox.recv())
+                .await
+                .ok()??;
+            if topic.ends_with(suffix) {
+                return Some(body);
+            }
+        }
+    }
+
+    /// Everything up to and including the first message whose topic ends with `suffix`.
+    pub async fn until(&mut self, suffix: &str) -> Vec<(String, Value)> {
+        let mut seen = Vec::new();
+        loop {
+            let (topic, body) = tokio::time::timeout(Duration::from_secs(60), self.inbox.recv())
+                .await
+                .unwrap_or_else(|_| panic!("nothing arrived on …{suffix}; saw {seen:?}"))
+                .unwrap();
+            let done = topic.ends_with(suffix);
+            seen.push((topic, body));
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    /// Waits until the server answers on the broker: sends `chat_new` for a probe conversation
+    /// until its answer arrives (the server subscribes when it connects, which may be after
+    /// this client did).
+    pub async fn wait_for_server(&mut self, agent: &str) {
+        let probe = uuid::Uuid::now_v7().to_string();
+        for _ in 0..100 {
+            self.send_json(
+                &format!("CMD/chat_new/{agent}"),
+                serde_json::json!({"agent_id": agent, "conversation_id": probe, "content": " "}),
+            )
+            .await;
+            let suffix = format!("EVT/chat_progress/{agent}/{probe}");
+            if self
+                .next_within(&suffix, Duration::from_millis(500))
+                .await
+                .is_some()
+            {
+                // Later answers to the probe may still come: let them pass.
+                while self
+                    .next_within(&suffix, Duration::from_millis(300))
+                    .await
+                    .is_some()
+                {}
+                return;
+            }
+        }
+        panic!("the server never answered on the broker");
+    }
+}

@@ -1,0 +1,232 @@
+//! The memory cycle of spec 002: an agent observes, its model rates how important each
+//! observation is, and once the decayed importance of what it observed since it last reflected
+//! passes its threshold, its model writes insights from those observations: a reflection,
+//! linked to them.
+//!
+//! Every step is one model call of the agent's own model through the agency's providers
+//! ([`agency_providers::Model::complete_task`]); the built-in rules model answers them
+//! deterministically, so the cycle runs offline.
+
+use std::sync::Arc;
+
+use agency_core::memory::{self, Memory, MemoryId, MemoryKind, MemoryTask};
+use agency_core::{AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, protocol};
+use agency_providers::{ModelError, ModelRequest};
+use chrono::{DateTime, Utc};
+
+use crate::{AgencyView, Runtime, RuntimeError};
+
+/// The longest observation taken (spec 000's message limit is far less; this bounds a prompt).
+const MAX_OBSERVATION: usize = 64 * 1024;
+
+/// Memories read to decide on a reflection: the newest (older ones have decayed anyway).
+const RECENT: u32 = 200;
+/// Observations a reflection is written from, at most (the newest).
+const MAX_SOURCES: usize = 50;
+
+/// What an observation led to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// The observation as stored, with the importance the agent's model gave it.
+    pub observation: Memory,
+    /// The reflection it triggered, if it did.
+    pub reflection: Option<Memory>,
+}
+
+impl Runtime {
+    /// `agent` of `agency` observes `content`: its model rates the observation (0 to 1; an
+    /// answer without a number, or a failed call, counts as
+    /// [`memory::FALLBACK_IMPORTANCE`]: the observation is kept either way) and it is stored.
+    pub async fn observe(
+        &self,
+        agency: AgencyId,
+        agent: AgentId,
+        content: &str,
+    ) -> Result<Observed, RuntimeError> {
+        let content = content.trim();
+        if content.is_empty() {
+            return Err(RuntimeError::Invalid("the observation is empty".into()));
+        }
+        if content.len() > MAX_OBSERVATION {
+            return Err(RuntimeError::Invalid(format!(
+                "the observation is longer than {MAX_OBSERVATION} bytes"
+            )));
+        }
+        let view = self.current_agency(agency).await?;
+        if view.agency.agent(agent).is_none() {
+            return Err(RuntimeError::Invalid(format!(
+                "the agency has no agent #{}",
+                agent.get()
+            )));
+        }
+        let task = MemoryTask::Importance {
+            observation: content.to_string(),
+        };
+        let importance = match self.ask(&view, agent, &task).await {
+            Ok(answer) => memory::importance_or_fallback(&answer),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot rate an observation; keeping it at the fallback importance");
+                memory::FALLBACK_IMPORTANCE
+            }
+        };
+        let observation = Memory {
+            id: MemoryId::new(),
+            agency_id: agency,
+            agent,
+            kind: MemoryKind::Observation,
+            content: content.to_string(),
+            importance,
+            sources: Vec::new(),
+            created_at: Utc::now(),
+        };
+        self.store.save_memory(&observation).await?;
+        let reflection = self.reflect_if_due(&view, agent).await?;
+        Ok(Observed {
+            observation,
+            reflection,
+        })
+    }
+
+    /// Reflects when the decayed importance of the observations since the agent's last
+    /// reflection passes its threshold. A failed model call writes no reflection: the
+    /// observations stay unreflected, so the next observation tries again.
+    async fn reflect_if_due(
+        &self,
+        view: &AgencyView,
+        agent: AgentId,
+    ) -> Result<Option<Memory>, RuntimeError> {
+        let Some(a) = view.agency.agent(agent) else {
+            return Ok(None);
+        };
+        let policy = a.memory.policy();
+        let recent = self
+            .store
+            .memories_since(view.agency.id, agent, DateTime::UNIX_EPOCH, RECENT)
+            .await?;
+        // Newest first: the observations up to the last reflection.
+        let pending: Vec<Memory> = recent
+            .into_iter()
+            .take_while(|m| m.kind == MemoryKind::Observation)
+            .collect();
+        if !policy.should_reflect(&pending, Utc::now()) {
+            return Ok(None);
+        }
+        let mut sources: Vec<Memory> = pending.into_iter().take(MAX_SOURCES).collect();
+        sources.reverse();
+        let task = MemoryTask::Reflect {
+            memories: sources
+                .iter()
+                .map(|m| (m.importance, m.content.clone()))
+                .collect(),
+        };
+        let insights = match self.ask(view, agent, &task).await {
+            Ok(text) if !text.trim().is_empty() => text.trim().to_string(),
+            Ok(_) => {
+                tracing::warn!(
+                    agent = agent.get(),
+                    "the model wrote an empty reflection; not stored"
+                );
+                return Ok(None);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot reflect now; the next observation tries again");
+                return Ok(None);
+            }
+        };
+        let reflection = Memory {
+            id: MemoryId::new(),
+            agency_id: view.agency.id,
+            agent,
+            kind: MemoryKind::Reflection,
+            content: insights,
+            // As important as the most important thing it was written from.
+            importance: sources.iter().map(|m| m.importance).fold(0.0, f64::max),
+            sources: sources.iter().map(|m| m.id).collect(),
+            created_at: Utc::now(),
+        };
+        self.store.save_memory(&reflection).await?;
+        Ok(Some(reflection))
+    }
+
+    /// A memory by id.
+    pub async fn memory(&self, id: MemoryId) -> Result<Option<Memory>, RuntimeError> {
+        Ok(self.store.memory(id).await?)
+    }
+
+    /// One memory task for `agent`'s model: its answer's text (unwrapped from the agency's
+    /// reply format when the model used it).
+    async fn ask(
+        &self,
+        view: &AgencyView,
+        agent: AgentId,
+        task: &MemoryTask,
+    ) -> Result<String, RuntimeError> {
+        let failed = |error: String| RuntimeError::Model {
+            agent,
+            name: view.roster.display(Some(agent)).to_string(),
+            error,
+        };
+        let a = view
+            .agency
+            .agent(agent)
+            .ok_or_else(|| failed("no such agent".into()))?;
+        let model = view.providers.resolve(&a.model).ok_or_else(|| {
+            failed(
+                ModelError::UnknownModel {
+                    provider: a.model.provider.clone(),
+                    model: a.model.model.clone(),
+                }
+                .to_string(),
+            )
+        })?;
+        // A context of its own: the task is not part of any conversation.
+        let conversation = ConversationId::new();
+        let now = Utc::now();
+        let message = |seq, kind, text: String| Message {
+            id: MessageId::new(),
+            conversation_id: conversation,
+            turn_id: None,
+            seq,
+            agent: Some(agent),
+            kind,
+            linked: None,
+            from: None,
+            to: Some(agent),
+            text,
+            usage: None,
+            latency_ms: None,
+            included: true,
+            created_at: now,
+        };
+        let request = ModelRequest {
+            agency: view.agency.clone(),
+            roster: view.roster.clone(),
+            agent,
+            context: Arc::new(vec![
+                message(
+                    0,
+                    MessageKind::System,
+                    memory::system_prompt(&view.agency, a),
+                ),
+                message(1, MessageKind::Input, task.prompt()),
+            ]),
+            deltas: None,
+        };
+        let done = model
+            .complete_task(request, task)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        // A model held to the agency's reply format (OpenAI's structured output) wraps its
+        // answer in it: take the text out.
+        Ok(
+            match protocol::parse_reply(view.agency.protocol, &done.text, agent, &view.roster) {
+                Ok(envelopes) if !envelopes.is_empty() => envelopes
+                    .into_iter()
+                    .map(|e| e.text)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => done.text,
+            },
+        )
+    }
+}

@@ -1,0 +1,109 @@
+//! The memory cycle: observations rated by the agent's model, reflections once the decayed
+//! importance passes the agent's threshold.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use agency_core::memory::{FALLBACK_IMPORTANCE, MemoryKind};
+use common::{Act, Harness, agent, draft};
+
+#[tokio::test]
+async fn observations_are_rated_and_reflected_on_past_the_threshold() {
+    let h = Harness::sqlite().await;
+    let mut watcher = agent(2, "watcher", "builtin/rules", &[]);
+    watcher.reflection_threshold = Some(1.5);
+    let a = h
+        .agency(draft(
+            "json",
+            8,
+            vec![agent(1, "boss", "builtin/rules", &[]), watcher],
+        ))
+        .await;
+    let w = a.agent_by_handle("watcher").unwrap().id;
+    let first =
+        h.rt.observe(a.id, w, "Pump 3 pressure exceeded the limit")
+            .await
+            .unwrap();
+    assert_eq!(first.observation.importance, 0.9);
+    assert_eq!(first.observation.kind, MemoryKind::Observation);
+    assert_eq!(first.reflection, None);
+    let low = h.rt.observe(a.id, w, "The shift changed").await.unwrap();
+    assert_eq!(low.observation.importance, 0.3);
+    assert_eq!(low.reflection, None);
+    // 0.9 + 0.3 + 0.9 = 2.1 >= 1.5 (nothing has decayed yet).
+    let third = h.rt.observe(a.id, w, "Pump 3 is leaking").await.unwrap();
+    let r = third.reflection.unwrap();
+    assert_eq!(r.kind, MemoryKind::Reflection);
+    assert_eq!(r.importance, 0.9);
+    assert_eq!(
+        r.sources,
+        vec![
+            first.observation.id,
+            low.observation.id,
+            third.observation.id
+        ]
+    );
+    assert_eq!(
+        r.content,
+        "3 observations to act on: Pump 3 pressure exceeded the limit; The shift changed; Pump 3 is leaking"
+    );
+    assert_eq!(h.rt.memory(r.id).await.unwrap(), Some(r.clone()));
+    // Counting starts again after a reflection.
+    let next = h.rt.observe(a.id, w, "Pump 3 failed").await.unwrap();
+    assert_eq!(next.reflection, None);
+
+    // The manager keeps the default threshold (2.0): two important observations are not enough.
+    let boss = a.manager;
+    for text in ["alarm one", "alarm two"] {
+        assert_eq!(
+            h.rt.observe(a.id, boss, text).await.unwrap().reflection,
+            None
+        );
+    }
+    assert!(
+        h.rt.observe(a.id, boss, "alarm three")
+            .await
+            .unwrap()
+            .reflection
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn a_model_that_cannot_rate_keeps_the_observation() {
+    let h = Harness::sqlite().await;
+    h.script("vague", vec![Act::Say("It is hard to say.")]);
+    h.script("wrapped", vec![Act::Say(r#"{"to": 0, "context": "0.7"}"#)]);
+    h.script("broken", vec![Act::Fail("provider down")]);
+    let a = h
+        .agency(draft(
+            "json",
+            8,
+            vec![
+                agent(1, "boss", "script/vague", &[]),
+                agent(2, "wrapped", "script/wrapped", &[]),
+                agent(3, "broken", "script/broken", &[]),
+            ],
+        ))
+        .await;
+    let vague = h.rt.observe(a.id, a.manager, "something").await.unwrap();
+    assert_eq!(vague.observation.importance, FALLBACK_IMPORTANCE);
+    let id = |n: &str| a.agent_by_handle(n).unwrap().id;
+    // An answer in the agency's reply format is read for its text.
+    let wrapped =
+        h.rt.observe(a.id, id("wrapped"), "something")
+            .await
+            .unwrap();
+    assert_eq!(wrapped.observation.importance, 0.7);
+    // A failing model: kept at the fallback importance, and stored.
+    let broken = h.rt.observe(a.id, id("broken"), "something").await.unwrap();
+    assert_eq!(broken.observation.importance, FALLBACK_IMPORTANCE);
+    assert_eq!(
+        h.rt.memory(broken.observation.id).await.unwrap(),
+        Some(broken.observation.clone())
+    );
+    // Empty or unknown: refused, nothing stored.
+    assert!(h.rt.observe(a.id, a.manager, "   ").await.is_err());
+    let nobody = agency_core::AgentId::new(99).unwrap();
+    assert!(h.rt.observe(a.id, nobody, "x").await.is_err());
+}

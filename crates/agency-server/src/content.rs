@@ -1,0 +1,145 @@
+//! Content read by id, for clients of the MQTT protocol (spec 002): its events carry only ids,
+//! and the content is fetched here with the agency's API key.
+
+use agency_core::ConversationId;
+use agency_runtime::keys::AuthError;
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, header};
+use axum::routing::get;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::{ApiError, AppState, wire};
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/conversations/{id}/entries", get(entries))
+        .route("/api/memories/{id}", get(memory))
+}
+
+/// The agency the request's key belongs to.
+async fn authorize(s: &AppState, headers: &HeaderMap) -> Result<agency_core::AgencyId, ApiError> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+                .unwrap_or(v)
+        });
+    match s.auth.authenticate(bearer).await {
+        Ok(key) => Ok(key.agency_id),
+        Err(e @ AuthError::RateLimited { .. }) => Err(ApiError::TooManyRequests(e.to_string())),
+        Err(e) => Err(ApiError::Unauthorized(e.to_string())),
+    }
+}
+
+/// `GET /api/conversations/{id}/entries`: one entry per turn, in order. A conversation of
+/// another agency looks as if it did not exist.
+async fn entries(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<Entry>>, ApiError> {
+    let agency = authorize(&s, &headers).await?;
+    let not_found = || ApiError::NotFound(format!("no conversation `{id}`"));
+    let cid: ConversationId = id.parse().map_err(|_| not_found())?;
+    let c =
+        s.rt.store()
+            .conversation(cid)
+            .await
+            .map_err(agency_runtime::RuntimeError::from)?
+            .ok_or_else(not_found)?;
+    if c.agency_id != agency {
+        return Err(not_found());
+    }
+    let entries = s.rt.entries(cid).await?;
+    Ok(Json(entries.iter().map(Entry::from).collect()))
+}
+
+/// One entry, fields in spec 002's order: prompt, response, summary, user query, timestamp,
+/// token usage, response time.
+#[derive(Serialize)]
+struct Entry {
+    id: String,
+    turn: u32,
+    prompt: String,
+    response: Option<String>,
+    summary: String,
+    user_query: String,
+    timestamp: DateTime<Utc>,
+    token_usage: wire::Usage,
+    response_time_ms: Option<u64>,
+    stopped_by: Option<&'static str>,
+    error: Option<String>,
+}
+
+impl From<&agency_core::entry::Entry> for Entry {
+    fn from(e: &agency_core::entry::Entry) -> Self {
+        Self {
+            id: e.turn.to_string(),
+            turn: e.number,
+            prompt: e.prompt.clone(),
+            response: e.response.clone(),
+            summary: e.summary.clone(),
+            user_query: e.user_query.clone(),
+            timestamp: e.timestamp,
+            token_usage: wire::Usage::from(e.usage),
+            response_time_ms: e.response_time_ms,
+            stopped_by: e.stopped_by.map(|s| s.as_str()),
+            error: e.error.clone(),
+        }
+    }
+}
+
+/// `GET /api/memories/{id}`: an observation or a reflection (with the memories it was written
+/// from). A memory of another agency looks as if it did not exist.
+async fn memory(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<MemoryOut>, ApiError> {
+    let agency = authorize(&s, &headers).await?;
+    let not_found = || ApiError::NotFound(format!("no memory `{id}`"));
+    let mid: agency_core::memory::MemoryId = id.trim().parse().map_err(|_| not_found())?;
+    let m = s.rt.memory(mid).await?.ok_or_else(not_found)?;
+    if m.agency_id != agency {
+        return Err(not_found());
+    }
+    let a = s.rt.agency_by_id(agency).await?;
+    Ok(Json(MemoryOut::of(&m, &a)))
+}
+
+/// A memory as spec 002's `Memory` node: its id, kind, content, importance, time, and for a
+/// reflection the ids of its sources.
+#[derive(Serialize)]
+struct MemoryOut {
+    id: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    agent_id: String,
+    content: String,
+    importance: f64,
+    timestamp: DateTime<Utc>,
+    sources: Vec<String>,
+}
+
+impl MemoryOut {
+    fn of(m: &agency_core::memory::Memory, agency: &agency_core::Agency) -> Self {
+        Self {
+            id: m.id.to_string(),
+            kind: m.kind.as_str(),
+            agent_id: agency.agent(m.agent).map_or_else(
+                || m.agent.get().to_string(),
+                |a| a.handle_or_name().to_string(),
+            ),
+            content: m.content.clone(),
+            importance: m.importance,
+            timestamp: m.created_at,
+            sources: m.sources.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
