@@ -158,7 +158,17 @@ impl Runtime {
 
     /// Starts a conversation: each agent's context begins with its system prompt.
     pub async fn start_conversation(&self, agency: &Agency) -> Result<Conversation, RuntimeError> {
-        let (conversation, mut session) = Session::fresh(agency, None);
+        self.write_new_conversation(ConversationId::new(), agency)
+            .await
+    }
+
+    /// Writes a new conversation with its system prompts, and keeps its session.
+    async fn write_new_conversation(
+        &self,
+        id: ConversationId,
+        agency: &Agency,
+    ) -> Result<Conversation, RuntimeError> {
+        let (conversation, mut session) = Session::fresh(id, agency, None);
         let prompts = session.prompts(agency);
         let written = self
             .store
@@ -181,7 +191,7 @@ impl Runtime {
         agency: &Agency,
         manager_system: Option<&str>,
     ) -> OwnedMutexGuard<Option<Session>> {
-        let (conversation, session) = Session::fresh(agency, manager_system);
+        let (conversation, session) = Session::fresh(ConversationId::new(), agency, manager_system);
         // A new id: its lock is free.
         let mut guard = self.session_slot(conversation.id).lock_owned().await;
         *guard = Some(session);
@@ -217,36 +227,8 @@ impl Runtime {
             })?),
             None => None,
         };
-        let agency = solo.as_ref().unwrap_or(agency);
-        let conversation = Conversation {
-            id,
-            agency_id: agency.id,
-            created_at: Utc::now(),
-        };
-        self.store.create_conversation(&conversation).await?;
-        let prompts: Vec<Message> = agency
-            .agents
-            .iter()
-            .zip(0..)
-            .map(|(agent, seq)| Message {
-                id: agency_core::MessageId::new(),
-                conversation_id: id,
-                turn_id: None,
-                seq,
-                agent: Some(agent.id),
-                kind: MessageKind::System,
-                linked: None,
-                from: None,
-                to: Some(agent.id),
-                text: prompt::system_prompt(agency, agent),
-                usage: None,
-                latency_ms: None,
-                included: true,
-                created_at: conversation.created_at,
-            })
-            .collect();
-        self.store.append_messages(&prompts).await?;
-        Ok(conversation)
+        self.write_new_conversation(id, solo.as_ref().unwrap_or(agency))
+            .await
     }
 
     /// The conversation's entries, one per turn, in order (spec 002's content query).

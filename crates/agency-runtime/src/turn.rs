@@ -61,11 +61,15 @@ impl Session {
         Ok(session)
     }
 
-    /// A new conversation of `agency`, in memory only; `client_system` goes at the end of the
-    /// manager's system prompt.
-    pub(crate) fn fresh(agency: &Agency, client_system: Option<&str>) -> (Conversation, Self) {
+    /// A new conversation `id` of `agency`, in memory only; `client_system` goes at the end
+    /// of the manager's system prompt.
+    pub(crate) fn fresh(
+        id: ConversationId,
+        agency: &Agency,
+        client_system: Option<&str>,
+    ) -> (Conversation, Self) {
         let conversation = Conversation {
-            id: ConversationId::new(),
+            id,
             agency_id: agency.id,
             created_at: Utc::now(),
         };
