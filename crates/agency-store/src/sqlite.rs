@@ -38,15 +38,17 @@ pub struct SqliteStore {
 }
 
 /// How often the checkpointer copies the WAL into the database.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
-/// WAL pages (4 KiB) past which the checkpointer also resets the WAL, briefly holding writers.
-const WAL_TRUNCATE_PAGES: i64 = 16_384;
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+/// WAL pages (4 KiB) past which the checkpointer also restarts the WAL, briefly holding
+/// writers.
+const WAL_RESTART_PAGES: i64 = 4_096;
 
 /// Copies the WAL into the database file from a thread of its own, with a connection of its
 /// own, so that no request waits for a checkpoint's syncs. A PASSIVE checkpoint never blocks
 /// writers; once the WAL is wholly copied the next writer starts it over from the beginning.
-/// Under load that never pauses, the WAL may not get that chance: past
-/// [`WAL_TRUNCATE_PAGES`] a TRUNCATE checkpoint waits for a gap between writes and resets it.
+/// Under load that never pauses, the WAL may not get that chance: past [`WAL_RESTART_PAGES`]
+/// a RESTART checkpoint waits for a gap between writes and starts it over (keeping the file,
+/// whose blocks the next frames reuse without allocating).
 fn checkpointer(path: &str) -> Option<std::sync::mpsc::Sender<()>> {
     let conn = Connection::open(path).ok()?;
     conn.busy_timeout(BUSY_TIMEOUT).ok()?;
@@ -61,8 +63,8 @@ fn checkpointer(path: &str) -> Option<std::sync::mpsc::Sender<()>> {
                     Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
                 });
                 let outcome = match passive {
-                    Ok((log, _)) if log > WAL_TRUNCATE_PAGES => {
-                        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                    Ok((log, _)) if log > WAL_RESTART_PAGES => {
+                        conn.execute_batch("PRAGMA wal_checkpoint(RESTART)")
                     }
                     Ok(_) => Ok(()),
                     Err(e) => Err(e),
