@@ -93,6 +93,8 @@ pub struct Endpoint {
     settings: HttpSettings,
     permits: Arc<Semaphore>,
     rate: Option<Arc<DefaultDirectRateLimiter>>,
+    /// Each path's URL, parsed once (parsing showed in the endpoint's profile).
+    urls: std::sync::Mutex<std::collections::HashMap<String, reqwest::Url>>,
 }
 
 /// A successful response, holding its place in the concurrency limit until dropped.
@@ -115,6 +117,7 @@ impl Endpoint {
                 .requests_per_minute
                 .map(|n| Arc::new(RateLimiter::direct(Quota::per_minute(n)))),
             settings,
+            urls: std::sync::Mutex::default(),
         })
     }
 
@@ -144,7 +147,7 @@ impl Endpoint {
         headers: &[(&str, String)],
         body: &Value,
     ) -> Result<Answer, ProviderError> {
-        let url = format!("{}{path}", self.base_url);
+        let url = self.url(path)?;
         let mut attempt = 0;
         loop {
             let permit = self
@@ -156,7 +159,7 @@ impl Endpoint {
             if let Some(rate) = &self.rate {
                 rate.until_ready().await;
             }
-            let mut request = self.client.post(&url).json(body);
+            let mut request = self.client.post(url.clone()).json(body);
             for (name, value) in headers {
                 let mut value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
                     ProviderError::Config(format!(
@@ -190,6 +193,21 @@ impl Endpoint {
             tokio::time::sleep(wait).await;
             attempt += 1;
         }
+    }
+
+    fn url(&self, path: &str) -> Result<reqwest::Url, ProviderError> {
+        if let Ok(urls) = self.urls.lock()
+            && let Some(url) = urls.get(path)
+        {
+            return Ok(url.clone());
+        }
+        let text = format!("{}{path}", self.base_url);
+        let url = reqwest::Url::parse(&text)
+            .map_err(|e| ProviderError::Config(format!("`{text}` is not a URL: {e}")))?;
+        if let Ok(mut urls) = self.urls.lock() {
+            urls.insert(path.to_string(), url.clone());
+        }
+        Ok(url)
     }
 
     /// Full jitter: a random wait up to base · 2^attempt, capped; a `Retry-After` the provider
