@@ -163,6 +163,11 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(host: &str, port: u16, team: &str) -> Client {
+        Self::connect_to(host, port, team, &[format!("XMAGS/{team}/EVT/#")]).await
+    }
+
+    /// A client subscribed to `filters` (subscribed once this returns).
+    pub async fn connect_to(host: &str, port: u16, team: &str, filters: &[String]) -> Client {
         let mut options = MqttOptions::new(format!("test-client-{}", unique()), host, port);
         options.set_keep_alive(Duration::from_secs(30));
         let (client, mut eventloop) = AsyncClient::new(options, 64);
@@ -190,7 +195,11 @@ impl Client {
             }
         });
         client
-            .subscribe(format!("XMAGS/{team}/EVT/#"), QoS::AtLeastOnce)
+            .subscribe_many(
+                filters
+                    .iter()
+                    .map(|f| rumqttc::v5::mqttbytes::v5::Filter::new(f.clone(), QoS::AtLeastOnce)),
+            )
             .await
             .unwrap();
         subscribed.await.unwrap();
