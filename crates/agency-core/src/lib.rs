@@ -11,6 +11,7 @@ pub mod entry;
 pub mod ids;
 pub mod memory;
 pub mod message;
+pub mod plan;
 pub mod prompt;
 pub mod protocol;
 pub mod rules;

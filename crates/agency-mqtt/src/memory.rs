@@ -1,11 +1,14 @@
 //! Observations (`DATA/observation/{agentId}` and the team-wide `DATA/observation`): each is
 //! stored as a memory of its agent, rated by the agent's model, and announced with its id on
 //! `EVT/observation_result/{agentId}`; a reflection it triggers on
-//! `EVT/reflection_result/{agentId}`.
+//! `EVT/reflection_result/{agentId}`; the plan that reflection makes or adjusts on
+//! `EVT/plan_new/{agentId}` or `EVT/plan_update/{agentId}`, distributed to the team on
+//! `CMD/plan_task` and `CMD/plan_action`.
 
 use super::{Bridge, json, same_agent, unknown_agent};
 use crate::{MqttError, topic, wire};
 use agency_core::{Agency, Agent};
+use agency_runtime::memory::PlanChange;
 
 impl Bridge {
     /// An observation for the agent the topic names, else the one the payload names, else
@@ -71,10 +74,59 @@ impl Bridge {
                         )
                         .await;
                     }
+                    if let Some(change) = &observed.plan {
+                        self.announce_plan(team, handle, change).await;
+                    }
                 }
                 Err(e) => self.error(team, handle, &e.into()).await,
             }
         }
         Ok(())
+    }
+
+    /// `EVT/plan_new` or `EVT/plan_update`, then the plan distributed to the team on
+    /// `CMD/plan_task` (its PDDL) and `CMD/plan_action` (its tasks).
+    async fn announce_plan(&self, team: &str, agent: &str, change: &PlanChange) {
+        let plan = &change.plan;
+        let now = wire::time(plan.updated_at);
+        let (event_topic, distribution) = if change.new {
+            (topic::plan_new(team, agent), "new")
+        } else {
+            (topic::plan_update(team, agent), "adjusted")
+        };
+        self.publish(
+            event_topic,
+            &wire::PlanEvent {
+                active: plan.active,
+                agent_id: agent.to_string(),
+                plan_id: plan.id.to_string(),
+                status: plan.status.as_str().to_string(),
+                timestamp: now.clone(),
+            },
+        )
+        .await;
+        self.publish(
+            topic::plan_task(team),
+            &wire::PlanTaskCmd {
+                active: plan.active,
+                pddl_actions: plan.pddl(),
+                plan_id: plan.id.to_string(),
+                source_agent_id: agent.to_string(),
+                status: distribution.to_string(),
+                timestamp: now.clone(),
+            },
+        )
+        .await;
+        self.publish(
+            topic::plan_action(team),
+            &wire::PlanActionCmd {
+                plan_id: plan.id.to_string(),
+                source_agent_id: agent.to_string(),
+                status: distribution.to_string(),
+                tasks: plan.tasks.iter().map(wire::PlanTask::from).collect(),
+                timestamp: now,
+            },
+        )
+        .await;
     }
 }

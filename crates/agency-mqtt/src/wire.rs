@@ -76,6 +76,63 @@ pub struct ReflectionResult {
     pub timestamp: String,
 }
 
+/// `EVT/plan_new` (`status: "Active"`) and `EVT/plan_update` (`status: "Updated"`).
+#[derive(Debug, Serialize)]
+pub struct PlanEvent {
+    pub active: bool,
+    pub agent_id: String,
+    pub plan_id: String,
+    pub status: String,
+    pub timestamp: String,
+}
+
+/// `CMD/plan_task`: the plan's actions as PDDL; `status` is `new` or `adjusted`.
+#[derive(Debug, Serialize)]
+pub struct PlanTaskCmd {
+    pub active: bool,
+    pub pddl_actions: String,
+    pub plan_id: String,
+    pub source_agent_id: String,
+    pub status: String,
+    pub timestamp: String,
+}
+
+/// `CMD/plan_action`: the plan's tasks (cancelled ones too, so that an adjustment is seen);
+/// `status` is `new` or `adjusted`.
+#[derive(Debug, Serialize)]
+pub struct PlanActionCmd {
+    pub plan_id: String,
+    pub source_agent_id: String,
+    pub status: String,
+    pub tasks: Vec<PlanTask>,
+    pub timestamp: String,
+}
+
+/// A task as `CMD/plan_action` and `GET /api/agents/{agentId}/plan` show it; its actions as
+/// PDDL ground actions.
+#[derive(Debug, Serialize)]
+pub struct PlanTask {
+    pub id: String,
+    pub description: String,
+    pub status: String,
+    pub actions: Vec<String>,
+}
+
+impl From<&agency_core::plan::Task> for PlanTask {
+    fn from(t: &agency_core::plan::Task) -> Self {
+        Self {
+            id: t.id.to_string(),
+            description: t.description.clone(),
+            status: t.status.as_str().to_string(),
+            actions: t
+                .actions
+                .iter()
+                .map(agency_core::plan::Action::pddl)
+                .collect(),
+        }
+    }
+}
+
 /// The spec's ISO 8601 time with fractional seconds and `Z`.
 pub fn time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)

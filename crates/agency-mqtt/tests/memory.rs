@@ -128,13 +128,33 @@ async fn a_bad_observation_answers_an_error() {
     server.stop().await;
 }
 
+/// The message on the topic ending with `suffix` among `seen`.
+fn find<'a>(seen: &'a [(String, Value)], suffix: &str) -> &'a Value {
+    &seen
+        .iter()
+        .find(|(t, _)| t.ends_with(suffix))
+        .unwrap_or_else(|| panic!("nothing on …{suffix} in {seen:?}"))
+        .1
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn observations_past_the_threshold_trigger_a_reflection() {
+async fn observations_trigger_a_reflection_and_a_plan() {
     let Some((host, port)) = broker().await else {
         return;
     };
     let mut server = Server::start(&host, port).await;
-    let mut client = Client::connect(&host, port, &server.team).await;
+    let team = server.team.clone();
+    let mut client = Client::connect_to(
+        &host,
+        port,
+        &team,
+        &[
+            format!("XMAGS/{team}/EVT/#"),
+            format!("XMAGS/{team}/CMD/plan_task"),
+            format!("XMAGS/{team}/CMD/plan_action"),
+        ],
+    )
+    .await;
     let a = server.agent.clone();
     client.wait_for_server(&a).await;
 
@@ -145,6 +165,7 @@ async fn observations_past_the_threshold_trigger_a_reflection() {
         "Fermenter 2 pressure alarm",
     ];
     let mut ids = Vec::new();
+    let mut seen = Vec::new();
     for (i, text) in texts.iter().enumerate() {
         client
             .send_json(
@@ -152,25 +173,28 @@ async fn observations_past_the_threshold_trigger_a_reflection() {
                 json!({"content": text, "agent_id": a}),
             )
             .await;
-        let seen = client.until(&format!("EVT/observation_result/{a}")).await;
-        let (_, r) = seen.last().unwrap();
+        seen = if i < 2 {
+            client.until(&format!("EVT/observation_result/{a}")).await
+        } else {
+            client.until("CMD/plan_action").await
+        };
+        let r = find(&seen, &format!("EVT/observation_result/{a}"));
         ids.push(r["observation_id"].as_str().unwrap().to_string());
         if i < 2 {
-            // No reflection yet: nothing else came before the result.
-            assert!(
-                seen.iter().all(|(t, _)| !t.contains("reflection_result")),
-                "{seen:?}"
-            );
+            // No reflection yet: nothing else came with the result.
+            assert_eq!(seen.len(), 1, "{seen:?}");
         }
     }
-    let r = client.next(&format!("EVT/reflection_result/{a}")).await;
+
+    // The reflection: metadata on the broker, content over HTTP.
+    let r = find(&seen, &format!("EVT/reflection_result/{a}"));
     assert_eq!(
-        keys(&r),
+        keys(r),
         ["agent_id", "importance", "reflection_id", "timestamp"]
     );
     assert_eq!(r["agent_id"], a.as_str());
     assert_eq!(r["importance"], 0.9);
-    let rid = r["reflection_id"].as_str().unwrap();
+    let rid = r["reflection_id"].as_str().unwrap().to_string();
     let (status, m) = server.get(&format!("/api/memories/{rid}")).await;
     assert_eq!(status, 200);
     assert_eq!(m["type"], "reflection");
@@ -179,5 +203,130 @@ async fn observations_past_the_threshold_trigger_a_reflection() {
         m["content"],
         format!("3 observations to act on: {}", texts.join("; "))
     );
+
+    // The plan it led to: announced, then distributed to the team.
+    let new = find(&seen, &format!("EVT/plan_new/{a}"));
+    assert_eq!(
+        keys(new),
+        ["active", "agent_id", "plan_id", "status", "timestamp"]
+    );
+    assert_eq!(new["active"], true);
+    assert_eq!(new["status"], "Active");
+    let plan_id = new["plan_id"].as_str().unwrap().to_string();
+    assert!(plan_id.starts_with("plan_"));
+    let task = find(&seen, "CMD/plan_task");
+    assert_eq!(
+        keys(task),
+        [
+            "active",
+            "pddl_actions",
+            "plan_id",
+            "source_agent_id",
+            "status",
+            "timestamp"
+        ]
+    );
+    assert_eq!(task["plan_id"], plan_id.as_str());
+    assert_eq!(task["source_agent_id"], a.as_str());
+    assert_eq!(task["status"], "new");
+    let pddl = task["pddl_actions"].as_str().unwrap();
+    let ground: Vec<&str> = pddl.lines().filter(|l| !l.starts_with(';')).collect();
+    assert_eq!(
+        ground,
+        [
+            "(investigate observation-1)",
+            "(report observation-1 manager)",
+            "(investigate observation-2)",
+            "(report observation-2 manager)",
+            "(investigate observation-3)",
+            "(report observation-3 manager)"
+        ]
+    );
+    let action = find(&seen, "CMD/plan_action");
+    assert_eq!(
+        keys(action),
+        ["plan_id", "source_agent_id", "status", "tasks", "timestamp"]
+    );
+    assert_eq!(action["status"], "new");
+    let tasks = action["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 3);
+    assert_eq!(tasks[0]["description"], format!("Follow up: {}", texts[0]));
+    assert_eq!(tasks[0]["status"], "Pending");
+    assert!(tasks[0]["id"].as_str().unwrap().starts_with("task_"));
+
+    // The active plan over HTTP.
+    let (status, p) = server.get(&format!("/api/agents/{a}/plan")).await;
+    assert_eq!(status, 200, "{p}");
+    assert_eq!(p["plan_id"], plan_id.as_str());
+    assert_eq!(p["agent_id"], a.as_str());
+    assert_eq!(p["status"], "Active");
+    assert_eq!(p["reflection_id"], rid.as_str());
+    assert_eq!(p["pddl_actions"], pddl);
+    assert_eq!(p["tasks"].as_array().unwrap().len(), 3);
+    assert_eq!(p["tasks"][0]["id"], tasks[0]["id"]);
+    assert_eq!(
+        p["tasks"][0]["actions"][1],
+        json!({"name": "report", "parameters": ["observation-1", "manager"], "pddl": "(report observation-1 manager)"})
+    );
+
+    // Three more: a second reflection adjusts the same plan.
+    for text in ["Pump 7 leak", "Pump 7 overheat", "Pump 7 stopped"] {
+        client
+            .send_json(&format!("DATA/observation/{a}"), json!({"content": text}))
+            .await;
+    }
+    let seen = client.until("CMD/plan_action").await;
+    let update = find(&seen, &format!("EVT/plan_update/{a}"));
+    assert_eq!(update["plan_id"], plan_id.as_str());
+    assert_eq!(update["status"], "Updated");
+    assert_eq!(update["active"], true);
+    assert_eq!(find(&seen, "CMD/plan_task")["status"], "adjusted");
+    let action = find(&seen, "CMD/plan_action");
+    assert_eq!(action["status"], "adjusted");
+    let statuses: Vec<&str> = action["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "Cancelled",
+            "Cancelled",
+            "Cancelled",
+            "Pending",
+            "Pending",
+            "Pending"
+        ]
+    );
+    let (_, p) = server.get(&format!("/api/agents/{a}/plan")).await;
+    assert_eq!(p["status"], "Updated");
+    let descriptions: Vec<&str> = p["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["description"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        descriptions,
+        [
+            "Follow up: Pump 7 leak",
+            "Follow up: Pump 7 overheat",
+            "Follow up: Pump 7 stopped"
+        ]
+    );
+
+    // Another agent has no plan; the plan needs the key.
+    let (status, _) = server
+        .get(&format!("/api/agents/{}/plan", server.manager))
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = server.get("/api/agents/NOBODY-01/plan").await;
+    assert_eq!(status, 404);
+    let r = reqwest::get(format!("{}/api/agents/{a}/plan", server.http))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
     server.stop().await;
 }

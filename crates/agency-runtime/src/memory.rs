@@ -1,7 +1,8 @@
 //! The memory cycle of spec 002: an agent observes, its model rates how important each
 //! observation is, and once the decayed importance of what it observed since it last reflected
 //! passes its threshold, its model writes insights from those observations: a reflection,
-//! linked to them.
+//! linked to them. A reflection may lead to a plan: the model proposes tasks with actions
+//! (PDDL ground actions); the agent's active plan is made, or adjusted.
 //!
 //! Every step is one model call of the agent's own model through the agency's providers
 //! ([`agency_providers::Model::complete_task`]); the built-in rules model answers them
@@ -10,6 +11,7 @@
 use std::sync::Arc;
 
 use agency_core::memory::{self, Memory, MemoryId, MemoryKind, MemoryTask};
+use agency_core::plan::{self, Plan};
 use agency_core::{AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, protocol};
 use agency_providers::{ModelError, ModelRequest};
 use chrono::{DateTime, Utc};
@@ -31,6 +33,15 @@ pub struct Observed {
     pub observation: Memory,
     /// The reflection it triggered, if it did.
     pub reflection: Option<Memory>,
+    /// The plan that reflection made or adjusted, if it called for action.
+    pub plan: Option<PlanChange>,
+}
+
+/// A plan made (`new`) or adjusted by a reflection, as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanChange {
+    pub plan: Plan,
+    pub new: bool,
 }
 
 impl Runtime {
@@ -81,9 +92,14 @@ impl Runtime {
         };
         self.store.save_memory(&observation).await?;
         let reflection = self.reflect_if_due(&view, agent).await?;
+        let plan = match &reflection {
+            Some((r, sources)) => self.plan(&view, agent, r, sources).await?,
+            None => None,
+        };
         Ok(Observed {
             observation,
-            reflection,
+            reflection: reflection.map(|(r, _)| r),
+            plan,
         })
     }
 
@@ -94,7 +110,7 @@ impl Runtime {
         &self,
         view: &AgencyView,
         agent: AgentId,
-    ) -> Result<Option<Memory>, RuntimeError> {
+    ) -> Result<Option<(Memory, Vec<Memory>)>, RuntimeError> {
         let Some(a) = view.agency.agent(agent) else {
             return Ok(None);
         };
@@ -145,7 +161,64 @@ impl Runtime {
             created_at: Utc::now(),
         };
         self.store.save_memory(&reflection).await?;
-        Ok(Some(reflection))
+        Ok(Some((reflection, sources)))
+    }
+
+    /// Asks the agent's model whether the reflection calls for action; if it proposes tasks,
+    /// the agent's active plan is adjusted with them, or a new one made. An answer that is not
+    /// a plan, or a failed call, changes nothing.
+    async fn plan(
+        &self,
+        view: &AgencyView,
+        agent: AgentId,
+        reflection: &Memory,
+        sources: &[Memory],
+    ) -> Result<Option<PlanChange>, RuntimeError> {
+        let task = MemoryTask::Plan {
+            reflection: reflection.content.clone(),
+            memories: sources
+                .iter()
+                .map(|m| (m.importance, m.content.clone()))
+                .collect(),
+        };
+        let tasks = match self.ask(view, agent, &task).await {
+            Ok(answer) => match plan::parse_tasks(&answer) {
+                Ok(tasks) => tasks,
+                Err(e) => {
+                    tracing::warn!(error = %e, agent = agent.get(), "the model's plan could not be read; no plan");
+                    return Ok(None);
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot plan now");
+                return Ok(None);
+            }
+        };
+        if tasks.is_empty() {
+            return Ok(None);
+        }
+        let now = Utc::now();
+        let change = match self.store.active_plan(view.agency.id, agent).await? {
+            Some(mut plan) => {
+                plan.adjust(reflection.id, tasks, now);
+                PlanChange { plan, new: false }
+            }
+            None => PlanChange {
+                plan: Plan::new(view.agency.id, agent, reflection.id, tasks, now),
+                new: true,
+            },
+        };
+        self.store.save_plan(&change.plan).await?;
+        Ok(Some(change))
+    }
+
+    /// The agent's active plan.
+    pub async fn active_plan(
+        &self,
+        agency: AgencyId,
+        agent: AgentId,
+    ) -> Result<Option<Plan>, RuntimeError> {
+        Ok(self.store.active_plan(agency, agent).await?)
     }
 
     /// A memory by id.

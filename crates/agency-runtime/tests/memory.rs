@@ -48,9 +48,50 @@ async fn observations_are_rated_and_reflected_on_past_the_threshold() {
         "3 observations to act on: Pump 3 pressure exceeded the limit; The shift changed; Pump 3 is leaking"
     );
     assert_eq!(h.rt.memory(r.id).await.unwrap(), Some(r.clone()));
+    // The reflection led to a plan: one task per important observation.
+    let made = third.plan.unwrap();
+    assert!(made.new);
+    assert_eq!(made.plan.reflection, Some(r.id));
+    assert_eq!(
+        made.plan
+            .tasks
+            .iter()
+            .map(|t| t.description.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "Follow up: Pump 3 pressure exceeded the limit",
+            "Follow up: Pump 3 is leaking"
+        ]
+    );
+    assert_eq!(
+        made.plan
+            .pddl()
+            .lines()
+            .filter(|l| !l.starts_with(';'))
+            .collect::<Vec<_>>(),
+        [
+            "(investigate observation-1)",
+            "(report observation-1 manager)",
+            "(investigate observation-3)",
+            "(report observation-3 manager)"
+        ]
+    );
+    assert_eq!(
+        h.rt.active_plan(a.id, w).await.unwrap(),
+        Some(made.plan.clone())
+    );
     // Counting starts again after a reflection.
     let next = h.rt.observe(a.id, w, "Pump 3 failed").await.unwrap();
     assert_eq!(next.reflection, None);
+    assert_eq!(next.plan, None);
+    // The next reflection adjusts the same plan.
+    let again = h.rt.observe(a.id, w, "Pump 3 stopped").await.unwrap();
+    assert!(again.reflection.is_some());
+    let adjusted = again.plan.unwrap();
+    assert!(!adjusted.new);
+    assert_eq!(adjusted.plan.id, made.plan.id);
+    assert_eq!(adjusted.plan.current_tasks().count(), 2);
+    assert_eq!(adjusted.plan.tasks.len(), 4);
 
     // The manager keeps the default threshold (2.0): two important observations are not enough.
     let boss = a.manager;
@@ -106,4 +147,30 @@ async fn a_model_that_cannot_rate_keeps_the_observation() {
     assert!(h.rt.observe(a.id, a.manager, "   ").await.is_err());
     let nobody = agency_core::AgentId::new(99).unwrap();
     assert!(h.rt.observe(a.id, nobody, "x").await.is_err());
+}
+
+#[tokio::test]
+async fn a_reflection_without_a_readable_plan_makes_none() {
+    let h = Harness::sqlite().await;
+    h.script(
+        "prose",
+        vec![
+            Act::Say("0.9"),
+            Act::Say("Pumps wear out."),
+            Act::Say("Nothing needs doing."),
+            Act::Say("0.8"),
+            Act::Say("Still fine."),
+            Act::Say(r#"{"tasks": []}"#),
+        ],
+    );
+    let mut boss = agent(1, "boss", "script/prose", &[]);
+    boss.reflection_threshold = Some(0.5);
+    let a = h.agency(draft("directives", 8, vec![boss])).await;
+    let o = h.rt.observe(a.id, a.manager, "pump noise").await.unwrap();
+    assert_eq!(o.reflection.unwrap().content, "Pumps wear out.");
+    assert_eq!(o.plan, None);
+    let o = h.rt.observe(a.id, a.manager, "pump noise").await.unwrap();
+    assert_eq!(o.reflection.unwrap().content, "Still fine.");
+    assert_eq!(o.plan, None);
+    assert_eq!(h.rt.active_plan(a.id, a.manager).await.unwrap(), None);
 }

@@ -18,6 +18,7 @@ pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/conversations/{id}/entries", get(entries))
         .route("/api/memories/{id}", get(memory))
+        .route("/api/agents/{agent}/plan", get(plan))
 }
 
 /// The agency the request's key belongs to.
@@ -142,4 +143,78 @@ impl MemoryOut {
             sources: m.sources.iter().map(ToString::to_string).collect(),
         }
     }
+}
+
+/// `GET /api/agents/{agentHandle}/plan`: the agent's active plan (of the key's agency), with
+/// its tasks not cancelled and their actions; 404 when it has none.
+async fn plan(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Path(handle): Path<String>,
+) -> Result<Json<PlanOut>, ApiError> {
+    let agency = authorize(&s, &headers).await?;
+    let a = s.rt.agency_by_id(agency).await?;
+    let agent = a
+        .agent_by_handle(handle.trim())
+        .ok_or_else(|| ApiError::NotFound(format!("no agent `{handle}`")))?;
+    let plan =
+        s.rt.active_plan(agency, agent.id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("agent `{handle}` has no active plan")))?;
+    Ok(Json(PlanOut {
+        plan_id: plan.id.to_string(),
+        agent_id: agent.handle_or_name().to_string(),
+        active: plan.active,
+        status: plan.status.as_str(),
+        reflection_id: plan.reflection.map(|r| r.to_string()),
+        pddl_actions: plan.pddl(),
+        created_at: plan.created_at,
+        updated_at: plan.updated_at,
+        tasks: plan
+            .current_tasks()
+            .map(|t| TaskOut {
+                id: t.id.to_string(),
+                description: t.description.clone(),
+                status: t.status.as_str(),
+                actions: t
+                    .actions
+                    .iter()
+                    .map(|a| ActionOut {
+                        name: a.name.clone(),
+                        parameters: a.parameters.clone(),
+                        pddl: a.pddl(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }))
+}
+
+/// Spec 002's plan query: the plan, its tasks (not cancelled) and their actions.
+#[derive(Serialize)]
+struct PlanOut {
+    plan_id: String,
+    agent_id: String,
+    active: bool,
+    status: &'static str,
+    reflection_id: Option<String>,
+    pddl_actions: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    tasks: Vec<TaskOut>,
+}
+
+#[derive(Serialize)]
+struct TaskOut {
+    id: String,
+    description: String,
+    status: &'static str,
+    actions: Vec<ActionOut>,
+}
+
+#[derive(Serialize)]
+struct ActionOut {
+    name: String,
+    parameters: Vec<String>,
+    pddl: String,
 }

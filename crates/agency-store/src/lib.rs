@@ -189,7 +189,7 @@ pub trait SettingsStore: Send + Sync {
     async fn is_claimed(&self, key: &str) -> Result<bool>;
 }
 
-/// Agents' memories: observations and reflections (spec 002).
+/// Agents' memories (spec 002): observations, reflections, and the plans they lead to.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
     /// Stores a memory and, for a reflection, the links to its sources, atomically.
@@ -206,6 +206,15 @@ pub trait MemoryStore: Send + Sync {
         since: chrono::DateTime<chrono::Utc>,
         limit: u32,
     ) -> Result<Vec<agency_core::memory::Memory>>;
+    /// Stores a plan whole: inserted, or updated in place with its tasks and actions replaced,
+    /// atomically. A second active plan for the same agent is a [`StoreError::Conflict`].
+    async fn save_plan(&self, plan: &agency_core::plan::Plan) -> Result<()>;
+    /// The agent's active plan, with every task (cancelled ones too) and their actions.
+    async fn active_plan(
+        &self,
+        agency: AgencyId,
+        agent: agency_core::AgentId,
+    ) -> Result<Option<agency_core::plan::Plan>>;
 }
 
 /// Everything the server stores.

@@ -1,6 +1,7 @@
 //! Rows of the memory store, converted to and from the domain explicitly.
 
 use agency_core::memory::{Memory, MemoryId, MemoryKind};
+use agency_core::plan::{Action, Plan, PlanId, PlanStatus, Task, TaskId, TaskStatus};
 use agency_core::{AgencyId, AgentId};
 use chrono::{DateTime, Utc};
 
@@ -59,5 +60,140 @@ pub(crate) fn sqlite_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryRow> {
         content: r.get(4)?,
         importance: r.get(5)?,
         created_at: r.get(6)?,
+    })
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct PlanRow {
+    pub id: uuid::Uuid,
+    pub agency_id: uuid::Uuid,
+    pub agent_id: i64,
+    pub reflection_id: Option<uuid::Uuid>,
+    pub status: String,
+    pub active: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct TaskRow {
+    pub id: uuid::Uuid,
+    pub description: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct ActionRow {
+    pub task_id: uuid::Uuid,
+    pub name: String,
+    pub parameters: String,
+}
+
+/// A plan's rows as written: the plan, its tasks `(id, position, description, status)` and
+/// their actions `(task, position, name, parameters as JSON)`.
+pub(crate) struct PlanRows {
+    pub plan: PlanRow,
+    pub pddl: String,
+    pub tasks: Vec<(uuid::Uuid, i64, String, &'static str)>,
+    pub actions: Vec<(uuid::Uuid, i64, String, String)>,
+}
+
+impl PlanRows {
+    pub(crate) fn of(p: &Plan) -> Self {
+        let mut actions = Vec::new();
+        for t in &p.tasks {
+            for (position, a) in (0i64..).zip(&t.actions) {
+                actions.push((
+                    t.id.0,
+                    position,
+                    a.name.clone(),
+                    serde_json::to_string(&a.parameters).unwrap_or_else(|_| "[]".into()),
+                ));
+            }
+        }
+        Self {
+            plan: PlanRow {
+                id: p.id.0,
+                agency_id: p.agency_id.0,
+                agent_id: i64::from(p.agent.get()),
+                reflection_id: p.reflection.map(|r| r.0),
+                status: p.status.as_str().to_string(),
+                active: p.active,
+                created_at: p.created_at,
+                updated_at: p.updated_at,
+            },
+            pddl: p.pddl(),
+            tasks: (0i64..)
+                .zip(&p.tasks)
+                .map(|(position, t)| (t.id.0, position, t.description.clone(), t.status.as_str()))
+                .collect(),
+            actions,
+        }
+    }
+}
+
+pub(crate) fn plan_of(row: PlanRow, tasks: Vec<TaskRow>, actions: Vec<ActionRow>) -> Result<Plan> {
+    let bad = |what: &str| StoreError::Corrupt(format!("plan {}: {what}", row.id));
+    let agent = u32::try_from(row.agent_id)
+        .ok()
+        .and_then(AgentId::new)
+        .ok_or_else(|| bad("agent id"))?;
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let mut task_actions = Vec::new();
+        for a in actions.iter().filter(|a| a.task_id == t.id) {
+            let parameters: Vec<String> =
+                serde_json::from_str(&a.parameters).map_err(|_| bad("action parameters"))?;
+            task_actions.push(Action {
+                name: a.name.clone(),
+                parameters,
+            });
+        }
+        out.push(Task {
+            id: TaskId(t.id),
+            description: t.description,
+            status: TaskStatus::parse(&t.status).ok_or_else(|| bad("task status"))?,
+            actions: task_actions,
+        });
+    }
+    Ok(Plan {
+        id: PlanId(row.id),
+        agency_id: AgencyId(row.agency_id),
+        agent,
+        reflection: row.reflection_id.map(MemoryId),
+        status: PlanStatus::parse(&row.status).ok_or_else(|| bad("status"))?,
+        active: row.active,
+        tasks: out,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}
+
+pub(crate) fn sqlite_plan_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PlanRow> {
+    Ok(PlanRow {
+        id: r.get(0)?,
+        agency_id: r.get(1)?,
+        agent_id: r.get(2)?,
+        reflection_id: r.get(3)?,
+        status: r.get(4)?,
+        active: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+    })
+}
+
+pub(crate) fn sqlite_task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
+    Ok(TaskRow {
+        id: r.get(0)?,
+        description: r.get(1)?,
+        status: r.get(2)?,
+    })
+}
+
+pub(crate) fn sqlite_action_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActionRow> {
+    Ok(ActionRow {
+        task_id: r.get(0)?,
+        name: r.get(1)?,
+        parameters: r.get(2)?,
     })
 }

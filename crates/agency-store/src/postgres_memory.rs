@@ -2,12 +2,13 @@
 
 use agency_core::AgentId;
 use agency_core::memory::{Memory, MemoryId};
+use agency_core::plan::Plan;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::PostgresStore;
-use crate::memory::MemoryRow;
-use crate::{MemoryStore, Result, memory_sql as sql};
+use super::{PostgresStore, unique_violation};
+use crate::memory::{ActionRow, MemoryRow, PlanRow, PlanRows, TaskRow, plan_of};
+use crate::{MemoryStore, Result, StoreError, memory_sql as sql};
 
 impl PostgresStore {
     async fn sources_of(&self, id: uuid::Uuid) -> Result<Vec<uuid::Uuid>> {
@@ -80,5 +81,85 @@ impl MemoryStore for PostgresStore {
             out.push(row.into_memory(sources)?);
         }
         Ok(out)
+    }
+
+    async fn save_plan(&self, plan: &Plan) -> Result<()> {
+        let rows = PlanRows::of(plan);
+        let p = &rows.plan;
+        let mut tx = self.pool.begin().await?;
+        let upsert = sqlx::query(sql::UPSERT_PLAN)
+            .bind(p.id)
+            .bind(p.agency_id)
+            .bind(p.agent_id)
+            .bind(p.reflection_id)
+            .bind(&p.status)
+            .bind(p.active)
+            .bind(&rows.pddl)
+            .bind(p.created_at)
+            .bind(p.updated_at)
+            .execute(&mut *tx)
+            .await;
+        match upsert {
+            Err(e) if unique_violation(&e) => {
+                return Err(StoreError::Conflict(format!(
+                    "agent #{} already has an active plan",
+                    plan.agent.get()
+                )));
+            }
+            other => other?,
+        };
+        sqlx::query(sql::DELETE_PLAN_ACTIONS)
+            .bind(p.id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sql::DELETE_PLAN_TASKS)
+            .bind(p.id)
+            .execute(&mut *tx)
+            .await?;
+        for (id, position, description, status) in &rows.tasks {
+            sqlx::query(sql::INSERT_PLAN_TASK)
+                .bind(id)
+                .bind(p.id)
+                .bind(position)
+                .bind(description)
+                .bind(status)
+                .execute(&mut *tx)
+                .await?;
+        }
+        for (task, position, name, parameters) in &rows.actions {
+            sqlx::query(sql::INSERT_PLAN_ACTION)
+                .bind(task)
+                .bind(position)
+                .bind(name)
+                .bind(parameters)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn active_plan(
+        &self,
+        agency: agency_core::AgencyId,
+        agent: AgentId,
+    ) -> Result<Option<Plan>> {
+        let row: Option<PlanRow> = sqlx::query_as(sql::ACTIVE_PLAN)
+            .bind(agency.0)
+            .bind(i64::from(agent.get()))
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let tasks: Vec<TaskRow> = sqlx::query_as(sql::PLAN_TASKS)
+            .bind(row.id)
+            .fetch_all(&self.pool)
+            .await?;
+        let actions: Vec<ActionRow> = sqlx::query_as(sql::PLAN_ACTIONS)
+            .bind(row.id)
+            .fetch_all(&self.pool)
+            .await?;
+        plan_of(row, tasks, actions).map(Some)
     }
 }

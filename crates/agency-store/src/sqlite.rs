@@ -25,6 +25,7 @@ use crate::{
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0001_init.sql"),
     include_str!("../migrations/sqlite/0002_memory.sql"),
+    include_str!("../migrations/sqlite/0003_plans.sql"),
 ];
 
 #[path = "sqlite_memory.rs"]

@@ -2,13 +2,16 @@
 
 use agency_core::AgentId;
 use agency_core::memory::{Memory, MemoryId};
+use agency_core::plan::Plan;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
 
-use super::SqliteStore;
-use crate::memory::{MemoryRow, sqlite_row};
-use crate::{MemoryStore, Result, memory_sql as sql};
+use super::{SqliteStore, unique_violation};
+use crate::memory::{
+    MemoryRow, PlanRows, plan_of, sqlite_action_row, sqlite_plan_row, sqlite_row, sqlite_task_row,
+};
+use crate::{MemoryStore, Result, StoreError, memory_sql as sql};
 
 fn sources(conn: &rusqlite::Connection, id: uuid::Uuid) -> rusqlite::Result<Vec<uuid::Uuid>> {
     conn.prepare_cached(sql::SOURCES_OF)?
@@ -79,5 +82,76 @@ impl MemoryStore for SqliteStore {
         rows.into_iter()
             .map(|(sources, row)| row.into_memory(sources))
             .collect()
+    }
+
+    async fn save_plan(&self, plan: &Plan) -> Result<()> {
+        let rows = PlanRows::of(plan);
+        let p = &rows.plan;
+        let saved = self.with(|conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                sql::UPSERT_PLAN,
+                params![
+                    p.id,
+                    p.agency_id,
+                    p.agent_id,
+                    p.reflection_id,
+                    p.status,
+                    p.active,
+                    rows.pddl,
+                    p.created_at,
+                    p.updated_at
+                ],
+            )?;
+            tx.execute(sql::DELETE_PLAN_ACTIONS, [p.id])?;
+            tx.execute(sql::DELETE_PLAN_TASKS, [p.id])?;
+            for (id, position, description, status) in &rows.tasks {
+                tx.execute(
+                    sql::INSERT_PLAN_TASK,
+                    params![id, p.id, position, description, status],
+                )?;
+            }
+            for (task, position, name, parameters) in &rows.actions {
+                tx.execute(
+                    sql::INSERT_PLAN_ACTION,
+                    params![task, position, name, parameters],
+                )?;
+            }
+            tx.commit()
+        });
+        match saved {
+            Err(StoreError::Sqlite(e)) if unique_violation(&e) => Err(StoreError::Conflict(
+                format!("agent #{} already has an active plan", plan.agent.get()),
+            )),
+            other => other,
+        }
+    }
+
+    async fn active_plan(
+        &self,
+        agency: agency_core::AgencyId,
+        agent: AgentId,
+    ) -> Result<Option<Plan>> {
+        let found = self.with(|conn| {
+            let row = conn
+                .prepare_cached(sql::ACTIVE_PLAN)?
+                .query_row(params![agency.0, i64::from(agent.get())], sqlite_plan_row)
+                .optional()?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let tasks = conn
+                .prepare_cached(sql::PLAN_TASKS)?
+                .query_map([row.id], sqlite_task_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let actions = conn
+                .prepare_cached(sql::PLAN_ACTIONS)?
+                .query_map([row.id], sqlite_action_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(Some((row, tasks, actions)))
+        })?;
+        found
+            .map(|(row, tasks, actions)| plan_of(row, tasks, actions))
+            .transpose()
     }
 }

@@ -52,6 +52,7 @@ suite!(
     sealed_provider_keys,
     api_keys_by_hash_name_and_state,
     memories_and_their_sources,
+    plans_with_tasks_and_actions,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -595,4 +596,85 @@ async fn memories_and_their_sources(s: Arc<dyn Store>) {
     let orphan = memory(MemoryKind::Reflection, "x", 4, vec![MemoryId::new()]);
     assert!(s.save_memory(&orphan).await.is_err());
     assert_eq!(s.memory(orphan.id).await.unwrap(), None);
+}
+
+async fn plans_with_tasks_and_actions(s: Arc<dyn Store>) {
+    use agency_core::memory::{Memory, MemoryId, MemoryKind};
+    use agency_core::plan::{Action, Plan, PlanStatus, TaskDraft, TaskStatus};
+    let a = agency("planner", "alice", false);
+    s.save_agency(&a).await.unwrap();
+    let agent = a.manager;
+    let now = Utc::now().trunc_subsecs(6);
+    let reflection = Memory {
+        id: MemoryId::new(),
+        agency_id: a.id,
+        agent,
+        kind: MemoryKind::Reflection,
+        content: "pump 3 is failing".into(),
+        importance: 1.0,
+        sources: vec![],
+        created_at: now,
+    };
+    s.save_memory(&reflection).await.unwrap();
+    let task = |d: &str, actions: &[(&str, &[&str])]| TaskDraft {
+        description: d.into(),
+        actions: actions
+            .iter()
+            .map(|(n, p)| Action {
+                name: (*n).into(),
+                parameters: p.iter().map(|x| (*x).to_string()).collect(),
+            })
+            .collect(),
+    };
+    let mut plan = Plan::new(
+        a.id,
+        agent,
+        reflection.id,
+        vec![
+            task(
+                "Inspect pump 3",
+                &[("inspect", &["pump-3"]), ("report", &["pump-3", "manager"])],
+            ),
+            task("Order a spare", &[]),
+        ],
+        now,
+    );
+    assert_eq!(s.active_plan(a.id, agent).await.unwrap(), None);
+    s.save_plan(&plan).await.unwrap();
+    assert_eq!(
+        s.active_plan(a.id, agent).await.unwrap(),
+        Some(plan.clone())
+    );
+
+    // Adjusted in place: same id, open tasks cancelled, new ones added.
+    plan.adjust(
+        reflection.id,
+        vec![task("Replace pump 3", &[("replace", &["pump-3"])])],
+        now + chrono::Duration::seconds(1),
+    );
+    s.save_plan(&plan).await.unwrap();
+    let stored = s.active_plan(a.id, agent).await.unwrap().unwrap();
+    assert_eq!(stored, plan);
+    assert_eq!(stored.status, PlanStatus::Updated);
+    assert_eq!(
+        stored.tasks.iter().map(|t| t.status).collect::<Vec<_>>(),
+        [
+            TaskStatus::Cancelled,
+            TaskStatus::Cancelled,
+            TaskStatus::Pending
+        ]
+    );
+
+    // One active plan per agent; inactive ones may stay.
+    let other = Plan::new(a.id, agent, reflection.id, vec![task("x", &[])], now);
+    assert!(matches!(
+        s.save_plan(&other).await,
+        Err(agency_store::StoreError::Conflict(_))
+    ));
+    let mut old = other.clone();
+    old.active = false;
+    s.save_plan(&old).await.unwrap();
+    assert_eq!(s.active_plan(a.id, agent).await.unwrap(), Some(plan));
+    let programmer = a.agent_by_handle("programmer").unwrap().id;
+    assert_eq!(s.active_plan(a.id, programmer).await.unwrap(), None);
 }

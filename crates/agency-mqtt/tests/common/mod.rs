@@ -163,8 +163,28 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(host: &str, port: u16, team: &str) -> Client {
+        Self::connect_to(host, port, team, &[format!("XMAGS/{team}/EVT/#")]).await
+    }
+
+    /// A client subscribed to `filters` (subscribed once this returns).
+    pub async fn connect_to(host: &str, port: u16, team: &str, filters: &[String]) -> Client {
         let mut options = MqttOptions::new(format!("test-client-{}", unique()), host, port);
         options.set_keep_alive(Duration::from_secs(30));
+        Self::with_options(options, team, filters).await
+    }
+
+    /// A client with a persistent session (it and the broker keep what is in flight across
+    /// a disconnection), subscribed to the team's events.
+    pub async fn connect_persistent(host: &str, port: u16, team: &str) -> Client {
+        let mut options = MqttOptions::new(format!("test-client-{}", unique()), host, port);
+        options
+            .set_keep_alive(Duration::from_secs(5))
+            .set_clean_start(false)
+            .set_session_expiry_interval(Some(3600));
+        Self::with_options(options, team, &[format!("XMAGS/{team}/EVT/#")]).await
+    }
+
+    async fn with_options(options: MqttOptions, team: &str, filters: &[String]) -> Client {
         let (client, mut eventloop) = AsyncClient::new(options, 64);
         let (tx, inbox) = mpsc::unbounded_channel();
         let (subscribed_tx, subscribed) = oneshot::channel();
@@ -190,7 +210,11 @@ impl Client {
             }
         });
         client
-            .subscribe(format!("XMAGS/{team}/EVT/#"), QoS::AtLeastOnce)
+            .subscribe_many(
+                filters
+                    .iter()
+                    .map(|f| rumqttc::v5::mqttbytes::v5::Filter::new(f.clone(), QoS::AtLeastOnce)),
+            )
             .await
             .unwrap();
         subscribed.await.unwrap();
