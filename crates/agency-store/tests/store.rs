@@ -225,6 +225,21 @@ async fn save_turn(s: &Arc<dyn Store>, t: &TurnRecord) {
     s.write(w).await.unwrap();
 }
 
+/// A conversation's first turn, just started.
+fn first_turn(conversation: ConversationId) -> TurnRecord {
+    TurnRecord {
+        id: TurnId::new(),
+        conversation_id: conversation,
+        number: 1,
+        started_at: Utc::now().trunc_subsecs(6),
+        finished_at: None,
+        stopped_by: None,
+        hops: 0,
+        usage: Usage::default(),
+        error: None,
+    }
+}
+
 async fn setup(s: &Arc<dyn Store>) -> ConversationId {
     let a = agency("studio", "local", false);
     s.save_agency(&a).await.unwrap();
@@ -278,17 +293,7 @@ async fn a_write_is_all_or_nothing(s: Arc<dyn Store>) {
     let a = agency("studio", "local", false);
     s.save_agency(&a).await.unwrap();
     let c = conversation(a.id);
-    let turn = TurnRecord {
-        id: TurnId::new(),
-        conversation_id: c.id,
-        number: 1,
-        started_at: Utc::now().trunc_subsecs(6),
-        finished_at: None,
-        stopped_by: None,
-        hops: 0,
-        usage: Usage::default(),
-        error: None,
-    };
+    let turn = first_turn(c.id);
     let now = Utc::now().trunc_subsecs(6);
     let key = agency_core::ApiKey {
         id: uuid::Uuid::now_v7(),
@@ -364,17 +369,7 @@ async fn large_appends(s: Arc<dyn Store>) {
 
 async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {
     let c = setup(&s).await;
-    let mut t = TurnRecord {
-        id: TurnId::new(),
-        conversation_id: c,
-        number: 1,
-        started_at: Utc::now().trunc_subsecs(6),
-        finished_at: None,
-        stopped_by: None,
-        hops: 0,
-        usage: Usage::default(),
-        error: None,
-    };
+    let mut t = first_turn(c);
     save_turn(&s, &t).await;
     assert_eq!(s.turns(c).await.unwrap(), vec![t.clone()]);
     t.finished_at = Some(t.started_at + Duration::from_millis(1500));
