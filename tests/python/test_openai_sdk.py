@@ -267,6 +267,16 @@ def test_sync_completion(client: openai.OpenAI):
     assert_completion(completion)
 
 
+def test_request_ids_like_openais(client: openai.OpenAI):
+    first = client.chat.completions.create(model="studio", messages=[user(TODO)])
+    second = client.chat.completions.create(model="studio", messages=[user(TODO)])
+    assert first._request_id and first._request_id.startswith("req_")
+    assert first._request_id != second._request_id
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(model="no-such-agency", messages=[user(TODO)])
+    assert e.value.request_id and e.value.request_id.startswith("req_")
+
+
 def test_async_completion(server: Server):
     async def go():
         async with server.async_client() as client:

@@ -198,13 +198,23 @@ struct Reply {
 }
 
 impl Reply {
+    /// Every response, error or not, names its request like OpenAI's: `x-request-id`.
     async fn of(rb: RequestBuilder) -> Reply {
         let res = rb.send().await.unwrap();
-        Reply {
+        let reply = Reply {
             status: res.status(),
             headers: res.headers().clone(),
             text: res.text().await.unwrap(),
-        }
+        };
+        let id = reply.header("x-request-id").unwrap_or_default();
+        let hex = id.strip_prefix("req_").unwrap_or_default();
+        assert!(
+            hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit()),
+            "x-request-id {id:?} on {} {}",
+            reply.status,
+            reply.text
+        );
+        reply
     }
 
     fn header(&self, name: &str) -> Option<&str> {
@@ -409,6 +419,12 @@ async fn a_completion_answers_like_openai() {
     assert_eq!(app.inputs(c).await, ["a todo app"]);
 
     snapshot("completion", &r.shown());
+    let again = app.say(json!([user("a todo app")])).await;
+    assert_ne!(
+        again.header("x-request-id"),
+        r.header("x-request-id"),
+        "each request has its own id"
+    );
 }
 
 #[tokio::test]

@@ -23,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::Utc;
 pub use error::OpenAiError;
+use tracing::Instrument;
 use types::{ChatRequest, Content};
 
 use crate::AppState;
@@ -31,6 +32,8 @@ use crate::AppState;
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
 /// The header that carries (and may name) the conversation.
 pub const CONVERSATION_HEADER: &str = "x-agency-conversation";
+/// The header that names a request (OpenAI's).
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// Comments sent while the agents work, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
@@ -44,6 +47,19 @@ pub fn routes() -> Router<AppState> {
         .route("/api/agency/{agency}/models/{model}", get(agency_model))
         .route("/v1/{*rest}", axum::routing::any(unknown_url))
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(request_id))
+}
+
+/// Like OpenAI, every response carries `x-request-id` (the SDKs show it as `_request_id` and
+/// on their errors), and whatever the request logs carries it too.
+async fn request_id(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let id = format!("req_{}", uuid::Uuid::now_v7().simple());
+    let span = tracing::info_span!("openai", request_id = %id);
+    let mut response = next.run(request).instrument(span).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    response
 }
 
 async fn v1_chat(
@@ -515,93 +531,97 @@ fn stream_turn(
         }
     };
     let usage_slot = move || include_usage.then_some(None);
-    tokio::spawn(async move {
-        let send = |c: types::Chunk| {
-            let tx = tx.clone();
-            async move {
-                if let Ok(data) = serde_json::to_string(&c) {
-                    let _ = tx.send(Event::default().data(data)).await;
+    tokio::spawn(
+        async move {
+            let send = |c: types::Chunk| {
+                let tx = tx.clone();
+                async move {
+                    if let Ok(data) = serde_json::to_string(&c) {
+                        let _ = tx.send(Event::default().data(data)).await;
+                    }
                 }
-            }
-        };
-        send(chunk(
-            types::Delta {
-                role: Some("assistant"),
-                content: Some(String::new()),
-            },
-            None,
-            usage_slot(),
-        ))
-        .await;
-        // The answer streams as the manager's model writes it, when it can; what did not
-        // stream (all of it, with a model that does not stream) follows when the turn ends.
-        let (answer_tx, mut answer_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let rt = s.rt.clone();
-        let running =
-            tokio::spawn(
-                async move { rt.api_turn(&key, conversation, turn, Some(answer_tx)).await },
-            );
-        let mut streamed = String::new();
-        while let Some(piece) = answer_rx.recv().await {
-            streamed.push_str(&piece);
+            };
             send(chunk(
                 types::Delta {
-                    role: None,
-                    content: Some(piece),
+                    role: Some("assistant"),
+                    content: Some(String::new()),
                 },
                 None,
                 usage_slot(),
             ))
             .await;
-        }
-        let result = running
-            .await
-            .unwrap_or_else(|e| Err(RuntimeError::Invalid(format!("the turn stopped: {e}"))));
-        match result {
-            Ok(out) => {
-                let rest = match out.answer.strip_prefix(streamed.as_str()) {
-                    Some(rest) => rest.to_string(),
-                    None => {
-                        // Text streamed from a reply the agency did not keep as its answer.
-                        tracing::warn!(
-                            "a streamed answer was replaced; sending the final answer after it"
-                        );
-                        format!("\n\n{}", out.answer)
-                    }
-                };
-                for piece in rest.split_inclusive(char::is_whitespace) {
-                    send(chunk(
-                        types::Delta {
-                            role: None,
-                            content: Some(piece.to_string()),
-                        },
-                        None,
-                        usage_slot(),
-                    ))
-                    .await;
-                }
+            // The answer streams as the manager's model writes it, when it can; what did not
+            // stream (all of it, with a model that does not stream) follows when the turn ends.
+            let (answer_tx, mut answer_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let rt = s.rt.clone();
+            let running = tokio::spawn(
+                async move { rt.api_turn(&key, conversation, turn, Some(answer_tx)).await }
+                    .in_current_span(),
+            );
+            let mut streamed = String::new();
+            while let Some(piece) = answer_rx.recv().await {
+                streamed.push_str(&piece);
                 send(chunk(
-                    types::Delta::default(),
-                    Some(finish_reason(out.stopped_by)),
+                    types::Delta {
+                        role: None,
+                        content: Some(piece),
+                    },
+                    None,
                     usage_slot(),
                 ))
                 .await;
-                if include_usage {
+            }
+            let result = running
+                .await
+                .unwrap_or_else(|e| Err(RuntimeError::Invalid(format!("the turn stopped: {e}"))));
+            match result {
+                Ok(out) => {
+                    let rest = match out.answer.strip_prefix(streamed.as_str()) {
+                        Some(rest) => rest.to_string(),
+                        None => {
+                            // Text streamed from a reply the agency did not keep as its answer.
+                            tracing::warn!(
+                                "a streamed answer was replaced; sending the final answer after it"
+                            );
+                            format!("\n\n{}", out.answer)
+                        }
+                    };
+                    for piece in rest.split_inclusive(char::is_whitespace) {
+                        send(chunk(
+                            types::Delta {
+                                role: None,
+                                content: Some(piece.to_string()),
+                            },
+                            None,
+                            usage_slot(),
+                        ))
+                        .await;
+                    }
                     send(chunk(
                         types::Delta::default(),
-                        None,
-                        Some(Some(usage(&out))),
+                        Some(finish_reason(out.stopped_by)),
+                        usage_slot(),
                     ))
                     .await;
+                    if include_usage {
+                        send(chunk(
+                            types::Delta::default(),
+                            None,
+                            Some(Some(usage(&out))),
+                        ))
+                        .await;
+                    }
+                }
+                Err(e) => {
+                    let body = runtime_error(e).body();
+                    let _ = tx.send(Event::default().data(body.to_string())).await;
                 }
             }
-            Err(e) => {
-                let body = runtime_error(e).body();
-                let _ = tx.send(Event::default().data(body.to_string())).await;
-            }
+            let _ = tx.send(Event::default().data("[DONE]")).await;
         }
-        let _ = tx.send(Event::default().data("[DONE]")).await;
-    });
+        // The turn outlives the response's head: it logs under the request's id too.
+        .in_current_span(),
+    );
     let events = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
