@@ -45,6 +45,11 @@ pub async fn serve(
         .set_session_expiry_interval(Some(SESSION_EXPIRY_SECS))
         .set_manual_acks(true)
         .set_max_packet_size(Some(MAX_PACKET));
+    // Small packets both ways (a publish, its acknowledgement): without TCP_NODELAY, Nagle's
+    // algorithm and delayed acknowledgements hold each one back by tens of milliseconds.
+    let mut network = rumqttc::NetworkOptions::new();
+    network.set_tcp_nodelay(true);
+    options.set_network_options(network);
     if let Some(user) = &config.username {
         let password = config
             .password

@@ -184,7 +184,10 @@ impl Client {
         Self::with_options(options, team, &[format!("XMAGS/{team}/EVT/#")]).await
     }
 
-    async fn with_options(options: MqttOptions, team: &str, filters: &[String]) -> Client {
+    async fn with_options(mut options: MqttOptions, team: &str, filters: &[String]) -> Client {
+        let mut network = rumqttc::NetworkOptions::new();
+        network.set_tcp_nodelay(true);
+        options.set_network_options(network);
         let (client, mut eventloop) = AsyncClient::new(options, 64);
         let (tx, inbox) = mpsc::unbounded_channel();
         let (subscribed_tx, subscribed) = oneshot::channel();
