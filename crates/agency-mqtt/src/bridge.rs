@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use secrecy::ExposeSecret;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
+use crate::acks::AckEvent;
 use crate::topic::{self, Inbound};
 use crate::{MqttConfig, MqttError, wire};
 
@@ -38,7 +40,12 @@ pub async fn serve(
     config: MqttConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), MqttError> {
-    let mut options = MqttOptions::new(config.client_id.clone(), config.host.clone(), config.port);
+    // An embedded broker listening on every interface is reached on loopback.
+    let host = match config.host.parse::<std::net::IpAddr>() {
+        Ok(ip) if config.embedded && ip.is_unspecified() => "127.0.0.1".to_string(),
+        _ => config.host.clone(),
+    };
+    let mut options = MqttOptions::new(config.client_id.clone(), host, config.port);
     options
         .set_keep_alive(Duration::from_secs(30))
         .set_clean_start(false)
@@ -62,9 +69,13 @@ pub async fn serve(
         options.set_transport(rumqttc::Transport::tls_with_default_config());
     }
     let (client, mut eventloop) = AsyncClient::new(options, 256);
+    let (acks, ack_events) = mpsc::unbounded_channel();
+    tokio::spawn(crate::acks::run(client.clone(), ack_events));
     let bridge = Arc::new(Bridge {
         rt,
         client: client.clone(),
+        acks,
+        received: AtomicU64::new(0),
         queues: Mutex::new(HashMap::new()),
         teams: Mutex::new(HashMap::new()),
     });
@@ -87,6 +98,7 @@ pub async fn serve(
                     tracing::info!(host = %config.host, port = config.port, "MQTT connected");
                     connected = true;
                     backoff = Duration::from_millis(100);
+                    let _ = bridge.acks.send(AckEvent::Reset);
                     // Subscribing again on every connection: a broker that restarted without
                     // its sessions has forgotten them.
                     let (c, f) = (client.clone(), filters.clone());
@@ -131,24 +143,27 @@ pub async fn serve(
 struct Bridge {
     rt: Arc<Runtime>,
     client: AsyncClient,
+    /// Acknowledgements, released in arrival order.
+    acks: mpsc::UnboundedSender<AckEvent>,
+    /// Messages received so far (each one's number in arrival order).
+    received: AtomicU64,
     /// One queue per conversation (or per team's observations): its messages in order.
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Publish>>>,
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<(u64, Publish)>>>,
     /// Team ids as last resolved.
     teams: Mutex<HashMap<String, AgencyId>>,
 }
 
-/// Acknowledges a message once, when what it asked for is persisted (or when it was refused).
+/// Acknowledges a message once, when what it asked for is persisted (or when it was refused);
+/// the acknowledgement leaves once those of the messages before it have (see `acks.rs`).
 struct Ack {
-    client: AsyncClient,
-    publish: Option<Publish>,
+    acks: mpsc::UnboundedSender<AckEvent>,
+    seq: Option<u64>,
 }
 
 impl Ack {
     async fn send(&mut self) {
-        if let Some(p) = self.publish.take()
-            && let Err(e) = self.client.ack(&p).await
-        {
-            tracing::warn!(error = %e, "cannot acknowledge a message");
+        if let Some(seq) = self.seq.take() {
+            let _ = self.acks.send(AckEvent::Done(seq));
         }
     }
 }
@@ -156,6 +171,8 @@ impl Ack {
 impl Bridge {
     /// Puts the message in its queue (making the queue and its worker when needed).
     fn dispatch(self: &Arc<Self>, p: Publish) {
+        let seq = self.received.fetch_add(1, Ordering::Relaxed);
+        let _ = self.acks.send(AckEvent::Received(seq, Box::new(p.clone())));
         let name = String::from_utf8_lossy(&p.topic).into_owned();
         let key = match topic::parse(&name) {
             Some(Inbound::Chat { conversation, .. }) => format!("c/{conversation}"),
@@ -179,11 +196,11 @@ impl Bridge {
             return;
         };
         let p = match queues.get(&key) {
-            Some(tx) => match tx.send(p) {
+            Some(tx) => match tx.send((seq, p)) {
                 Ok(()) => return,
                 Err(mpsc::error::SendError(p)) => p,
             },
-            None => p,
+            None => (seq, p),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(p);
@@ -191,10 +208,10 @@ impl Bridge {
         tokio::spawn(self.clone().worker(key, rx));
     }
 
-    async fn worker(self: Arc<Self>, key: String, mut rx: mpsc::UnboundedReceiver<Publish>) {
+    async fn worker(self: Arc<Self>, key: String, mut rx: mpsc::UnboundedReceiver<(u64, Publish)>) {
         loop {
             match tokio::time::timeout(IDLE, rx.recv()).await {
-                Ok(Some(p)) => self.handle(p).await,
+                Ok(Some((seq, p))) => self.handle(seq, p).await,
                 Ok(None) => return,
                 Err(_) => {
                     // Idle: leave the map (no one can send after this), then finish what
@@ -202,8 +219,8 @@ impl Bridge {
                     if let Ok(mut q) = self.queues.lock() {
                         q.remove(&key);
                     }
-                    while let Some(p) = rx.recv().await {
-                        self.handle(p).await;
+                    while let Some((seq, p)) = rx.recv().await {
+                        self.handle(seq, p).await;
                     }
                     return;
                 }
@@ -211,11 +228,11 @@ impl Bridge {
         }
     }
 
-    async fn handle(&self, p: Publish) {
+    async fn handle(&self, seq: u64, p: Publish) {
         let name = String::from_utf8_lossy(&p.topic).into_owned();
         let mut ack = Ack {
-            client: self.client.clone(),
-            publish: Some(p.clone()),
+            acks: self.acks.clone(),
+            seq: Some(seq),
         };
         let Some(inbound) = topic::parse(&name) else {
             ack.send().await;

@@ -5,7 +5,8 @@ use secrecy::SecretString;
 use crate::MqttError;
 
 /// Where the broker is and how to log in: `mqtt://[USER[:PASSWORD]@]HOST[:PORT][?client_id=ID&share=GROUP]`,
-/// or `mqtts://` for TLS (the system's root certificates).
+/// or `mqtts://` for TLS (the system's root certificates); or `embedded` (a broker inside the
+/// process on 127.0.0.1:1883; `embedded://HOST:PORT` for another address).
 #[derive(Clone)]
 pub struct MqttConfig {
     pub host: String,
@@ -19,6 +20,8 @@ pub struct MqttConfig {
     /// With a group, the server subscribes through MQTT 5 shared subscriptions
     /// (`$share/GROUP/...`): processes of one group share the messages, each handled once.
     pub share_group: Option<String>,
+    /// Run the broker inside the process, listening on `host:port`, and connect to it.
+    pub embedded: bool,
 }
 
 impl fmt::Debug for MqttConfig {
@@ -31,6 +34,7 @@ impl fmt::Debug for MqttConfig {
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("client_id", &self.client_id)
             .field("share_group", &self.share_group)
+            .field("embedded", &self.embedded)
             .finish()
     }
 }
@@ -38,10 +42,16 @@ impl fmt::Debug for MqttConfig {
 impl MqttConfig {
     pub fn parse(url: &str) -> Result<Self, MqttError> {
         let bad = || MqttError::Url(redact(url));
+        let url = if url.trim() == "embedded" {
+            "embedded://127.0.0.1:1883"
+        } else {
+            url
+        };
         let parsed = url::Url::parse(url).map_err(|_| bad())?;
-        let (tls, default_port) = match parsed.scheme() {
-            "mqtt" | "tcp" => (false, 1883),
-            "mqtts" | "ssl" => (true, 8883),
+        let (tls, default_port, embedded) = match parsed.scheme() {
+            "mqtt" | "tcp" => (false, 1883, false),
+            "mqtts" | "ssl" => (true, 8883, false),
+            "embedded" => (false, 1883, true),
             _ => return Err(bad()),
         };
         let host = parsed
@@ -70,6 +80,7 @@ impl MqttConfig {
             password,
             client_id,
             share_group,
+            embedded,
         })
     }
 }
@@ -137,6 +148,17 @@ mod tests {
         assert!(!format!("{c:?}").contains("p@ss"));
         let tls = MqttConfig::parse("mqtts://broker").ok();
         assert_eq!(tls.map(|c| (c.tls, c.port)), Some((true, 8883)));
+        let e = MqttConfig::parse("embedded").ok();
+        assert_eq!(
+            e.map(|c| (c.embedded, c.host, c.port, c.tls)),
+            Some((true, "127.0.0.1".to_string(), 1883, false))
+        );
+        let e = MqttConfig::parse("embedded://0.0.0.0:1884?client_id=x").ok();
+        assert_eq!(
+            e.map(|c| (c.embedded, c.host, c.port, c.client_id)),
+            Some((true, "0.0.0.0".to_string(), 1884, "x".to_string()))
+        );
+        assert!(!MqttConfig::parse("mqtt://h").is_ok_and(|c| c.embedded));
     }
 
     #[test]

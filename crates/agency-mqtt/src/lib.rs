@@ -7,11 +7,17 @@
 //! user's message is stored), so a crash before that leaves it with the broker, which delivers
 //! it again.
 //!
+//! `--mqtt embedded` runs a broker inside the process ([`start_broker`], cargo feature
+//! `embedded`, on by default) and connects to it like to any other.
+//!
 //! Payloads are metadata; content is read by id over HTTP
 //! (`GET /api/conversations/{conversationId}/entries`).
 
+mod acks;
 mod bridge;
 mod config;
+#[cfg(feature = "embedded")]
+pub mod embedded;
 mod error;
 pub mod topic;
 pub mod wire;
@@ -19,3 +25,30 @@ pub mod wire;
 pub use bridge::serve;
 pub use config::MqttConfig;
 pub use error::MqttError;
+
+/// Starts the broker inside the process when `config` asks for one (`--mqtt embedded`);
+/// nothing otherwise. Call it before [`serve`], so that a busy address fails the start.
+pub fn start_broker(config: &MqttConfig) -> Result<(), MqttError> {
+    if !config.embedded {
+        return Ok(());
+    }
+    let ip: std::net::IpAddr = config.host.parse().map_err(|_| {
+        MqttError::Unsupported(format!(
+            "the embedded broker listens on an IP address, not `{}`",
+            config.host
+        ))
+    })?;
+    start_embedded(std::net::SocketAddr::new(ip, config.port))
+}
+
+#[cfg(feature = "embedded")]
+fn start_embedded(addr: std::net::SocketAddr) -> Result<(), MqttError> {
+    embedded::start(addr)
+}
+
+#[cfg(not(feature = "embedded"))]
+fn start_embedded(_addr: std::net::SocketAddr) -> Result<(), MqttError> {
+    Err(MqttError::Unsupported(
+        "this build has no embedded broker (cargo feature `embedded`)".into(),
+    ))
+}

@@ -58,7 +58,8 @@ enum Command {
         #[arg(long, env = "AGENCY_LISTEN", default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
         /// Also speak the XMAGS MQTT protocol through this broker:
-        /// mqtt://[USER[:PASSWORD]@]HOST[:PORT][?client_id=ID&share=GROUP], or mqtts://.
+        /// mqtt://[USER[:PASSWORD]@]HOST[:PORT][?client_id=ID&share=GROUP], or mqtts://; or
+        /// `embedded`: a broker inside the process on 127.0.0.1:1883 (embedded://HOST:PORT).
         #[arg(long, env = "AGENCY_MQTT")]
         mqtt: Option<String>,
     },
@@ -145,7 +146,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AGENCY_LOG")
-                .unwrap_or_else(|_| (if serving { "info" } else { "warn" }).into()),
+                // The embedded broker logs every client's disconnection as an error: quiet by
+                // default (AGENCY_LOG=info,rumqttd=info shows it).
+                .unwrap_or_else(|_| (if serving { "info,rumqttd=off" } else { "warn" }).into()),
         )
         .init();
     let result = tokio::runtime::Builder::new_multi_thread()
@@ -383,6 +386,15 @@ async fn serve(
     let mqtt = mqtt
         .map(|url| agency_mqtt::MqttConfig::parse(&url))
         .transpose()?;
+    if let Some(config) = &mqtt {
+        agency_mqtt::start_broker(config)?;
+        if config.embedded {
+            println!(
+                "agency: MQTT broker on mqtt://{}:{}",
+                config.host, config.port
+            );
+        }
+    }
     // The port first: a server that cannot start makes no key files.
     let listener = tokio::net::TcpListener::bind(listen)
         .await

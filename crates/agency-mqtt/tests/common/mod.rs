@@ -24,6 +24,10 @@ pub fn broker_addr() -> String {
 /// where a missing broker fails the run.
 pub async fn broker() -> Option<(String, u16)> {
     let addr = broker_addr();
+    #[cfg(feature = "embedded")]
+    if addr == "embedded" {
+        return Some(("127.0.0.1".to_string(), embedded_broker().await));
+    }
     match tokio::net::TcpStream::connect(&addr).await {
         Ok(_) => {}
         Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
@@ -36,6 +40,31 @@ pub async fn broker() -> Option<(String, u16)> {
     }
     let (host, port) = addr.rsplit_once(':').expect("host:port");
     Some((host.to_string(), port.parse().expect("a port")))
+}
+
+/// `AGENCY_TEST_MQTT=embedded`: one embedded broker for the whole test binary, on a free port.
+#[cfg(feature = "embedded")]
+pub async fn embedded_broker() -> u16 {
+    static PORT: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
+    let port = *PORT.get_or_init(|| {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        agency_mqtt::embedded::start(([127, 0, 0, 1], port).into()).unwrap();
+        port
+    });
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    port
 }
 
 pub fn unique() -> String {
