@@ -5,17 +5,8 @@
 
 mod common;
 
-use common::{Client, Server, broker};
+use common::{Client, Server, broker, keys};
 use serde_json::{Value, json};
-
-fn keys(v: &Value) -> Vec<String> {
-    let mut k: Vec<String> = v
-        .as_object()
-        .map(|o| o.keys().cloned().collect())
-        .unwrap_or_default();
-    k.sort();
-    k
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_spec_example_flow_with_the_manager() {

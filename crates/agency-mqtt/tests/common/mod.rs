@@ -67,6 +67,16 @@ pub async fn embedded_broker() -> u16 {
     port
 }
 
+/// An object's keys, sorted (to check a payload has exactly its fields).
+pub fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
+    k.sort();
+    k
+}
+
 pub fn unique() -> String {
     uuid::Uuid::now_v7().simple().to_string()[20..].to_string()
 }
