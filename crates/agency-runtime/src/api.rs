@@ -100,14 +100,22 @@ impl Runtime {
                 id,
                 guard: self.lock_conversation(id).await?,
             },
-            None => {
-                let guard = self.open_conversation(agency, system).await;
-                let id = guard.as_ref().map(|s| s.conversation).ok_or_else(|| {
-                    RuntimeError::Invalid("the conversation is not loaded".into())
-                })?;
-                Opened { id, guard }
-            }
+            None => self.open_conversation(agency, system).await,
         })
+    }
+
+    /// A new conversation kept in memory until its first turn writes it (with that turn's
+    /// first write), whose manager's system prompt ends with `manager_system` (a client's own
+    /// system message, as spec 000 has it; no other agent sees it).
+    async fn open_conversation(&self, agency: &Agency, manager_system: Option<&str>) -> Opened {
+        let (conversation, session) = Session::fresh(ConversationId::new(), agency, manager_system);
+        // A new id: its lock is free.
+        let mut guard = self.session_slot(conversation.id).lock_owned().await;
+        *guard = Some(session);
+        Opened {
+            id: conversation.id,
+            guard,
+        }
     }
 
     /// Runs the request's turn in the conversation and remembers the transcript, so that the

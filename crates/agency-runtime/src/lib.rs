@@ -183,21 +183,6 @@ impl Runtime {
         Ok(conversation)
     }
 
-    /// A new conversation kept in memory until its first turn writes it (with that turn's
-    /// first write), whose manager's system prompt ends with `manager_system` (a client's own
-    /// system message, as spec 000 has it; no other agent sees it).
-    async fn open_conversation(
-        &self,
-        agency: &Agency,
-        manager_system: Option<&str>,
-    ) -> OwnedMutexGuard<Option<Session>> {
-        let (conversation, session) = Session::fresh(ConversationId::new(), agency, manager_system);
-        // A new id: its lock is free.
-        let mut guard = self.session_slot(conversation.id).lock_owned().await;
-        *guard = Some(session);
-        guard
-    }
-
     /// Keeps a session just written in memory: no need to read it back on the first turn.
     fn keep_session(&self, session: Session) {
         if let Ok(mut slot) = self.session_slot(session.conversation).try_lock_owned()
