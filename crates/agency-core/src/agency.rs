@@ -227,6 +227,8 @@ pub struct Agency {
     pub providers: Vec<ProviderSpec>,
     /// In display order; ids and names are unique, the manager is one of them.
     pub agents: Vec<Agent>,
+    /// The published version this is (`None`: the draft being edited).
+    pub version: Option<u32>,
 }
 
 impl Agency {
@@ -814,6 +816,7 @@ impl AgencyDraft {
                 },
                 providers,
                 agents,
+                version: None,
             }),
             _ => Err(ValidationErrors(p.0)),
         }
@@ -1073,4 +1076,12 @@ mod tests {
         let again = a.to_draft().validate(a.id, "local", &serves).unwrap();
         assert_eq!(a, again);
     }
+}
+
+/// A published version of an agency: frozen when it was published, served by the agency's API
+/// until a newer one is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    pub version: u32,
+    pub published_at: chrono::DateTime<chrono::Utc>,
 }

@@ -56,6 +56,10 @@ uuid_id!(
     /// One turn: a user message and everything the agency did to answer it.
     TurnId
 );
+uuid_id!(
+    /// A person with an account. Written as text, it is the owner of what they made.
+    UserId
+);
 
 /// The number an agent is known by inside its agency (`#143`). `0` is reserved for the user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -4,6 +4,7 @@
 //! what happened (a reply arrived, the deadline passed) and carries out the [`engine::Step`]s it
 //! returns. Wire formats live at the edges that speak them.
 
+pub mod account;
 pub mod agency;
 pub mod apikey;
 pub mod engine;
@@ -17,13 +18,14 @@ pub mod protocol;
 pub mod rules;
 pub mod stream;
 
+pub use account::{Email, LoginSession, PasswordHash, User};
 pub use agency::{
     Agency, AgencyDraft, Agent, AgentDraft, Block, Limits, ModelRef, Party, Protocol,
-    ProviderDraft, ProviderKind, ProviderSpec, Recipient, Roster, Rule, RuleDraft, Sampling,
-    ValidationError, ValidationErrors, validate_providers,
+    ProviderDraft, ProviderKind, ProviderSpec, Published, Recipient, Roster, Rule, RuleDraft,
+    Sampling, ValidationError, ValidationErrors, validate_providers,
 };
 pub use apikey::{ApiKey, KeyState};
-pub use ids::{AgencyId, AgentId, ConversationId, MessageId, TurnId};
+pub use ids::{AgencyId, AgentId, ConversationId, MessageId, TurnId, UserId};
 pub use message::{
     Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord, Usage, trace,
 };

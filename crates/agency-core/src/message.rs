@@ -241,6 +241,9 @@ pub fn trace(messages: &[Message]) -> Vec<TraceEntry> {
 pub struct Conversation {
     pub id: crate::ids::ConversationId,
     pub agency_id: crate::ids::AgencyId,
+    /// `None`: it runs on the agency's draft (a playground). `Some(n)`: on its published
+    /// versions, from version `n` on (a newer publication takes over its next turn).
+    pub version: Option<u32>,
     pub created_at: DateTime<Utc>,
 }
 

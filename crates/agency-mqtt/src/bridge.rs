@@ -324,11 +324,11 @@ impl Bridge {
         .await;
     }
 
-    /// The agency a team id names: its handle, else its name.
+    /// The published agency a team id names: its handle, else its name.
     async fn team(&self, team: &str) -> Result<Arc<Agency>, MqttError> {
         let known = self.teams.lock().ok().and_then(|t| t.get(team).copied());
         if let Some(id) = known {
-            match self.rt.agency_by_id(id).await {
+            match self.rt.published_agency(id).await {
                 Ok(a) if a.team_id() == team => return Ok(a),
                 Ok(_) | Err(RuntimeError::AgencyNotFound(_)) => {}
                 Err(e) => return Err(e.into()),
@@ -347,7 +347,7 @@ impl Bridge {
         if let Ok(mut t) = self.teams.lock() {
             t.insert(team.to_string(), found.id);
         }
-        Ok(self.rt.agency_by_id(found.id).await?)
+        Ok(self.rt.published_agency(found.id).await?)
     }
 
     async fn chat_new(

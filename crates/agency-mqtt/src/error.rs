@@ -38,10 +38,11 @@ impl MqttError {
             MqttError::OtherAgent { .. } => "ConversationOfAnotherAgent",
             MqttError::Unsupported(_) => "Unsupported",
             MqttError::Runtime(e) => match e {
-                RuntimeError::AgencyNotFound(_) => "UnknownTeam",
+                RuntimeError::AgencyNotFound(_) | RuntimeError::NotPublished(_) => "UnknownTeam",
                 RuntimeError::ConversationNotFound(_) => "ConversationNotInitialized",
                 RuntimeError::Invalid(_) | RuntimeError::Validation(_) => "InvalidRequest",
                 RuntimeError::Conflict(_) => "Conflict",
+                RuntimeError::Unauthorized(_) => "Unauthorized",
                 RuntimeError::Model { .. } => "ModelError",
                 RuntimeError::Store(_) => "InternalError",
             },

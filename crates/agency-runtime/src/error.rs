@@ -14,6 +14,12 @@ pub enum RuntimeError {
     Validation(#[from] ValidationErrors),
     #[error("{0}")]
     Conflict(String),
+    /// Wrong credentials.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The agency exists but has no published version to serve.
+    #[error("agency `{0}` is not published: publish it to reach it through its API")]
+    NotPublished(String),
     #[error("agent {agent} ({name}) could not answer: {error}")]
     Model {
         agent: AgentId,

@@ -167,6 +167,18 @@ impl Authenticator {
         }
     }
 
+    /// The secret keys are hashed with (to make keys).
+    pub fn keyring(&self) -> &Keyring {
+        &self.keyring
+    }
+
+    /// Forgets the cached keys of an agency, so that a revocation takes effect at once.
+    pub fn forget(&self, agency: agency_core::AgencyId) {
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.retain(|_, (_, key)| key.as_ref().is_none_or(|k| k.agency_id != agency));
+        }
+    }
+
     /// The key behind an `Authorization` header's bearer token, if it may make a request now.
     pub async fn authenticate(&self, bearer: Option<&str>) -> Result<ApiKey, AuthError> {
         let token = bearer

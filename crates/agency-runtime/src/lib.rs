@@ -5,6 +5,8 @@
 //! loaded from the store once and then kept in memory with it, so a hop costs one write and no
 //! read, however long the conversation grows.
 
+pub mod accounts;
+pub mod agencies;
 pub mod api;
 mod error;
 mod events;
@@ -55,7 +57,7 @@ pub struct TurnOutcome {
     pub roster: Arc<agency_core::Roster>,
 }
 
-/// An agency as loaded at some revision, with its roster and its providers (the server's plus
+/// An agency as loaded at some revision (or a published version), with its roster and its providers (the server's plus
 /// its own, built once so that their limits hold across conversations).
 struct Cached {
     revision: i64,
@@ -77,8 +79,8 @@ pub struct Runtime {
     master_key: Option<secrets::MasterKeySource>,
     events: broadcast::Sender<Event>,
     sessions: StdMutex<HashMap<ConversationId, Arc<Mutex<Option<Session>>>>>,
-    /// Agencies as last loaded.
-    agencies: StdMutex<HashMap<AgencyId, Cached>>,
+    /// Agencies as last loaded: drafts (`None`) and published versions.
+    agencies: StdMutex<HashMap<(AgencyId, Option<u32>), Cached>>,
     /// Turns that answered while some agents were still working: their late replies are
     /// being persisted.
     settling: StdMutex<Vec<JoinHandle<()>>>,
@@ -112,6 +114,11 @@ impl Runtime {
         &self.store
     }
 
+    /// What stored provider keys are sealed under, when the server has it.
+    pub fn master_key(&self) -> Option<&secrets::MasterKeySource> {
+        self.master_key.as_ref()
+    }
+
     pub fn providers(&self) -> &Providers {
         &self.providers
     }
@@ -129,22 +136,6 @@ impl Runtime {
         owner: &str,
     ) -> Result<Agency, ValidationErrors> {
         draft.validate(id, owner, &|m| self.providers.serves(m))
-    }
-
-    /// Creates the agency, or replaces the owner's agency of the same name (keeping its id, so
-    /// its conversations stay).
-    pub async fn save_agency(
-        &self,
-        draft: &AgencyDraft,
-        owner: &str,
-    ) -> Result<Agency, RuntimeError> {
-        let id = match self.store.agency_by_name(owner, &draft.name).await? {
-            Some(existing) => existing.id,
-            None => AgencyId::new(),
-        };
-        let agency = self.validate(draft, id, owner)?;
-        self.store.save_agency(&agency).await?;
-        Ok(agency)
     }
 
     /// An agency by id or by name.
@@ -297,22 +288,34 @@ impl Runtime {
         ))
     }
 
-    /// An agency by id, as it is now (cached, checked with one small read).
+    /// An agency's draft by id, as it is now (cached, checked with one small read).
     pub async fn agency_by_id(&self, id: AgencyId) -> Result<Arc<Agency>, RuntimeError> {
-        Ok(self.current_agency(id).await?.agency)
+        Ok(self.current_agency(id, false).await?.agency)
     }
 
-    /// The agency as it is now: from the cache when its revision has not moved.
-    async fn current_agency(&self, id: AgencyId) -> Result<AgencyView, RuntimeError> {
+    /// The version of an agency its API serves: the latest published (cached, checked with
+    /// one small read). [`RuntimeError::NotPublished`] when it was never published.
+    pub async fn published_agency(&self, id: AgencyId) -> Result<Arc<Agency>, RuntimeError> {
+        Ok(self.current_agency(id, true).await?.agency)
+    }
+
+    /// The agency's draft, or its latest published version: from the cache when it holds
+    /// that revision of the draft, or that version (versions never change).
+    async fn current_agency(
+        &self,
+        id: AgencyId,
+        published: bool,
+    ) -> Result<AgencyView, RuntimeError> {
         let not_found = || RuntimeError::AgencyNotFound(id.to_string());
-        let revision = self
-            .store
-            .agency_revision(id)
-            .await?
-            .ok_or_else(not_found)?;
+        let state = self.store.agency_state(id).await?.ok_or_else(not_found)?;
+        let version = match (published, state.published) {
+            (false, _) => None,
+            (true, Some(v)) => Some(v),
+            (true, None) => return Err(RuntimeError::NotPublished(id.to_string())),
+        };
         if let Ok(cache) = self.agencies.lock()
-            && let Some(c) = cache.get(&id)
-            && c.revision == revision
+            && let Some(c) = cache.get(&(id, version))
+            && (version.is_some() || c.revision == state.revision)
         {
             return Ok(AgencyView {
                 agency: c.agency.clone(),
@@ -320,7 +323,11 @@ impl Runtime {
                 providers: c.providers.clone(),
             });
         }
-        let agency = Arc::new(self.store.agency(id).await?.ok_or_else(not_found)?);
+        let draft = self.store.agency(id).await?.ok_or_else(not_found)?;
+        let agency = Arc::new(match version {
+            None => draft,
+            Some(v) => self.load_version(&draft, v).await?,
+        });
         let roster = Arc::new(agency.roster());
         let providers = if agency.providers.is_empty() {
             self.providers.clone()
@@ -338,9 +345,9 @@ impl Runtime {
         };
         if let Ok(mut cache) = self.agencies.lock() {
             cache.insert(
-                id,
+                (id, version),
                 Cached {
-                    revision,
+                    revision: state.revision,
                     agency: agency.clone(),
                     roster: roster.clone(),
                     providers: providers.clone(),

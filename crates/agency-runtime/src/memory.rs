@@ -63,7 +63,7 @@ impl Runtime {
                 "the observation is longer than {MAX_OBSERVATION} bytes"
             )));
         }
-        let view = self.current_agency(agency).await?;
+        let view = self.current_agency(agency, true).await?;
         if view.agency.agent(agent).is_none() {
             return Err(RuntimeError::Invalid(format!(
                 "the agency has no agent #{}",

@@ -30,6 +30,8 @@ const MAX_GRACE: Duration = Duration::from_secs(60);
 pub(crate) struct Session {
     pub(crate) conversation: ConversationId,
     agency_id: AgencyId,
+    /// Whether it runs on the published versions (`Some`) or the draft (`None`).
+    version: Option<u32>,
     contexts: HashMap<AgentId, Arc<Vec<Message>>>,
     next_seq: i64,
     turns: u32,
@@ -71,6 +73,7 @@ impl Session {
         let conversation = Conversation {
             id,
             agency_id: agency.id,
+            version: agency.version,
             created_at: Utc::now(),
         };
         let mut session = Self::empty(&conversation);
@@ -86,6 +89,7 @@ impl Session {
         Self {
             conversation: c.id,
             agency_id: c.agency_id,
+            version: c.version,
             contexts: HashMap::new(),
             next_seq: 0,
             turns: 0,
@@ -204,7 +208,9 @@ pub(crate) async fn run(
         agency,
         roster,
         providers,
-    } = rt.current_agency(session.agency_id).await?;
+    } = rt
+        .current_agency(session.agency_id, session.version.is_some())
+        .await?;
     // A conversation with one agent alone (see `Runtime::start_conversation_as`): that agent
     // is the whole agency.
     let (agency, roster) = match session.solo(agency.manager) {

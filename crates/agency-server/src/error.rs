@@ -13,6 +13,8 @@ pub enum ApiError {
     #[error("{0}")]
     Unauthorized(String),
     #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
     TooManyRequests(String),
     #[error("{0}")]
     NotFound(String),
@@ -20,8 +22,9 @@ pub enum ApiError {
     MethodNotAllowed,
     #[error("{0}")]
     Conflict(String),
-    #[error("{0}")]
-    Unprocessable(String),
+    /// Fields with problems, each named by its path (`agents[1].rules[0].send_to`).
+    #[error("{}", .0.0.first().map_or("the request is not valid".to_string(), |e| e.to_string()))]
+    Fields(agency_core::ValidationErrors),
     #[error("{0}")]
     BadGateway(String),
     #[error("internal error")]
@@ -33,11 +36,12 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Fields(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -51,8 +55,10 @@ impl From<RuntimeError> for ApiError {
                 ApiError::NotFound(e.to_string())
             }
             RuntimeError::Invalid(m) => ApiError::BadRequest(m),
-            RuntimeError::Validation(v) => ApiError::Unprocessable(v.to_string()),
+            RuntimeError::Validation(v) => ApiError::Fields(v),
             RuntimeError::Conflict(m) => ApiError::Conflict(m),
+            RuntimeError::Unauthorized(m) => ApiError::Unauthorized(m),
+            RuntimeError::NotPublished(_) => ApiError::Conflict(e.to_string()),
             RuntimeError::Model { .. } => ApiError::BadGateway(e.to_string()),
             RuntimeError::Store(s) => ApiError::Internal(s.to_string()),
         }
@@ -70,7 +76,17 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(error = %detail, "request failed");
         }
-        let body = serde_json::json!({ "error": { "message": self.to_string(), "status": self.status_code().as_u16() } });
-        (self.status_code(), Json(body)).into_response()
+        let mut error = serde_json::json!({ "message": self.to_string(), "status": self.status_code().as_u16() });
+        if let ApiError::Fields(v) = &self {
+            error["fields"] =
+                v.0.iter()
+                    .map(|e| serde_json::json!({ "path": e.path, "message": e.message }))
+                    .collect();
+        }
+        (
+            self.status_code(),
+            Json(serde_json::json!({ "error": error })),
+        )
+            .into_response()
     }
 }

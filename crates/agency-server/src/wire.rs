@@ -3,14 +3,15 @@
 use agency_core::{Roster, Usage as CoreUsage};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostMessage {
     pub text: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
@@ -27,51 +28,7 @@ impl From<CoreUsage> for Usage {
     }
 }
 
-#[derive(Serialize)]
-pub struct Agent {
-    pub id: u32,
-    pub name: String,
-    pub handle: Option<String>,
-    pub role: Option<String>,
-    pub model: String,
-}
-
-#[derive(Serialize)]
-pub struct Agency {
-    pub id: String,
-    pub name: String,
-    pub protocol: &'static str,
-    pub manager: String,
-    pub max_hops: u32,
-    pub turn_deadline_secs: u64,
-    pub agents: Vec<Agent>,
-}
-
-impl From<&agency_core::Agency> for Agency {
-    fn from(a: &agency_core::Agency) -> Self {
-        Self {
-            id: a.id.to_string(),
-            name: a.name.clone(),
-            protocol: a.protocol.as_str(),
-            manager: a.roster().display(Some(a.manager)).to_string(),
-            max_hops: a.limits.max_hops,
-            turn_deadline_secs: a.limits.turn_deadline.as_secs(),
-            agents: a
-                .agents
-                .iter()
-                .map(|g| Agent {
-                    id: g.id.get(),
-                    name: g.name.clone(),
-                    handle: g.handle.clone(),
-                    role: g.role.clone(),
-                    model: g.model.to_string(),
-                })
-                .collect(),
-        }
-    }
-}
-
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Turn {
     pub id: String,
     pub number: u32,
@@ -98,10 +55,12 @@ impl From<&agency_core::TurnRecord> for Turn {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Conversation {
     pub id: String,
     pub agency_id: String,
+    /// `null`: it runs on the agency's draft; else on its published versions, from this one.
+    pub version: Option<u32>,
     pub created_at: DateTime<Utc>,
     pub turns: Vec<Turn>,
 }
@@ -111,13 +70,14 @@ impl Conversation {
         Self {
             id: c.id.to_string(),
             agency_id: c.agency_id.to_string(),
+            version: c.version,
             created_at: c.created_at,
             turns,
         }
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct TraceEntry {
     pub from: String,
     pub to: String,
@@ -138,7 +98,7 @@ impl TraceEntry {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct TurnResult {
     pub conversation_id: String,
     pub turn_id: String,
@@ -169,14 +129,14 @@ impl From<&agency_runtime::TurnOutcome> for TurnResult {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct TurnTrace {
     pub turn: Turn,
     pub trace: Vec<TraceEntry>,
 }
 
 /// A message in some agent's context (or, with `agent: null`, the user's transcript).
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Message {
     pub id: String,
     pub seq: i64,
@@ -210,6 +170,414 @@ impl Message {
             latency_ms: m.latency_ms,
             included: m.included,
             created_at: m.created_at,
+        }
+    }
+}
+
+// ---- The management API: accounts, agencies as drafts, versions, keys. ----
+
+/// Email and password, to sign up or log in.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Credentials {
+    pub email: String,
+    /// Sign-up: 8 to 1024 characters.
+    pub password: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    pub current_password: String,
+    pub new_password: String,
+}
+
+/// The logged-in user, and the CSRF token every request that changes something must send in
+/// the `x-csrf-token` header.
+#[derive(Serialize, ToSchema)]
+pub struct Me {
+    pub id: String,
+    pub email: String,
+    pub created_at: DateTime<Utc>,
+    pub csrf_token: String,
+}
+
+/// An agency as its owner writes it: the agency file's fields, in JSON. Agents are listed in
+/// display order; names stand where the server has ids.
+#[derive(Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgencyDraft {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+    /// `json` (`{"to": 143, "context": ...}`, the default) or `directives` (`TO name: ...`).
+    #[serde(default = "json_protocol")]
+    pub protocol: String,
+    /// The name of the agent who talks to the user.
+    pub manager: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_hops: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_deadline_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<ProviderDraft>,
+    pub agents: Vec<AgentDraft>,
+}
+
+fn json_protocol() -> String {
+    "json".into()
+}
+
+/// A provider of the agency's own. Its key is never here: only the environment variable
+/// that holds it (or a key stored under `/api/provider-keys`).
+#[derive(Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderDraft {
+    pub name: String,
+    /// `openai` or `anthropic`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
+}
+
+#[derive(Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDraft {
+    /// The number other agents address it by; given when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<u32>,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// `provider/model`, e.g. `builtin/rules` or `openai/gpt-4o`.
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Free text of its instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Ad-lib rules: when a message is from `when`, do `action`, and send the response to
+    /// `send_to`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleDraft>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection_threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection_half_life_hours: Option<f64>,
+}
+
+#[derive(Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleDraft {
+    /// An agent's name, `user` or `any`.
+    pub when: String,
+    pub action: String,
+    /// Agents' names, or `user`.
+    pub send_to: Vec<String>,
+}
+
+impl From<AgencyDraft> for agency_core::AgencyDraft {
+    fn from(d: AgencyDraft) -> Self {
+        Self {
+            name: d.name,
+            handle: d.handle,
+            protocol: d.protocol,
+            manager: d.manager,
+            max_hops: d.max_hops,
+            turn_deadline_secs: d.turn_deadline_secs,
+            providers: d
+                .providers
+                .into_iter()
+                .map(|p| agency_core::ProviderDraft {
+                    name: p.name,
+                    kind: p.kind,
+                    base_url: p.base_url,
+                    api_key_env: p.api_key_env,
+                    max_concurrency: p.max_concurrency,
+                    requests_per_minute: p.requests_per_minute,
+                })
+                .collect(),
+            agents: d
+                .agents
+                .into_iter()
+                .map(|a| agency_core::AgentDraft {
+                    id: a.id,
+                    name: a.name,
+                    handle: a.handle,
+                    role: a.role,
+                    model: a.model,
+                    temperature: a.temperature,
+                    top_p: a.top_p,
+                    max_tokens: a.max_tokens,
+                    instructions: a.instructions,
+                    rules: a
+                        .rules
+                        .into_iter()
+                        .map(|r| agency_core::RuleDraft {
+                            when: r.when,
+                            action: r.action,
+                            send_to: r.send_to,
+                        })
+                        .collect(),
+                    reflection_threshold: a.reflection_threshold,
+                    reflection_half_life_hours: a.reflection_half_life_hours,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<agency_core::AgencyDraft> for AgencyDraft {
+    fn from(d: agency_core::AgencyDraft) -> Self {
+        Self {
+            name: d.name,
+            handle: d.handle,
+            protocol: d.protocol,
+            manager: d.manager,
+            max_hops: d.max_hops,
+            turn_deadline_secs: d.turn_deadline_secs,
+            providers: d
+                .providers
+                .into_iter()
+                .map(|p| ProviderDraft {
+                    name: p.name,
+                    kind: p.kind,
+                    base_url: p.base_url,
+                    api_key_env: p.api_key_env,
+                    max_concurrency: p.max_concurrency,
+                    requests_per_minute: p.requests_per_minute,
+                })
+                .collect(),
+            agents: d
+                .agents
+                .into_iter()
+                .map(|a| AgentDraft {
+                    id: a.id,
+                    name: a.name,
+                    handle: a.handle,
+                    role: a.role,
+                    model: a.model,
+                    temperature: a.temperature,
+                    top_p: a.top_p,
+                    max_tokens: a.max_tokens,
+                    instructions: a.instructions,
+                    rules: a
+                        .rules
+                        .into_iter()
+                        .map(|r| RuleDraft {
+                            when: r.when,
+                            action: r.action,
+                            send_to: r.send_to,
+                        })
+                        .collect(),
+                    reflection_threshold: a.reflection_threshold,
+                    reflection_half_life_hours: a.reflection_half_life_hours,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An agency of the user's: its draft, and the version its API serves.
+#[derive(Serialize, ToSchema)]
+pub struct AgencyDetail {
+    pub id: String,
+    /// The version `/api/agency/{id}/chat/completions` serves; `null`: not published, not
+    /// reachable through its API.
+    pub published_version: Option<u32>,
+    pub draft: AgencyDraft,
+}
+
+impl AgencyDetail {
+    pub fn new(a: &agency_core::Agency, published_version: Option<u32>) -> Self {
+        Self {
+            id: a.id.to_string(),
+            published_version,
+            draft: a.to_draft().into(),
+        }
+    }
+}
+
+/// A published version.
+#[derive(Serialize, ToSchema)]
+pub struct Version {
+    pub version: u32,
+    pub published_at: DateTime<Utc>,
+}
+
+impl From<&agency_core::Published> for Version {
+    fn from(p: &agency_core::Published) -> Self {
+        Self {
+            version: p.version,
+            published_at: p.published_at,
+        }
+    }
+}
+
+/// A published version with the agency as it was.
+#[derive(Serialize, ToSchema)]
+pub struct VersionDetail {
+    pub version: u32,
+    pub published_at: DateTime<Utc>,
+    pub agency: AgencyDraft,
+}
+
+/// The system prompt each agent of a draft would get.
+#[derive(Serialize, ToSchema)]
+pub struct Preview {
+    pub prompts: Vec<AgentPrompt>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AgentPrompt {
+    pub agent: String,
+    pub prompt: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewKey {
+    /// The key's name among the agency's keys, e.g. `prod`.
+    pub name: String,
+    /// How long it lasts, e.g. `1s`, `15m`, `2h`, `30d`, `1w`; none: until revoked.
+    #[serde(default)]
+    pub expires_in: Option<String>,
+    #[serde(default)]
+    pub rate_limit_per_minute: Option<u32>,
+}
+
+/// An API key as listed: never the key itself, nor its hash.
+#[derive(Serialize, ToSchema)]
+pub struct ApiKey {
+    pub name: String,
+    /// The key's first characters, to recognise it by.
+    pub prefix: String,
+    pub rate_limit_per_minute: u32,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// `active`, `expired` or `revoked`.
+    pub state: &'static str,
+}
+
+impl From<&agency_core::ApiKey> for ApiKey {
+    fn from(k: &agency_core::ApiKey) -> Self {
+        Self {
+            name: k.name.clone(),
+            prefix: k.prefix.clone(),
+            rate_limit_per_minute: k.rate_limit_per_minute,
+            created_at: k.created_at,
+            expires_at: k.expires_at,
+            last_used_at: k.last_used_at,
+            revoked_at: k.revoked_at,
+            state: match k.state(Utc::now()) {
+                agency_core::KeyState::Active => "active",
+                agency_core::KeyState::Expired => "expired",
+                agency_core::KeyState::Revoked => "revoked",
+            },
+        }
+    }
+}
+
+/// A key just made: `key` is shown this once and never again.
+#[derive(Serialize, ToSchema)]
+pub struct CreatedKey {
+    pub key: String,
+    #[serde(flatten)]
+    pub info: ApiKey,
+}
+
+/// A provider key the user stored: only its last characters.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderKey {
+    pub provider: String,
+    /// `…` and the key's last characters.
+    pub masked: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutProviderKey {
+    pub key: String,
+}
+
+/// Which of an agency's versions a new conversation runs on.
+#[derive(Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewConversation {
+    /// `draft` (the playground's default) or `published`.
+    #[serde(default)]
+    pub on: Option<String>,
+}
+
+/// A conversation's live events, as the SSE stream sends them: the event's name and its data.
+pub struct LiveEvent;
+
+impl LiveEvent {
+    /// `None` for another conversation's events.
+    pub fn of(
+        event: &agency_runtime::Event,
+        conversation: agency_core::ConversationId,
+        roster: &Roster,
+    ) -> Option<(&'static str, serde_json::Value)> {
+        use agency_runtime::Event as E;
+        use serde_json::json;
+        match event {
+            E::TurnStarted {
+                conversation: c,
+                turn,
+                number,
+            } if *c == conversation => Some((
+                "turn_started",
+                json!({ "turn": turn.to_string(), "number": number }),
+            )),
+            E::AgentStarted {
+                conversation: c,
+                turn,
+                agent,
+            } if *c == conversation => Some((
+                "agent_started",
+                json!({ "turn": turn.to_string(), "agent": roster.display(Some(*agent)) }),
+            )),
+            E::Hop {
+                conversation: c,
+                turn,
+                entry,
+            } if *c == conversation => Some((
+                "hop",
+                json!({ "turn": turn.to_string(), "hop": serde_json::to_value(TraceEntry::new(entry, roster)).unwrap_or_default() }),
+            )),
+            E::TurnFinished {
+                conversation: c,
+                turn,
+                stopped_by,
+            } if *c == conversation => Some((
+                "turn_finished",
+                json!({ "turn": turn.to_string(), "stopped_by": stopped_by.as_str() }),
+            )),
+            E::TurnFailed {
+                conversation: c,
+                turn,
+                error,
+            } if *c == conversation => Some((
+                "turn_failed",
+                json!({ "turn": turn.to_string(), "error": error }),
+            )),
+            _ => None,
         }
     }
 }

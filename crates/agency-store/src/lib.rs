@@ -8,7 +8,10 @@
 
 use std::sync::Arc;
 
-use agency_core::{Agency, AgencyId, Conversation, ConversationId, Message, TurnId, TurnRecord};
+use agency_core::{
+    Agency, AgencyId, Conversation, ConversationId, Email, LoginSession, Message, PasswordHash,
+    Published, TurnId, TurnRecord, User, UserId,
+};
 use async_trait::async_trait;
 
 mod memory;
@@ -56,11 +59,55 @@ pub trait AgencyStore: Send + Sync {
     /// Another agency of the same owner with the same name is a [`StoreError::Conflict`].
     async fn save_agency(&self, agency: &Agency) -> Result<()>;
     async fn agency(&self, id: AgencyId) -> Result<Option<Agency>>;
-    /// A number that changes whenever the agency is saved (`None`: no such agency).
-    async fn agency_revision(&self, id: AgencyId) -> Result<Option<i64>>;
+    /// What a cached copy is checked against, in one small read (`None`: no such agency).
+    async fn agency_state(&self, id: AgencyId) -> Result<Option<AgencyState>>;
     async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>>;
     /// The owner's agencies, by name.
     async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>>;
+    /// Deletes the agency with everything of it (agents, versions, conversations, keys);
+    /// false when there was none.
+    async fn delete_agency(&self, id: AgencyId) -> Result<bool>;
+    /// Stores `body` (the agency file) as the agency's next version, the one served from now
+    /// on, and moves its revision.
+    async fn publish(
+        &self,
+        id: AgencyId,
+        body: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Published>;
+    /// A published version and its agency file.
+    async fn version(&self, id: AgencyId, version: u32) -> Result<Option<(Published, String)>>;
+    /// Every published version, newest first.
+    async fn versions(&self, id: AgencyId) -> Result<Vec<Published>>;
+}
+
+/// Where an agency stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgencyState {
+    /// Changes whenever the agency is saved or published.
+    pub revision: i64,
+    /// The version served (`None`: never published).
+    pub published: Option<u32>,
+}
+
+/// People's accounts and their browsers' login sessions.
+#[async_trait]
+pub trait AccountStore: Send + Sync {
+    /// Another account with the same email is a [`StoreError::Conflict`].
+    async fn create_user(&self, user: &User) -> Result<()>;
+    async fn user(&self, id: UserId) -> Result<Option<User>>;
+    async fn user_by_email(&self, email: &Email) -> Result<Option<User>>;
+    async fn set_password(&self, id: UserId, hash: &PasswordHash) -> Result<()>;
+    async fn create_session(&self, session: &LoginSession) -> Result<()>;
+    /// The user of an unexpired session.
+    async fn session_user(
+        &self,
+        token_hash: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<User>>;
+    async fn delete_session(&self, token_hash: &str) -> Result<()>;
+    /// Ends every session of the user but `keep` (after a password change).
+    async fn delete_other_sessions(&self, user: UserId, keep: &str) -> Result<()>;
 }
 
 /// What one step of a conversation writes, all of it or none: a new conversation, messages,
@@ -219,11 +266,24 @@ pub trait MemoryStore: Send + Sync {
 
 /// Everything the server stores.
 pub trait Store:
-    AgencyStore + ConversationStore + SettingsStore + SecretStore + KeyStore + MemoryStore
+    AgencyStore
+    + ConversationStore
+    + SettingsStore
+    + SecretStore
+    + KeyStore
+    + MemoryStore
+    + AccountStore
 {
 }
-impl<T: AgencyStore + ConversationStore + SettingsStore + SecretStore + KeyStore + MemoryStore>
-    Store for T
+impl<
+    T: AgencyStore
+        + ConversationStore
+        + SettingsStore
+        + SecretStore
+        + KeyStore
+        + MemoryStore
+        + AccountStore,
+> Store for T
 {
 }
 

@@ -12,11 +12,15 @@ use sqlx::{ConnectOptions, PgPool, Postgres, QueryBuilder};
 use crate::rows::{
     AgencyRow, AgentRow, ConversationRow, MessageRow, TurnRow, agencies_of, blocks_json,
 };
+use agency_core::Published;
+
 use crate::{
-    AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore, SettingsStore,
-    StoreError, Write, redact, sql,
+    AgencyState, AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore,
+    SettingsStore, StoreError, Write, redact, sql,
 };
 
+#[path = "postgres_accounts.rs"]
+mod accounts;
 #[path = "postgres_memory.rs"]
 mod memory;
 
@@ -144,11 +148,12 @@ impl AgencyStore for PostgresStore {
         self.one_agency(row).await
     }
 
-    async fn agency_revision(&self, id: AgencyId) -> Result<Option<i64>> {
-        Ok(sqlx::query_scalar(sql::AGENCY_REVISION)
+    async fn agency_state(&self, id: AgencyId) -> Result<Option<AgencyState>> {
+        let state: Option<(i64, Option<i64>)> = sqlx::query_as(sql::AGENCY_STATE)
             .bind(id.0)
             .fetch_optional(&self.pool)
-            .await?)
+            .await?;
+        state.map(crate::rows::agency_state).transpose()
     }
 
     async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>> {
@@ -170,6 +175,63 @@ impl AgencyStore for PostgresStore {
             .fetch_all(&self.pool)
             .await?;
         agencies_of(rows, agents)
+    }
+
+    async fn delete_agency(&self, id: AgencyId) -> Result<bool> {
+        let done = sqlx::query(sql::DELETE_AGENCY)
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn publish(
+        &self,
+        id: AgencyId,
+        body: &str,
+        at: chrono::DateTime<Utc>,
+    ) -> Result<Published> {
+        let mut tx = self.pool.begin().await?;
+        let bumped = sqlx::query(sql::BUMP_REVISION)
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
+        if bumped.rows_affected() == 0 {
+            return Err(StoreError::Conflict(format!("no agency {id}")));
+        }
+        let version: i64 = sqlx::query_scalar(sql::NEXT_VERSION)
+            .bind(id.0)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query(sql::INSERT_VERSION)
+            .bind(id.0)
+            .bind(version)
+            .bind(body)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        crate::rows::published(version, at)
+    }
+
+    async fn version(&self, id: AgencyId, version: u32) -> Result<Option<(Published, String)>> {
+        let row: Option<(i64, chrono::DateTime<Utc>, String)> = sqlx::query_as(sql::VERSION)
+            .bind(id.0)
+            .bind(i64::from(version))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|(v, at, body)| Ok((crate::rows::published(v, at)?, body)))
+            .transpose()
+    }
+
+    async fn versions(&self, id: AgencyId) -> Result<Vec<Published>> {
+        let rows: Vec<(i64, chrono::DateTime<Utc>)> = sqlx::query_as(sql::VERSIONS)
+            .bind(id.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|(v, at)| crate::rows::published(v, at))
+            .collect()
     }
 }
 
@@ -197,6 +259,7 @@ impl ConversationStore for PostgresStore {
                     sqlx::query(sql::INSERT_CONVERSATION)
                         .bind(c.id.0)
                         .bind(c.agency_id.0)
+                        .bind(c.version.map(i64::from))
                         .bind(c.created_at)
                         .execute(&mut *tx)
                         .await?;
@@ -245,7 +308,7 @@ impl ConversationStore for PostgresStore {
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(row.map(Into::into))
+        row.map(TryInto::try_into).transpose()
     }
 
     async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>> {
@@ -253,7 +316,7 @@ impl ConversationStore for PostgresStore {
             .bind(agency.0)
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        rows.into_iter().map(TryInto::try_into).collect()
     }
 
     async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {

@@ -271,23 +271,75 @@ fn agency_of(row: AgencyRow, agents: Vec<AgentRow>) -> Result<Agency, StoreError
                 })
             })
             .collect::<Result<_, StoreError>>()?,
+        version: None,
     })
+}
+
+pub(crate) fn agency_state(
+    (revision, published): (i64, Option<i64>),
+) -> Result<crate::AgencyState, StoreError> {
+    Ok(crate::AgencyState {
+        revision,
+        published: published.map(|v| u32_of(v, "version")).transpose()?,
+    })
+}
+
+pub(crate) fn published(
+    version: i64,
+    published_at: DateTime<Utc>,
+) -> Result<agency_core::Published, StoreError> {
+    Ok(agency_core::Published {
+        version: u32_of(version, "version")?,
+        published_at,
+    })
+}
+
+pub(crate) fn email_taken(email: &agency_core::Email) -> StoreError {
+    StoreError::Conflict(format!(
+        "an account with {email} exists already: log in instead"
+    ))
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct UserRow {
+    pub id: String,
+    pub email: String,
+    pub password_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<UserRow> for agency_core::User {
+    type Error = StoreError;
+    fn try_from(r: UserRow) -> Result<Self, StoreError> {
+        Ok(agency_core::User {
+            id: r
+                .id
+                .parse()
+                .map_err(|_| corrupt(format!("user id {}", r.id)))?,
+            email: agency_core::Email::parse(&r.email).map_err(corrupt)?,
+            password_hash: agency_core::PasswordHash(r.password_hash),
+            created_at: r.created_at,
+        })
+    }
 }
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct ConversationRow {
     pub id: Uuid,
     pub agency_id: Uuid,
+    pub version: Option<i64>,
     pub created_at: DateTime<Utc>,
 }
 
-impl From<ConversationRow> for Conversation {
-    fn from(r: ConversationRow) -> Self {
-        Conversation {
+impl TryFrom<ConversationRow> for Conversation {
+    type Error = StoreError;
+    fn try_from(r: ConversationRow) -> Result<Self, StoreError> {
+        Ok(Conversation {
             id: ConversationId(r.id),
             agency_id: AgencyId(r.agency_id),
+            version: r.version.map(|v| u32_of(v, "version")).transpose()?,
             created_at: r.created_at,
-        }
+        })
     }
 }
 
@@ -448,10 +500,20 @@ pub(crate) mod sqlite {
         })
     }
 
+    pub(crate) fn user(r: &Row<'_>) -> rusqlite::Result<super::UserRow> {
+        Ok(super::UserRow {
+            id: r.get(0)?,
+            email: r.get(1)?,
+            password_hash: r.get(2)?,
+            created_at: r.get(3)?,
+        })
+    }
+
     pub(crate) fn conversation(r: &Row<'_>) -> rusqlite::Result<ConversationRow> {
         Ok(ConversationRow {
             id: r.get("id")?,
             agency_id: r.get("agency_id")?,
+            version: r.get("version")?,
             created_at: r.get("created_at")?,
         })
     }

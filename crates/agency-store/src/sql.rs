@@ -41,7 +41,37 @@ pub(crate) const INSERT_AGENT: &str = "INSERT INTO agents (agency_id, id, positi
      sampling, blocks) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 pub(crate) const AGENCY_BY_ID: &str =
     concat!("SELECT ", agency_columns!(), " FROM agencies WHERE id = $1");
-pub(crate) const AGENCY_REVISION: &str = "SELECT revision FROM agencies WHERE id = $1";
+pub(crate) const AGENCY_STATE: &str = "SELECT revision, \
+     (SELECT MAX(version) FROM agency_versions WHERE agency_id = $1) FROM agencies WHERE id = $1";
+pub(crate) const DELETE_AGENCY: &str = "DELETE FROM agencies WHERE id = $1";
+/// Moves the revision; it also locks the agency's row, so that publications take their
+/// numbers ([`NEXT_VERSION`], a statement of its own to see the last one committed) in turn.
+pub(crate) const BUMP_REVISION: &str = "UPDATE agencies SET revision = revision + 1 WHERE id = $1";
+pub(crate) const NEXT_VERSION: &str =
+    "SELECT COALESCE(MAX(version), 0) + 1 FROM agency_versions WHERE agency_id = $1";
+pub(crate) const INSERT_VERSION: &str =
+    "INSERT INTO agency_versions (agency_id, version, body, published_at) VALUES ($1, $2, $3, $4)";
+pub(crate) const VERSION: &str =
+    "SELECT version, published_at, body FROM agency_versions WHERE agency_id = $1 AND version = $2";
+pub(crate) const VERSIONS: &str = "SELECT version, published_at FROM agency_versions \
+     WHERE agency_id = $1 ORDER BY version DESC";
+
+pub(crate) const INSERT_USER: &str =
+    "INSERT INTO users (id, email, password_hash, created_at) VALUES ($1, $2, $3, $4)";
+pub(crate) const USER_BY_ID: &str =
+    "SELECT id, email, password_hash, created_at FROM users WHERE id = $1";
+pub(crate) const USER_BY_EMAIL: &str =
+    "SELECT id, email, password_hash, created_at FROM users WHERE email = $1";
+/// SQLite numbers `$N` parameters in the order they first appear: keep them in order.
+pub(crate) const SET_PASSWORD: &str = "UPDATE users SET password_hash = $1 WHERE id = $2";
+pub(crate) const INSERT_SESSION: &str =
+    "INSERT INTO sessions (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)";
+pub(crate) const SESSION_USER: &str = "SELECT users.id, users.email, users.password_hash, \
+     users.created_at FROM sessions JOIN users ON users.id = sessions.user_id \
+     WHERE sessions.token_hash = $1 AND sessions.expires_at > $2";
+pub(crate) const DELETE_SESSION: &str = "DELETE FROM sessions WHERE token_hash = $1";
+pub(crate) const DELETE_OTHER_SESSIONS: &str =
+    "DELETE FROM sessions WHERE user_id = $1 AND token_hash <> $2";
 pub(crate) const AGENCY_BY_NAME: &str = concat!(
     "SELECT ",
     agency_columns!(),
@@ -65,10 +95,10 @@ pub(crate) const AGENTS_OF_OWNER: &str = concat!(
 );
 
 pub(crate) const INSERT_CONVERSATION: &str =
-    "INSERT INTO conversations (id, agency_id, created_at) VALUES ($1, $2, $3)";
+    "INSERT INTO conversations (id, agency_id, version, created_at) VALUES ($1, $2, $3, $4)";
 pub(crate) const CONVERSATION: &str =
-    "SELECT id, agency_id, created_at FROM conversations WHERE id = $1";
-pub(crate) const CONVERSATIONS_OF_AGENCY: &str = "SELECT id, agency_id, created_at FROM conversations \
+    "SELECT id, agency_id, version, created_at FROM conversations WHERE id = $1";
+pub(crate) const CONVERSATIONS_OF_AGENCY: &str = "SELECT id, agency_id, version, created_at FROM conversations \
      WHERE agency_id = $1 ORDER BY created_at DESC, id DESC";
 
 /// Followed by one `(...)` of 16 values per row.

@@ -16,9 +16,11 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 use tokio::sync::oneshot;
 
 use crate::rows::{self, AgencyRow, AgentRow, MessageRow, TurnRow, agencies_of, blocks_json};
+use agency_core::Published;
+
 use crate::{
-    AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore, SettingsStore,
-    StoreError, Write, redact, sql,
+    AgencyState, AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore,
+    SettingsStore, StoreError, Write, redact, sql,
 };
 
 /// Schema versions, applied in order; `PRAGMA user_version` records how many ran.
@@ -26,8 +28,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0001_init.sql"),
     include_str!("../migrations/sqlite/0002_memory.sql"),
     include_str!("../migrations/sqlite/0003_plans.sql"),
+    include_str!("../migrations/sqlite/0004_accounts.sql"),
 ];
 
+#[path = "sqlite_accounts.rs"]
+mod accounts;
 #[path = "sqlite_memory.rs"]
 mod memory;
 
@@ -329,7 +334,7 @@ fn commit_group(conn: &mut Connection, writes: &[&Write]) -> rusqlite::Result<Ve
 fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
     if let Some(c) = &w.conversation {
         conn.prepare_cached(sql::INSERT_CONVERSATION)?
-            .execute(params![c.id.0, c.agency_id.0, c.created_at])?;
+            .execute(params![c.id.0, c.agency_id.0, c.version, c.created_at])?;
     }
     if !w.messages.is_empty() {
         let mut insert = conn.prepare_cached(sql::INSERT_MESSAGE)?;
@@ -440,12 +445,15 @@ impl AgencyStore for SqliteStore {
         one(rows)
     }
 
-    async fn agency_revision(&self, id: AgencyId) -> Result<Option<i64>> {
-        self.with(|conn| {
-            conn.prepare_cached(sql::AGENCY_REVISION)?
-                .query_row([id.0], |r| r.get(0))
+    async fn agency_state(&self, id: AgencyId) -> Result<Option<AgencyState>> {
+        let state = self.with(|conn| {
+            conn.prepare_cached(sql::AGENCY_STATE)?
+                .query_row([id.0], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
+                })
                 .optional()
-        })
+        })?;
+        state.map(rows::agency_state).transpose()
     }
 
     async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>> {
@@ -472,6 +480,53 @@ impl AgencyStore for SqliteStore {
             Ok((rows, agents))
         })?;
         agencies_of(rows, agents)
+    }
+
+    async fn delete_agency(&self, id: AgencyId) -> Result<bool> {
+        self.with(|conn| Ok(conn.execute(sql::DELETE_AGENCY, [id.0])? > 0))
+    }
+
+    async fn publish(
+        &self,
+        id: AgencyId,
+        body: &str,
+        at: chrono::DateTime<Utc>,
+    ) -> Result<Published> {
+        let version = self.with(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if tx.execute(sql::BUMP_REVISION, [id.0])? == 0 {
+                return Ok(None);
+            }
+            let version: i64 = tx.query_row(sql::NEXT_VERSION, [id.0], |r| r.get(0))?;
+            tx.execute(sql::INSERT_VERSION, params![id.0, version, body, at])?;
+            tx.commit()?;
+            Ok(Some(version))
+        })?;
+        let version = version.ok_or_else(|| StoreError::Conflict(format!("no agency {id}")))?;
+        rows::published(version, at)
+    }
+
+    async fn version(&self, id: AgencyId, version: u32) -> Result<Option<(Published, String)>> {
+        let row = self.with(|conn| {
+            conn.prepare_cached(sql::VERSION)?
+                .query_row(params![id.0, version], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get::<_, String>(2)?))
+                })
+                .optional()
+        })?;
+        row.map(|(v, at, body)| Ok((rows::published(v, at)?, body)))
+            .transpose()
+    }
+
+    async fn versions(&self, id: AgencyId) -> Result<Vec<Published>> {
+        let rows = self.with(|conn| {
+            conn.prepare_cached(sql::VERSIONS)?
+                .query_map([id.0], |r| Ok((r.get::<_, i64>(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter()
+            .map(|(v, at)| rows::published(v, at))
+            .collect()
     }
 }
 
@@ -509,7 +564,7 @@ impl ConversationStore for SqliteStore {
                 .query_row([id.0], rows::sqlite::conversation)
                 .optional()
         })?;
-        Ok(row.map(Into::into))
+        row.map(TryInto::try_into).transpose()
     }
 
     async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>> {
@@ -518,7 +573,7 @@ impl ConversationStore for SqliteStore {
                 .query_map([agency.0], rows::sqlite::conversation)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        rows.into_iter().map(TryInto::try_into).collect()
     }
 
     async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
@@ -738,6 +793,7 @@ mod tests {
             conversation: Some(Conversation {
                 id: ConversationId::new(),
                 agency_id: AgencyId::new(),
+                version: None,
                 created_at: Utc::now(),
             }),
             ..Write::default()

@@ -53,6 +53,9 @@ suite!(
     api_keys_by_hash_name_and_state,
     memories_and_their_sources,
     plans_with_tasks_and_actions,
+    versions_are_numbered_and_kept,
+    deleting_an_agency_takes_everything_of_it,
+    accounts_and_sessions,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -131,12 +134,16 @@ async fn agencies_round_trip(s: Arc<dyn Store>) {
     assert_eq!(s.agency(AgencyId::new()).await.unwrap(), None);
 
     // Saving again replaces the agents, keeping the id, and moves the revision on.
-    let first = s.agency_revision(a.id).await.unwrap().unwrap();
+    let first = s.agency_state(a.id).await.unwrap().unwrap();
+    assert_eq!(first.published, None);
     let mut b = agency("studio", "local", true);
     b.id = a.id;
     s.save_agency(&b).await.unwrap();
-    assert_ne!(s.agency_revision(a.id).await.unwrap(), Some(first));
-    assert_eq!(s.agency_revision(AgencyId::new()).await.unwrap(), None);
+    assert_ne!(
+        s.agency_state(a.id).await.unwrap().unwrap().revision,
+        first.revision
+    );
+    assert_eq!(s.agency_state(AgencyId::new()).await.unwrap(), None);
     let loaded = s.agency(a.id).await.unwrap().unwrap();
     assert_eq!(loaded.agents.len(), 3);
     assert_eq!(loaded, b);
@@ -175,6 +182,7 @@ fn conversation(agency: AgencyId) -> Conversation {
     Conversation {
         id: ConversationId::new(),
         agency_id: agency,
+        version: None,
         created_at: Utc::now().trunc_subsecs(6),
     }
 }
@@ -672,4 +680,131 @@ async fn plans_with_tasks_and_actions(s: Arc<dyn Store>) {
     assert_eq!(s.active_plan(a.id, agent).await.unwrap(), Some(plan));
     let programmer = a.agent_by_handle("programmer").unwrap().id;
     assert_eq!(s.active_plan(a.id, programmer).await.unwrap(), None);
+}
+
+async fn versions_are_numbered_and_kept(s: Arc<dyn Store>) {
+    let a = agency("studio", "local", false);
+    s.save_agency(&a).await.unwrap();
+    let before = s.agency_state(a.id).await.unwrap().unwrap();
+    let at = Utc::now().trunc_subsecs(6);
+    let v1 = s.publish(a.id, "name: one", at).await.unwrap();
+    assert_eq!(v1.version, 1);
+    let after = s.agency_state(a.id).await.unwrap().unwrap();
+    assert_eq!(after.published, Some(1));
+    assert_ne!(
+        after.revision, before.revision,
+        "a cached copy sees the publication"
+    );
+
+    // Concurrent publications each get their own number.
+    let numbers = futures::future::join_all((0..8).map(|i| {
+        let s = s.clone();
+        async move {
+            s.publish(a.id, &format!("name: v{i}"), Utc::now())
+                .await
+                .unwrap()
+                .version
+        }
+    }))
+    .await;
+    let mut sorted = numbers.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (2..=9).collect::<Vec<u32>>());
+
+    assert_eq!(
+        s.agency_state(a.id).await.unwrap().unwrap().published,
+        Some(9)
+    );
+    let (p, body) = s.version(a.id, 1).await.unwrap().unwrap();
+    assert_eq!(
+        (p.version, p.published_at, body.as_str()),
+        (1, at, "name: one")
+    );
+    assert_eq!(s.version(a.id, 10).await.unwrap(), None);
+    let listed: Vec<u32> = s
+        .versions(a.id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.version)
+        .collect();
+    assert_eq!(listed, (1..=9).rev().collect::<Vec<u32>>(), "newest first");
+
+    // Saving the draft leaves the versions alone.
+    s.save_agency(&a).await.unwrap();
+    assert_eq!(
+        s.agency_state(a.id).await.unwrap().unwrap().published,
+        Some(9)
+    );
+    assert!(matches!(
+        s.publish(AgencyId::new(), "x", Utc::now()).await,
+        Err(StoreError::Conflict(_))
+    ));
+}
+
+async fn deleting_an_agency_takes_everything_of_it(s: Arc<dyn Store>) {
+    let a = agency("studio", "local", false);
+    s.save_agency(&a).await.unwrap();
+    s.publish(a.id, "name: studio", Utc::now()).await.unwrap();
+    let c = conversation(a.id);
+    create(&s, &c).await;
+    assert!(s.delete_agency(a.id).await.unwrap());
+    assert_eq!(s.agency(a.id).await.unwrap(), None);
+    assert_eq!(s.conversation(c.id).await.unwrap(), None);
+    assert_eq!(s.versions(a.id).await.unwrap(), vec![]);
+    assert!(!s.delete_agency(a.id).await.unwrap());
+}
+
+async fn accounts_and_sessions(s: Arc<dyn Store>) {
+    use agency_core::{Email, LoginSession, PasswordHash, User, UserId};
+    let user = User {
+        id: UserId::new(),
+        email: Email::parse("ada@example.com").unwrap(),
+        password_hash: PasswordHash("$argon2id$first".into()),
+        created_at: Utc::now().trunc_subsecs(6),
+    };
+    s.create_user(&user).await.unwrap();
+    assert_eq!(s.user(user.id).await.unwrap(), Some(user.clone()));
+    assert_eq!(
+        s.user_by_email(&user.email).await.unwrap(),
+        Some(user.clone())
+    );
+    let twin = User {
+        id: UserId::new(),
+        ..user.clone()
+    };
+    match s.create_user(&twin).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("ada@example.com"), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(s.user(twin.id).await.unwrap(), None);
+
+    let now = Utc::now().trunc_subsecs(6);
+    let session = |hash: &str, expires_in: i64| LoginSession {
+        token_hash: hash.into(),
+        user: user.id,
+        created_at: now,
+        expires_at: now + chrono::Duration::seconds(expires_in),
+    };
+    s.create_session(&session("live", 60)).await.unwrap();
+    s.create_session(&session("other", 60)).await.unwrap();
+    s.create_session(&session("expired", -1)).await.unwrap();
+    assert_eq!(
+        s.session_user("live", now).await.unwrap(),
+        Some(user.clone())
+    );
+    assert_eq!(s.session_user("expired", now).await.unwrap(), None);
+    assert_eq!(s.session_user("unknown", now).await.unwrap(), None);
+
+    let new_hash = PasswordHash("$argon2id$second".into());
+    s.set_password(user.id, &new_hash).await.unwrap();
+    assert_eq!(
+        s.user(user.id).await.unwrap().unwrap().password_hash,
+        new_hash
+    );
+    s.delete_other_sessions(user.id, "live").await.unwrap();
+    assert_eq!(s.session_user("other", now).await.unwrap(), None);
+    assert!(s.session_user("live", now).await.unwrap().is_some());
+    s.delete_session("live").await.unwrap();
+    assert_eq!(s.session_user("live", now).await.unwrap(), None);
 }

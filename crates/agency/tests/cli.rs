@@ -1123,24 +1123,24 @@ async fn serve_answers_health_checks() {
     let body: Value = health.json().await.expect("a JSON health body");
     assert_eq!(body["status"], "ok");
 
-    // The demo agency was imported on this first start.
-    let agencies: Value = client
+    // The management API wants a login, and says so in JSON.
+    let res = client
         .get(format!("{}/api/agencies", server.url))
         .send()
         .await
-        .expect("GET /api/agencies")
-        .error_for_status()
-        .expect("200")
-        .json()
-        .await
-        .expect("a JSON list");
-    let names: Vec<&str> = agencies
-        .as_array()
-        .expect("an array")
-        .iter()
-        .filter_map(|a| a["name"].as_str())
-        .collect();
-    assert_eq!(names, ["studio"]);
+        .expect("GET /api/agencies");
+    assert_eq!(res.status(), reqwest::StatusCode::UNAUTHORIZED);
+    let body: Value = res.json().await.expect("a JSON error");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("log in")),
+        "{body}"
+    );
+
+    // The demo agency was imported on this first start, for the CLI's local owner.
+    let listed = env.run(&["list"]).success().stdout;
+    assert!(listed.contains("studio"), "{listed}");
     drop(server);
 }
 

@@ -171,8 +171,8 @@ async fn authorize(
                 .unwrap_or(v)
         });
     let key = s.auth.authenticate(bearer).await.map_err(auth_error)?;
-    // The runtime's copy: cached, checked with one small read.
-    let agency = match s.rt.agency_by_id(key.agency_id).await {
+    // The published version: cached, checked with one small read.
+    let agency = match s.rt.published_agency(key.agency_id).await {
         Ok(agency) => agency,
         Err(RuntimeError::AgencyNotFound(_)) => {
             return Err(OpenAiError::model_not_found(selector.unwrap_or("?")));
@@ -206,6 +206,9 @@ fn auth_error(e: AuthError) -> OpenAiError {
 fn runtime_error(e: RuntimeError) -> OpenAiError {
     match e {
         RuntimeError::AgencyNotFound(name) => OpenAiError::model_not_found(&name),
+        RuntimeError::NotPublished(_) => OpenAiError::invalid(e.to_string(), Some("model"))
+            .status(StatusCode::NOT_FOUND)
+            .with_code("model_not_found"),
         RuntimeError::ConversationNotFound(id) => OpenAiError::invalid(
             format!(
                 "No conversation {id} for this agency (from the `{CONVERSATION_HEADER}` header)."
@@ -220,7 +223,7 @@ fn runtime_error(e: RuntimeError) -> OpenAiError {
             StatusCode::BAD_GATEWAY,
             format!("The agency could not answer: {e}"),
         ),
-        RuntimeError::Validation(_) | RuntimeError::Store(_) => {
+        RuntimeError::Validation(_) | RuntimeError::Unauthorized(_) | RuntimeError::Store(_) => {
             tracing::error!(error = %e, "chat completion failed");
             OpenAiError::server(
                 StatusCode::INTERNAL_SERVER_ERROR,

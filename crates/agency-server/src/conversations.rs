@@ -1,0 +1,240 @@
+//! Conversations of the user's agencies: start one (on the draft — a playground — or on the
+//! published version), take turns, read every context and trace, and watch turns live.
+
+use std::convert::Infallible;
+
+use agency_core::{ConversationId, MessageKind};
+use agency_runtime::{Event, RuntimeError};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{self, KeepAlive, Sse};
+use axum::routing::get;
+use axum::{Json, Router};
+use futures::{Stream, StreamExt};
+
+use crate::auth::{Account, Session};
+use crate::manage::agency_of;
+use crate::{ApiError, AppState, wire};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/agencies/{agency}/conversations",
+            get(list_conversations).post(create_conversation),
+        )
+        .route("/api/conversations/{id}", get(get_conversation))
+        .route(
+            "/api/conversations/{id}/messages",
+            get(list_messages).post(post_message),
+        )
+        .route("/api/conversations/{id}/turns/{number}", get(get_turn))
+        .route("/api/conversations/{id}/events", get(events))
+}
+
+fn conversation_id(id: &str) -> Result<ConversationId, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::NotFound(format!("no conversation `{id}`")))
+}
+
+/// The user's conversation and its agency's draft; another user's looks as if it did not
+/// exist.
+async fn owned(
+    s: &AppState,
+    session: &Session,
+    id: &str,
+) -> Result<(agency_core::Conversation, agency_core::Agency), ApiError> {
+    let id = conversation_id(id)?;
+    let store = s.rt.store();
+    let missing = || ApiError::NotFound(format!("no conversation {id}"));
+    let c = store
+        .conversation(id)
+        .await
+        .map_err(RuntimeError::from)?
+        .ok_or_else(missing)?;
+    let agency = store
+        .agency(c.agency_id)
+        .await
+        .map_err(RuntimeError::from)?
+        .filter(|a| a.owner == session.owner())
+        .ok_or_else(missing)?;
+    Ok((c, agency))
+}
+
+/// Starts a conversation with the agency's draft (the default: a playground) or its published
+/// version.
+#[utoipa::path(post, path = "/api/agencies/{agency}/conversations", tag = "conversations",
+    request_body(content = Option<wire::NewConversation>),
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 201, body = wire::Conversation), (status = 404), (status = 409, description = "Not published")))]
+pub async fn create_conversation(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(agency): Path<String>,
+    body: Option<Json<wire::NewConversation>>,
+) -> Result<(StatusCode, Json<wire::Conversation>), ApiError> {
+    let draft = agency_of(&s, &session, &agency).await?;
+    let on = body.and_then(|Json(b)| b.on);
+    let agency = match on.as_deref().unwrap_or("draft") {
+        "draft" => draft,
+        "published" => (*s.rt.published_agency(draft.id).await?).clone(),
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "`on` is `draft` or `published`, not `{other}`"
+            )));
+        }
+    };
+    let c = s.rt.start_conversation(&agency).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(wire::Conversation::new(&c, Vec::new())),
+    ))
+}
+
+/// The agency's conversations (API, playground, CLI), newest first.
+#[utoipa::path(get, path = "/api/agencies/{agency}/conversations", tag = "conversations",
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 200, body = Vec<wire::Conversation>), (status = 404)))]
+pub async fn list_conversations(
+    State(s): State<AppState>,
+    session: Session,
+    Path(agency): Path<String>,
+) -> Result<Json<Vec<wire::Conversation>>, ApiError> {
+    let a = agency_of(&s, &session, &agency).await?;
+    let list =
+        s.rt.store()
+            .list_conversations(a.id)
+            .await
+            .map_err(RuntimeError::from)?;
+    Ok(Json(
+        list.iter()
+            .map(|c| wire::Conversation::new(c, Vec::new()))
+            .collect(),
+    ))
+}
+
+/// A conversation with its turns: usage and how each ended.
+#[utoipa::path(get, path = "/api/conversations/{id}", tag = "conversations",
+    params(("id" = String, Path)),
+    responses((status = 200, body = wire::Conversation), (status = 404)))]
+pub async fn get_conversation(
+    State(s): State<AppState>,
+    session: Session,
+    Path(id): Path<String>,
+) -> Result<Json<wire::Conversation>, ApiError> {
+    let (c, _) = owned(&s, &session, &id).await?;
+    let turns = s.rt.store().turns(c.id).await.map_err(RuntimeError::from)?;
+    Ok(Json(wire::Conversation::new(
+        &c,
+        turns.iter().map(wire::Turn::from).collect(),
+    )))
+}
+
+/// One turn: the user's `text` to the manager, and everything until the manager answers.
+#[utoipa::path(post, path = "/api/conversations/{id}/messages", tag = "conversations",
+    request_body = wire::PostMessage, params(("id" = String, Path)),
+    responses((status = 200, body = wire::TurnResult), (status = 404), (status = 502, description = "The agency's models failed")))]
+pub async fn post_message(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(id): Path<String>,
+    body: Result<Json<wire::PostMessage>, JsonRejection>,
+) -> Result<Json<wire::TurnResult>, ApiError> {
+    let (c, _) = owned(&s, &session, &id).await?;
+    let Json(body) = body?;
+    let out = s.rt.send(c.id, body.text).await?;
+    Ok(Json(wire::TurnResult::from(&out)))
+}
+
+/// A finished turn's trace: who said what to whom, in order.
+#[utoipa::path(get, path = "/api/conversations/{id}/turns/{number}", tag = "conversations",
+    params(("id" = String, Path), ("number" = u32, Path)),
+    responses((status = 200, body = wire::TurnTrace), (status = 404)))]
+pub async fn get_turn(
+    State(s): State<AppState>,
+    session: Session,
+    Path((id, number)): Path<(String, String)>,
+) -> Result<Json<wire::TurnTrace>, ApiError> {
+    let (c, agency) = owned(&s, &session, &id).await?;
+    // Parsed here, not by the extractor, so that a bad number gets this API's JSON error.
+    let number: u32 = number
+        .parse()
+        .map_err(|_| ApiError::NotFound(format!("conversation {} has no turn `{number}`", c.id)))?;
+    let turns = s.rt.store().turns(c.id).await.map_err(RuntimeError::from)?;
+    let turn = turns
+        .iter()
+        .find(|t| t.number == number)
+        .ok_or_else(|| ApiError::NotFound(format!("conversation {} has no turn {number}", c.id)))?;
+    let roster = agency.roster();
+    let trace = s.rt.trace(c.id, turn.id).await?;
+    Ok(Json(wire::TurnTrace {
+        turn: wire::Turn::from(turn),
+        trace: trace
+            .iter()
+            .map(|e| wire::TraceEntry::new(e, &roster))
+            .collect(),
+    }))
+}
+
+/// Every message of every context, in order: each agent's own context as it saw it (`agent`
+/// names whose context a message is in).
+#[utoipa::path(get, path = "/api/conversations/{id}/messages", tag = "conversations",
+    params(("id" = String, Path)),
+    responses((status = 200, body = Vec<wire::Message>), (status = 404)))]
+pub async fn list_messages(
+    State(s): State<AppState>,
+    session: Session,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<wire::Message>>, ApiError> {
+    let (c, agency) = owned(&s, &session, &id).await?;
+    let roster = agency.roster();
+    let messages =
+        s.rt.store()
+            .messages(c.id)
+            .await
+            .map_err(RuntimeError::from)?;
+    Ok(Json(
+        messages
+            .iter()
+            .filter(|m| m.kind != MessageKind::System || m.agent.is_some())
+            .map(|m| wire::Message::new(m, &roster))
+            .collect(),
+    ))
+}
+
+/// The conversation's turns as they happen, as server-sent events: `turn_started`,
+/// `agent_started`, `hop` (a message reached a context, or the user), `turn_finished`,
+/// `turn_failed`; each `data` is JSON.
+#[utoipa::path(get, path = "/api/conversations/{id}/events", tag = "conversations",
+    params(("id" = String, Path)),
+    responses((status = 200, content_type = "text/event-stream", description = "Events, as they happen"), (status = 404)))]
+pub async fn events(
+    State(s): State<AppState>,
+    session: Session,
+    Path(id): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<sse::Event, Infallible>>>, ApiError> {
+    let (c, agency) = owned(&s, &session, &id).await?;
+    let roster = agency.roster();
+    let rx = s.rt.subscribe();
+    let stream = tokio_stream_of(rx).filter_map(move |event| {
+        let out = wire::LiveEvent::of(&event, c.id, &roster)
+            .map(|(name, data)| Ok(sse::Event::default().event(name).data(data.to_string())));
+        std::future::ready(out)
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// Events as a stream; a subscriber that falls behind skips what it missed.
+fn tokio_stream_of(
+    rx: tokio::sync::broadcast::Receiver<Event>,
+) -> impl Stream<Item = Event> + Send + 'static {
+    futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(e) => return Some((e, rx)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+}

@@ -1,0 +1,529 @@
+//! The management API: accounts, agencies (drafts, publishing, versions), their API keys, and
+//! the provider keys a user stores. Everything here acts for the logged-in user and sees only
+//! what is theirs: another user's ids answer 404, as if they did not exist.
+
+use agency_core::{ValidationError, ValidationErrors};
+use agency_runtime::RuntimeError;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::{Json, Router};
+use secrecy::{ExposeSecret, SecretString};
+
+use crate::auth::{Account, Session, cleared_cookie, session_cookie};
+use crate::{ApiError, AppState, wire};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/auth/signup", post(sign_up))
+        .route("/api/auth/login", post(log_in))
+        .route("/api/auth/logout", post(log_out))
+        .route("/api/auth/me", get(me))
+        .route("/api/auth/password", post(change_password))
+        .route("/api/agencies", get(list_agencies).post(create_agency))
+        .route("/api/agencies/import", post(import_agency))
+        .route("/api/agencies/preview", post(preview))
+        .route(
+            "/api/agencies/{agency}",
+            get(get_agency).put(update_agency).delete(delete_agency),
+        )
+        .route("/api/agencies/{agency}/export", get(export_agency))
+        .route("/api/agencies/{agency}/publish", post(publish))
+        .route("/api/agencies/{agency}/versions", get(versions))
+        .route("/api/agencies/{agency}/versions/{version}", get(version))
+        .route(
+            "/api/agencies/{agency}/keys",
+            get(list_keys).post(create_key),
+        )
+        .route("/api/agencies/{agency}/keys/{name}", delete(revoke_key))
+        .route("/api/provider-keys", get(list_provider_keys))
+        .route(
+            "/api/provider-keys/{provider}",
+            put(put_provider_key).delete(delete_provider_key),
+        )
+}
+
+fn me_of(session: &Session) -> wire::Me {
+    wire::Me {
+        id: session.user.id.to_string(),
+        email: session.user.email.to_string(),
+        created_at: session.user.created_at,
+        csrf_token: session.csrf_token(),
+    }
+}
+
+/// A new login: the cookie, and who is logged in.
+fn logged_in(
+    headers: &HeaderMap,
+    status: StatusCode,
+    new: agency_runtime::accounts::NewSession,
+) -> Response {
+    let token = new.token.expose_secret().to_string();
+    let cookie = session_cookie(headers, &token, new.expires_at);
+    let me = me_of(&Session {
+        user: new.user,
+        token,
+    });
+    (status, [(header::SET_COOKIE, cookie)], Json(me)).into_response()
+}
+
+/// Makes an account and logs it in (sets the session cookie).
+#[utoipa::path(post, path = "/api/auth/signup", tag = "accounts", request_body = wire::Credentials,
+    responses((status = 201, body = wire::Me), (status = 422, description = "A field is not valid (`fields` names it)")))]
+pub async fn sign_up(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Json<wire::Credentials>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(c) = body?;
+    let new = s.rt.sign_up(&c.email, &c.password).await?;
+    Ok(logged_in(&headers, StatusCode::CREATED, new))
+}
+
+/// Logs in (sets the session cookie).
+#[utoipa::path(post, path = "/api/auth/login", tag = "accounts", request_body = wire::Credentials,
+    responses((status = 200, body = wire::Me), (status = 401, description = "Wrong email or password")))]
+pub async fn log_in(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Json<wire::Credentials>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(c) = body?;
+    let new = s.rt.log_in(&c.email, &c.password).await?;
+    Ok(logged_in(&headers, StatusCode::OK, new))
+}
+
+/// Ends this session.
+#[utoipa::path(post, path = "/api/auth/logout", tag = "accounts", responses((status = 204)))]
+pub async fn log_out(
+    State(s): State<AppState>,
+    Account(session): Account,
+) -> Result<Response, ApiError> {
+    s.rt.log_out(&session.token).await?;
+    Ok((
+        StatusCode::NO_CONTENT,
+        [(header::SET_COOKIE, cleared_cookie())],
+    )
+        .into_response())
+}
+
+/// The logged-in user and the session's CSRF token.
+#[utoipa::path(get, path = "/api/auth/me", tag = "accounts",
+    responses((status = 200, body = wire::Me), (status = 401, description = "Not logged in")))]
+pub async fn me(session: Session) -> Json<wire::Me> {
+    Json(me_of(&session))
+}
+
+/// Changes the password and ends the user's other sessions.
+#[utoipa::path(post, path = "/api/auth/password", tag = "accounts", request_body = wire::PasswordChange,
+    responses((status = 204), (status = 422, description = "Wrong current password, or a new one too short")))]
+pub async fn change_password(
+    State(s): State<AppState>,
+    Account(session): Account,
+    body: Result<Json<wire::PasswordChange>, JsonRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Json(c) = body?;
+    s.rt.change_password(
+        &session.user,
+        &session.token,
+        &c.current_password,
+        &c.new_password,
+    )
+    .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The user's agency named by id or name (its draft).
+pub(crate) async fn agency_of(
+    s: &AppState,
+    session: &Session,
+    agency: &str,
+) -> Result<agency_core::Agency, ApiError> {
+    Ok(s.rt.agency(&session.owner(), agency).await?)
+}
+
+async fn detail(s: &AppState, a: &agency_core::Agency) -> Result<wire::AgencyDetail, ApiError> {
+    let published =
+        s.rt.store()
+            .agency_state(a.id)
+            .await
+            .map_err(RuntimeError::from)?
+            .and_then(|st| st.published);
+    Ok(wire::AgencyDetail::new(a, published))
+}
+
+/// The user's agencies, by name.
+#[utoipa::path(get, path = "/api/agencies", tag = "agencies",
+    responses((status = 200, body = Vec<wire::AgencyDetail>)))]
+pub async fn list_agencies(
+    State(s): State<AppState>,
+    session: Session,
+) -> Result<Json<Vec<wire::AgencyDetail>>, ApiError> {
+    let agencies =
+        s.rt.store()
+            .list_agencies(&session.owner())
+            .await
+            .map_err(RuntimeError::from)?;
+    let mut out = Vec::with_capacity(agencies.len());
+    for a in &agencies {
+        out.push(detail(&s, a).await?);
+    }
+    Ok(Json(out))
+}
+
+/// Creates an agency: a draft, not reachable through its API until it is published.
+#[utoipa::path(post, path = "/api/agencies", tag = "agencies", request_body = wire::AgencyDraft,
+    responses((status = 201, body = wire::AgencyDetail), (status = 422, description = "Problems, each with the path of its field")))]
+pub async fn create_agency(
+    State(s): State<AppState>,
+    Account(session): Account,
+    body: Result<Json<wire::AgencyDraft>, JsonRejection>,
+) -> Result<(StatusCode, Json<wire::AgencyDetail>), ApiError> {
+    let Json(draft) = body?;
+    let a = s.rt.create_agency(&session.owner(), &draft.into()).await?;
+    Ok((StatusCode::CREATED, Json(wire::AgencyDetail::new(&a, None))))
+}
+
+/// An agency's draft and the version its API serves.
+#[utoipa::path(get, path = "/api/agencies/{agency}", tag = "agencies",
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 200, body = wire::AgencyDetail), (status = 404)))]
+pub async fn get_agency(
+    State(s): State<AppState>,
+    session: Session,
+    Path(agency): Path<String>,
+) -> Result<Json<wire::AgencyDetail>, ApiError> {
+    let a = agency_of(&s, &session, &agency).await?;
+    Ok(Json(detail(&s, &a).await?))
+}
+
+/// Replaces the draft (agents in the order given); the published version stays.
+#[utoipa::path(put, path = "/api/agencies/{agency}", tag = "agencies", request_body = wire::AgencyDraft,
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 200, body = wire::AgencyDetail), (status = 404), (status = 422)))]
+pub async fn update_agency(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(agency): Path<String>,
+    body: Result<Json<wire::AgencyDraft>, JsonRejection>,
+) -> Result<Json<wire::AgencyDetail>, ApiError> {
+    let Json(draft) = body?;
+    let id = agency_of(&s, &session, &agency).await?.id;
+    let a =
+        s.rt.update_agency(&session.owner(), id, &draft.into())
+            .await?;
+    Ok(Json(detail(&s, &a).await?))
+}
+
+/// Deletes the agency with its versions, conversations and keys.
+#[utoipa::path(delete, path = "/api/agencies/{agency}", tag = "agencies",
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 204), (status = 404)))]
+pub async fn delete_agency(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(agency): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = agency_of(&s, &session, &agency).await?.id;
+    s.rt.delete_agency(&session.owner(), id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The system prompt each agent of a draft would get (nothing is saved).
+#[utoipa::path(post, path = "/api/agencies/preview", tag = "agencies", request_body = wire::AgencyDraft,
+    responses((status = 200, body = wire::Preview), (status = 422)))]
+pub async fn preview(
+    State(s): State<AppState>,
+    Account(session): Account,
+    body: Result<Json<wire::AgencyDraft>, JsonRejection>,
+) -> Result<Json<wire::Preview>, ApiError> {
+    let Json(draft) = body?;
+    let prompts = s.rt.preview(&session.owner(), &draft.into())?;
+    Ok(Json(wire::Preview {
+        prompts: prompts
+            .into_iter()
+            .map(|(agent, prompt)| wire::AgentPrompt { agent, prompt })
+            .collect(),
+    }))
+}
+
+/// Publishes the draft as the agency's next version, the one its API serves from now on.
+#[utoipa::path(post, path = "/api/agencies/{agency}/publish", tag = "agencies",
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 201, body = wire::Version), (status = 404)))]
+pub async fn publish(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(agency): Path<String>,
+) -> Result<(StatusCode, Json<wire::Version>), ApiError> {
+    let id = agency_of(&s, &session, &agency).await?.id;
+    let p = s.rt.publish_agency(&session.owner(), id).await?;
+    Ok((StatusCode::CREATED, Json(wire::Version::from(&p))))
+}
+
+/// The published versions, newest first.
+#[utoipa::path(get, path = "/api/agencies/{agency}/versions", tag = "agencies",
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 200, body = Vec<wire::Version>), (status = 404)))]
+pub async fn versions(
+    State(s): State<AppState>,
+    session: Session,
+    Path(agency): Path<String>,
+) -> Result<Json<Vec<wire::Version>>, ApiError> {
+    let id = agency_of(&s, &session, &agency).await?.id;
+    let v = s.rt.versions(&session.owner(), id).await?;
+    Ok(Json(v.iter().map(wire::Version::from).collect()))
+}
+
+/// One published version, as it was published.
+#[utoipa::path(get, path = "/api/agencies/{agency}/versions/{version}", tag = "agencies",
+    params(("agency" = String, Path, description = "The agency's id or name"), ("version" = u32, Path)),
+    responses((status = 200, body = wire::VersionDetail), (status = 404)))]
+pub async fn version(
+    State(s): State<AppState>,
+    session: Session,
+    Path((agency, version)): Path<(String, String)>,
+) -> Result<Json<wire::VersionDetail>, ApiError> {
+    let a = agency_of(&s, &session, &agency).await?;
+    let n: u32 = version
+        .parse()
+        .map_err(|_| ApiError::NotFound(format!("agency `{agency}` has no version `{version}`")))?;
+    let (p, published, _) = s.rt.version(&session.owner(), a.id, n).await?;
+    Ok(Json(wire::VersionDetail {
+        version: p.version,
+        published_at: p.published_at,
+        agency: published.to_draft().into(),
+    }))
+}
+
+/// The draft as an agency file (YAML), the format `agency import` reads.
+#[utoipa::path(get, path = "/api/agencies/{agency}/export", tag = "agencies",
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 200, content_type = "application/yaml", body = String), (status = 404)))]
+pub async fn export_agency(
+    State(s): State<AppState>,
+    session: Session,
+    Path(agency): Path<String>,
+) -> Result<Response, ApiError> {
+    let a = agency_of(&s, &session, &agency).await?;
+    let disposition = format!("attachment; filename=\"{}.yaml\"", a.name);
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                "application/yaml; charset=utf-8".to_string(),
+            ),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        agency_runtime::agencies::file_of(&a),
+    )
+        .into_response())
+}
+
+/// Imports an agency file (YAML or JSON, as `agency import` reads): creates the agency or
+/// replaces the draft of the one with its name, and publishes it (the file is the release).
+#[utoipa::path(post, path = "/api/agencies/import", tag = "agencies",
+    request_body(content = String, content_type = "application/yaml"),
+    responses((status = 201, body = wire::AgencyDetail), (status = 422, description = "Problems, each with its line and column")))]
+pub async fn import_agency(
+    State(s): State<AppState>,
+    Account(session): Account,
+    body: String,
+) -> Result<(StatusCode, Json<wire::AgencyDetail>), ApiError> {
+    let file = agency_file::AgencyFile::parse("agency file", &body).map_err(file_problems)?;
+    let a = match s.rt.save_agency(&file.draft, &session.owner()).await {
+        Err(RuntimeError::Validation(v)) => return Err(file_problems(file.locate(v))),
+        other => other?,
+    };
+    Ok((StatusCode::CREATED, Json(detail(&s, &a).await?)))
+}
+
+/// An agency file's problems, each with its place.
+fn file_problems(e: agency_file::FileError) -> ApiError {
+    ApiError::Fields(ValidationErrors(
+        e.problems
+            .into_iter()
+            .map(|p| ValidationError {
+                message: match (p.line, p.column) {
+                    (Some(l), Some(c)) => format!("line {l}, column {c}: {}", p.message),
+                    (Some(l), None) => format!("line {l}: {}", p.message),
+                    _ => p.message,
+                },
+                path: p.path,
+            })
+            .collect(),
+    ))
+}
+
+/// The agency's API keys, revoked ones too (never the keys themselves).
+#[utoipa::path(get, path = "/api/agencies/{agency}/keys", tag = "keys",
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 200, body = Vec<wire::ApiKey>), (status = 404)))]
+pub async fn list_keys(
+    State(s): State<AppState>,
+    session: Session,
+    Path(agency): Path<String>,
+) -> Result<Json<Vec<wire::ApiKey>>, ApiError> {
+    let a = agency_of(&s, &session, &agency).await?;
+    let keys =
+        s.rt.store()
+            .api_keys(a.id)
+            .await
+            .map_err(RuntimeError::from)?;
+    Ok(Json(keys.iter().map(wire::ApiKey::from).collect()))
+}
+
+/// Makes an API key for the agency; the answer holds the key, shown this once.
+#[utoipa::path(post, path = "/api/agencies/{agency}/keys", tag = "keys", request_body = wire::NewKey,
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 201, body = wire::CreatedKey), (status = 400), (status = 404), (status = 409, description = "A live key has that name")))]
+pub async fn create_key(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(agency): Path<String>,
+    body: Result<Json<wire::NewKey>, JsonRejection>,
+) -> Result<(StatusCode, Json<wire::CreatedKey>), ApiError> {
+    let Json(k) = body?;
+    let a = agency_of(&s, &session, &agency).await?;
+    let expires_in = match k
+        .expires_in
+        .as_deref()
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
+        None => None,
+        Some(e) => Some(agency_core::apikey::parse_duration(e).ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "`{e}` is not a duration: write a number and a unit, e.g. 15m, 2h, 30d, 1w"
+            ))
+        })?),
+    };
+    let (key, plain) = agency_runtime::keys::create_key(
+        &**s.rt.store(),
+        s.auth.keyring(),
+        &a,
+        &k.name,
+        expires_in,
+        k.rate_limit_per_minute,
+    )
+    .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(wire::CreatedKey {
+            key: plain.expose_secret().to_string(),
+            info: wire::ApiKey::from(&key),
+        }),
+    ))
+}
+
+/// Revokes the agency's live key of that name: requests with it are refused from now on.
+#[utoipa::path(delete, path = "/api/agencies/{agency}/keys/{name}", tag = "keys",
+    params(("agency" = String, Path, description = "The agency's id or name"), ("name" = String, Path)),
+    responses((status = 204), (status = 404)))]
+pub async fn revoke_key(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path((agency, name)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let a = agency_of(&s, &session, &agency).await?;
+    let revoked =
+        s.rt.store()
+            .revoke_api_key(a.id, &name, chrono::Utc::now())
+            .await
+            .map_err(RuntimeError::from)?;
+    if !revoked {
+        return Err(ApiError::NotFound(format!(
+            "agency `{}` has no live key named `{name}`",
+            a.name
+        )));
+    }
+    s.auth.forget(a.id);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The provider keys the user stored, masked.
+#[utoipa::path(get, path = "/api/provider-keys", tag = "provider keys",
+    responses((status = 200, body = Vec<wire::ProviderKey>)))]
+pub async fn list_provider_keys(
+    State(s): State<AppState>,
+    session: Session,
+) -> Result<Json<Vec<wire::ProviderKey>>, ApiError> {
+    let keys =
+        s.rt.store()
+            .provider_keys(&session.owner())
+            .await
+            .map_err(RuntimeError::from)?;
+    Ok(Json(
+        keys.iter()
+            .map(|k| wire::ProviderKey {
+                provider: k.provider.clone(),
+                masked: format!("…{}", k.suffix),
+                created_at: k.created_at,
+            })
+            .collect(),
+    ))
+}
+
+/// Stores (or replaces) the user's key for a provider, sealed at rest; it is never shown again.
+#[utoipa::path(put, path = "/api/provider-keys/{provider}", tag = "provider keys", request_body = wire::PutProviderKey,
+    params(("provider" = String, Path, description = "A provider's name, as agencies name it (`openai`)")),
+    responses((status = 200, body = wire::ProviderKey), (status = 400)))]
+pub async fn put_provider_key(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(provider): Path<String>,
+    body: Result<Json<wire::PutProviderKey>, JsonRejection>,
+) -> Result<Json<wire::ProviderKey>, ApiError> {
+    let Json(k) = body?;
+    let valid = !provider.is_empty()
+        && provider.len() <= 64
+        && provider
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !valid {
+        return Err(ApiError::BadRequest(format!(
+            "`{provider}` is not a provider name: letters, digits, `_`, `-` and `.`"
+        )));
+    }
+    let source = s.rt.master_key().ok_or_else(|| {
+        ApiError::BadRequest("this server has no master key to seal provider keys with".into())
+    })?;
+    let sealed = agency_runtime::secrets::store_provider_key(
+        &**s.rt.store(),
+        source,
+        &session.owner(),
+        &provider,
+        &SecretString::from(k.key),
+    )
+    .await?;
+    Ok(Json(wire::ProviderKey {
+        provider: sealed.provider.clone(),
+        masked: format!("…{}", sealed.suffix),
+        created_at: sealed.created_at,
+    }))
+}
+
+/// Deletes the user's key for a provider.
+#[utoipa::path(delete, path = "/api/provider-keys/{provider}", tag = "provider keys",
+    params(("provider" = String, Path)),
+    responses((status = 204), (status = 404)))]
+pub async fn delete_provider_key(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(provider): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let deleted =
+        s.rt.store()
+            .delete_provider_key(&session.owner(), &provider)
+            .await
+            .map_err(RuntimeError::from)?;
+    if deleted {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no stored key for `{provider}`"
+        )))
+    }
+}

@@ -1,0 +1,86 @@
+//! Accounts and login sessions on SQLite.
+
+use agency_core::{Email, LoginSession, PasswordHash, User, UserId};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension, params};
+
+use super::{SqliteStore, unique_violation};
+use crate::rows::{self, UserRow};
+use crate::{AccountStore, Result, StoreError, sql};
+
+impl SqliteStore {
+    fn one_user(&self, query: &str, key: &str) -> Result<Option<User>> {
+        let row: Option<UserRow> = self.with(|conn| {
+            conn.prepare_cached(query)?
+                .query_row([key], rows::sqlite::user)
+                .optional()
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+}
+
+#[async_trait]
+impl AccountStore for SqliteStore {
+    async fn create_user(&self, user: &User) -> Result<()> {
+        let created = self.with(|conn| {
+            conn.execute(
+                sql::INSERT_USER,
+                params![
+                    user.id.to_string(),
+                    user.email.as_str(),
+                    user.password_hash.0,
+                    user.created_at
+                ],
+            )
+        });
+        match created {
+            Err(StoreError::Sqlite(e)) if unique_violation(&e) => {
+                Err(rows::email_taken(&user.email))
+            }
+            other => other.map(|_| ()),
+        }
+    }
+
+    async fn user(&self, id: UserId) -> Result<Option<User>> {
+        self.one_user(sql::USER_BY_ID, &id.to_string())
+    }
+
+    async fn user_by_email(&self, email: &Email) -> Result<Option<User>> {
+        self.one_user(sql::USER_BY_EMAIL, email.as_str())
+    }
+
+    async fn set_password(&self, id: UserId, hash: &PasswordHash) -> Result<()> {
+        self.with(|conn| conn.execute(sql::SET_PASSWORD, params![hash.0, id.to_string()]))
+            .map(|_| ())
+    }
+
+    async fn create_session(&self, s: &LoginSession) -> Result<()> {
+        self.with(|conn| {
+            conn.execute(
+                sql::INSERT_SESSION,
+                params![s.token_hash, s.user.to_string(), s.created_at, s.expires_at],
+            )
+        })
+        .map(|_| ())
+    }
+
+    async fn session_user(&self, token_hash: &str, now: DateTime<Utc>) -> Result<Option<User>> {
+        let row: Option<UserRow> = self.with(|conn| {
+            conn.prepare_cached(sql::SESSION_USER)?
+                .query_row(params![token_hash, now], rows::sqlite::user)
+                .optional()
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn delete_session(&self, token_hash: &str) -> Result<()> {
+        self.with(|conn| conn.execute(sql::DELETE_SESSION, [token_hash]))
+            .map(|_| ())
+    }
+
+    async fn delete_other_sessions(&self, user: UserId, keep: &str) -> Result<()> {
+        self.with(|conn| conn.execute(sql::DELETE_OTHER_SESSIONS, params![user.to_string(), keep]))
+            .map(|_| ())
+    }
+}
