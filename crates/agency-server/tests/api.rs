@@ -163,10 +163,14 @@ async fn signed_up(base: &str, email: &str) -> reqwest::Client {
         .unwrap()
 }
 
-/// The status and the JSON body (every response of this API is JSON).
+/// The status and the JSON body (every response of this API is JSON, but a 204's: null).
 async fn read(res: reqwest::Response) -> (StatusCode, Value) {
     let status = res.status();
     let text = res.text().await.unwrap();
+    if status == StatusCode::NO_CONTENT {
+        assert_eq!(text, "");
+        return (status, Value::Null);
+    }
     let body = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{status}: body is not JSON ({e}): {text:?}"));
     (status, body)
@@ -636,4 +640,407 @@ async fn unknown_routes_and_methods_answer_json_errors() {
     let (status, body) = app.post_json("/healthz", &serde_json::json!({})).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(error_message(status, &body).contains("method"), "{body}");
+}
+
+// ---- Accounts, tenancy, publishing ----
+
+/// A two-agent agency on the rules model: the manager asks the echoer, who answers with
+/// `reply` and the message; the manager passes it to the user.
+fn echo_draft(reply: &str) -> Value {
+    json!({
+        "name": "echo",
+        "manager": "boss",
+        "agents": [
+            { "name": "boss", "model": "builtin/rules", "rules": [
+                { "when": "user", "action": "{{message}}", "send_to": ["echoer"] },
+                { "when": "echoer", "action": "{{message}}", "send_to": ["user"] }
+            ]},
+            { "name": "echoer", "model": "builtin/rules", "rules": [
+                { "when": "boss", "action": format!("{reply} {{{{message}}}}"), "send_to": ["boss"] }
+            ]}
+        ]
+    })
+}
+
+impl App {
+    async fn send(&self, req: reqwest::RequestBuilder) -> (StatusCode, Value) {
+        read(req.send().await.unwrap()).await
+    }
+
+    /// One Chat Completions request to `agency` with `key`: the status and the answer (or the
+    /// error message).
+    async fn complete(&self, agency: &str, key: &str, text: &str) -> (StatusCode, String) {
+        let res = reqwest::Client::new()
+            .post(self.url(&format!("/api/agency/{agency}/chat/completions")))
+            .bearer_auth(key)
+            .json(&json!({ "model": "x", "messages": [{ "role": "user", "content": text }] }))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = read(res).await;
+        let text = if status == StatusCode::OK {
+            body["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        } else {
+            body["error"]["message"].as_str().unwrap().to_string()
+        };
+        (status, text)
+    }
+}
+
+#[tokio::test]
+async fn the_api_serves_the_published_version_only() {
+    let app = App::spawn().await;
+    let (status, created) = app
+        .send(
+            app.client
+                .post(app.url("/api/agencies"))
+                .json(&echo_draft("one:")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["published_version"], Value::Null);
+    let id = created["id"].as_str().unwrap().to_string();
+
+    let (status, key) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/agencies/{id}/keys")))
+                .json(&json!({ "name": "prod", "expires_in": "30d" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{key}");
+    let key = key["key"].as_str().unwrap().to_string();
+    assert!(key.starts_with("agk_"));
+
+    // A draft is not reachable through the API.
+    let (status, message) = app.complete(&id, &key, "hi").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{message}");
+    assert!(message.contains("not published"), "{message}");
+
+    let (status, v1) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/agencies/{id}/publish"))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{v1}");
+    assert_eq!(v1["version"], json!(1));
+    assert_eq!(
+        app.complete(&id, &key, "hi").await,
+        (StatusCode::OK, "one: hi".into())
+    );
+
+    // Editing the draft changes nothing served until it is published.
+    let (status, edited) = app
+        .send(
+            app.client
+                .put(app.url(&format!("/api/agencies/{id}")))
+                .json(&echo_draft("two:")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(edited["published_version"], json!(1));
+    assert_eq!(
+        app.complete(&id, &key, "hi").await,
+        (StatusCode::OK, "one: hi".into())
+    );
+
+    // The playground runs the draft meanwhile.
+    let (status, c) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/agencies/{id}/conversations")))
+                .json(&json!({ "on": "draft" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    assert_eq!(c["version"], Value::Null);
+    let turn = app.say(c["id"].as_str().unwrap(), "hi").await;
+    assert_eq!(turn["answer"], json!("two: hi"));
+
+    let (status, v2) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/agencies/{id}/publish"))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{v2}");
+    assert_eq!(v2["version"], json!(2));
+    assert_eq!(
+        app.complete(&id, &key, "hi").await,
+        (StatusCode::OK, "two: hi".into())
+    );
+
+    // Earlier versions stay readable.
+    let (_, versions) = app.get(&format!("/api/agencies/{id}/versions")).await;
+    let numbers: Vec<u64> = versions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [2, 1]);
+    let (status, first) = app.get(&format!("/api/agencies/{id}/versions/1")).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(
+        first["agency"]["agents"][1]["rules"][0]["action"],
+        json!("one: {{message}}")
+    );
+
+    // A revoked key is refused at once.
+    let (status, _) = app
+        .send(
+            app.client
+                .delete(app.url(&format!("/api/agencies/{id}/keys/prod"))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, message) = app.complete(&id, &key, "hi").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{message}");
+    let (_, keys) = app.get(&format!("/api/agencies/{id}/keys")).await;
+    assert_eq!(keys[0]["state"], json!("revoked"), "{keys}");
+    assert_eq!(keys[0].get("hash"), None, "{keys}");
+}
+
+#[tokio::test]
+async fn drafts_are_validated_field_by_field() {
+    let app = App::spawn().await;
+    let mut draft = echo_draft("x");
+    draft["agents"][1]["rules"][0]["send_to"] = json!(["nobody"]);
+    draft["agents"][0]["model"] = json!("nomodel");
+    let (status, body) = app
+        .send(app.client.post(app.url("/api/agencies")).json(&draft))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let paths: Vec<&str> = body["error"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"agents[0].model"), "{body}");
+    assert!(paths.contains(&"agents[1].rules[0].send_to"), "{body}");
+    let (_, list) = app.get("/api/agencies").await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "nothing stored: {list}");
+
+    // A name taken by another of the user's agencies is the name field's problem.
+    let mut dup = echo_draft("x");
+    dup["name"] = json!("studio");
+    let (status, body) = app
+        .send(app.client.post(app.url("/api/agencies")).json(&dup))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["fields"][0]["path"], json!("name"), "{body}");
+
+    // The preview compiles each agent's prompt, rules included, and saves nothing.
+    let (status, preview) = app
+        .send(
+            app.client
+                .post(app.url("/api/agencies/preview"))
+                .json(&echo_draft("x")),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{preview}");
+    assert_eq!(preview["prompts"][0]["agent"], json!("boss"));
+    let prompt = preview["prompts"][1]["prompt"].as_str().unwrap();
+    assert!(prompt.starts_with("You are echoer (#"), "{prompt}");
+    assert!(
+        prompt.contains(
+            "- When a message is from #1 (boss): x {{message}}. Send your response to #1 (boss)."
+        ),
+        "{prompt}"
+    );
+
+    // An agency file with a problem names its line.
+    let (status, body) =
+        app.send(app.client.post(app.url("/api/agencies/import")).body(
+            "name: broken\nmanager: ghost\nagents:\n  - name: a\n    model: builtin/rules\n",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["error"]["fields"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 2"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn another_users_things_do_not_exist_for_you() {
+    let app = App::spawn().await;
+    let studio = app.studio_id.clone();
+    let conversation = app.new_conversation().await;
+    app.say(&conversation, "a todo app").await;
+    let (status, _) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/agencies/{studio}/keys")))
+                .json(&json!({ "name": "prod" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    let bob = signed_up(&app.base, "bob@example.com").await;
+    let (_, mine) = read(bob.get(app.url("/api/agencies")).send().await.unwrap()).await;
+    assert_eq!(mine, json!([]), "Bob sees none of Ada's agencies");
+
+    let c = &conversation;
+    let requests = [
+        bob.get(app.url(&format!("/api/agencies/{studio}"))),
+        bob.get(app.url("/api/agencies/studio")),
+        bob.put(app.url(&format!("/api/agencies/{studio}")))
+            .json(&echo_draft("x")),
+        bob.delete(app.url(&format!("/api/agencies/{studio}"))),
+        bob.get(app.url(&format!("/api/agencies/{studio}/export"))),
+        bob.post(app.url(&format!("/api/agencies/{studio}/publish"))),
+        bob.get(app.url(&format!("/api/agencies/{studio}/versions"))),
+        bob.get(app.url(&format!("/api/agencies/{studio}/versions/1"))),
+        bob.get(app.url(&format!("/api/agencies/{studio}/keys"))),
+        bob.post(app.url(&format!("/api/agencies/{studio}/keys")))
+            .json(&json!({ "name": "stolen" })),
+        bob.delete(app.url(&format!("/api/agencies/{studio}/keys/prod"))),
+        bob.get(app.url(&format!("/api/agencies/{studio}/conversations"))),
+        bob.post(app.url(&format!("/api/agencies/{studio}/conversations"))),
+        bob.get(app.url(&format!("/api/conversations/{c}"))),
+        bob.get(app.url(&format!("/api/conversations/{c}/messages"))),
+        bob.post(app.url(&format!("/api/conversations/{c}/messages")))
+            .json(&json!({ "text": "hi" })),
+        bob.get(app.url(&format!("/api/conversations/{c}/turns/1"))),
+        bob.get(app.url(&format!("/api/conversations/{c}/events"))),
+    ];
+    for req in requests {
+        let req = req.build().unwrap();
+        let what = format!("{} {}", req.method(), req.url().path());
+        let res = bob.execute(req).await.unwrap();
+        let (status, body) = read(res).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{what}: {body}");
+    }
+
+    // Nothing of Ada's changed.
+    let (status, detail) = app.get(&format!("/api/agencies/{studio}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_is_studio(&detail, &studio);
+    let (_, keys) = app.get(&format!("/api/agencies/{studio}/keys")).await;
+    let keys: Vec<(&str, &str)> = keys
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k["name"].as_str().unwrap(), k["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(keys, [("prod", "active")]);
+    let (_, c) = app.get(&format!("/api/conversations/{conversation}")).await;
+    assert_eq!(c["turns"].as_array().unwrap().len(), 1, "{c}");
+    let (_, versions) = app.get(&format!("/api/agencies/{studio}/versions")).await;
+    assert_eq!(versions.as_array().unwrap().len(), 1, "{versions}");
+}
+
+#[tokio::test]
+async fn accounts_sign_up_log_in_and_out() {
+    let app = App::spawn().await;
+    let anon = reqwest::Client::new();
+    let signup = |body: Value| anon.post(app.url("/api/auth/signup")).json(&body).send();
+    for (body, field) in [
+        (
+            json!({ "email": "not-an-email", "password": "long enough" }),
+            "email",
+        ),
+        (
+            json!({ "email": "eve@example.com", "password": "short" }),
+            "password",
+        ),
+        (
+            json!({ "email": "ADA@example.com ", "password": "long enough" }),
+            "email",
+        ),
+    ] {
+        let (status, out) = read(signup(body).await.unwrap()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+        assert_eq!(out["error"]["fields"][0]["path"], json!(field), "{out}");
+    }
+
+    let login = |password: &str| {
+        anon.post(app.url("/api/auth/login"))
+            .json(&json!({ "email": "ada@example.com", "password": password }))
+            .send()
+    };
+    let (status, out) = read(login("wrong password").await.unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{out}");
+    let res = login("correct horse battery").await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let cookie = res.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
+    let second_session = cookie.split(';').next().unwrap().to_string();
+
+    // Without the CSRF token, nothing changes.
+    let (status, out) = read(
+        anon.post(app.url("/api/agencies"))
+            .header("cookie", &second_session)
+            .json(&echo_draft("x"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{out}");
+    let (_, list) = app.get("/api/agencies").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+
+    // A password change needs the current one, and ends the other sessions.
+    let change = |current: &str, new: &str| {
+        app.client
+            .post(app.url("/api/auth/password"))
+            .json(&json!({ "current_password": current, "new_password": new }))
+            .send()
+    };
+    let (status, out) = read(change("nope", "a new password").await.unwrap()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
+    assert_eq!(out["error"]["fields"][0]["path"], json!("current_password"));
+    let res = change("correct horse battery", "a new password")
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    let other = anon
+        .get(app.url("/api/auth/me"))
+        .header("cookie", &second_session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), StatusCode::UNAUTHORIZED);
+    let (status, me) = app.get("/api/auth/me").await;
+    assert_eq!(status, StatusCode::OK, "{me}");
+    assert_eq!(me["email"], json!("ada@example.com"));
+    assert_eq!(me.get("password_hash"), None);
+    assert_eq!(
+        read(login("correct horse battery").await.unwrap()).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        read(login("a new password").await.unwrap()).await.0,
+        StatusCode::OK
+    );
+
+    // Logging out ends the session and clears the cookie.
+    let res = app
+        .client
+        .post(app.url("/api/auth/logout"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    assert!(
+        res.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    let (status, _) = app.get("/api/auth/me").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
