@@ -194,6 +194,8 @@ pub struct TraceEntry {
     pub text: String,
     /// Usage of the model call that produced it, when one did.
     pub usage: Option<Usage>,
+    /// How long that call took.
+    pub latency_ms: Option<u32>,
 }
 
 impl TraceEntry {
@@ -214,11 +216,11 @@ impl TraceEntry {
 /// The trace of a turn from its messages (in `seq` order): the user's input, every delivery,
 /// correction, guard and failure notice, and the answer.
 pub fn trace(messages: &[Message]) -> Vec<TraceEntry> {
-    let usage: std::collections::HashMap<MessageId, Usage> = messages
+    let calls: std::collections::HashMap<MessageId, (Usage, Option<u32>)> = messages
         .iter()
-        .filter_map(|m| Some((m.id, m.usage?)))
+        .filter_map(|m| Some((m.id, (m.usage?, m.latency_ms))))
         .collect();
-    let usage_of = |id: Option<MessageId>| id.and_then(|id| usage.get(&id).copied());
+    let call_of = |id: Option<MessageId>| id.and_then(|id| calls.get(&id).copied());
     messages
         .iter()
         .filter(|m| !matches!(m.kind, MessageKind::System | MessageKind::Reply))
@@ -231,7 +233,8 @@ pub fn trace(messages: &[Message]) -> Vec<TraceEntry> {
             },
             kind: m.kind,
             text: m.text.clone(),
-            usage: usage_of(m.linked),
+            usage: call_of(m.linked).map(|(u, _)| u),
+            latency_ms: call_of(m.linked).and_then(|(_, l)| l),
         })
         .collect()
 }

@@ -180,7 +180,8 @@ struct TurnRun {
     record: TurnRecord,
     inflight: FuturesUnordered<Call>,
     trace: Vec<TraceEntry>,
-    reply_usage: HashMap<MessageId, Usage>,
+    /// Usage and latency of each reply's model call, for the hops it produces.
+    reply_usage: HashMap<MessageId, (Usage, Option<u32>)>,
     answer: Option<(String, agency_core::StopReason)>,
     failure: Option<(AgentId, String)>,
     /// Where the manager's answer streams, while the turn has not answered.
@@ -417,7 +418,8 @@ impl TurnRun {
                 reply.latency_ms = Some(u32::try_from(took.as_millis()).unwrap_or(u32::MAX));
                 let steps = self.engine.on_reply(agent, reply.id, &reply.text);
                 reply.to = self.engine.last_addressee();
-                self.reply_usage.insert(reply.id, c.usage);
+                self.reply_usage
+                    .insert(reply.id, (c.usage, reply.latency_ms));
                 self.apply(steps, vec![reply]).await
             }
             Err(e) => {
@@ -485,12 +487,14 @@ impl TurnRun {
         let written = self.rt.store.write(write).await?;
         for m in &written.messages {
             if !matches!(m.kind, MessageKind::Reply | MessageKind::System) {
+                let call = m.linked.and_then(|l| self.reply_usage.get(&l).copied());
                 let entry = TraceEntry {
                     from: m.from,
                     to: m.agent,
                     kind: m.kind,
                     text: m.text.clone(),
-                    usage: m.linked.and_then(|l| self.reply_usage.get(&l).copied()),
+                    usage: call.map(|(u, _)| u),
+                    latency_ms: call.and_then(|(_, l)| l),
                 };
                 let (conversation, turn) = (self.record.conversation_id, self.record.id);
                 self.rt.publish(|| Event::Hop {

@@ -83,7 +83,10 @@ pub struct TraceEntry {
     pub to: String,
     pub kind: &'static str,
     pub text: String,
+    /// Of the model call that wrote it, when one did.
     pub usage: Option<Usage>,
+    /// How long that call took.
+    pub latency_ms: Option<u32>,
 }
 
 impl TraceEntry {
@@ -94,6 +97,7 @@ impl TraceEntry {
             kind: e.kind.as_str(),
             text: e.text.clone(),
             usage: e.usage.map(Into::into),
+            latency_ms: e.latency_ms,
         }
     }
 }
