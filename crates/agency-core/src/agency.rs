@@ -17,6 +17,9 @@ pub enum Protocol {
     Json,
     /// Spec 001: `TO programmer: ...`, delivered as `FROM manager: ...`.
     Directives,
+    /// No addressing: a roundtable room, where an agent's reply is its message to the room
+    /// and what it receives is plain chat. Not for agencies (files name only the two above).
+    Plain,
 }
 
 impl Protocol {
@@ -24,6 +27,7 @@ impl Protocol {
         match self {
             Protocol::Json => "json",
             Protocol::Directives => "directives",
+            Protocol::Plain => "plain",
         }
     }
 

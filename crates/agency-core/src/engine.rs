@@ -440,6 +440,7 @@ impl TurnEngine {
         let how = match self.protocol {
             Protocol::Json => "{\"to\": 0, \"context\": \"<your answer>\"}",
             Protocol::Directives => "TO user: <your answer>",
+            Protocol::Plain => "<your answer>",
         };
         self.route(
             Delivery {

@@ -57,6 +57,18 @@ uuid_id!(
     TurnId
 );
 uuid_id!(
+    /// A roundtable room.
+    RoomId
+);
+uuid_id!(
+    /// An agent taking part in a room.
+    ParticipantId
+);
+uuid_id!(
+    /// A message in a room.
+    RoomMessageId
+);
+uuid_id!(
     /// A person with an account. Written as text, it is the owner of what they made.
     UserId
 );

@@ -15,6 +15,7 @@ pub mod message;
 pub mod plan;
 pub mod prompt;
 pub mod protocol;
+pub mod room;
 pub mod rules;
 pub mod stream;
 
@@ -25,7 +26,10 @@ pub use agency::{
     Sampling, ValidationError, ValidationErrors, validate_providers,
 };
 pub use apikey::{ApiKey, KeyState};
-pub use ids::{AgencyId, AgentId, ConversationId, MessageId, TurnId, UserId};
+pub use ids::{
+    AgencyId, AgentId, ConversationId, MessageId, ParticipantId, RoomId, RoomMessageId, TurnId,
+    UserId,
+};
 pub use message::{
     Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord, Usage, trace,
 };

@@ -51,6 +51,10 @@ pub fn parse_reply(
     let envelopes = match protocol {
         Protocol::Json => parse_json(text, roster)?,
         Protocol::Directives => parse_directives(text, roster)?,
+        Protocol::Plain => vec![Envelope {
+            to: Recipient::User,
+            text: text.to_string(),
+        }],
     };
     if envelopes.iter().any(|e| e.to == Recipient::Agent(sender)) {
         return Err(ReplyError::SelfAddressed);
@@ -66,6 +70,7 @@ pub fn frame(protocol: Protocol, from: Option<AgentId>, text: &str, roster: &Ros
             format!("{{\"from\":{from},\"context\":{}}}", json_string(text))
         }
         Protocol::Directives => format!("FROM {}: {text}", roster.display(from)),
+        Protocol::Plain => text.to_string(),
     }
 }
 
@@ -90,6 +95,11 @@ pub fn format_reply(protocol: Protocol, envelopes: &[Envelope], roster: &Roster)
             .map(|e| format!("TO {}: {}", roster.display(e.to.agent()), e.text))
             .collect::<Vec<_>>()
             .join("\n"),
+        Protocol::Plain => envelopes
+            .iter()
+            .map(|e| e.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
     }
 }
 
@@ -108,6 +118,7 @@ pub fn format_instructions(protocol: Protocol, example: Option<(AgentId, &str)>)
              To address several agents at once, start a new line with another TO directive for each. \
              Messages you receive start with a FROM directive naming who sent them, for example \"FROM {name}: ...\"."
         ),
+        Protocol::Plain => "Answer in plain text: your reply goes to everyone as it is.".to_string(),
     }
 }
 

@@ -44,6 +44,7 @@ impl AnswerStream {
                 let (decided, rest) = match self.protocol {
                     Protocol::Json => json_head(&self.buffer),
                     Protocol::Directives => directive_head(&self.buffer),
+                    Protocol::Plain => (Some(true), self.buffer.as_str()),
                 };
                 match decided {
                     None => String::new(),
@@ -66,7 +67,7 @@ impl AnswerStream {
 
     fn answer_text(&mut self, delta: &str) -> String {
         match self.protocol {
-            Protocol::Directives => delta.to_string(),
+            Protocol::Directives | Protocol::Plain => delta.to_string(),
             Protocol::Json => {
                 let State::Answer { pending } = &mut self.state else {
                     return String::new();
