@@ -118,7 +118,9 @@ pub fn format_instructions(protocol: Protocol, example: Option<(AgentId, &str)>)
              To address several agents at once, start a new line with another TO directive for each. \
              Messages you receive start with a FROM directive naming who sent them, for example \"FROM {name}: ...\"."
         ),
-        Protocol::Plain => "Answer in plain text: your reply goes to everyone as it is.".to_string(),
+        Protocol::Plain => {
+            "Answer in plain text: your reply goes to everyone as it is.".to_string()
+        }
     }
 }
 

@@ -49,9 +49,15 @@ pub enum Author {
     Person,
     /// An agent's answer. Its name is kept with the message, so a removed agent's messages
     /// still say whose they were.
-    Agent { id: ParticipantId, name: String },
+    Agent {
+        id: ParticipantId,
+        name: String,
+    },
     /// An agent's failure to answer, shown in its place; never in anyone's context.
-    Error { id: ParticipantId, name: String },
+    Error {
+        id: ParticipantId,
+        name: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,24 +142,38 @@ pub fn system_prompt(agent: &Participant, participants: &[Participant]) -> Strin
     if let Some(role) = agent.role.as_deref().filter(|r| !r.trim().is_empty()) {
         let _ = write!(out, "\n\nYour role: {}", role.trim());
     }
-    if let Some(p) = agent.personality.as_deref().filter(|p| !p.trim().is_empty()) {
+    if let Some(p) = agent
+        .personality
+        .as_deref()
+        .filter(|p| !p.trim().is_empty())
+    {
         let _ = write!(out, "\n\nYour personality: {}", p.trim());
     }
-    if let Some(i) = agent.instructions.as_deref().filter(|i| !i.trim().is_empty()) {
+    if let Some(i) = agent
+        .instructions
+        .as_deref()
+        .filter(|i| !i.trim().is_empty())
+    {
         let _ = write!(out, "\n\nInstructions:\n{}", i.trim());
     }
     let others: Vec<String> = participants
         .iter()
         .filter(|p| p.id != agent.id)
-        .map(|p| match p.role.as_deref().filter(|r| !r.trim().is_empty()) {
-            Some(role) => format!("{} ({})", p.name, role.trim()),
-            None => p.name.clone(),
-        })
+        .map(
+            |p| match p.role.as_deref().filter(|r| !r.trim().is_empty()) {
+                Some(role) => format!("{} ({})", p.name, role.trim()),
+                None => p.name.clone(),
+            },
+        )
         .collect();
     if others.is_empty() {
         out.push_str("\n\nNo other agents are in the room.");
     } else {
-        let _ = write!(out, "\n\nThe other agents in the room: {}.", others.join(", "));
+        let _ = write!(
+            out,
+            "\n\nThe other agents in the room: {}.",
+            others.join(", ")
+        );
     }
     out.push_str(
         "\nMessages from other agents start with their name. Answer as yourself, in plain text, \
@@ -225,7 +245,11 @@ mod tests {
 
     #[test]
     fn mentions_pick_who_answers_else_the_enabled_do() {
-        let ps = vec![agent("programmer", true), agent("Writer", false), agent("critic", true)];
+        let ps = vec![
+            agent("programmer", true),
+            agent("Writer", false),
+            agent("critic", true),
+        ];
         let ids: Vec<ParticipantId> = ps.iter().map(|p| p.id).collect();
         assert_eq!(responders("hello all", &ps), vec![ids[0], ids[2]]);
         // A mention is an explicit ask: a disabled agent answers it.
@@ -235,7 +259,10 @@ mod tests {
             vec![ids[0], ids[2]],
             "display order, without regard to case"
         );
-        assert_eq!(responders("mail me at a@nobody.org", &ps), vec![ids[0], ids[2]]);
+        assert_eq!(
+            responders("mail me at a@nobody.org", &ps),
+            vec![ids[0], ids[2]]
+        );
         assert_eq!(responders("@critic.", &ps), vec![ids[2]]);
         let solo = vec![agent("a", false), agent("b", false)];
         assert_eq!(responders("anyone?", &solo), vec![], "solo mode");
@@ -269,9 +296,18 @@ mod tests {
             ctx.iter().map(|(r, t)| (*r, t.as_str())).unzip();
         assert_eq!(
             roles,
-            [Role::System, Role::User, Role::Assistant, Role::User, Role::User]
+            [
+                Role::System,
+                Role::User,
+                Role::Assistant,
+                Role::User,
+                Role::User
+            ]
         );
-        assert_eq!(&texts[1..], ["first", "ann says", "bob: bob says", "second"]);
+        assert_eq!(
+            &texts[1..],
+            ["first", "ann says", "bob: bob says", "second"]
+        );
         assert!(texts[0].starts_with("You are ann,"), "{}", texts[0]);
         assert!(texts[0].contains("Your role: ann's role"), "{}", texts[0]);
         assert!(texts[0].contains("bob (bob's role)"), "{}", texts[0]);

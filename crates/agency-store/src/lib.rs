@@ -8,15 +8,17 @@
 
 use std::sync::Arc;
 
+use agency_core::room::{Participant, Room, RoomMessage};
 use agency_core::{
-    Agency, AgencyId, Conversation, ConversationId, Email, LoginSession, Message, PasswordHash,
-    Published, TurnId, TurnRecord, User, UserId,
+    Agency, AgencyId, Conversation, ConversationId, Email, LoginSession, Message, ParticipantId,
+    PasswordHash, Published, RoomId, RoomMessageId, TurnId, TurnRecord, User, UserId,
 };
 use async_trait::async_trait;
 
 mod memory;
 mod memory_sql;
 mod postgres;
+mod rooms;
 mod rows;
 mod sql;
 mod sqlite;
@@ -264,6 +266,31 @@ pub trait MemoryStore: Send + Sync {
     ) -> Result<Option<agency_core::plan::Plan>>;
 }
 
+/// Roundtable rooms: their participants and messages.
+#[async_trait]
+pub trait RoomStore: Send + Sync {
+    /// The room with its first participants, atomically.
+    async fn create_room(&self, room: &Room, participants: &[Participant]) -> Result<()>;
+    async fn room(&self, id: RoomId) -> Result<Option<Room>>;
+    /// The owner's rooms, newest first.
+    async fn rooms(&self, owner: &str) -> Result<Vec<Room>>;
+    /// With its participants and messages; false when there was none.
+    async fn delete_room(&self, id: RoomId) -> Result<bool>;
+    /// Inserts or updates. A name another participant of the room has (without regard to
+    /// case) is a [`StoreError::Conflict`].
+    async fn put_participant(&self, participant: &Participant) -> Result<()>;
+    /// Its messages stay, with its name.
+    async fn delete_participant(&self, room: RoomId, id: ParticipantId) -> Result<bool>;
+    /// In display order.
+    async fn participants(&self, room: RoomId) -> Result<Vec<Participant>>;
+    /// Appends the message as the room's next (its `seq` is set here) and returns it.
+    async fn add_room_message(&self, message: RoomMessage) -> Result<RoomMessage>;
+    /// False when the room has no such message.
+    async fn set_included(&self, room: RoomId, id: RoomMessageId, included: bool) -> Result<bool>;
+    /// In order.
+    async fn room_messages(&self, room: RoomId) -> Result<Vec<RoomMessage>>;
+}
+
 /// Everything the server stores.
 pub trait Store:
     AgencyStore
@@ -273,6 +300,7 @@ pub trait Store:
     + KeyStore
     + MemoryStore
     + AccountStore
+    + RoomStore
 {
 }
 impl<
@@ -282,7 +310,8 @@ impl<
         + SecretStore
         + KeyStore
         + MemoryStore
-        + AccountStore,
+        + AccountStore
+        + RoomStore,
 > Store for T
 {
 }

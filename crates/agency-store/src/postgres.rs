@@ -23,6 +23,8 @@ use crate::{
 mod accounts;
 #[path = "postgres_memory.rs"]
 mod memory;
+#[path = "postgres_rooms.rs"]
+mod rooms;
 
 pub struct PostgresStore {
     pool: PgPool,

@@ -29,12 +29,15 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0002_memory.sql"),
     include_str!("../migrations/sqlite/0003_plans.sql"),
     include_str!("../migrations/sqlite/0004_accounts.sql"),
+    include_str!("../migrations/sqlite/0005_rooms.sql"),
 ];
 
 #[path = "sqlite_accounts.rs"]
 mod accounts;
 #[path = "sqlite_memory.rs"]
 mod memory;
+#[path = "sqlite_rooms.rs"]
+mod rooms;
 
 pub struct SqliteStore {
     conn: Mutex<Connection>,

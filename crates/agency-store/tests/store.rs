@@ -56,6 +56,7 @@ suite!(
     versions_are_numbered_and_kept,
     deleting_an_agency_takes_everything_of_it,
     accounts_and_sessions,
+    rooms_participants_and_messages,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -807,4 +808,116 @@ async fn accounts_and_sessions(s: Arc<dyn Store>) {
     assert!(s.session_user("live", now).await.unwrap().is_some());
     s.delete_session("live").await.unwrap();
     assert_eq!(s.session_user("live", now).await.unwrap(), None);
+}
+
+async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
+    use agency_core::room::{Author, Participant, Room, RoomMessage};
+    use agency_core::{ModelRef, ParticipantId, RoomId, RoomMessageId};
+    let room = Room {
+        id: RoomId::new(),
+        owner: "ada".into(),
+        name: "ideas".into(),
+        agency: None,
+        created_at: Utc::now().trunc_subsecs(6),
+    };
+    let agent = |name: &str, position: i64| Participant {
+        id: ParticipantId::new(),
+        room: room.id,
+        name: name.into(),
+        model: ModelRef::parse("builtin/rules").unwrap(),
+        role: Some("thinks".into()),
+        personality: None,
+        instructions: Some("be brief".into()),
+        enabled: true,
+        position,
+        colour: "#2563eb".into(),
+    };
+    let (ann, bob) = (agent("ann", 0), agent("bob", 1));
+    s.create_room(&room, &[ann.clone(), bob.clone()])
+        .await
+        .unwrap();
+    assert_eq!(s.room(room.id).await.unwrap(), Some(room.clone()));
+    assert_eq!(s.rooms("ada").await.unwrap(), vec![room.clone()]);
+    assert_eq!(s.rooms("bob").await.unwrap(), vec![]);
+    assert_eq!(
+        s.participants(room.id).await.unwrap(),
+        vec![ann.clone(), bob.clone()]
+    );
+
+    // Names are unique in a room without regard to case; updates keep the id.
+    match s.put_participant(&agent("ANN", 2)).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("ANN"), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let disabled = Participant {
+        enabled: false,
+        ..bob.clone()
+    };
+    s.put_participant(&disabled).await.unwrap();
+    assert_eq!(s.participants(room.id).await.unwrap()[1], disabled);
+
+    let message = |author: Author, text: &str| RoomMessage {
+        id: RoomMessageId::new(),
+        room: room.id,
+        seq: 0,
+        author,
+        text: text.into(),
+        included: true,
+        created_at: Utc::now().trunc_subsecs(6),
+    };
+    let first = s
+        .add_room_message(message(Author::Person, "hello"))
+        .await
+        .unwrap();
+    assert_eq!(first.seq, 1);
+    // Parallel answers each get their own place.
+    let answers = futures::future::join_all((0..6).map(|i| {
+        let s = s.clone();
+        let m = message(
+            Author::Agent {
+                id: ann.id,
+                name: "ann".into(),
+            },
+            &format!("answer {i}"),
+        );
+        async move { s.add_room_message(m).await.unwrap().seq }
+    }))
+    .await;
+    let mut seqs = answers.clone();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (2..=7).collect::<Vec<i64>>());
+    let failed = s
+        .add_room_message(message(
+            Author::Error {
+                id: bob.id,
+                name: "bob".into(),
+            },
+            "timed out",
+        ))
+        .await
+        .unwrap();
+    assert!(s.set_included(room.id, first.id, false).await.unwrap());
+    assert!(
+        !s.set_included(RoomId::new(), first.id, false)
+            .await
+            .unwrap()
+    );
+
+    // A removed agent's messages stay, with its name.
+    assert!(s.delete_participant(room.id, bob.id).await.unwrap());
+    let stored = s.room_messages(room.id).await.unwrap();
+    assert_eq!(stored.len(), 8);
+    assert_eq!(
+        stored[0],
+        RoomMessage {
+            included: false,
+            ..first
+        }
+    );
+    assert_eq!(stored[7], failed);
+    assert!(stored.windows(2).all(|w| w[0].seq < w[1].seq));
+
+    assert!(s.delete_room(room.id).await.unwrap());
+    assert_eq!(s.room(room.id).await.unwrap(), None);
+    assert_eq!(s.room_messages(room.id).await.unwrap(), vec![]);
 }

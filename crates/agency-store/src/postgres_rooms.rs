@@ -1,0 +1,143 @@
+//! Rooms on PostgreSQL.
+
+use agency_core::room::{Participant, Room, RoomMessage};
+use agency_core::{ParticipantId, RoomId, RoomMessageId};
+use async_trait::async_trait;
+
+use super::{PostgresStore, unique_violation};
+use crate::rooms::{self, ParticipantRow, RoomMessageRow, RoomRow, author_columns};
+use crate::{Result, RoomStore};
+
+/// Concurrent appends to one room may race for its next seq; the loser takes the one after.
+const APPEND_ATTEMPTS: usize = 8;
+
+fn put(p: &Participant) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(rooms::PUT_PARTICIPANT)
+        .bind(p.id.0)
+        .bind(p.room.0)
+        .bind(&p.name)
+        .bind(p.name.to_lowercase())
+        .bind(p.model.to_string())
+        .bind(&p.role)
+        .bind(&p.personality)
+        .bind(&p.instructions)
+        .bind(p.enabled)
+        .bind(p.position)
+        .bind(&p.colour)
+}
+
+#[async_trait]
+impl RoomStore for PostgresStore {
+    async fn create_room(&self, room: &Room, participants: &[Participant]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(rooms::INSERT_ROOM)
+            .bind(room.id.0)
+            .bind(&room.owner)
+            .bind(&room.name)
+            .bind(room.agency.map(|a| a.0))
+            .bind(room.created_at)
+            .execute(&mut *tx)
+            .await?;
+        for p in participants {
+            match put(p).execute(&mut *tx).await {
+                Err(e) if unique_violation(&e) => return Err(rooms::name_taken(p)),
+                other => other?,
+            };
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn room(&self, id: RoomId) -> Result<Option<Room>> {
+        let row: Option<RoomRow> = sqlx::query_as(rooms::ROOM)
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn rooms(&self, owner: &str) -> Result<Vec<Room>> {
+        let rows: Vec<RoomRow> = sqlx::query_as(rooms::ROOMS_OF_OWNER)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn delete_room(&self, id: RoomId) -> Result<bool> {
+        let done = sqlx::query(rooms::DELETE_ROOM)
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn put_participant(&self, p: &Participant) -> Result<()> {
+        match put(p).execute(&self.pool).await {
+            Err(e) if unique_violation(&e) => Err(rooms::name_taken(p)),
+            other => other.map(|_| ()).map_err(Into::into),
+        }
+    }
+
+    async fn delete_participant(&self, room: RoomId, id: ParticipantId) -> Result<bool> {
+        let done = sqlx::query(rooms::DELETE_PARTICIPANT)
+            .bind(room.0)
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn participants(&self, room: RoomId) -> Result<Vec<Participant>> {
+        let rows: Vec<ParticipantRow> = sqlx::query_as(rooms::PARTICIPANTS)
+            .bind(room.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn add_room_message(&self, mut m: RoomMessage) -> Result<RoomMessage> {
+        let (kind, participant, name) = author_columns(&m.author);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let added = sqlx::query_scalar(rooms::ADD_MESSAGE)
+                .bind(m.room.0)
+                .bind(m.id.0)
+                .bind(kind)
+                .bind(participant)
+                .bind(name)
+                .bind(&m.text)
+                .bind(m.included)
+                .bind(m.created_at)
+                .fetch_one(&self.pool)
+                .await;
+            match added {
+                Ok(seq) => {
+                    m.seq = seq;
+                    return Ok(m);
+                }
+                Err(e) if unique_violation(&e) && attempt < APPEND_ATTEMPTS => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    async fn set_included(&self, room: RoomId, id: RoomMessageId, included: bool) -> Result<bool> {
+        let done = sqlx::query(rooms::SET_INCLUDED)
+            .bind(included)
+            .bind(room.0)
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn room_messages(&self, room: RoomId) -> Result<Vec<RoomMessage>> {
+        let rows: Vec<RoomMessageRow> = sqlx::query_as(rooms::MESSAGES)
+            .bind(room.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+}

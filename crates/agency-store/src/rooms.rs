@@ -1,0 +1,196 @@
+//! Rooms' rows and SQL, shared by both backends.
+
+use agency_core::room::{Author, Participant, Room, RoomMessage};
+use agency_core::{AgencyId, ModelRef, ParticipantId, RoomId, RoomMessageId};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::StoreError;
+
+pub(crate) const INSERT_ROOM: &str =
+    "INSERT INTO rooms (id, owner, name, agency_id, created_at) VALUES ($1, $2, $3, $4, $5)";
+pub(crate) const ROOM: &str =
+    "SELECT id, owner, name, agency_id, created_at FROM rooms WHERE id = $1";
+pub(crate) const ROOMS_OF_OWNER: &str = "SELECT id, owner, name, agency_id, created_at FROM rooms \
+     WHERE owner = $1 ORDER BY created_at DESC, id DESC";
+pub(crate) const DELETE_ROOM: &str = "DELETE FROM rooms WHERE id = $1";
+pub(crate) const PUT_PARTICIPANT: &str = "INSERT INTO room_participants \
+     (id, room_id, name, name_key, model, role, personality, instructions, enabled, position, colour) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     ON CONFLICT (id) DO UPDATE SET name = excluded.name, name_key = excluded.name_key, \
+     model = excluded.model, role = excluded.role, personality = excluded.personality, \
+     instructions = excluded.instructions, enabled = excluded.enabled, \
+     position = excluded.position, colour = excluded.colour";
+pub(crate) const DELETE_PARTICIPANT: &str =
+    "DELETE FROM room_participants WHERE room_id = $1 AND id = $2";
+pub(crate) const PARTICIPANTS: &str = "SELECT id, room_id, name, model, role, personality, \
+     instructions, enabled, position, colour FROM room_participants WHERE room_id = $1 \
+     ORDER BY position, name_key";
+/// The room's next seq is taken in the statement itself.
+pub(crate) const ADD_MESSAGE: &str = "INSERT INTO room_messages \
+     (room_id, seq, id, kind, participant_id, author_name, text, included, created_at) \
+     VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM room_messages WHERE room_id = $1), \
+     $2, $3, $4, $5, $6, $7, $8) RETURNING seq";
+pub(crate) const SET_INCLUDED: &str =
+    "UPDATE room_messages SET included = $1 WHERE room_id = $2 AND id = $3";
+pub(crate) const MESSAGES: &str = "SELECT room_id, seq, id, kind, participant_id, author_name, \
+     text, included, created_at FROM room_messages WHERE room_id = $1 ORDER BY seq";
+
+fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(what.to_string())
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct RoomRow {
+    pub id: Uuid,
+    pub owner: String,
+    pub name: String,
+    pub agency_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<RoomRow> for Room {
+    fn from(r: RoomRow) -> Self {
+        Room {
+            id: RoomId(r.id),
+            owner: r.owner,
+            name: r.name,
+            agency: r.agency_id.map(AgencyId),
+            created_at: r.created_at,
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ParticipantRow {
+    pub id: Uuid,
+    pub room_id: Uuid,
+    pub name: String,
+    pub model: String,
+    pub role: Option<String>,
+    pub personality: Option<String>,
+    pub instructions: Option<String>,
+    pub enabled: bool,
+    pub position: i64,
+    pub colour: String,
+}
+
+impl TryFrom<ParticipantRow> for Participant {
+    type Error = StoreError;
+    fn try_from(r: ParticipantRow) -> Result<Self, StoreError> {
+        Ok(Participant {
+            id: ParticipantId(r.id),
+            room: RoomId(r.room_id),
+            model: ModelRef::parse(&r.model).ok_or_else(|| corrupt(&r.model))?,
+            name: r.name,
+            role: r.role,
+            personality: r.personality,
+            instructions: r.instructions,
+            enabled: r.enabled,
+            position: r.position,
+            colour: r.colour,
+        })
+    }
+}
+
+/// A message's author as stored: its kind, participant and name.
+pub(crate) fn author_columns(a: &Author) -> (&'static str, Option<Uuid>, Option<&str>) {
+    match a {
+        Author::Person => ("person", None, None),
+        Author::Agent { id, name } => ("agent", Some(id.0), Some(name)),
+        Author::Error { id, name } => ("error", Some(id.0), Some(name)),
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct RoomMessageRow {
+    pub room_id: Uuid,
+    pub seq: i64,
+    pub id: Uuid,
+    pub kind: String,
+    pub participant_id: Option<Uuid>,
+    pub author_name: Option<String>,
+    pub text: String,
+    pub included: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<RoomMessageRow> for RoomMessage {
+    type Error = StoreError;
+    fn try_from(r: RoomMessageRow) -> Result<Self, StoreError> {
+        let agent = || match (r.participant_id, r.author_name.clone()) {
+            (Some(id), Some(name)) => Ok((ParticipantId(id), name)),
+            _ => Err(corrupt(format!("room message {} has no author", r.id))),
+        };
+        let author = match r.kind.as_str() {
+            "person" => Author::Person,
+            "agent" => {
+                let (id, name) = agent()?;
+                Author::Agent { id, name }
+            }
+            "error" => {
+                let (id, name) = agent()?;
+                Author::Error { id, name }
+            }
+            other => return Err(corrupt(format!("room message kind {other}"))),
+        };
+        Ok(RoomMessage {
+            id: RoomMessageId(r.id),
+            room: RoomId(r.room_id),
+            seq: r.seq,
+            author,
+            text: r.text,
+            included: r.included,
+            created_at: r.created_at,
+        })
+    }
+}
+
+pub(crate) mod sqlite {
+    use rusqlite::Row;
+
+    use super::*;
+
+    pub(crate) fn room(r: &Row<'_>) -> rusqlite::Result<RoomRow> {
+        Ok(RoomRow {
+            id: r.get(0)?,
+            owner: r.get(1)?,
+            name: r.get(2)?,
+            agency_id: r.get(3)?,
+            created_at: r.get(4)?,
+        })
+    }
+
+    pub(crate) fn participant(r: &Row<'_>) -> rusqlite::Result<ParticipantRow> {
+        Ok(ParticipantRow {
+            id: r.get(0)?,
+            room_id: r.get(1)?,
+            name: r.get(2)?,
+            model: r.get(3)?,
+            role: r.get(4)?,
+            personality: r.get(5)?,
+            instructions: r.get(6)?,
+            enabled: r.get(7)?,
+            position: r.get(8)?,
+            colour: r.get(9)?,
+        })
+    }
+
+    pub(crate) fn message(r: &Row<'_>) -> rusqlite::Result<RoomMessageRow> {
+        Ok(RoomMessageRow {
+            room_id: r.get(0)?,
+            seq: r.get(1)?,
+            id: r.get(2)?,
+            kind: r.get(3)?,
+            participant_id: r.get(4)?,
+            author_name: r.get(5)?,
+            text: r.get(6)?,
+            included: r.get(7)?,
+            created_at: r.get(8)?,
+        })
+    }
+}
+
+pub(crate) fn name_taken(p: &Participant) -> StoreError {
+    StoreError::Conflict(format!("the room has an agent named `{}` already", p.name))
+}

@@ -1,0 +1,133 @@
+//! Rooms on SQLite.
+
+use agency_core::room::{Participant, Room, RoomMessage};
+use agency_core::{ParticipantId, RoomId, RoomMessageId};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{SqliteStore, unique_violation};
+use crate::rooms::{self, ParticipantRow, RoomMessageRow, RoomRow, author_columns};
+use crate::{Result, RoomStore, StoreError};
+
+fn put(conn: &Connection, p: &Participant) -> rusqlite::Result<usize> {
+    conn.prepare_cached(rooms::PUT_PARTICIPANT)?
+        .execute(params![
+            p.id.0,
+            p.room.0,
+            p.name,
+            p.name.to_lowercase(),
+            p.model.to_string(),
+            p.role,
+            p.personality,
+            p.instructions,
+            p.enabled,
+            p.position,
+            p.colour
+        ])
+}
+
+#[async_trait]
+impl RoomStore for SqliteStore {
+    async fn create_room(&self, room: &Room, participants: &[Participant]) -> Result<()> {
+        let made = self.with(|conn| {
+            let tx = conn.transaction()?;
+            tx.execute(
+                rooms::INSERT_ROOM,
+                params![
+                    room.id.0,
+                    room.owner,
+                    room.name,
+                    room.agency.map(|a| a.0),
+                    room.created_at
+                ],
+            )?;
+            for p in participants {
+                put(&tx, p)?;
+            }
+            tx.commit()
+        });
+        match (made, participants.first()) {
+            (Err(StoreError::Sqlite(e)), Some(p)) if unique_violation(&e) => {
+                Err(rooms::name_taken(p))
+            }
+            (other, _) => other,
+        }
+    }
+
+    async fn room(&self, id: RoomId) -> Result<Option<Room>> {
+        let row: Option<RoomRow> = self.with(|conn| {
+            conn.prepare_cached(rooms::ROOM)?
+                .query_row([id.0], rooms::sqlite::room)
+                .optional()
+        })?;
+        Ok(row.map(Into::into))
+    }
+
+    async fn rooms(&self, owner: &str) -> Result<Vec<Room>> {
+        let rows: Vec<RoomRow> = self.with(|conn| {
+            conn.prepare_cached(rooms::ROOMS_OF_OWNER)?
+                .query_map([owner], rooms::sqlite::room)?
+                .collect()
+        })?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    async fn delete_room(&self, id: RoomId) -> Result<bool> {
+        self.with(|conn| Ok(conn.execute(rooms::DELETE_ROOM, [id.0])? > 0))
+    }
+
+    async fn put_participant(&self, p: &Participant) -> Result<()> {
+        match self.with(|conn| put(conn, p)) {
+            Err(StoreError::Sqlite(e)) if unique_violation(&e) => Err(rooms::name_taken(p)),
+            other => other.map(|_| ()),
+        }
+    }
+
+    async fn delete_participant(&self, room: RoomId, id: ParticipantId) -> Result<bool> {
+        self.with(|conn| Ok(conn.execute(rooms::DELETE_PARTICIPANT, params![room.0, id.0])? > 0))
+    }
+
+    async fn participants(&self, room: RoomId) -> Result<Vec<Participant>> {
+        let rows: Vec<ParticipantRow> = self.with(|conn| {
+            conn.prepare_cached(rooms::PARTICIPANTS)?
+                .query_map([room.0], rooms::sqlite::participant)?
+                .collect()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn add_room_message(&self, mut m: RoomMessage) -> Result<RoomMessage> {
+        let (kind, participant, name) = author_columns(&m.author);
+        m.seq = self.with(|conn| {
+            conn.prepare_cached(rooms::ADD_MESSAGE)?.query_row(
+                params![
+                    m.room.0,
+                    m.id.0,
+                    kind,
+                    participant,
+                    name,
+                    m.text,
+                    m.included,
+                    m.created_at
+                ],
+                |r| r.get(0),
+            )
+        })?;
+        Ok(m)
+    }
+
+    async fn set_included(&self, room: RoomId, id: RoomMessageId, included: bool) -> Result<bool> {
+        self.with(|conn| {
+            Ok(conn.execute(rooms::SET_INCLUDED, params![included, room.0, id.0])? > 0)
+        })
+    }
+
+    async fn room_messages(&self, room: RoomId) -> Result<Vec<RoomMessage>> {
+        let rows: Vec<RoomMessageRow> = self.with_long(|conn| {
+            conn.prepare_cached(rooms::MESSAGES)?
+                .query_map([room.0], rooms::sqlite::message)?
+                .collect()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+}
