@@ -51,7 +51,8 @@ pub fn csrf_matches(session_token: &str, given: &str) -> bool {
             == 0
 }
 
-fn field(path: &str, message: impl Into<String>) -> RuntimeError {
+/// A problem of one field, named by its path.
+pub(crate) fn field(path: &str, message: impl Into<String>) -> RuntimeError {
     RuntimeError::Validation(ValidationErrors(vec![ValidationError {
         path: path.to_string(),
         message: message.into(),

@@ -8,6 +8,8 @@ pub enum RuntimeError {
     AgencyNotFound(String),
     #[error("no conversation {0}")]
     ConversationNotFound(ConversationId),
+    #[error("no room {0}")]
+    RoomNotFound(agency_core::RoomId),
     #[error("{0}")]
     Invalid(String),
     #[error("the agency is not valid:\n{0}")]

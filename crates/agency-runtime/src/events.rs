@@ -30,4 +30,9 @@ pub enum Event {
         turn: TurnId,
         error: String,
     },
+    /// Something happened in a roundtable room.
+    Room {
+        room: agency_core::RoomId,
+        change: crate::rooms::RoomChange,
+    },
 }

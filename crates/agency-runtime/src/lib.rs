@@ -14,6 +14,7 @@ mod hex;
 pub mod keys;
 pub mod memory;
 pub mod providers;
+pub mod rooms;
 pub mod secrets;
 mod turn;
 

@@ -51,9 +51,9 @@ impl ApiError {
 impl From<RuntimeError> for ApiError {
     fn from(e: RuntimeError) -> Self {
         match e {
-            RuntimeError::AgencyNotFound(_) | RuntimeError::ConversationNotFound(_) => {
-                ApiError::NotFound(e.to_string())
-            }
+            RuntimeError::AgencyNotFound(_)
+            | RuntimeError::ConversationNotFound(_)
+            | RuntimeError::RoomNotFound(_) => ApiError::NotFound(e.to_string()),
             RuntimeError::Invalid(m) => ApiError::BadRequest(m),
             RuntimeError::Validation(v) => ApiError::Fields(v),
             RuntimeError::Conflict(m) => ApiError::Conflict(m),

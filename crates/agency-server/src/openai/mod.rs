@@ -223,7 +223,10 @@ fn runtime_error(e: RuntimeError) -> OpenAiError {
             StatusCode::BAD_GATEWAY,
             format!("The agency could not answer: {e}"),
         ),
-        RuntimeError::Validation(_) | RuntimeError::Unauthorized(_) | RuntimeError::Store(_) => {
+        RuntimeError::Validation(_)
+        | RuntimeError::Unauthorized(_)
+        | RuntimeError::RoomNotFound(_)
+        | RuntimeError::Store(_) => {
             tracing::error!(error = %e, "chat completion failed");
             OpenAiError::server(
                 StatusCode::INTERNAL_SERVER_ERROR,

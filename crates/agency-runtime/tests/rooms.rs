@@ -1,0 +1,288 @@
+//! Roundtable rooms on the runtime: parallel answers, mentions, what each agent is sent,
+//! failures that hold no one up, and agents disabled and enabled again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
+mod common;
+
+use std::sync::Arc;
+
+use agency_core::room::{Author, MAX_MESSAGE_CHARS};
+use agency_core::{Message, MessageKind};
+use agency_runtime::RuntimeError;
+use agency_runtime::rooms::NewParticipant;
+use common::{Act, Harness};
+
+const OWNER: &str = "ada";
+
+fn agent(name: &str) -> NewParticipant {
+    NewParticipant {
+        name: name.into(),
+        model: format!("script/{name}"),
+        role: Some(format!("the {name}")),
+        ..NewParticipant::default()
+    }
+}
+
+/// `(role, text)` of a context the model was sent, without the system prompt.
+fn sent(ctx: &Arc<Vec<Message>>) -> Vec<(String, String)> {
+    ctx.iter()
+        .filter(|m| m.kind != MessageKind::System)
+        .map(|m| (m.role().as_str().to_string(), m.text.clone()))
+        .collect()
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
+    let h = Harness::sqlite().await;
+    let barrier = Arc::new(tokio::sync::Barrier::new(3));
+    let scripts: Vec<_> = ["ann", "bob", "cy"]
+        .iter()
+        .map(|n| {
+            h.script(
+                n,
+                vec![
+                    Act::Together(barrier.clone(), "first"),
+                    Act::SayOwned(format!("{n} again")),
+                ],
+            )
+        })
+        .collect();
+    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
+    let mut ids = Vec::new();
+    for n in ["ann", "bob", "cy"] {
+        ids.push(
+            h.rt.add_participant(OWNER, room.id, agent(n))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+
+    // The three calls meet at the barrier: they run at the same time.
+    let posted = h.rt.post_to_room(OWNER, room.id, "hello").await.unwrap();
+    assert_eq!(posted.answering, ids);
+    let (first, answers) = posted.answers().await;
+    assert_eq!(answers.len(), 3);
+    assert!(answers.iter().all(|m| m.text == "first" && m.included));
+    for s in &scripts {
+        assert_eq!(
+            sent(&s.seen.lock().unwrap()[0]),
+            pairs(&[("user", "hello")])
+        );
+    }
+    let system = scripts[0].seen.lock().unwrap()[0][0].clone();
+    assert_eq!(system.kind, MessageKind::System);
+    assert!(system.text.starts_with("You are ann,"), "{}", system.text);
+    assert!(
+        system.text.contains("bob (the bob), cy (the cy)"),
+        "{}",
+        system.text
+    );
+
+    // Untick the person's first message and bob's answer; disable cy.
+    let bobs = answers
+        .iter()
+        .find(|m| matches!(&m.author, Author::Agent { name, .. } if name == "bob"))
+        .unwrap();
+    h.rt.set_included(OWNER, room.id, first.id, false)
+        .await
+        .unwrap();
+    h.rt.set_included(OWNER, room.id, bobs.id, false)
+        .await
+        .unwrap();
+    h.rt.set_enabled(OWNER, room.id, ids[2], false)
+        .await
+        .unwrap();
+    let (_, answers) =
+        h.rt.post_to_room(OWNER, room.id, "second")
+            .await
+            .unwrap()
+            .answers()
+            .await;
+    assert_eq!(answers.len(), 2, "cy is disabled");
+    assert_eq!(
+        scripts[2].seen.lock().unwrap().len(),
+        1,
+        "cy received nothing"
+    );
+    // ann's own answer is hers (assistant); cy's is another's (user, named); the unticked are gone.
+    let ann_saw = sent(&scripts[0].seen.lock().unwrap()[1]);
+    let mut expected = vec![
+        ("assistant", "first"),
+        ("user", "cy: first"),
+        ("user", "second"),
+    ];
+    // The parallel answers of the first message are stored in the order they arrived.
+    let order: Vec<String> =
+        h.rt.store()
+            .room_messages(room.id)
+            .await
+            .unwrap()
+            .iter()
+            .filter_map(|m| match &m.author {
+                Author::Agent { name, .. } if m.seq <= 4 => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+    if order.iter().position(|n| n == "cy") < order.iter().position(|n| n == "ann") {
+        expected.swap(0, 1);
+    }
+    assert_eq!(ann_saw, pairs(&expected));
+
+    // Enabled again, cy gets the whole included history on its next answer.
+    h.rt.set_enabled(OWNER, room.id, ids[2], true)
+        .await
+        .unwrap();
+    h.rt.post_to_room(OWNER, room.id, "third")
+        .await
+        .unwrap()
+        .answers()
+        .await;
+    let cy_saw = sent(&scripts[2].seen.lock().unwrap()[1]);
+    let texts: Vec<&str> = cy_saw.iter().map(|(_, t)| t.as_str()).collect();
+    assert!(
+        texts.contains(&"second") && texts.contains(&"third"),
+        "{cy_saw:?}"
+    );
+    assert!(texts.contains(&"ann: ann again"), "{cy_saw:?}");
+    assert!(
+        !texts.contains(&"hello") && !texts.contains(&"bob: first"),
+        "{cy_saw:?}"
+    );
+}
+
+#[tokio::test]
+async fn mentions_ask_only_those_named_even_when_disabled() {
+    let h = Harness::sqlite().await;
+    let ann = h.script("ann", vec![Act::Say("from ann")]);
+    let bob = h.script("bob", vec![Act::Say("from bob")]);
+    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
+    h.rt.add_participant(OWNER, room.id, agent("ann"))
+        .await
+        .unwrap();
+    let b =
+        h.rt.add_participant(OWNER, room.id, agent("bob"))
+            .await
+            .unwrap();
+    h.rt.set_enabled(OWNER, room.id, b.id, false).await.unwrap();
+
+    let (_, answers) =
+        h.rt.post_to_room(OWNER, room.id, "@Bob what do you think?")
+            .await
+            .unwrap()
+            .answers()
+            .await;
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].text, "from bob");
+    assert_eq!(ann.seen.lock().unwrap().len(), 0);
+    assert_eq!(bob.seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_failing_agent_holds_no_one_up_and_can_be_retried() {
+    let h = Harness::sqlite().await;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    h.script(
+        "ann",
+        vec![Act::Fail("the provider is down"), Act::Say("ann, at last")],
+    );
+    h.script("bob", vec![Act::Gated(gate.clone(), "bob answers")]);
+    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
+    let a =
+        h.rt.add_participant(OWNER, room.id, agent("ann"))
+            .await
+            .unwrap();
+    h.rt.add_participant(OWNER, room.id, agent("bob"))
+        .await
+        .unwrap();
+
+    let mut events = h.rt.subscribe();
+    let mut posted = h.rt.post_to_room(OWNER, room.id, "hello").await.unwrap();
+    // ann's failure is stored and published while bob is still working.
+    let failed = posted.answers.join_next().await.unwrap().unwrap();
+    assert_eq!(failed.text, "script: the provider is down");
+    assert!(matches!(failed.author, Author::Error { id, .. } if id == a.id));
+    assert!(!failed.included, "a failure is never context");
+    gate.notify_one();
+    let (_, rest) = posted.answers().await;
+    assert_eq!(rest[0].text, "bob answers");
+    let mut saw_failure_event = false;
+    while let Ok(e) = events.try_recv() {
+        if let agency_runtime::Event::Room {
+            change: agency_runtime::rooms::RoomChange::Message(m),
+            ..
+        } = e
+        {
+            saw_failure_event |= m.id == failed.id;
+        }
+    }
+    assert!(saw_failure_event);
+
+    let (asked, answers) =
+        h.rt.retry(OWNER, room.id, a.id)
+            .await
+            .unwrap()
+            .answers()
+            .await;
+    assert_eq!(asked.text, "hello");
+    assert_eq!(answers[0].text, "ann, at last");
+}
+
+#[tokio::test]
+async fn solo_mode_and_limits() {
+    let h = Harness::sqlite().await;
+    h.script("ann", vec![Act::Say("hi")]);
+    let (room, _) = h.rt.create_room(OWNER, "notes", None).await.unwrap();
+    let a =
+        h.rt.add_participant(OWNER, room.id, agent("ann"))
+            .await
+            .unwrap();
+    h.rt.set_enabled(OWNER, room.id, a.id, false).await.unwrap();
+
+    let posted =
+        h.rt.post_to_room(OWNER, room.id, "a note to self")
+            .await
+            .unwrap();
+    assert!(posted.answering.is_empty());
+    let (m, answers) = posted.answers().await;
+    assert!(answers.is_empty());
+    assert_eq!(h.rt.store().room_messages(room.id).await.unwrap(), vec![m]);
+
+    let long = "x".repeat(MAX_MESSAGE_CHARS + 1);
+    match h.rt.post_to_room(OWNER, room.id, &long).await {
+        Err(RuntimeError::Invalid(msg)) => assert!(msg.contains("5000"), "{msg}"),
+        other => panic!("expected a refusal, got {:?}", other.map(|p| p.message)),
+    }
+    assert_eq!(h.rt.store().room_messages(room.id).await.unwrap().len(), 1);
+
+    // Another owner's room does not exist for them; names are checked.
+    assert!(matches!(
+        h.rt.post_to_room("eve", room.id, "hi").await,
+        Err(RuntimeError::RoomNotFound(_))
+    ));
+    for bad in ["", "1abc", "two words"] {
+        let r =
+            h.rt.add_participant(
+                OWNER,
+                room.id,
+                NewParticipant {
+                    name: bad.into(),
+                    ..agent("x")
+                },
+            )
+            .await;
+        assert!(matches!(r, Err(RuntimeError::Validation(_))), "{bad:?}");
+    }
+    let r = h.rt.add_participant(OWNER, room.id, agent("ANN")).await;
+    assert!(
+        matches!(r, Err(RuntimeError::Validation(_))),
+        "a taken name"
+    );
+}
