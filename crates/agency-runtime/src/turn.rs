@@ -240,6 +240,7 @@ pub(crate) async fn run(
         turn: record.id,
         number: record.number,
     });
+    let cancel = Cancel::register(&rt, record.conversation_id);
     let run = TurnRun {
         engine: TurnEngine::new(&agency),
         roster,
@@ -257,11 +258,50 @@ pub(crate) async fn run(
         answer_sink,
         thread,
     };
-    run.go(text).await
+    let stop = cancel.stop.clone();
+    run.go(text, stop).await
+}
+
+/// The running turn's place in [`Runtime::cancel`]'s map, for as long as the turn runs (not
+/// while its late replies settle).
+struct Cancel {
+    rt: Arc<Runtime>,
+    conversation: ConversationId,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Cancel {
+    fn register(rt: &Arc<Runtime>, conversation: ConversationId) -> Self {
+        let (tx, stop) = tokio::sync::watch::channel(false);
+        if let Ok(mut running) = rt.running.lock() {
+            running.insert(conversation, tx);
+        }
+        Self {
+            rt: rt.clone(),
+            conversation,
+            stop,
+        }
+    }
+}
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.rt.running.lock()
+            && running
+                .get(&self.conversation)
+                .is_some_and(|tx| self.stop.same_channel(&tx.subscribe()))
+        {
+            running.remove(&self.conversation);
+        }
+    }
 }
 
 impl TurnRun {
-    async fn go(mut self, text: String) -> Result<TurnOutcome, RuntimeError> {
+    async fn go(
+        mut self,
+        text: String,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<TurnOutcome, RuntimeError> {
         // A new conversation's agents, and agents added to the agency since the conversation
         // started, get their system prompt.
         let agency = self.agency.clone();
@@ -283,12 +323,18 @@ impl TurnRun {
             enum Next {
                 Done(Option<(AgentId, Result<Completion, ModelError>, Duration)>),
                 Timer,
+                Cancel,
             }
             let next = tokio::select! {
                 done = self.inflight.next() => Next::Done(done),
                 () = &mut deadline => Next::Timer,
+                Ok(_) = stop.wait_for(|stop| *stop) => Next::Cancel,
             };
             match next {
+                Next::Cancel => {
+                    let steps = self.engine.cancel();
+                    self.apply(steps, Vec::new()).await?;
+                }
                 Next::Done(Some((agent, result, took))) => {
                     self.on_completion(agent, result, took).await?
                 }
@@ -465,6 +511,13 @@ impl TurnRun {
                         .map(|t| t.answered(self.session.conversation, &text));
                     self.answer = Some((text, stopped_by));
                     // The stream of the answer ends with the turn, not with late replies.
+                    self.answer_sink = None;
+                }
+                Step::Cancelled => {
+                    let stopped_by = agency_core::StopReason::Cancelled;
+                    self.record.stopped_by = Some(stopped_by);
+                    write.turn = Some(self.finished_record());
+                    self.answer = Some((String::new(), stopped_by));
                     self.answer_sink = None;
                 }
                 Step::Fail { agent, error } => {
