@@ -582,6 +582,24 @@ impl TurnRun {
         Some(tx)
     }
 
+    /// Publishes the provider's retries of `agent`'s call, while anyone listens.
+    fn retry_hook(&self, agent: AgentId) -> Option<agency_providers::http::RetryHook> {
+        if self.rt.events.receiver_count() == 0 {
+            return None;
+        }
+        let events = self.rt.events.clone();
+        let (conversation, turn) = (self.record.conversation_id, self.record.id);
+        Some(agency_providers::http::RetryHook::new(move |r| {
+            let _ = events.send(Event::ModelRetry {
+                conversation,
+                turn,
+                agent,
+                attempt: r.attempt,
+                reason: r.reason,
+            });
+        }))
+    }
+
     fn invoke(&mut self, agent: AgentId) {
         let request = ModelRequest {
             agency: self.agency.clone(),
@@ -594,6 +612,7 @@ impl TurnRun {
                 .cloned()
                 .unwrap_or_default(),
             deltas: self.answer_deltas(agent),
+            on_retry: self.retry_hook(agent),
         };
         let model = self
             .agency
