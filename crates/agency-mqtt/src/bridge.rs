@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agency_core::{Agency, AgencyId, ConversationId, MessageKind, Roster};
+use agency_core::{Agency, AgencyId, ConversationId, MessageKind, Roster, StopReason};
 use agency_runtime::{Event, LOCAL_OWNER, Runtime, RuntimeError};
 use chrono::Utc;
 use rumqttc::v5::mqttbytes::QoS;
@@ -266,9 +266,14 @@ impl Bridge {
                 self.chat(&agency, team, agent, conversation, &p.payload, &mut ack)
                     .await
             }
-            Inbound::ChatCancel { .. } => Err(MqttError::Unsupported(
-                "a running turn cannot be cancelled yet; it ends by its deadline".into(),
-            )),
+            Inbound::ChatCancel {
+                team,
+                agent,
+                conversation,
+            } => {
+                self.chat_cancel(&agency, team, agent, conversation, &p.payload)
+                    .await
+            }
             Inbound::Observation { team, agent } => {
                 self.observation(&agency, team, agent.as_deref(), &p.payload)
                     .await
@@ -463,6 +468,52 @@ impl Bridge {
         Ok(())
     }
 
+    /// Cancels the conversation's running turn. Its chat message's handler then answers, as
+    /// for any turn: a `cancelled` progress update, then the metadata-only response. With no
+    /// turn running there, an error says so.
+    async fn chat_cancel(
+        &self,
+        agency: &Agency,
+        team: &str,
+        agent: &str,
+        conversation: &str,
+        payload: &[u8],
+    ) -> Result<(), MqttError> {
+        // The topic says it all; a payload, when there is one, must agree with it.
+        let body: wire::CancelIn = if payload.iter().all(u8::is_ascii_whitespace) {
+            wire::CancelIn::default()
+        } else {
+            json(payload)?
+        };
+        let id = conversation_id(Some(conversation))?;
+        if let Some(in_body) = body.conversation_id.as_deref()
+            && in_body.trim().parse::<ConversationId>().ok() != Some(id)
+        {
+            return Err(MqttError::InvalidPayload(format!(
+                "conversation_id `{in_body}` is not the topic's conversation {id}"
+            )));
+        }
+        same_agent(body.agent_id.as_deref(), agent)?;
+        agency
+            .agent_by_handle(agent)
+            .ok_or_else(|| unknown_agent(team, agent))?;
+        let c = self
+            .rt
+            .store()
+            .conversation(id)
+            .await
+            .map_err(RuntimeError::from)?;
+        match c {
+            Some(c) if c.agency_id == agency.id => {}
+            _ => return Err(MqttError::NotInitialized(id.to_string())),
+        }
+        if self.rt.cancel(id) {
+            Ok(())
+        } else {
+            Err(MqttError::NothingToCancel(id.to_string()))
+        }
+    }
+
     /// A progress update for an event of this conversation's turn. The user's message being
     /// stored is the moment the chat message is acknowledged.
     async fn progress(
@@ -488,6 +539,29 @@ impl Bridge {
                 "model_call",
                 format!("{} is working", roster.display(Some(*a))),
                 "model_call",
+            ),
+            Event::ModelRetry {
+                conversation,
+                agent: a,
+                attempt,
+                reason,
+                ..
+            } if *conversation == id => (
+                "retry",
+                format!(
+                    "{}'s model call failed ({reason}); trying again (attempt {attempt})",
+                    roster.display(Some(*a))
+                ),
+                "model_call",
+            ),
+            Event::TurnFinished {
+                conversation,
+                stopped_by: StopReason::Cancelled,
+                ..
+            } if *conversation == id => (
+                "cancelled",
+                "The turn was cancelled; it ended without an answer".to_string(),
+                "cancel",
             ),
             Event::Hop {
                 conversation,
