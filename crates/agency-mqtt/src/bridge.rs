@@ -75,16 +75,13 @@ pub async fn serve(
         rt,
         client: client.clone(),
         acks,
+        shared: config.share_group.is_some(),
         received: AtomicU64::new(0),
         queues: Mutex::new(HashMap::new()),
         teams: Mutex::new(HashMap::new()),
     });
-    let filters: Vec<Filter> = topic::SUBSCRIPTIONS
-        .iter()
-        .map(|t| match &config.share_group {
-            Some(group) => format!("$share/{group}/{t}"),
-            None => (*t).to_string(),
-        })
+    let filters: Vec<Filter> = topic::filters(config.share_group.as_deref())
+        .into_iter()
         .map(|t| Filter::new(t, QoS::AtLeastOnce))
         .collect();
     tokio::pin!(shutdown);
@@ -145,6 +142,9 @@ struct Bridge {
     client: AsyncClient,
     /// Acknowledgements, released in arrival order.
     acks: mpsc::UnboundedSender<AckEvent>,
+    /// In a share group: other servers get this server's conversations' messages too, and
+    /// every server gets each cancel.
+    shared: bool,
     /// Messages received so far (each one's number in arrival order).
     received: AtomicU64,
     /// One queue per conversation (or per team's observations): its messages in order.
@@ -270,10 +270,18 @@ impl Bridge {
                 team,
                 agent,
                 conversation,
-            } => {
-                self.chat_cancel(&agency, team, agent, conversation, &p.payload)
-                    .await
-            }
+            } => match self
+                .chat_cancel(&agency, team, agent, conversation, &p.payload)
+                .await
+            {
+                // Every server of a share group gets the cancel; the one running the turn
+                // answers. The others say nothing (they cannot tell that none runs it).
+                Err(e) if self.shared && !e.is_internal() => {
+                    tracing::debug!(error = %e, conversation, "cancel not for this server");
+                    Ok(())
+                }
+                other => other,
+            },
             Inbound::Observation { team, agent } => {
                 self.observation(&agency, team, agent.as_deref(), &p.payload)
                     .await
@@ -434,6 +442,10 @@ impl Bridge {
         let roster = agency.roster();
         let cid = id.to_string();
         let progress_topic = topic::chat_progress(team, agent, &cid);
+        if self.shared {
+            // The conversation's last turn may have run on another server of the group.
+            self.rt.forget_session(id);
+        }
         let mut events = self.rt.subscribe();
         let rt = self.rt.clone();
         let turn = rt.send(id, content);

@@ -289,6 +289,22 @@ impl Runtime {
             .is_some_and(|stop| !stop.send_replace(true))
     }
 
+    /// Drops the conversation's session kept in memory (unless a turn of this process holds
+    /// it), so that its next turn reads it from the store again: for a conversation another
+    /// process may have written since (MQTT shared subscriptions send a conversation's
+    /// messages to any process of the group).
+    pub fn forget_session(&self, conversation: ConversationId) {
+        let slot = match self.sessions.lock() {
+            Ok(s) => s.get(&conversation).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(&conversation).cloned(),
+        };
+        if let Some(slot) = slot
+            && let Ok(mut session) = slot.try_lock()
+        {
+            *session = None;
+        }
+    }
+
     /// Waits until the late replies of finished turns are persisted.
     pub async fn settle(&self) {
         loop {
