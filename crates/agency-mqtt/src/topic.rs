@@ -199,7 +199,10 @@ mod tests {
         assert_eq!(filters(None)[1], "XMAGS/+/DATA/chat/+/+");
         let shared = filters(Some("agency"));
         assert_eq!(shared[1], "$share/agency.chat/XMAGS/+/DATA/chat/+/+");
-        assert_eq!(shared[2], "XMAGS/+/CMD/chat_cancel/+/+", "every server gets a cancel");
+        assert_eq!(
+            shared[2], "XMAGS/+/CMD/chat_cancel/+/+",
+            "every server gets a cancel"
+        );
         assert_eq!(shared.len(), SUBSCRIPTIONS.len());
         let names: std::collections::HashSet<&str> = shared
             .iter()

@@ -466,7 +466,11 @@ async fn a_providers_retries_are_progress_updates() {
             "manager's model call failed (HTTP 500); trying again (attempt 3)"
         ]
     );
-    assert!(retries.iter().all(|r| r["current_operation"] == "model_call"));
+    assert!(
+        retries
+            .iter()
+            .all(|r| r["current_operation"] == "model_call")
+    );
     // Metadata only: not the provider's own error text.
     assert!(
         !seen

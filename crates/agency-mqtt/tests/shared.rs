@@ -90,7 +90,10 @@ async fn two_servers_in_a_share_group_answer_each_message_exactly_once() {
     let mut client = Client::connect(&host, port, &a.team).await;
     let m = a.manager.clone();
     both_serving(&mut client, &m, &turns_a, &turns_b).await;
-    let before = (turns_a.load(Ordering::SeqCst), turns_b.load(Ordering::SeqCst));
+    let before = (
+        turns_a.load(Ordering::SeqCst),
+        turns_b.load(Ordering::SeqCst),
+    );
 
     // N conversations, initialized first (a chat message may reach the other server, which
     // must find its conversation), then one message each, all at once.
@@ -135,17 +138,28 @@ async fn two_servers_in_a_share_group_answer_each_message_exactly_once() {
     }
     assert!(errors.is_empty(), "{errors:?}");
     assert!(answers.values().all(|&n| n == 1), "{answers:?}");
-    let after = (turns_a.load(Ordering::SeqCst), turns_b.load(Ordering::SeqCst));
+    let after = (
+        turns_a.load(Ordering::SeqCst),
+        turns_b.load(Ordering::SeqCst),
+    );
     assert_eq!(
         (after.0 - before.0) + (after.1 - before.1),
         N,
         "each message ran one turn: {before:?} → {after:?}"
     );
+    assert!(
+        after.0 > before.0 && after.1 > before.1,
+        "the work was shared: {before:?} → {after:?}"
+    );
     // Each conversation has its one turn, stored once.
     for cid in &cids {
         let (status, entries) = a.get(&format!("/api/conversations/{cid}/entries")).await;
         assert_eq!(status, 200);
-        assert_eq!(entries.as_array().map(Vec::len), Some(1), "{cid}: {entries}");
+        assert_eq!(
+            entries.as_array().map(Vec::len),
+            Some(1),
+            "{cid}: {entries}"
+        );
     }
     a.stop().await;
     b.stop().await;
@@ -161,7 +175,10 @@ async fn a_conversation_goes_on_whichever_server_gets_its_next_message() {
     let mut client = Client::connect(&host, port, &a.team).await;
     let m = a.manager.clone();
     both_serving(&mut client, &m, &turns_a, &turns_b).await;
-    let before = (turns_a.load(Ordering::SeqCst), turns_b.load(Ordering::SeqCst));
+    let before = (
+        turns_a.load(Ordering::SeqCst),
+        turns_b.load(Ordering::SeqCst),
+    );
 
     // One conversation, one message at a time (as the spec asks): the turns land on both
     // servers, and each server reads what the other wrote before its turn.
@@ -176,10 +193,16 @@ async fn a_conversation_goes_on_whichever_server_gets_its_next_message() {
             )
             .await;
         let seen = client.until(&format!("EVT/chat_response/{m}/{cid}")).await;
-        let errors: Vec<_> = seen.iter().filter(|(t, _)| t.contains("/EVT/error/")).collect();
+        let errors: Vec<_> = seen
+            .iter()
+            .filter(|(t, _)| t.contains("/EVT/error/"))
+            .collect();
         assert!(errors.is_empty(), "turn {i}: {errors:?}");
     }
-    let after = (turns_a.load(Ordering::SeqCst), turns_b.load(Ordering::SeqCst));
+    let after = (
+        turns_a.load(Ordering::SeqCst),
+        turns_b.load(Ordering::SeqCst),
+    );
     assert!(
         after.0 > before.0 && after.1 > before.1,
         "both servers ran turns of it: {before:?} → {after:?}"
@@ -233,9 +256,7 @@ async fn a_cancel_reaches_the_server_running_the_turn() {
             )
             .await;
         while client.next(&progress).await["status"] != "model_call" {}
-        client
-            .send(&format!("CMD/chat_cancel/{m}/{cid}"), "")
-            .await;
+        client.send(&format!("CMD/chat_cancel/{m}/{cid}"), "").await;
         let seen = client.until(&format!("EVT/chat_response/{m}/{cid}")).await;
         let statuses: Vec<&str> = seen
             .iter()

@@ -14,7 +14,11 @@ use common::*;
 use tokio::sync::{Notify, broadcast};
 
 /// Waits until `agent`'s model is called in `conversation`.
-async fn started(events: &mut broadcast::Receiver<Event>, conversation: ConversationId, agent: u32) {
+async fn started(
+    events: &mut broadcast::Receiver<Event>,
+    conversation: ConversationId,
+    agent: u32,
+) {
     loop {
         match events.recv().await.unwrap() {
             Event::AgentStarted {
@@ -49,7 +53,10 @@ async fn a_cancelled_turn_ends_at_once_and_the_conversation_goes_on() {
     let gate = Arc::new(Notify::new());
     h.script(
         "w",
-        vec![Act::Gated(gate.clone(), r#"{"to": 1, "context": "late result"}"#)],
+        vec![Act::Gated(
+            gate.clone(),
+            r#"{"to": 1, "context": "late result"}"#,
+        )],
     );
     let m = h.script(
         "m",
@@ -90,7 +97,11 @@ async fn a_cancelled_turn_ends_at_once_and_the_conversation_goes_on() {
     assert_eq!(turns.len(), 1);
     assert_eq!(turns[0].stopped_by, Some(StopReason::Cancelled));
     assert!(turns[0].finished_at.is_some() && turns[0].error.is_none());
-    assert_eq!(m.seen.lock().unwrap().len(), 1, "no model call after the cancel");
+    assert_eq!(
+        m.seen.lock().unwrap().len(),
+        1,
+        "no model call after the cancel"
+    );
     let entries = h.rt.entries(c.id).await.unwrap();
     assert_eq!(entries[0].stopped_by, Some(StopReason::Cancelled));
     assert_eq!(entries[0].response, None);

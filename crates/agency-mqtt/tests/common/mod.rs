@@ -227,7 +227,9 @@ impl Server {
     }
 }
 
-fn providers(extra: &[(String, Arc<dyn agency_providers::Provider>)]) -> agency_providers::Providers {
+fn providers(
+    extra: &[(String, Arc<dyn agency_providers::Provider>)],
+) -> agency_providers::Providers {
     let mut p = agency_providers::Providers::builtin();
     for (name, provider) in extra {
         p.insert(name, provider.clone());
