@@ -14,7 +14,9 @@
 //! - guards (hop limit, deadline, a repeated exchange) tell the manager to answer now, and the
 //!   manager's next reply is the answer, whoever it addresses;
 //! - once the turn has ended, replies still in flight are routed but start no calls: they wait
-//!   in their addressees' contexts for the next turn.
+//!   in their addressees' contexts for the next turn;
+//! - a cancelled turn ends at once, without an answer; what is still running returns as late
+//!   replies.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -55,6 +57,8 @@ pub enum Step {
     },
     /// The turn cannot answer: the manager's model failed.
     Fail { agent: AgentId, error: String },
+    /// The turn was cancelled: it is over, without an answer (`StopReason::Cancelled`).
+    Cancelled,
 }
 
 #[derive(Debug, Default)]
@@ -317,6 +321,19 @@ impl TurnEngine {
         steps
     }
 
+    /// The client cancelled the turn: it ends now, without an answer, and calls no one else.
+    /// Calls still running come back as late replies (routed, starting nothing). Nothing to do
+    /// once the turn has ended.
+    pub fn cancel(&mut self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if self.phase != Phase::Ended {
+            self.phase = Phase::Ended;
+            steps.push(Step::Cancelled);
+            self.flush_idle(&mut steps);
+        }
+        steps
+    }
+
     fn state(&mut self, id: AgentId) -> Option<&mut AgentState> {
         let i = *self.index.get(&id)?;
         Some(&mut self.agents[i].1)
@@ -435,7 +452,7 @@ impl TurnEngine {
             }
             StopReason::Deadline => "this turn reached its time limit".to_string(),
             StopReason::Loop => "two agents were repeating the same exchange".to_string(),
-            StopReason::Answered => "the turn is over".to_string(),
+            StopReason::Answered | StopReason::Cancelled => "the turn is over".to_string(),
         };
         let how = match self.protocol {
             Protocol::Json => "{\"to\": 0, \"context\": \"<your answer>\"}",

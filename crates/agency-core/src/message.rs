@@ -157,6 +157,8 @@ pub enum StopReason {
     Deadline,
     /// Two agents were repeating the same exchange.
     Loop,
+    /// The client cancelled the turn; it ended without an answer.
+    Cancelled,
 }
 
 impl StopReason {
@@ -166,6 +168,7 @@ impl StopReason {
             StopReason::MaxHops => "max_hops",
             StopReason::Deadline => "deadline",
             StopReason::Loop => "loop",
+            StopReason::Cancelled => "cancelled",
         }
     }
 
@@ -175,13 +178,18 @@ impl StopReason {
             "max_hops" => StopReason::MaxHops,
             "deadline" => StopReason::Deadline,
             "loop" => StopReason::Loop,
+            "cancelled" => StopReason::Cancelled,
             _ => return None,
         })
     }
 
-    /// A guard tripped (the answer may be incomplete).
+    /// A guard tripped (the answer may be incomplete). A cancelled turn has no answer at all:
+    /// not a guard.
     pub fn is_guard(self) -> bool {
-        self != StopReason::Answered
+        matches!(
+            self,
+            StopReason::MaxHops | StopReason::Deadline | StopReason::Loop
+        )
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agency_core::{Agency, AgencyId, ConversationId, MessageKind, Roster};
+use agency_core::{Agency, AgencyId, ConversationId, MessageKind, Roster, StopReason};
 use agency_runtime::{Event, LOCAL_OWNER, Runtime, RuntimeError};
 use chrono::Utc;
 use rumqttc::v5::mqttbytes::QoS;
@@ -75,16 +75,13 @@ pub async fn serve(
         rt,
         client: client.clone(),
         acks,
+        shared: config.share_group.is_some(),
         received: AtomicU64::new(0),
         queues: Mutex::new(HashMap::new()),
         teams: Mutex::new(HashMap::new()),
     });
-    let filters: Vec<Filter> = topic::SUBSCRIPTIONS
-        .iter()
-        .map(|t| match &config.share_group {
-            Some(group) => format!("$share/{group}/{t}"),
-            None => (*t).to_string(),
-        })
+    let filters: Vec<Filter> = topic::filters(config.share_group.as_deref())
+        .into_iter()
         .map(|t| Filter::new(t, QoS::AtLeastOnce))
         .collect();
     tokio::pin!(shutdown);
@@ -145,6 +142,9 @@ struct Bridge {
     client: AsyncClient,
     /// Acknowledgements, released in arrival order.
     acks: mpsc::UnboundedSender<AckEvent>,
+    /// In a share group: other servers get this server's conversations' messages too, and
+    /// every server gets each cancel.
+    shared: bool,
     /// Messages received so far (each one's number in arrival order).
     received: AtomicU64,
     /// One queue per conversation (or per team's observations): its messages in order.
@@ -266,9 +266,22 @@ impl Bridge {
                 self.chat(&agency, team, agent, conversation, &p.payload, &mut ack)
                     .await
             }
-            Inbound::ChatCancel { .. } => Err(MqttError::Unsupported(
-                "a running turn cannot be cancelled yet; it ends by its deadline".into(),
-            )),
+            Inbound::ChatCancel {
+                team,
+                agent,
+                conversation,
+            } => match self
+                .chat_cancel(&agency, team, agent, conversation, &p.payload)
+                .await
+            {
+                // Every server of a share group gets the cancel; the one running the turn
+                // answers. The others say nothing (they cannot tell that none runs it).
+                Err(e) if self.shared && !e.is_internal() => {
+                    tracing::debug!(error = %e, conversation, "cancel not for this server");
+                    Ok(())
+                }
+                other => other,
+            },
             Inbound::Observation { team, agent } => {
                 self.observation(&agency, team, agent.as_deref(), &p.payload)
                     .await
@@ -429,6 +442,10 @@ impl Bridge {
         let roster = agency.roster();
         let cid = id.to_string();
         let progress_topic = topic::chat_progress(team, agent, &cid);
+        if self.shared {
+            // The conversation's last turn may have run on another server of the group.
+            self.rt.forget_session(id);
+        }
         let mut events = self.rt.subscribe();
         let rt = self.rt.clone();
         let turn = rt.send(id, content);
@@ -463,6 +480,52 @@ impl Bridge {
         Ok(())
     }
 
+    /// Cancels the conversation's running turn. Its chat message's handler then answers, as
+    /// for any turn: a `cancelled` progress update, then the metadata-only response. With no
+    /// turn running there, an error says so.
+    async fn chat_cancel(
+        &self,
+        agency: &Agency,
+        team: &str,
+        agent: &str,
+        conversation: &str,
+        payload: &[u8],
+    ) -> Result<(), MqttError> {
+        // The topic says it all; a payload, when there is one, must agree with it.
+        let body: wire::CancelIn = if payload.iter().all(u8::is_ascii_whitespace) {
+            wire::CancelIn::default()
+        } else {
+            json(payload)?
+        };
+        let id = conversation_id(Some(conversation))?;
+        if let Some(in_body) = body.conversation_id.as_deref()
+            && in_body.trim().parse::<ConversationId>().ok() != Some(id)
+        {
+            return Err(MqttError::InvalidPayload(format!(
+                "conversation_id `{in_body}` is not the topic's conversation {id}"
+            )));
+        }
+        same_agent(body.agent_id.as_deref(), agent)?;
+        agency
+            .agent_by_handle(agent)
+            .ok_or_else(|| unknown_agent(team, agent))?;
+        let c = self
+            .rt
+            .store()
+            .conversation(id)
+            .await
+            .map_err(RuntimeError::from)?;
+        match c {
+            Some(c) if c.agency_id == agency.id => {}
+            _ => return Err(MqttError::NotInitialized(id.to_string())),
+        }
+        if self.rt.cancel(id) {
+            Ok(())
+        } else {
+            Err(MqttError::NothingToCancel(id.to_string()))
+        }
+    }
+
     /// A progress update for an event of this conversation's turn. The user's message being
     /// stored is the moment the chat message is acknowledged.
     async fn progress(
@@ -488,6 +551,29 @@ impl Bridge {
                 "model_call",
                 format!("{} is working", roster.display(Some(*a))),
                 "model_call",
+            ),
+            Event::ModelRetry {
+                conversation,
+                agent: a,
+                attempt,
+                reason,
+                ..
+            } if *conversation == id => (
+                "retry",
+                format!(
+                    "{}'s model call failed ({reason}); trying again (attempt {attempt})",
+                    roster.display(Some(*a))
+                ),
+                "model_call",
+            ),
+            Event::TurnFinished {
+                conversation,
+                stopped_by: StopReason::Cancelled,
+                ..
+            } if *conversation == id => (
+                "cancelled",
+                "The turn was cancelled; it ended without an answer".to_string(),
+                "cancel",
             ),
             Event::Hop {
                 conversation,

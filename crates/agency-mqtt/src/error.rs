@@ -18,6 +18,8 @@ pub enum MqttError {
     NotInitialized(String),
     #[error("conversation {conversation} is not a conversation with agent `{agent}`")]
     OtherAgent { conversation: String, agent: String },
+    #[error("conversation {0} has no turn running to cancel")]
+    NothingToCancel(String),
     #[error("{0}")]
     Unsupported(String),
     #[error(transparent)]
@@ -36,6 +38,7 @@ impl MqttError {
             MqttError::UnknownAgent { .. } => "UnknownAgent",
             MqttError::NotInitialized(_) => "ConversationNotInitialized",
             MqttError::OtherAgent { .. } => "ConversationOfAnotherAgent",
+            MqttError::NothingToCancel(_) => "NoRunningTurn",
             MqttError::Unsupported(_) => "Unsupported",
             MqttError::Runtime(e) => match e {
                 RuntimeError::AgencyNotFound(_) | RuntimeError::NotPublished(_) => "UnknownTeam",

@@ -6,14 +6,34 @@
 /// The first level of every topic.
 pub const ROOT: &str = "XMAGS";
 
-/// The filters the server subscribes to (before any shared-subscription prefix).
-pub const SUBSCRIPTIONS: &[&str] = &[
-    "XMAGS/+/CMD/chat_new/+",
-    "XMAGS/+/DATA/chat/+/+",
-    "XMAGS/+/CMD/chat_cancel/+/+",
-    "XMAGS/+/DATA/observation/+",
-    "XMAGS/+/DATA/observation",
+/// The filters the server subscribes to, each with a name of its own for shared
+/// subscriptions (see [`filters`]).
+pub const SUBSCRIPTIONS: &[(&str, &str)] = &[
+    ("chat_new", "XMAGS/+/CMD/chat_new/+"),
+    ("chat", "XMAGS/+/DATA/chat/+/+"),
+    ("chat_cancel", "XMAGS/+/CMD/chat_cancel/+/+"),
+    ("observation", "XMAGS/+/DATA/observation/+"),
+    ("team_observation", "XMAGS/+/DATA/observation"),
 ];
+
+/// The filters to subscribe to. With a share group, MQTT 5 shared subscriptions: each filter
+/// as `$share/GROUP.NAME/FILTER`. For MQTT a shared subscription is its share name *and* its
+/// filter, so a name per filter means the same as one name for all on any broker; rumqttd
+/// (the embedded broker) keys a share group by its name alone, and with one name for five
+/// filters loses messages. The names come from the filter, not its place in the list, so
+/// servers of different versions still share.
+///
+/// `chat_cancel` is never shared: every server of the group gets it, and the one running the
+/// turn cancels it.
+pub fn filters(share_group: Option<&str>) -> Vec<String> {
+    SUBSCRIPTIONS
+        .iter()
+        .map(|(name, filter)| match share_group {
+            Some(group) if *name != "chat_cancel" => format!("$share/{group}.{name}/{filter}"),
+            _ => (*filter).to_string(),
+        })
+        .collect()
+}
 
 /// A message the server acts on, by its topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,6 +192,29 @@ mod tests {
                 conversation: "c1".into()
             })
         );
+    }
+
+    #[test]
+    fn shared_subscriptions_have_a_name_per_filter() {
+        assert_eq!(filters(None)[1], "XMAGS/+/DATA/chat/+/+");
+        let shared = filters(Some("agency"));
+        assert_eq!(shared[1], "$share/agency.chat/XMAGS/+/DATA/chat/+/+");
+        assert_eq!(
+            shared[2], "XMAGS/+/CMD/chat_cancel/+/+",
+            "every server gets a cancel"
+        );
+        assert_eq!(shared.len(), SUBSCRIPTIONS.len());
+        let names: std::collections::HashSet<&str> = shared
+            .iter()
+            .filter(|f| f.starts_with("$share/"))
+            .filter_map(|f| f.split('/').nth(1))
+            .collect();
+        assert_eq!(names.len(), SUBSCRIPTIONS.len() - 1, "{shared:?}");
+        assert!(names.iter().all(|n| valid_level(n)));
+        // Every filter still parses what it subscribes to.
+        for (_, f) in SUBSCRIPTIONS {
+            assert!(parse(&f.replace('+', "x")).is_some(), "{f}");
+        }
     }
 
     #[test]

@@ -20,8 +20,8 @@ pub struct ObservationIn {
     pub content: Option<String>,
 }
 
-/// `CMD/chat_cancel`: the same fields as a chat message, all optional.
-#[derive(Debug, Deserialize)]
+/// `CMD/chat_cancel`: the same fields as a chat message, all optional (an empty payload too).
+#[derive(Debug, Default, Deserialize)]
 pub struct CancelIn {
     pub agent_id: Option<String>,
     pub conversation_id: Option<String>,

@@ -1,11 +1,15 @@
 //! Spec 002's example flow against a real broker (Mosquitto in CI), driven by a stock MQTT
 //! client: initialize, `exists`, chat, progress, the metadata-only response, the content over
-//! HTTP; a conversation with one agent alone; malformed payloads.
+//! HTTP; a conversation with one agent alone; malformed payloads; cancelling a running turn;
+//! a provider's retry as a progress update.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
-use common::{Client, Server, broker, keys};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Client, Gate, GateProvider, Server, Setup, broker, keys, plant_on};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,5 +274,215 @@ async fn the_content_needs_the_agencys_key() {
         .get(&format!("/api/conversations/{cid}/entries"))
         .await;
     assert_eq!(status, 404);
+    server.stop().await;
+}
+
+/// The progress statuses among `seen`.
+fn statuses(seen: &[(String, Value)]) -> Vec<String> {
+    seen.iter()
+        .filter(|(t, _)| t.contains("/EVT/chat_progress/"))
+        .filter_map(|(_, b)| b["status"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_cancel_ends_a_running_turn_and_the_conversation_goes_on() {
+    let Some((host, port)) = broker().await else {
+        return;
+    };
+    // The manager's model blocks until the test opens the gate.
+    let gate = Gate::new(r#"{"to": 0, "context": "done"}"#);
+    let mut server = Server::start_with(
+        &host,
+        port,
+        Setup {
+            providers: vec![("gate".into(), Arc::new(GateProvider(gate.clone())))],
+            yaml: Some(|name, team| plant_on("gate", name, team)),
+            ..Setup::default()
+        },
+    )
+    .await;
+    let mut client = Client::connect(&host, port, &server.team).await;
+    let m = server.manager.clone();
+    client.wait_for_server(&m).await;
+    let cid = uuid::Uuid::now_v7().to_string();
+    let (progress, response, error) = (
+        format!("EVT/chat_progress/{m}/{cid}"),
+        format!("EVT/chat_response/{m}/{cid}"),
+        format!("EVT/error/{m}"),
+    );
+    let cancel = format!("CMD/chat_cancel/{m}/{cid}");
+
+    // A conversation never initialized has nothing to cancel.
+    client.send(&cancel, "").await;
+    assert_eq!(
+        client.next(&error).await["exception_type"],
+        "ConversationNotInitialized"
+    );
+    client
+        .send_json(
+            &format!("CMD/chat_new/{m}"),
+            json!({"agent_id": m, "conversation_id": cid, "content": " "}),
+        )
+        .await;
+    assert_eq!(client.next(&progress).await["status"], "initialized");
+    // Initialized, but no turn is running: an error that says so, not silence.
+    client
+        .send_json(&cancel, json!({"agent_id": m, "conversation_id": cid}))
+        .await;
+    let e = client.next(&error).await;
+    assert_eq!(e["exception_type"], "NoRunningTurn");
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|s| s.contains(&cid) && s.contains("no turn running")),
+        "{e}"
+    );
+
+    // A turn whose manager is working (blocked): the cancel ends it.
+    client
+        .send_json(
+            &format!("DATA/chat/{m}/{cid}"),
+            json!({"agent_id": m, "conversation_id": cid, "content": "a long question"}),
+        )
+        .await;
+    loop {
+        if client.next(&progress).await["status"] == "model_call" {
+            break;
+        }
+    }
+    client.send(&cancel, "").await;
+    let seen = client.until(&response).await;
+    let st = statuses(&seen);
+    assert_eq!(st.last().map(String::as_str), Some("cancelled"), "{st:?}");
+    assert!(!st.contains(&"answered".to_string()), "{st:?}");
+    let cancelled = &seen[seen.len() - 2].1;
+    assert_eq!(cancelled["current_operation"], "cancel");
+    assert_eq!(
+        keys(&seen[seen.len() - 1].1),
+        ["agent_id", "conversation_id", "timestamp"]
+    );
+    assert!(
+        !seen.iter().any(|(t, _)| t.ends_with(&error)),
+        "a running turn's cancel is no error: {seen:?}"
+    );
+    let (_, entries) = server
+        .get(&format!("/api/conversations/{cid}/entries"))
+        .await;
+    assert_eq!(entries[0]["stopped_by"], "cancelled");
+    assert_eq!(entries[0]["response"], Value::Null);
+
+    // The turn is over: another cancel has nothing to cancel.
+    client.send(&cancel, "").await;
+    assert_eq!(client.next(&error).await["exception_type"], "NoRunningTurn");
+
+    // The manager's call returns late (kept for the record); the next message is answered.
+    gate.open();
+    client
+        .send_json(
+            &format!("DATA/chat/{m}/{cid}"),
+            json!({"agent_id": m, "conversation_id": cid, "content": "and now?"}),
+        )
+        .await;
+    let seen = client.until(&response).await;
+    assert!(statuses(&seen).contains(&"answered".to_string()));
+    let (_, entries) = server
+        .get(&format!("/api/conversations/{cid}/entries"))
+        .await;
+    let ends: Vec<&str> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["stopped_by"].as_str())
+        .collect();
+    assert_eq!(ends, ["cancelled", "answered"]);
+    assert_eq!(entries[1]["response"], "done");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_providers_retries_are_progress_updates() {
+    use agency_fakes::{Fake, openai};
+    use agency_providers::http::HttpSettings;
+    use agency_providers::openai::{OpenAi, OpenAiConfig};
+
+    let Some((host, port)) = broker().await else {
+        return;
+    };
+    // A rate limit, a server error, then the answer.
+    let fake = Fake::start().await;
+    fake.push(openai::rate_limited(0))
+        .push(openai::server_error())
+        .otherwise(openai::completion(r#"{"to": 0, "context": "fine"}"#, 3, 2));
+    let mut config = OpenAiConfig::new(Some(&format!("{}/v1", fake.url)), None);
+    config.http = HttpSettings {
+        max_retries: 2,
+        backoff_base: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(20),
+        ..HttpSettings::default()
+    };
+    let provider = OpenAi::new("fake", config).unwrap();
+    let mut server = Server::start_with(
+        &host,
+        port,
+        Setup {
+            providers: vec![("fake".into(), Arc::new(provider))],
+            yaml: Some(|name, team| plant_on("fake", name, team)),
+            ..Setup::default()
+        },
+    )
+    .await;
+    let mut client = Client::connect(&host, port, &server.team).await;
+    let m = server.manager.clone();
+    client.wait_for_server(&m).await;
+    let cid = uuid::Uuid::now_v7().to_string();
+    client
+        .send_json(
+            &format!("CMD/chat_new/{m}"),
+            json!({"agent_id": m, "conversation_id": cid, "content": " "}),
+        )
+        .await;
+    client.next(&format!("EVT/chat_progress/{m}/{cid}")).await;
+    client
+        .send_json(
+            &format!("DATA/chat/{m}/{cid}"),
+            json!({"agent_id": m, "conversation_id": cid, "content": "status?"}),
+        )
+        .await;
+    let seen = client.until(&format!("EVT/chat_response/{m}/{cid}")).await;
+    let retries: Vec<&Value> = seen
+        .iter()
+        .map(|(_, b)| b)
+        .filter(|b| b["status"] == "retry")
+        .collect();
+    let messages: Vec<&str> = retries
+        .iter()
+        .filter_map(|r| r["message"].as_str())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "manager's model call failed (HTTP 429); trying again (attempt 2)",
+            "manager's model call failed (HTTP 500); trying again (attempt 3)"
+        ]
+    );
+    assert!(
+        retries
+            .iter()
+            .all(|r| r["current_operation"] == "model_call")
+    );
+    // Metadata only: not the provider's own error text.
+    assert!(
+        !seen
+            .iter()
+            .any(|(_, b)| b.to_string().contains(openai::SERVER_ERROR_MESSAGE))
+    );
+    let st = statuses(&seen);
+    assert_eq!(st.last().map(String::as_str), Some("answered"), "{st:?}");
+    assert_eq!(fake.requests().len(), 3);
+    let (_, entries) = server
+        .get(&format!("/api/conversations/{cid}/entries"))
+        .await;
+    assert_eq!(entries[0]["response"], "fine");
     server.stop().await;
 }

@@ -138,7 +138,12 @@ impl AnthropicModel {
         let answer = self
             .shared
             .endpoint
-            .post(MESSAGES_PATH, &self.headers(), &body)
+            .post_observed(
+                MESSAGES_PATH,
+                &self.headers(),
+                &body,
+                request.on_retry.as_ref(),
+            )
             .await
             .map_err(|e| self.fail(e))?;
         match &request.deltas {

@@ -75,6 +75,18 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
+    /// What went wrong in a few words, without the provider's own message: `HTTP 503`,
+    /// `timeout`, `connection failed`, ...
+    pub fn kind(&self) -> String {
+        match self {
+            ProviderError::Status { status, .. } => format!("HTTP {status}"),
+            ProviderError::Timeout(_) => "timeout".into(),
+            ProviderError::Connection(_) => "connection failed".into(),
+            ProviderError::Malformed(_) => "malformed answer".into(),
+            ProviderError::Config(_) => "configuration".into(),
+        }
+    }
+
     /// Worth another try: the same request may succeed later.
     pub fn retryable(&self) -> bool {
         match self {
@@ -83,6 +95,38 @@ impl ProviderError {
             ProviderError::Connection(_) => true,
             ProviderError::Malformed(_) | ProviderError::Config(_) => false,
         }
+    }
+}
+
+/// A provider call about to be tried again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retry {
+    /// The attempt about to start: 2 for the first retry.
+    pub attempt: u32,
+    /// The wait before it (backoff, or the provider's `Retry-After`).
+    pub wait: Duration,
+    /// Why, as [`ProviderError::kind`] says it: no provider text, safe to show anyone.
+    pub reason: String,
+}
+
+/// Told of each retry of a model call (see `ModelRequest::on_retry`). Called on the caller's
+/// task, before the wait: it must not block.
+#[derive(Clone)]
+pub struct RetryHook(Arc<dyn Fn(Retry) + Send + Sync>);
+
+impl RetryHook {
+    pub fn new(f: impl Fn(Retry) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    pub fn call(&self, retry: Retry) {
+        (self.0)(retry);
+    }
+}
+
+impl std::fmt::Debug for RetryHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RetryHook")
     }
 }
 
@@ -133,9 +177,20 @@ impl Endpoint {
         headers: &[(&str, String)],
         body: &Value,
     ) -> Result<Answer, ProviderError> {
+        self.post_observed(path, headers, body, None).await
+    }
+
+    /// [`Endpoint::post`], telling `on_retry` of each retry before its wait.
+    pub async fn post_observed(
+        &self,
+        path: &str,
+        headers: &[(&str, String)],
+        body: &Value,
+        on_retry: Option<&RetryHook>,
+    ) -> Result<Answer, ProviderError> {
         tokio::time::timeout(
             self.settings.total_timeout,
-            self.post_with_retries(path, headers, body),
+            self.post_with_retries(path, headers, body, on_retry),
         )
         .await
         .map_err(|_| ProviderError::Timeout("total"))?
@@ -146,6 +201,7 @@ impl Endpoint {
         path: &str,
         headers: &[(&str, String)],
         body: &Value,
+        on_retry: Option<&RetryHook>,
     ) -> Result<Answer, ProviderError> {
         let url = self.url(path)?;
         let mut attempt = 0;
@@ -190,6 +246,13 @@ impl Endpoint {
             }
             let wait = self.backoff(attempt, &error);
             tracing::warn!(%url, attempt = attempt + 1, wait_ms = wait.as_millis() as u64, %error, "retrying a provider call");
+            if let Some(hook) = on_retry {
+                hook.call(Retry {
+                    attempt: attempt + 2,
+                    wait,
+                    reason: error.kind(),
+                });
+            }
             tokio::time::sleep(wait).await;
             attempt += 1;
         }

@@ -28,6 +28,9 @@ pub struct ModelRequest {
     /// Set when the caller streams: the provider streams too and sends each piece of text as
     /// it arrives. The returned [`Completion`] still holds the whole text.
     pub deltas: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// Told when an HTTP provider retries the call (a 429, a 5xx, a lost connection), so the
+    /// caller can show it. Models that do not retry ignore it.
+    pub on_retry: Option<http::RetryHook>,
 }
 
 impl ModelRequest {
@@ -288,6 +291,7 @@ mod tests {
             agent: AgentId::new(2).unwrap(),
             context: Arc::new(context),
             deltas: None,
+            on_retry: None,
         }
     }
 

@@ -173,7 +173,12 @@ impl OpenAiModel {
         }
         let answer = p
             .endpoint
-            .post("/chat/completions", &headers, &body)
+            .post_observed(
+                "/chat/completions",
+                &headers,
+                &body,
+                request.on_retry.as_ref(),
+            )
             .await
             .map_err(|e| e.to_string())?;
         match request.deltas {
@@ -450,6 +455,7 @@ mod tests {
             agent: AgentId::new(1).unwrap(),
             context: Arc::new(Vec::new()),
             deltas: None,
+            on_retry: None,
         }
     }
 

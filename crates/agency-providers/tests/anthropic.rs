@@ -104,6 +104,7 @@ fn request_with(sampling: Sampling, context: &[(MessageKind, Option<u32>, &str)]
         agent: AgentId::new(2).unwrap(),
         context: Arc::new(context),
         deltas: None,
+        on_retry: None,
     }
 }
 

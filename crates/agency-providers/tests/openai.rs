@@ -109,6 +109,7 @@ fn request(protocol: &str, sampling: Sampling) -> ModelRequest {
         agent: AgentId::new(2).unwrap(),
         context: Arc::new(context),
         deltas: None,
+        on_retry: None,
     }
 }
 
@@ -413,6 +414,29 @@ async fn server_errors_are_retried_then_reported() {
         format!("HTTP 500: {}", openai::SERVER_ERROR_MESSAGE)
     );
     assert_eq!(fake.requests().len(), settings().max_retries as usize + 1);
+}
+
+#[tokio::test]
+async fn each_retry_is_told_to_the_caller_without_the_providers_text() {
+    let fake = Fake::start().await;
+    fake.push(openai::rate_limited(0));
+    fake.push(openai::server_error());
+    fake.push(openai::completion("hi", 1, 1));
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut request = plain();
+    let sink = told.clone();
+    request.on_retry = Some(agency_providers::http::RetryHook::new(move |r| {
+        sink.lock().unwrap().push(r)
+    }));
+    let m = model(config(&fake, None));
+    assert_eq!(m.complete(request).await.unwrap().text, "hi");
+    let told = told.lock().unwrap();
+    let seen: Vec<(u32, &str)> = told
+        .iter()
+        .map(|r| (r.attempt, r.reason.as_str()))
+        .collect();
+    assert_eq!(seen, [(2, "HTTP 429"), (3, "HTTP 500")]);
+    assert_eq!(told[0].wait, Duration::ZERO, "Retry-After: 0 is honoured");
 }
 
 #[tokio::test]

@@ -14,6 +14,16 @@ pub enum Event {
         turn: TurnId,
         agent: AgentId,
     },
+    /// An agent's model call failed in a way worth retrying (a 429, a 5xx, a lost connection)
+    /// and its provider tries again: `attempt` is the attempt about to start (2 for the first
+    /// retry); `reason` says why in a few words, without the provider's own text.
+    ModelRetry {
+        conversation: ConversationId,
+        turn: TurnId,
+        agent: AgentId,
+        attempt: u32,
+        reason: String,
+    },
     /// A message reached a context (or, for an answer, the user).
     Hop {
         conversation: ConversationId,

@@ -47,6 +47,7 @@ pub struct TurnOutcome {
     pub conversation_id: ConversationId,
     pub turn_id: TurnId,
     pub number: u32,
+    /// The manager's answer; empty when the turn was cancelled.
     pub answer: String,
     pub stopped_by: StopReason,
     pub hops: u32,
@@ -85,6 +86,9 @@ pub struct Runtime {
     /// Turns that answered while some agents were still working: their late replies are
     /// being persisted.
     settling: StdMutex<Vec<JoinHandle<()>>>,
+    /// The turn running in each conversation, told to stop through its channel (see
+    /// [`Runtime::cancel`]).
+    running: StdMutex<HashMap<ConversationId, tokio::sync::watch::Sender<bool>>>,
 }
 
 impl Runtime {
@@ -108,6 +112,7 @@ impl Runtime {
             sessions: StdMutex::new(HashMap::new()),
             agencies: StdMutex::new(HashMap::new()),
             settling: StdMutex::new(Vec::new()),
+            running: StdMutex::new(HashMap::new()),
         })
     }
 
@@ -260,6 +265,36 @@ impl Runtime {
             *guard = Some(Session::load(&*self.store, conversation).await?);
         }
         Ok(guard)
+    }
+
+    /// Cancels the turn running in `conversation`: it ends at once without an answer
+    /// (`StopReason::Cancelled`, its record written), calls no more models, and the replies of
+    /// calls still running are kept for the next turn like any late reply. False when no turn
+    /// is running there (or it was already told to stop).
+    pub fn cancel(&self, conversation: ConversationId) -> bool {
+        let running = match self.running.lock() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        running
+            .get(&conversation)
+            .is_some_and(|stop| !stop.send_replace(true))
+    }
+
+    /// Drops the conversation's session kept in memory (unless a turn of this process holds
+    /// it), so that its next turn reads it from the store again: for a conversation another
+    /// process may have written since (MQTT shared subscriptions send a conversation's
+    /// messages to any process of the group).
+    pub fn forget_session(&self, conversation: ConversationId) {
+        let slot = match self.sessions.lock() {
+            Ok(s) => s.get(&conversation).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(&conversation).cloned(),
+        };
+        if let Some(slot) = slot
+            && let Ok(mut session) = slot.try_lock()
+        {
+            *session = None;
+        }
     }
 
     /// Waits until the late replies of finished turns are persisted.

@@ -284,6 +284,7 @@ impl Runtime {
                 message(1, MessageKind::Input, task.prompt()),
             ]),
             deltas: None,
+            on_retry: None,
         };
         let done = model
             .complete_task(request, task)

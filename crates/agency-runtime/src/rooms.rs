@@ -508,5 +508,6 @@ fn model_request(
         agent: id,
         context: Arc::new(context),
         deltas: Some(deltas),
+        on_retry: None,
     }
 }

@@ -247,6 +247,7 @@ pub(crate) async fn run(
         turn: record.id,
         number: record.number,
     });
+    let cancel = Cancel::register(&rt, record.conversation_id);
     let run = TurnRun {
         engine: TurnEngine::new(&agency),
         roster,
@@ -264,11 +265,50 @@ pub(crate) async fn run(
         answer_sink,
         thread,
     };
-    run.go(text).await
+    let stop = cancel.stop.clone();
+    run.go(text, stop).await
+}
+
+/// The running turn's place in [`Runtime::cancel`]'s map, for as long as the turn runs (not
+/// while its late replies settle).
+struct Cancel {
+    rt: Arc<Runtime>,
+    conversation: ConversationId,
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Cancel {
+    fn register(rt: &Arc<Runtime>, conversation: ConversationId) -> Self {
+        let (tx, stop) = tokio::sync::watch::channel(false);
+        if let Ok(mut running) = rt.running.lock() {
+            running.insert(conversation, tx);
+        }
+        Self {
+            rt: rt.clone(),
+            conversation,
+            stop,
+        }
+    }
+}
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.rt.running.lock()
+            && running
+                .get(&self.conversation)
+                .is_some_and(|tx| self.stop.same_channel(&tx.subscribe()))
+        {
+            running.remove(&self.conversation);
+        }
+    }
 }
 
 impl TurnRun {
-    async fn go(mut self, text: String) -> Result<TurnOutcome, RuntimeError> {
+    async fn go(
+        mut self,
+        text: String,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<TurnOutcome, RuntimeError> {
         // A new conversation's agents, and agents added to the agency since the conversation
         // started, get their system prompt.
         let agency = self.agency.clone();
@@ -290,12 +330,18 @@ impl TurnRun {
             enum Next {
                 Done(Option<(AgentId, Result<Completion, ModelError>, Duration)>),
                 Timer,
+                Cancel,
             }
             let next = tokio::select! {
                 done = self.inflight.next() => Next::Done(done),
                 () = &mut deadline => Next::Timer,
+                Ok(_) = stop.wait_for(|stop| *stop) => Next::Cancel,
             };
             match next {
+                Next::Cancel => {
+                    let steps = self.engine.cancel();
+                    self.apply(steps, Vec::new()).await?;
+                }
                 Next::Done(Some((agent, result, took))) => {
                     self.on_completion(agent, result, took).await?
                 }
@@ -475,6 +521,13 @@ impl TurnRun {
                     // The stream of the answer ends with the turn, not with late replies.
                     self.answer_sink = None;
                 }
+                Step::Cancelled => {
+                    let stopped_by = agency_core::StopReason::Cancelled;
+                    self.record.stopped_by = Some(stopped_by);
+                    write.turn = Some(self.finished_record());
+                    self.answer = Some((String::new(), stopped_by));
+                    self.answer_sink = None;
+                }
                 Step::Fail { agent, error } => {
                     self.record.error = Some(error.clone());
                     write.turn = Some(self.finished_record());
@@ -539,6 +592,24 @@ impl TurnRun {
         Some(tx)
     }
 
+    /// Publishes the provider's retries of `agent`'s call, while anyone listens.
+    fn retry_hook(&self, agent: AgentId) -> Option<agency_providers::http::RetryHook> {
+        if self.rt.events.receiver_count() == 0 {
+            return None;
+        }
+        let events = self.rt.events.clone();
+        let (conversation, turn) = (self.record.conversation_id, self.record.id);
+        Some(agency_providers::http::RetryHook::new(move |r| {
+            let _ = events.send(Event::ModelRetry {
+                conversation,
+                turn,
+                agent,
+                attempt: r.attempt,
+                reason: r.reason,
+            });
+        }))
+    }
+
     fn invoke(&mut self, agent: AgentId) {
         let request = ModelRequest {
             agency: self.agency.clone(),
@@ -551,6 +622,7 @@ impl TurnRun {
                 .cloned()
                 .unwrap_or_default(),
             deltas: self.answer_deltas(agent),
+            on_retry: self.retry_hook(agent),
         };
         let model = self
             .agency

@@ -66,6 +66,7 @@ fn show(steps: &[Step]) -> Vec<String> {
                 text, stopped_by, ..
             } => format!("answer {} {text:?}", stopped_by.as_str()),
             Step::Fail { agent, error } => format!("fail {} {error}", agent.get()),
+            Step::Cancelled => "cancelled".to_string(),
         })
         .collect()
 }
@@ -335,4 +336,59 @@ fn replies_from_idle_or_unknown_agents_are_ignored() {
     let (mut t, _) = T::new(16);
     assert!(t.reply(A, &to(M, "unasked")).is_empty());
     assert!(t.reply(99, &to(M, "stranger")).is_empty());
+}
+
+#[test]
+fn a_cancelled_turn_ends_at_once_and_late_replies_start_nothing() {
+    let (mut t, _) = T::new(16);
+    t.reply(M, &format!("[{}, {}]", to(A, "a"), to(B, "b")));
+    assert_eq!(show(&t.e.cancel()), ["cancelled"]);
+    assert!(t.e.is_ended());
+    assert!(t.e.in_flight(), "alice and bob are still working");
+    // Their replies are routed for the next turn; the manager is not called.
+    assert_eq!(
+        show(&t.reply(A, &to(M, "a done"))),
+        ["deliver 10<-20 delivery \"a done\""]
+    );
+    assert_eq!(
+        show(&t.reply(B, &to(0, "b done"))),
+        ["deliver 10<-30 delivery \"b done\""]
+    );
+    assert!(!t.e.in_flight());
+    // Cancelling again, or after the turn ended, does nothing.
+    assert_eq!(show(&t.e.cancel()), Vec::<String>::new());
+}
+
+#[test]
+fn a_cancel_wins_over_a_guard_and_the_managers_late_answer_is_not_an_answer() {
+    let (mut t, _) = T::new(16);
+    t.e.on_deadline();
+    assert_eq!(show(&t.e.cancel()), ["cancelled"]);
+    // The manager's reply to the user comes too late to be the turn's answer, and calls no one
+    // (the guard that waited for it is delivered, for the record).
+    let shown = show(&t.reply(M, &to(0, "here you go")));
+    assert!(
+        shown
+            .iter()
+            .all(|s| !s.starts_with("answer") && !s.starts_with("invoke")),
+        "{shown:?}"
+    );
+    assert_eq!(show(&t.e.cut_off()), Vec::<String>::new());
+    assert_eq!(show(&t.e.on_deadline()), Vec::<String>::new());
+}
+
+#[test]
+fn stop_reasons_read_back() {
+    for r in [
+        StopReason::Answered,
+        StopReason::MaxHops,
+        StopReason::Deadline,
+        StopReason::Loop,
+        StopReason::Cancelled,
+    ] {
+        assert_eq!(StopReason::parse(r.as_str()), Some(r));
+    }
+    assert_eq!(StopReason::Cancelled.as_str(), "cancelled");
+    assert!(!StopReason::Cancelled.is_guard() && !StopReason::Answered.is_guard());
+    assert!(StopReason::Deadline.is_guard());
 }

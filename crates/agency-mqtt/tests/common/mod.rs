@@ -81,6 +81,18 @@ pub fn unique() -> String {
     uuid::Uuid::now_v7().simple().to_string()[20..].to_string()
 }
 
+/// What a test server is made with; `Setup::default()` is the rules-model plant of
+/// [`agency_yaml`], subscribed without a share group.
+#[derive(Default)]
+pub struct Setup {
+    /// Providers beside the built-in rules model, by name (`NAME/model` in the agency file).
+    pub providers: Vec<(String, Arc<dyn agency_providers::Provider>)>,
+    /// The agency file for a name and a team handle; [`agency_yaml`] when unset.
+    pub yaml: Option<fn(&str, &str) -> String>,
+    /// `?share=GROUP`: subscribe through MQTT 5 shared subscriptions.
+    pub share: Option<String>,
+}
+
 pub struct Server {
     pub rt: Arc<Runtime>,
     pub http: String,
@@ -88,9 +100,11 @@ pub struct Server {
     pub team: String,
     pub manager: String,
     pub agent: String,
+    share: Option<String>,
+    providers: Vec<(String, Arc<dyn agency_providers::Provider>)>,
     stop: Option<oneshot::Sender<()>>,
     mqtt: Option<tokio::task::JoinHandle<Result<(), agency_mqtt::MqttError>>>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 pub fn agency_yaml(name: &str, team: &str) -> String {
@@ -118,14 +132,18 @@ agents:
 impl Server {
     /// Starts everything against the broker at `host:port`.
     pub async fn start(host: &str, port: u16) -> Server {
+        Self::start_with(host, port, Setup::default()).await
+    }
+
+    pub async fn start_with(host: &str, port: u16, setup: Setup) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let db = format!("sqlite://{}", dir.path().join("agency.db").display());
         let store = agency_store::open(&db).await.unwrap();
-        let rt = Runtime::new(store, agency_providers::Providers::builtin());
+        let rt = Runtime::new(store, providers(&setup.providers));
         let id = unique();
         let (name, team) = (format!("plant-{id}"), format!("PLANT-{id}"));
-        let file =
-            agency_file::AgencyFile::parse("plant.yaml", &agency_yaml(&name, &team)).unwrap();
+        let yaml = setup.yaml.unwrap_or(agency_yaml)(&name, &team);
+        let file = agency_file::AgencyFile::parse("plant.yaml", &yaml).unwrap();
         let agency = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
         let master = MasterKeySource::Hex(SecretString::from("11".repeat(32)));
         let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
@@ -150,14 +168,7 @@ impl Server {
             listener,
             std::future::pending(),
         ));
-        let config = agency_mqtt::MqttConfig::parse(&format!(
-            "mqtt://{host}:{port}?client_id=agency-test-{id}"
-        ))
-        .unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let mqtt = tokio::spawn(agency_mqtt::serve(rt.clone(), config, async move {
-            let _ = stopped.await;
-        }));
+        let (stop, mqtt) = bridge(&rt, host, port, setup.share.as_deref());
         Server {
             rt,
             http,
@@ -165,9 +176,32 @@ impl Server {
             team,
             manager: "MGR-001".into(),
             agent: "FERM-DATA-AGENT-001".into(),
+            share: setup.share,
+            providers: setup.providers,
             stop: Some(stop),
             mqtt: Some(mqtt),
-            _dir: dir,
+            _dir: Some(dir),
+        }
+    }
+
+    /// Another server process on the same database and broker: a runtime of its own (its own
+    /// sessions and caches) and a bridge with its own client id, in the same share group.
+    /// It serves no HTTP (`http` and `key` are this server's).
+    pub async fn peer(&self, host: &str, port: u16) -> Server {
+        let rt = Runtime::new(self.rt.store().clone(), providers(&self.providers));
+        let (stop, mqtt) = bridge(&rt, host, port, self.share.as_deref());
+        Server {
+            rt,
+            http: self.http.clone(),
+            key: self.key.clone(),
+            team: self.team.clone(),
+            manager: self.manager.clone(),
+            agent: self.agent.clone(),
+            share: self.share.clone(),
+            providers: self.providers.clone(),
+            stop: Some(stop),
+            mqtt: Some(mqtt),
+            _dir: None,
         }
     }
 
@@ -190,6 +224,102 @@ impl Server {
             .unwrap();
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+fn providers(
+    extra: &[(String, Arc<dyn agency_providers::Provider>)],
+) -> agency_providers::Providers {
+    let mut p = agency_providers::Providers::builtin();
+    for (name, provider) in extra {
+        p.insert(name, provider.clone());
+    }
+    p
+}
+
+type Bridge = (
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), agency_mqtt::MqttError>>,
+);
+
+/// The MQTT bridge of `rt` on the broker, with a client id of its own.
+fn bridge(rt: &Arc<Runtime>, host: &str, port: u16, share: Option<&str>) -> Bridge {
+    let share = share.map(|g| format!("&share={g}")).unwrap_or_default();
+    let config = agency_mqtt::MqttConfig::parse(&format!(
+        "mqtt://{host}:{port}?client_id=agency-test-{}{share}",
+        unique()
+    ))
+    .unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let mqtt = tokio::spawn(agency_mqtt::serve(rt.clone(), config, async move {
+        let _ = stopped.await;
+    }));
+    (stop, mqtt)
+}
+
+/// A model that blocks every call until the test opens its gate (then answers `reply`
+/// at once, from then on): `gate/any` once inserted as provider `gate`.
+pub struct Gate {
+    open: tokio::sync::watch::Sender<bool>,
+    reply: String,
+}
+
+impl Gate {
+    pub fn new(reply: &str) -> Arc<Self> {
+        Arc::new(Self {
+            open: tokio::sync::watch::channel(false).0,
+            reply: reply.to_string(),
+        })
+    }
+
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    /// Calls from now on block again (calls already past the gate are not affected).
+    pub fn close(&self) {
+        self.open.send_replace(false);
+    }
+}
+
+/// The plant with a manager on `{provider}/any` (the monitor stays on the rules model).
+pub fn plant_on(provider: &str, name: &str, team: &str) -> String {
+    format!(
+        r#"
+name: {name}
+handle: {team}
+manager: manager
+agents:
+  - name: manager
+    handle: MGR-001
+    model: {provider}/any
+  - name: monitor
+    handle: FERM-DATA-AGENT-001
+    model: builtin/rules
+"#
+    )
+}
+
+#[async_trait::async_trait]
+impl agency_providers::Model for Gate {
+    async fn complete(
+        &self,
+        _request: agency_providers::ModelRequest,
+    ) -> Result<agency_providers::Completion, agency_providers::ModelError> {
+        let mut open = self.open.subscribe();
+        let _ = open.wait_for(|o| *o).await;
+        Ok(agency_providers::Completion {
+            text: self.reply.clone(),
+            usage: agency_core::Usage::default(),
+        })
+    }
+}
+
+pub struct GateProvider(pub Arc<Gate>);
+
+impl agency_providers::Provider for GateProvider {
+    fn model(&self, _name: &str) -> Option<Arc<dyn agency_providers::Model>> {
+        Some(self.0.clone())
     }
 }
 
