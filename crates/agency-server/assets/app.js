@@ -745,11 +745,13 @@ async function initConversation() {
                 el("span", { class: "badge" }, x.role),
                 " ",
                 x.kind,
-                x.from || x.to ? " · " + (x.from || "user") + " → " + (x.to || "user") : "",
+                x.role !== "system" && (x.from || x.to) ? " · " + (x.from || "user") + " → " + (x.to || "user") : "",
                 x.usage ? " · " + tokens(x.usage) : "",
                 x.latency_ms !== null && x.latency_ms !== undefined ? " · " + x.latency_ms + " ms" : "",
               ),
-              el("pre", { class: "msg-text" }, x.text),
+              x.role === "system"
+                ? el("details", {}, el("summary", {}, "System prompt"), el("pre", { class: "msg-text" }, x.text))
+                : el("pre", { class: "msg-text" }, x.text),
             ),
           ),
         ),
