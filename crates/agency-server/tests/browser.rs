@@ -1,6 +1,6 @@
 //! The web UI in a real browser: Debian's headless Chromium driven through chromedriver
 //! (fantoccini), against the real app on a fresh SQLite file, walking a new user from sign-up
-//! to a revoked key. Every page is saved as `target/screenshots/NN-name.png`.
+//! to a revoked key, then an imported agency file. Every page is saved as `target/screenshots/NN-name.png`.
 //!
 //! Without `/usr/bin/chromium` and `/usr/bin/chromedriver` (`apt-get install chromium
 //! chromium-driver`) the test is skipped with a message, except under `CI=true`, where it fails.
@@ -27,6 +27,8 @@ const PATIENCE: Duration = Duration::from_secs(120);
 
 /// The answer of the agency the test builds, to "a haiku".
 const ANSWER: &str = "Done: Draft for: Please write: a haiku";
+
+const STUDIO: &str = include_str!("../../../examples/studio.yaml");
 
 /// chromedriver, stopped when dropped.
 struct Driver(Child);
@@ -402,8 +404,20 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
         .unwrap();
     assert!(widths[1].as_u64() <= widths[0].as_u64(), "{widths}");
 
-    // Log out: pages send the visitor to the log-in page again.
+    // Importing an agency file (the demo's) opens it in the editor, published.
     w.c.set_window_size(1280, 1000).await.unwrap();
+    w.goto("/").await;
+    w.type_into("#import-text", STUDIO).await;
+    w.click("#import-form button[type='submit']").await;
+    let third = w.wait("#f-agents-2-name").await;
+    assert_eq!(
+        third.prop("value").await.unwrap().as_deref(),
+        Some("reviewer")
+    );
+    w.wait_xpath("//p[@id='published-now' and contains(., 'version 1')]")
+        .await;
+
+    // Log out: pages send the visitor to the log-in page again.
     w.click("form[action='/logout'] button").await;
     w.wait("#email").await;
     w.goto("/").await;
