@@ -105,8 +105,10 @@ async fn browser() -> Option<(Driver, Client)> {
 async fn app(dir: &Path) -> String {
     let url = format!("sqlite://{}", dir.join("agency.db").display());
     let store = agency_store::open(&url).await.unwrap();
-    let rt: Arc<Runtime> = Runtime::new(store, Providers::builtin());
+    // As `agency serve` makes it: the master key seals stored provider keys too.
     let master = agency_runtime::secrets::MasterKeySource::File(dir.join("agency.key"));
+    let rt: Arc<Runtime> =
+        Runtime::with_master_key(store, Providers::builtin(), Some(master.clone()));
     let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
         .await
         .unwrap();
@@ -389,6 +391,24 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.shot("home").await;
     w.goto("/settings").await;
     w.wait("#password-form").await;
+    w.type_into("#f-current_password", "not my password").await;
+    w.type_into("#f-new_password", "another horse battery")
+        .await;
+    w.click("#password-form button[type='submit']").await;
+    w.wait_xpath("//p[@id='e-current_password' and not(@hidden) and string-length(.) > 0]")
+        .await;
+    w.type_into("#f-current_password", "correct horse battery")
+        .await;
+    w.click("#password-form button[type='submit']").await;
+    w.wait_xpath("//span[@id='password-status' and contains(., 'Password changed')]")
+        .await;
+    w.type_into("#f-pk-provider", "openai").await;
+    w.type_into("#f-pk-key", "sk-test-abcdwxyz").await;
+    w.click("#pk-form button[type='submit']").await;
+    let masked = w
+        .wait_xpath("//ul[@id='provider-keys']/li[contains(., 'openai')]/code")
+        .await;
+    assert_eq!(masked.text().await.unwrap(), "…wxyz");
     w.shot("settings").await;
     w.c.set_window_size(390, 1600).await.unwrap();
     w.goto(&format!("/agencies/{agency}")).await;
