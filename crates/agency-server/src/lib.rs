@@ -1,5 +1,5 @@
 //! The HTTP edge: the drop-in OpenAI endpoint, the management API (accounts, agencies,
-//! publishing, keys, conversations) with its OpenAPI document, and health.
+//! publishing, keys, conversations) with its OpenAPI document, the web UI (`ui`), and health.
 //!
 //! Handlers are thin: they parse, call the runtime, and render. Wire types live in [`wire`]
 //! and are converted from the domain explicitly; errors are one enum, [`ApiError`].
@@ -11,6 +11,7 @@ mod error;
 mod manage;
 pub mod openai;
 pub mod openapi;
+mod ui;
 mod wire;
 
 use std::future::Future;
@@ -41,6 +42,7 @@ pub fn router(state: AppState) -> Router {
         .merge(content::routes())
         .merge(manage::routes())
         .merge(conversations::routes())
+        .merge(ui::routes())
         .route("/healthz", get(health))
         .route("/api/openapi.json", get(openapi_json))
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })

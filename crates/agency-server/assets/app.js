@@ -1,0 +1,823 @@
+// Agency's own script: fills in the pages from the JSON API (/api/...).
+// Everything user-written reaches the page through textContent, never as HTML.
+"use strict";
+
+// ---- Helpers ----
+
+function csrf() {
+  const m = document.querySelector('meta[name="csrf-token"]');
+  return m ? m.content : "";
+}
+
+/** Calls the JSON API; answers {ok, status, data, error}. */
+async function api(method, path, body, contentType) {
+  const headers = { "x-csrf-token": csrf() };
+  let payload;
+  if (body !== undefined) {
+    headers["content-type"] = contentType || "application/json";
+    payload = contentType ? body : JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, { method, headers, body: payload, credentials: "same-origin" });
+  } catch (e) {
+    return { ok: false, status: 0, data: null, error: { message: "The server cannot be reached." } };
+  }
+  if (res.status === 401 && !path.startsWith("/api/agency/")) {
+    window.location.href = "/login";
+  }
+  const text = await res.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch (e) {
+    data = text;
+  }
+  const error = !res.ok ? ((data && data.error) || { message: res.status + " " + res.statusText }) : null;
+  return { ok: res.ok, status: res.status, data, error };
+}
+
+/** An element with attributes (`on…` functions become listeners) and children (strings become text). */
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on") && typeof v === "function") e.addEventListener(k.slice(2), v);
+    else if (k === "value") e.value = v;
+    else if (v === true) e.setAttribute(k, "");
+    else e.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function $(id) {
+  return document.getElementById(id);
+}
+
+function when(s) {
+  if (!s) return "—";
+  const d = new Date(s);
+  return isNaN(d) ? s : d.toLocaleString();
+}
+
+/** `agents[1].rules[0].send_to` → `agents-1-rules-0-send_to`, the ids of its control and error. */
+function slug(path) {
+  return path.replace(/\[(\d+)\]/g, "-$1").replace(/\./g, "-");
+}
+
+/** The path one level up, or null. */
+function parent(path) {
+  const up = path.replace(/(\.[^.[\]]+|\[\d+\])$/, "");
+  return up === path || up === "" ? null : up;
+}
+
+function clearErrors(root) {
+  root.querySelectorAll('.error[id^="e-"]').forEach((e) => {
+    e.textContent = "";
+    e.hidden = true;
+  });
+  root.querySelectorAll("[aria-invalid]").forEach((e) => e.removeAttribute("aria-invalid"));
+  const g = $("general-error");
+  if (g) {
+    g.textContent = "";
+    g.hidden = true;
+  }
+}
+
+function showError(slot, message) {
+  slot.textContent = slot.textContent ? slot.textContent + " " + message : message;
+  slot.hidden = false;
+}
+
+function general(message) {
+  const g = $("general-error");
+  if (g) showError(g, message);
+  else window.alert(message);
+}
+
+/** Shows each problem next to the field its path names (or the nearest enclosing one). */
+function showFieldErrors(root, error, prefix) {
+  prefix = prefix || "";
+  const fields = (error && error.fields) || [];
+  if (!fields.length) {
+    general((error && error.message) || "Something went wrong.");
+    return;
+  }
+  let first = null;
+  for (const f of fields) {
+    let path = f.path;
+    let slot = null;
+    while (path && !slot) {
+      slot = root.querySelector("#e-" + CSS.escape(prefix + slug(path)));
+      if (!slot) path = parent(path);
+    }
+    if (!slot) {
+      general((f.path ? f.path + ": " : "") + f.message);
+      continue;
+    }
+    showError(slot, f.message);
+    const control = root.querySelector("#f-" + CSS.escape(prefix + slug(path)));
+    if (control) {
+      control.setAttribute("aria-invalid", "true");
+      first = first || control;
+    }
+  }
+  if (first) first.focus();
+}
+
+function status(id, text) {
+  const s = $(id);
+  if (s) s.textContent = text;
+}
+
+function tokens(u) {
+  return u ? u.total_tokens + " tokens (" + u.prompt_tokens + " in, " + u.completion_tokens + " out)" : "";
+}
+
+// ---- Home: import an agency file ----
+
+function initHome() {
+  const form = $("import-form");
+  if (!form) return;
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const slot = $("import-error");
+    slot.hidden = true;
+    slot.textContent = "";
+    const file = $("import-file").files[0];
+    const text = file ? await file.text() : $("import-text").value;
+    if (!text.trim()) {
+      showError(slot, "Choose a file or paste one.");
+      return;
+    }
+    const r = await api("POST", "/api/agencies/import", text, "application/yaml");
+    if (r.ok) {
+      window.location.href = "/agencies/" + r.data.id;
+      return;
+    }
+    const fields = (r.error && r.error.fields) || [];
+    showError(slot, fields.length ? fields.map((f) => (f.path ? f.path + ": " : "") + f.message).join("\n") : r.error.message);
+  });
+}
+
+// ---- The agency editor ----
+
+const Editor = {
+  id: null,
+  draft: null, // the agency's fields other than agents (kept as loaded, edited in place)
+  agents: [], // the agents' drafts, each with `_k`, a key that stays while names change
+  manager: null, // a reference: `@k`
+  next: 1,
+  previewTimer: null,
+  previewSeq: 0,
+};
+
+/** Names in the draft ↔ references that survive renaming (`@k`, `user`, `any`). */
+function toRef(name) {
+  const a = Editor.agents.find((a) => a.name === name);
+  if (a) return "@" + a._k;
+  if (name === "user" || name === "any") return name;
+  return "?" + name;
+}
+
+function toName(ref) {
+  if (ref && ref.startsWith("@")) {
+    const a = Editor.agents.find((a) => "@" + a._k === ref);
+    return a ? a.name : "";
+  }
+  if (ref && ref.startsWith("?")) return ref.slice(1);
+  return ref || "";
+}
+
+function load(draft) {
+  const { agents, ...rest } = draft;
+  Editor.draft = rest;
+  Editor.agents = agents.map((a) => ({ ...a, rules: a.rules || [], _k: Editor.next++ }));
+  for (const a of Editor.agents) {
+    a.rules = a.rules.map((r) => ({ when: toRef(r.when), action: r.action, send_to: r.send_to.map(toRef) }));
+  }
+  Editor.manager = toRef(draft.manager);
+}
+
+function toDraft() {
+  const d = { ...Editor.draft, manager: toName(Editor.manager) };
+  d.agents = Editor.agents.map((a) => {
+    const { _k, rules, ...rest } = a;
+    const out = { ...rest };
+    for (const k of ["role", "instructions"]) if (out[k] === "") delete out[k];
+    out.rules = rules.map((r) => ({ when: toName(r.when), action: r.action, send_to: r.send_to.map(toName) }));
+    return out;
+  });
+  return d;
+}
+
+function changed() {
+  status("status", "Unsaved changes.");
+  clearTimeout(Editor.previewTimer);
+  Editor.previewTimer = setTimeout(preview, 300);
+}
+
+/** A labelled control with its error slot; `path` names it as the API does. */
+function field(label, path, control, hint) {
+  control.id = "f-" + slug(path);
+  control.setAttribute("aria-describedby", "e-" + slug(path));
+  return el(
+    "div",
+    { class: "field" },
+    el("label", { for: control.id }, label),
+    control,
+    hint ? el("p", { class: "hint" }, hint) : null,
+    el("p", { class: "error", id: "e-" + slug(path), hidden: true }),
+  );
+}
+
+function textInput(value, oninput, attrs) {
+  return el("input", { type: "text", value: value || "", oninput: (e) => oninput(e.target.value), ...(attrs || {}) });
+}
+
+/** A picker of agents (by reference), plus `extra` choices such as `user` or `any`. */
+function picker(current, extra, onchange) {
+  const s = el("select", { onchange: (e) => onchange(e.target.value) });
+  for (const a of Editor.agents) {
+    s.append(el("option", { value: "@" + a._k, "data-agent": a._k }, a.name || "(unnamed)"));
+  }
+  for (const [value, label] of extra) s.append(el("option", { value }, label));
+  if (current && current.startsWith("?")) s.append(el("option", { value: current }, current.slice(1) + " (unknown)"));
+  s.value = current || "";
+  return s;
+}
+
+function render(focusId) {
+  const form = $("editor");
+  const active = focusId || (document.activeElement && document.activeElement.id);
+  form.replaceChildren();
+  const d = Editor.draft;
+
+  form.append(
+    el(
+      "fieldset",
+      {},
+      el("legend", {}, "Agency"),
+      el(
+        "div",
+        { class: "row" },
+        field("Name", "name", textInput(d.name, (v) => { d.name = v; changed(); }, { required: true })),
+        field(
+          "Protocol",
+          "protocol",
+          (() => {
+            const s = el(
+              "select",
+              { onchange: (e) => { d.protocol = e.target.value; changed(); } },
+              el("option", { value: "json" }, 'JSON ({"to": 143, "context": …})'),
+              el("option", { value: "directives" }, "Directives (TO name: …)"),
+            );
+            s.value = d.protocol || "json";
+            return s;
+          })(),
+        ),
+        field("Manager (talks to the user)", "manager", picker(Editor.manager, [], (v) => { Editor.manager = v; changed(); })),
+      ),
+    ),
+  );
+
+  const list = el("div", { id: "agents" });
+  Editor.agents.forEach((a, i) => list.append(agentBlock(a, i)));
+  form.append(
+    el("h2", {}, "Agents"),
+    el("p", { class: "error", id: "e-agents", hidden: true }),
+    list,
+    el("button", { type: "button", id: "add-agent", onclick: addAgent }, "Add agent"),
+    el(
+      "div",
+      { class: "actions" },
+      el("button", { type: "submit", id: "save" }, "Save draft"),
+      el("button", { type: "button", id: "publish", onclick: publish }, "Save and publish"),
+    ),
+  );
+  if (active && $(active)) $(active).focus();
+}
+
+function agentBlock(a, i) {
+  const p = "agents[" + i + "]";
+  const n = Editor.agents.length;
+  const legend = el("legend", { id: "legend-" + a._k }, "Agent " + (i + 1) + ": " + (a.name || "(unnamed)"));
+  const rules = el("div", { class: "rules" });
+  a.rules.forEach((r, j) => rules.append(ruleBlock(a, i, r, j)));
+  return el(
+    "fieldset",
+    { class: "agent", "data-agent": a._k },
+    legend,
+    el(
+      "div",
+      { class: "row" },
+      field(
+        "Name",
+        p + ".name",
+        textInput(a.name, (v) => {
+          a.name = v;
+          legend.textContent = "Agent " + (i + 1) + ": " + (v || "(unnamed)");
+          document.querySelectorAll('option[data-agent="' + a._k + '"]').forEach((o) => (o.textContent = v || "(unnamed)"));
+          changed();
+        }, { required: true }),
+      ),
+      field("Role", p + ".role", textInput(a.role, (v) => { a.role = v; changed(); })),
+      field("Model", p + ".model", textInput(a.model, (v) => { a.model = v; changed(); }, { list: "models" }), "provider/model, e.g. builtin/rules"),
+    ),
+    field(
+      "Instructions",
+      p + ".instructions",
+      el("textarea", { rows: 3, oninput: (e) => { a.instructions = e.target.value; changed(); } }, a.instructions || ""),
+    ),
+    el("h3", {}, "Ad-lib rules"),
+    el("p", { class: "error", id: "e-" + slug(p + ".rules"), hidden: true }),
+    rules,
+    el(
+      "div",
+      { class: "actions" },
+      el("button", { type: "button", id: "add-rule-" + a._k, onclick: () => addRule(a) }, "Add rule"),
+      el("button", { type: "button", id: "up-" + a._k, disabled: i === 0, "aria-label": "Move " + (a.name || "agent") + " up", onclick: () => move(i, -1, "up-" + a._k) }, "↑ Up"),
+      el("button", { type: "button", id: "down-" + a._k, disabled: i === n - 1, "aria-label": "Move " + (a.name || "agent") + " down", onclick: () => move(i, 1, "down-" + a._k) }, "↓ Down"),
+      el("button", { type: "button", class: "danger", id: "remove-" + a._k, onclick: () => removeAgent(i) }, "Remove agent"),
+    ),
+    el("p", { class: "error", id: "e-" + slug(p), hidden: true }),
+  );
+}
+
+function ruleBlock(a, i, r, j) {
+  const p = "agents[" + i + "].rules[" + j + "]";
+  const w = picker(r.when, [["user", "the user"], ["any", "anyone"]], (v) => { r.when = v; changed(); });
+  const action = textInput(r.action, (v) => { r.action = v; changed(); }, { placeholder: "what to do, e.g. Please review: {{message}}" });
+  const to = picker(r.send_to[0], [["user", "the user"]], (v) => { r.send_to = [v]; changed(); });
+  return el(
+    "div",
+    { class: "rule" },
+    field("When message is from", p + ".when", w),
+    field("do", p + ".action", action),
+    field("and send response to", p + ".send_to", to),
+    el("button", { type: "button", class: "danger", "aria-label": "Remove rule " + (j + 1) + " of " + (a.name || "agent"), onclick: () => { a.rules.splice(j, 1); render("add-rule-" + a._k); changed(); } }, "Remove rule"),
+  );
+}
+
+function addAgent() {
+  const k = Editor.next++;
+  Editor.agents.push({ name: "agent" + (Editor.agents.length + 1), model: "builtin/rules", rules: [], _k: k });
+  render("f-" + slug("agents[" + (Editor.agents.length - 1) + "].name"));
+  changed();
+}
+
+function removeAgent(i) {
+  Editor.agents.splice(i, 1);
+  render("add-agent");
+  changed();
+}
+
+function move(i, by, focus) {
+  const j = i + by;
+  if (j < 0 || j >= Editor.agents.length) return;
+  const [a] = Editor.agents.splice(i, 1);
+  Editor.agents.splice(j, 0, a);
+  render(focus);
+  // At the top or bottom the button just pressed is disabled: the other one takes the focus.
+  if ($(focus) && $(focus).disabled) {
+    const other = $((focus.startsWith("up-") ? "down-" : "up-") + a._k);
+    if (other) other.focus();
+  }
+  changed();
+}
+
+function addRule(a) {
+  const other = Editor.agents.find((b) => b !== a);
+  a.rules.push({ when: "user", action: "", send_to: [other ? "@" + other._k : "user"] });
+  const i = Editor.agents.indexOf(a);
+  render("f-" + slug("agents[" + i + "].rules[" + (a.rules.length - 1) + "].when"));
+  changed();
+}
+
+async function preview() {
+  const seq = ++Editor.previewSeq;
+  const r = await api("POST", "/api/agencies/preview", toDraft());
+  if (seq !== Editor.previewSeq) return; // a newer one is on its way
+  const out = $("preview");
+  clearErrors($("editor"));
+  if (!r.ok) {
+    out.replaceChildren(el("p", { class: "hint" }, "Fix the problems shown in the form to see the prompts."));
+    showFieldErrors($("editor"), r.error);
+    return;
+  }
+  out.replaceChildren(
+    ...r.data.prompts.map((p) =>
+      el("section", { class: "prompt" }, el("h3", {}, p.agent), el("pre", { class: "prompt-text" }, p.prompt)),
+    ),
+  );
+}
+
+async function save() {
+  status("status", "Saving…");
+  const r = await api("PUT", "/api/agencies/" + Editor.id, toDraft());
+  clearErrors($("editor"));
+  if (!r.ok) {
+    status("status", "Not saved: see the problems below.");
+    showFieldErrors($("editor"), r.error);
+    return false;
+  }
+  // The server gives new agents their ids; keep them so that addresses stay.
+  r.data.draft.agents.forEach((a, i) => {
+    if (Editor.agents[i]) Editor.agents[i].id = a.id;
+  });
+  status("status", "Saved.");
+  return true;
+}
+
+async function publish() {
+  if (!(await save())) return;
+  const r = await api("POST", "/api/agencies/" + Editor.id + "/publish");
+  if (!r.ok) {
+    general(r.error.message);
+    return;
+  }
+  status("status", "Published version " + r.data.version + ".");
+  loadVersions();
+}
+
+async function loadVersions() {
+  const [a, v] = await Promise.all([
+    api("GET", "/api/agencies/" + Editor.id),
+    api("GET", "/api/agencies/" + Editor.id + "/versions"),
+  ]);
+  if (a.ok) {
+    $("published-now").textContent = a.data.published_version
+      ? "Its API serves version " + a.data.published_version + "."
+      : "Draft only: publish it to make it reachable through its API.";
+  }
+  if (v.ok) {
+    $("versions").replaceChildren(
+      ...v.data.map((x) =>
+        el(
+          "li",
+          {},
+          el("a", { href: "/api/agencies/" + Editor.id + "/versions/" + x.version }, "Version " + x.version),
+          " — published " + when(x.published_at),
+        ),
+      ),
+    );
+  }
+}
+
+async function loadKeys() {
+  const r = await api("GET", "/api/agencies/" + Editor.id + "/keys");
+  if (!r.ok) return;
+  const body = $("keys").querySelector("tbody");
+  body.replaceChildren(
+    ...r.data.map((k) =>
+      el(
+        "tr",
+        { "data-key": k.name },
+        el("td", {}, k.name),
+        el("td", {}, el("code", {}, k.prefix + "…")),
+        el("td", {}, when(k.created_at)),
+        el("td", {}, k.expires_at ? when(k.expires_at) : "never"),
+        el("td", {}, k.last_used_at ? when(k.last_used_at) : "never"),
+        el("td", { class: "state-" + k.state }, k.state),
+        el(
+          "td",
+          {},
+          k.state === "active"
+            ? el("button", { type: "button", class: "danger", id: "revoke-" + k.name, "aria-label": "Revoke key " + k.name, onclick: () => revoke(k.name) }, "Revoke")
+            : "",
+        ),
+      ),
+    ),
+  );
+  if (!r.data.length) body.append(el("tr", {}, el("td", { colspan: 7 }, "No keys yet.")));
+}
+
+async function revoke(name) {
+  const r = await api("DELETE", "/api/agencies/" + Editor.id + "/keys/" + encodeURIComponent(name));
+  if (!r.ok) general(r.error.message);
+  status("status", r.ok ? "Key " + name + " revoked." : "");
+  loadKeys();
+}
+
+async function createKey(ev) {
+  ev.preventDefault();
+  const form = $("key-form");
+  clearErrors(form);
+  $("new-key").hidden = true;
+  const name = $("f-key-name").value.trim();
+  const expires = $("f-key-expires").value.trim();
+  if (!name) {
+    showError($("e-key-name"), "Give the key a name.");
+    $("f-key-name").setAttribute("aria-invalid", "true");
+    $("f-key-name").focus();
+    return;
+  }
+  const r = await api("POST", "/api/agencies/" + Editor.id + "/keys", { name, expires_in: expires || null });
+  if (!r.ok) {
+    if (r.error.fields) {
+      showFieldErrors(form, r.error, "key-");
+    } else {
+      const which = /duration/.test(r.error.message) ? "expires" : "name";
+      showError($("e-key-" + which), r.error.message);
+      $("f-key-" + which).setAttribute("aria-invalid", "true");
+      $("f-key-" + which).focus();
+    }
+    return;
+  }
+  $("new-key-value").textContent = r.data.key;
+  $("new-key").hidden = false;
+  form.reset();
+  loadKeys();
+}
+
+async function loadConversations() {
+  const r = await api("GET", "/api/agencies/" + Editor.id + "/conversations");
+  if (!r.ok) return;
+  $("conversations").replaceChildren(
+    ...r.data.map((c) =>
+      el(
+        "li",
+        {},
+        el("a", { href: "/conversations/" + c.id }, when(c.created_at)),
+        " — " + (c.version === null ? "on the draft" : "on version " + c.version),
+      ),
+    ),
+  );
+  if (!r.data.length) $("conversations").append(el("li", {}, "None yet: try the playground."));
+}
+
+async function initAgency() {
+  const root = $("agency");
+  Editor.id = root.dataset.id;
+  const form = $("editor");
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    save();
+  });
+  $("key-form").addEventListener("submit", createKey);
+  const r = await api("GET", "/api/agencies/" + Editor.id);
+  if (!r.ok) {
+    general(r.error.message);
+    return;
+  }
+  load(r.data.draft);
+  render();
+  status("status", "");
+  preview();
+  loadVersions();
+  loadKeys();
+  loadConversations();
+}
+
+// ---- The playground ----
+
+const Play = { id: null, conversation: null, on: null, events: null, turn: null };
+
+function openEvents(conversation) {
+  return new Promise((resolve) => {
+    if (Play.events) Play.events.close();
+    const es = new EventSource("/api/conversations/" + conversation + "/events");
+    Play.events = es;
+    es.addEventListener("open", () => resolve(), { once: true });
+    es.addEventListener("error", () => resolve(), { once: true });
+    es.addEventListener("turn_started", (e) => {
+      const d = JSON.parse(e.data);
+      if (Play.turn) Play.turn.title.textContent = "Turn " + d.number;
+    });
+    es.addEventListener("agent_started", (e) => {
+      const d = JSON.parse(e.data);
+      status("chat-status", d.agent + " is working…");
+    });
+    es.addEventListener("hop", (e) => addHop(JSON.parse(e.data).hop));
+    es.addEventListener("turn_finished", (e) => {
+      const d = JSON.parse(e.data);
+      status("chat-status", "Turn finished (" + d.stopped_by + ").");
+    });
+    es.addEventListener("turn_failed", (e) => {
+      const d = JSON.parse(e.data);
+      if (Play.turn) showError(Play.turn.error, d.error);
+    });
+  });
+}
+
+function addHop(h) {
+  const t = Play.turn;
+  if (!t) return;
+  const secs = ((performance.now() - t.started) / 1000).toFixed(2);
+  t.hops.append(
+    el(
+      "li",
+      { class: "hop kind-" + h.kind },
+      el("p", { class: "hop-head" }, el("strong", { class: "hop-route" }, h.from + " → " + h.to), " ", el("span", { class: "badge" }, h.kind), " ", el("span", { class: "hint" }, "+" + secs + " s" + (h.usage ? " · " + tokens(h.usage) : ""))),
+      el("p", { class: "hop-text" }, h.text),
+    ),
+  );
+  if (h.to === "user") setAnswer(t, h.text);
+}
+
+function setAnswer(t, text) {
+  t.answer.textContent = text;
+  t.answerBox.hidden = false;
+}
+
+async function send(ev) {
+  ev.preventDefault();
+  const msg = $("message");
+  const slot = $("chat-error");
+  slot.hidden = true;
+  slot.textContent = "";
+  msg.removeAttribute("aria-invalid");
+  const text = msg.value.trim();
+  if (!text) {
+    showError(slot, "Write a message first.");
+    msg.setAttribute("aria-invalid", "true");
+    msg.focus();
+    return;
+  }
+  const on = document.querySelector('input[name="on"]:checked').value;
+  const button = $("send");
+  button.disabled = true;
+  try {
+    if (!Play.conversation || Play.on !== on) {
+      const c = await api("POST", "/api/agencies/" + Play.id + "/conversations", { on });
+      if (!c.ok) {
+        showError(slot, c.error.message);
+        return;
+      }
+      Play.conversation = c.data.id;
+      Play.on = on;
+      await openEvents(c.data.id);
+      $("conversation-link").replaceChildren(
+        "Conversation on the " + (on === "draft" ? "draft" : "published version") + ": ",
+        el("a", { href: "/conversations/" + c.data.id, id: "open-conversation" }, "open it in the conversation browser"),
+      );
+    }
+    const title = el("h3", {}, "Turn");
+    const hops = el("ol", { class: "hops" });
+    const answer = el("p", { class: "answer-text" });
+    const answerBox = el("div", { class: "answer", hidden: true }, el("h4", {}, "Answer"), answer);
+    const error = el("p", { class: "error", hidden: true });
+    const usage = el("p", { class: "hint" });
+    const block = el("article", { class: "turn" }, title, el("p", { class: "you" }, el("strong", {}, "You: "), text), hops, answerBox, error, usage);
+    $("turns").prepend(block);
+    Play.turn = { title, hops, answer, answerBox, error, usage, started: performance.now() };
+    status("chat-status", "Sent…");
+    msg.value = "";
+    const r = await api("POST", "/api/conversations/" + Play.conversation + "/messages", { text });
+    if (!r.ok) {
+      showError(error, r.error.message);
+      status("chat-status", "");
+      return;
+    }
+    setAnswer(Play.turn, r.data.answer);
+    usage.textContent = r.data.hops + " hops · " + tokens(r.data.usage) + " · ended by " + r.data.stopped_by;
+    block.classList.add("done");
+    status("chat-status", "Done.");
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function initPlayground() {
+  Play.id = $("playground").dataset.id;
+  $("chat-form").addEventListener("submit", send);
+  $("message").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("chat-form").requestSubmit();
+  });
+}
+
+// ---- The conversation browser ----
+
+async function initConversation() {
+  const id = $("conversation").dataset.id;
+  const [c, m] = await Promise.all([api("GET", "/api/conversations/" + id), api("GET", "/api/conversations/" + id + "/messages")]);
+  if (!c.ok) {
+    general(c.error.message);
+    return;
+  }
+  $("conversation-meta").replaceChildren(
+    "Started " + when(c.data.created_at) + ", " + (c.data.version === null ? "on the draft. " : "on version " + c.data.version + ". "),
+    el("a", { href: "/agencies/" + c.data.agency_id }, "Its agency"),
+  );
+  const body = $("c-turns").querySelector("tbody");
+  body.replaceChildren(
+    ...c.data.turns.map((t) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, t.number),
+        el("td", {}, when(t.started_at)),
+        el("td", {}, t.hops),
+        el("td", {}, t.usage.prompt_tokens),
+        el("td", {}, t.usage.completion_tokens),
+        el("td", {}, t.usage.total_tokens),
+        el("td", {}, t.error ? "error: " + t.error : t.stopped_by || "running"),
+      ),
+    ),
+  );
+  if (!m.ok) return;
+  const groups = new Map();
+  for (const msg of m.data) {
+    const who = msg.agent === null ? "The user's transcript" : msg.agent;
+    if (!groups.has(who)) groups.set(who, []);
+    groups.get(who).push(msg);
+  }
+  $("contexts").replaceChildren(
+    ...[...groups].map(([who, list]) =>
+      el(
+        "section",
+        { class: "card context", "data-agent": who },
+        el("h3", {}, who),
+        el(
+          "ol",
+          { class: "messages" },
+          ...list.map((x) =>
+            el(
+              "li",
+              { class: "msg role-" + x.role + (x.included ? "" : " excluded") },
+              el(
+                "p",
+                { class: "msg-head" },
+                el("span", { class: "badge" }, x.role),
+                " ",
+                x.kind,
+                x.role !== "system" && (x.from || x.to) ? " · " + (x.from || "user") + " → " + (x.to || "user") : "",
+                x.usage ? " · " + tokens(x.usage) : "",
+                x.latency_ms !== null && x.latency_ms !== undefined ? " · " + x.latency_ms + " ms" : "",
+              ),
+              x.role === "system"
+                ? el("details", {}, el("summary", {}, "System prompt"), el("pre", { class: "msg-text" }, x.text))
+                : el("pre", { class: "msg-text" }, x.text),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+// ---- Settings ----
+
+async function loadProviderKeys() {
+  const r = await api("GET", "/api/provider-keys");
+  if (!r.ok) return;
+  $("provider-keys").replaceChildren(
+    ...r.data.map((k) =>
+      el(
+        "li",
+        {},
+        el("strong", {}, k.provider),
+        " ",
+        el("code", {}, k.masked),
+        " — stored " + when(k.created_at) + " ",
+        el("button", { type: "button", class: "danger", "aria-label": "Delete the key for " + k.provider, onclick: async () => { await api("DELETE", "/api/provider-keys/" + encodeURIComponent(k.provider)); loadProviderKeys(); } }, "Delete"),
+      ),
+    ),
+  );
+  if (!r.data.length) $("provider-keys").append(el("li", {}, "No stored keys."));
+}
+
+function initSettings() {
+  const pw = $("password-form");
+  pw.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors(pw);
+    status("password-status", "");
+    const r = await api("POST", "/api/auth/password", {
+      current_password: $("f-current_password").value,
+      new_password: $("f-new_password").value,
+    });
+    if (r.ok) {
+      pw.reset();
+      status("password-status", "Password changed; your other sessions are logged out.");
+    } else {
+      showFieldErrors(pw, r.error);
+    }
+  });
+  const pk = $("pk-form");
+  pk.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors(pk);
+    const provider = $("f-pk-provider").value.trim();
+    const r = await api("PUT", "/api/provider-keys/" + encodeURIComponent(provider), { key: $("f-pk-key").value });
+    if (!r.ok) {
+      showError($("e-pk-provider"), r.error.message);
+      return;
+    }
+    pk.reset();
+    loadProviderKeys();
+  });
+  loadProviderKeys();
+}
+
+// ---- Start ----
+
+document.addEventListener("DOMContentLoaded", () => {
+  const page = document.body.dataset.page;
+  const init = { home: initHome, agency: initAgency, playground: initPlayground, conversation: initConversation, settings: initSettings }[page];
+  if (init) init();
+});

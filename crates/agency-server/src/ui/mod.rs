@@ -1,0 +1,492 @@
+//! The web UI: server-rendered pages (askama templates in `templates/`) and our own CSS and
+//! JavaScript (`assets/`, embedded in the binary with rust-embed, served under `/static`).
+//!
+//! Pages are shells: the server renders the layout, the logged-in user and the session's CSRF
+//! token (`<meta name="csrf-token">`), and `app.js` fills in the agency editor, keys,
+//! playground, conversation browser and settings by calling the JSON API (`/api/...`) with the
+//! `x-csrf-token` header. Only what must work before a session exists is plain HTML forms:
+//! sign-up and log-in, plus log-out and "new agency" (forms with a `csrf_token` field).
+//!
+//! **CSRF on the pre-login forms** (sign-up, log-in): there is no session yet to tie a token to,
+//! so these check that the request's `Origin` (or, without it, `Referer`) names this host. Browsers
+//! send `Origin` on every cross-site POST, so a page of another site cannot log a visitor into
+//! an account of its choosing; and the session cookie is `SameSite=Lax`, so no other site's
+//! POST carries it. Requests with neither header are not from another site's page in a browser
+//! and are let through.
+
+use agency_core::ValidationErrors;
+use askama::Template;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+
+use crate::auth::{Session, cleared_cookie, session_cookie};
+use crate::{ApiError, AppState, wire};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/", get(home))
+        .route("/signup", get(sign_up_page).post(sign_up))
+        .route("/login", get(log_in_page).post(log_in))
+        .route("/logout", post(log_out))
+        .route("/agencies", post(new_agency))
+        .route("/agencies/{agency}", get(agency_page))
+        .route("/agencies/{agency}/playground", get(playground_page))
+        .route("/conversations/{id}", get(conversation_page))
+        .route("/settings", get(settings_page))
+        .route("/static/{file}", get(asset))
+}
+
+#[derive(rust_embed::RustEmbed)]
+#[folder = "assets/"]
+struct Assets;
+
+async fn asset(Path(file): Path<String>) -> Response {
+    let Some(f) = Assets::get(&file) else {
+        return (StatusCode::NOT_FOUND, "no such file").into_response();
+    };
+    let mime = match file.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("css") => "text/css; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        _ => "application/octet-stream",
+    };
+    (
+        [
+            (header::CONTENT_TYPE, mime),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        f.data,
+    )
+        .into_response()
+}
+
+/// A page's rendering, or the error page.
+fn render(t: &impl Template) -> Response {
+    match t.render() {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => ApiError::Internal(format!("cannot render a page: {e}")).into_response(),
+    }
+}
+
+/// A logged-in visitor of a page; anyone else is sent to the log-in page.
+pub struct Page(Session);
+
+impl FromRequestParts<AppState> for Page {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, Response> {
+        match Session::from_request_parts(parts, s).await {
+            Ok(session) => Ok(Page(session)),
+            Err(ApiError::Unauthorized(_)) => Err(Redirect::to("/login").into_response()),
+            Err(e) => Err(e.into_response()),
+        }
+    }
+}
+
+/// What every logged-in page's layout shows.
+struct Layout {
+    email: String,
+    csrf: String,
+}
+
+impl Layout {
+    fn of(session: &Session) -> Self {
+        Layout {
+            email: session.user.email.to_string(),
+            csrf: session.csrf_token(),
+        }
+    }
+}
+
+/// The message for field `path` among `errors`, for a plain form.
+fn field_error(errors: &ValidationErrors, path: &str) -> String {
+    errors
+        .0
+        .iter()
+        .filter(|e| e.path == path)
+        .map(|e| e.message.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+// ---- Sign-up, log-in, log-out ----
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    /// `signup` or `login`.
+    mode: &'static str,
+    email: String,
+    email_error: String,
+    password_error: String,
+    error: String,
+}
+
+impl LoginPage {
+    fn new(mode: &'static str) -> Self {
+        LoginPage {
+            mode,
+            email: String::new(),
+            email_error: String::new(),
+            password_error: String::new(),
+            error: String::new(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct CredentialsForm {
+    email: String,
+    password: String,
+}
+
+async fn sign_up_page() -> Response {
+    render(&LoginPage::new("signup"))
+}
+
+async fn log_in_page() -> Response {
+    render(&LoginPage::new("login"))
+}
+
+/// The host part of an `Origin` or `Referer` value (`http://host:port/...` → `host:port`).
+fn host_of(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    Some(rest.split(['/', '?', '#']).next().unwrap_or(rest))
+}
+
+/// Whether a pre-login form was posted from one of our own pages (see the module's notes).
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let from = headers
+        .get(header::ORIGIN)
+        .or_else(|| headers.get(header::REFERER))
+        .and_then(|v| v.to_str().ok());
+    match from {
+        None => true,
+        Some(v) => host_of(v).is_some_and(|h| h.eq_ignore_ascii_case(host)),
+    }
+}
+
+fn cross_site() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        "This form was posted from another site's page.",
+    )
+        .into_response()
+}
+
+/// Logs the browser in and sends it to its agencies.
+fn logged_in(headers: &HeaderMap, new: agency_runtime::accounts::NewSession) -> Response {
+    let cookie = session_cookie(headers, new.token.expose_secret(), new.expires_at);
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
+}
+
+async fn sign_up(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Form(f): Form<CredentialsForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return cross_site();
+    }
+    match s.rt.sign_up(&f.email, &f.password).await {
+        Ok(new) => logged_in(&headers, new),
+        Err(e) => {
+            let mut page = LoginPage::new("signup");
+            page.email = f.email;
+            match ApiError::from(e) {
+                ApiError::Fields(v) => {
+                    page.email_error = field_error(&v, "email");
+                    page.password_error = field_error(&v, "password");
+                }
+                other => page.error = other.to_string(),
+            }
+            (StatusCode::UNPROCESSABLE_ENTITY, render(&page)).into_response()
+        }
+    }
+}
+
+async fn log_in(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    Form(f): Form<CredentialsForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return cross_site();
+    }
+    match s.rt.log_in(&f.email, &f.password).await {
+        Ok(new) => logged_in(&headers, new),
+        Err(e) => {
+            let e = ApiError::from(e);
+            let mut page = LoginPage::new("login");
+            page.email = f.email;
+            page.error = e.to_string();
+            (e.status_code(), render(&page)).into_response()
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    csrf_token: String,
+}
+
+async fn log_out(
+    State(s): State<AppState>,
+    Page(session): Page,
+    Form(f): Form<CsrfForm>,
+) -> Response {
+    if !session.csrf_ok(&f.csrf_token) {
+        return ApiError::Forbidden("this form's CSRF token is not this session's".into())
+            .into_response();
+    }
+    if let Err(e) = s.rt.log_out(&session.token).await {
+        return ApiError::from(e).into_response();
+    }
+    (
+        [(header::SET_COOKIE, cleared_cookie())],
+        Redirect::to("/login"),
+    )
+        .into_response()
+}
+
+// ---- The user's agencies ----
+
+struct AgencyRow {
+    id: String,
+    name: String,
+    agents: usize,
+    published: Option<u32>,
+}
+
+#[derive(Template)]
+#[template(path = "home.html")]
+struct HomePage {
+    layout: Layout,
+    agencies: Vec<AgencyRow>,
+    name: String,
+    name_error: String,
+}
+
+async fn home_page(s: &AppState, session: &Session) -> Result<HomePage, ApiError> {
+    let store = s.rt.store();
+    let list = store
+        .list_agencies(&session.owner())
+        .await
+        .map_err(agency_runtime::RuntimeError::from)?;
+    let mut agencies = Vec::with_capacity(list.len());
+    for a in &list {
+        let published = store
+            .agency_state(a.id)
+            .await
+            .map_err(agency_runtime::RuntimeError::from)?
+            .and_then(|st| st.published);
+        agencies.push(AgencyRow {
+            id: a.id.to_string(),
+            name: a.name.clone(),
+            agents: a.agents.len(),
+            published,
+        });
+    }
+    Ok(HomePage {
+        layout: Layout::of(session),
+        agencies,
+        name: String::new(),
+        name_error: String::new(),
+    })
+}
+
+async fn home(State(s): State<AppState>, Page(session): Page) -> Response {
+    match home_page(&s, &session).await {
+        Ok(page) => render(&page),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct NewAgencyForm {
+    csrf_token: String,
+    name: String,
+}
+
+/// A new agency's first draft: one manager on the rules model, ready to edit.
+fn starter(name: &str) -> wire::AgencyDraft {
+    wire::AgencyDraft {
+        name: name.trim().to_string(),
+        protocol: "json".into(),
+        manager: "manager".into(),
+        agents: vec![wire::AgentDraft {
+            name: "manager".into(),
+            role: Some("talks to the user".into()),
+            model: "builtin/rules".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// Creates an agency from its name and opens it in the editor.
+async fn new_agency(
+    State(s): State<AppState>,
+    Page(session): Page,
+    Form(f): Form<NewAgencyForm>,
+) -> Response {
+    if !session.csrf_ok(&f.csrf_token) {
+        return ApiError::Forbidden("this form's CSRF token is not this session's".into())
+            .into_response();
+    }
+    let draft = starter(&f.name).into();
+    match s.rt.create_agency(&session.owner(), &draft).await {
+        Ok(a) => Redirect::to(&format!("/agencies/{}", a.id)).into_response(),
+        Err(e) => {
+            let error = match ApiError::from(e) {
+                ApiError::Fields(v) => field_error(&v, "name"),
+                other => other.to_string(),
+            };
+            match home_page(&s, &session).await {
+                Ok(mut page) => {
+                    page.name = f.name;
+                    page.name_error = if error.is_empty() {
+                        "this name cannot be used".into()
+                    } else {
+                        error
+                    };
+                    (StatusCode::UNPROCESSABLE_ENTITY, render(&page)).into_response()
+                }
+                Err(e) => e.into_response(),
+            }
+        }
+    }
+}
+
+// ---- Pages that our script fills in ----
+
+#[derive(Template)]
+#[template(path = "agency.html")]
+struct AgencyPage {
+    layout: Layout,
+    id: String,
+    name: String,
+}
+
+async fn agency_page(
+    State(s): State<AppState>,
+    Page(session): Page,
+    Path(agency): Path<String>,
+) -> Response {
+    match crate::manage::agency_of(&s, &session, &agency).await {
+        Ok(a) => render(&AgencyPage {
+            layout: Layout::of(&session),
+            id: a.id.to_string(),
+            name: a.name.clone(),
+        }),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "playground.html")]
+struct PlaygroundPage {
+    layout: Layout,
+    id: String,
+    name: String,
+    published: Option<u32>,
+}
+
+async fn playground_page(
+    State(s): State<AppState>,
+    Page(session): Page,
+    Path(agency): Path<String>,
+) -> Response {
+    let a = match crate::manage::agency_of(&s, &session, &agency).await {
+        Ok(a) => a,
+        Err(e) => return e.into_response(),
+    };
+    let published = match s.rt.store().agency_state(a.id).await {
+        Ok(st) => st.and_then(|st| st.published),
+        Err(e) => return ApiError::from(agency_runtime::RuntimeError::from(e)).into_response(),
+    };
+    render(&PlaygroundPage {
+        layout: Layout::of(&session),
+        id: a.id.to_string(),
+        name: a.name.clone(),
+        published,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "conversation.html")]
+struct ConversationPage {
+    layout: Layout,
+    id: String,
+}
+
+async fn conversation_page(Page(session): Page, Path(id): Path<String>) -> Response {
+    // The script reads it through the API, which answers 404 for anyone else's.
+    render(&ConversationPage {
+        layout: Layout::of(&session),
+        id,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "settings.html")]
+struct SettingsPage {
+    layout: Layout,
+}
+
+async fn settings_page(Page(session): Page) -> Response {
+    render(&SettingsPage {
+        layout: Layout::of(&session),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(header::HeaderName, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(k.clone(), HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn pre_login_forms_must_come_from_this_host() {
+        let host = (header::HOST, "127.0.0.1:8080");
+        assert!(same_origin(&headers(&[
+            host.clone(),
+            (header::ORIGIN, "http://127.0.0.1:8080")
+        ])));
+        assert!(same_origin(&headers(&[
+            host.clone(),
+            (header::REFERER, "http://127.0.0.1:8080/login?x=1")
+        ])));
+        assert!(!same_origin(&headers(&[
+            host.clone(),
+            (header::ORIGIN, "https://evil.example")
+        ])));
+        assert!(!same_origin(&headers(&[
+            host.clone(),
+            (header::ORIGIN, "null")
+        ])));
+        assert!(!same_origin(&headers(&[
+            host.clone(),
+            (header::REFERER, "http://127.0.0.1:8080.evil.example/")
+        ])));
+        // Not a browser posting another site's page.
+        assert!(same_origin(&headers(&[host])));
+        assert!(!same_origin(&headers(&[])));
+    }
+}

@@ -1,0 +1,447 @@
+//! The web UI in a real browser: Debian's headless Chromium driven through chromedriver
+//! (fantoccini), against the real app on a fresh SQLite file, walking a new user from sign-up
+//! to a revoked key, then an imported agency file. Every page is saved as `target/screenshots/NN-name.png`.
+//!
+//! Without `/usr/bin/chromium` and `/usr/bin/chromedriver` (`apt-get install chromium
+//! chromium-driver`) the test is skipped with a message, except under `CI=true`, where it fails.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agency_providers::Providers;
+use agency_runtime::Runtime;
+use fantoccini::elements::Element;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// How long a wait for the page may take before the test gives up: generous, since the machine
+/// may be busy; nothing is asserted about how long anything takes.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// The answer of the agency the test builds, to "a haiku".
+const ANSWER: &str = "Done: Draft for: Please write: a haiku";
+
+const STUDIO: &str = include_str!("../../../examples/studio.yaml");
+
+/// chromedriver, stopped when dropped.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts chromedriver on a free loopback port and connects a headless Chromium session.
+async fn browser() -> Option<(Driver, Client)> {
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+        .into_iter()
+        .filter(|p| !Path::new(p).exists())
+        .collect();
+    if !missing.is_empty() {
+        let why = format!(
+            "browser test skipped: {} missing (apt-get install -y chromium chromium-driver)",
+            missing.join(" and ")
+        );
+        if std::env::var("CI").as_deref() == Ok("true") {
+            panic!("{why}; CI=true requires it");
+        }
+        eprintln!("{why}");
+        return None;
+    }
+    let port = free_port();
+    let driver = Driver(
+        Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let caps: serde_json::Map<String, Value> = serde_json::from_value(json!({
+        "goog:chromeOptions": {
+            "binary": CHROMIUM,
+            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1280,1000", "--lang=en-US"]
+        }
+    }))
+    .unwrap();
+    // chromedriver takes a moment to listen: try again until it answers.
+    let url = format!("http://127.0.0.1:{port}");
+    let mut last = None;
+    for _ in 0..200 {
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        match ClientBuilder::new(connector)
+            .capabilities(caps.clone())
+            .connect(&url)
+            .await
+        {
+            Ok(client) => return Some((driver, client)),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("chromedriver did not start: {last:?}");
+}
+
+/// The real app on a fresh SQLite file, on the built-in rules model.
+async fn app(dir: &Path) -> String {
+    let url = format!("sqlite://{}", dir.join("agency.db").display());
+    let store = agency_store::open(&url).await.unwrap();
+    // As `agency serve` makes it: the master key seals stored provider keys too.
+    let master = agency_runtime::secrets::MasterKeySource::File(dir.join("agency.key"));
+    let rt: Arc<Runtime> =
+        Runtime::with_master_key(store, Providers::builtin(), Some(master.clone()));
+    let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
+        .await
+        .unwrap();
+    let auth = Arc::new(agency_runtime::keys::Authenticator::new(
+        rt.store().clone(),
+        keyring,
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(agency_server::serve(
+        agency_server::AppState { rt, auth },
+        listener,
+        std::future::pending(),
+    ));
+    format!("http://127.0.0.1:{port}")
+}
+
+struct Walk {
+    c: Client,
+    base: String,
+    shots: PathBuf,
+    n: u32,
+}
+
+impl Walk {
+    async fn goto(&self, path: &str) {
+        self.c.goto(&format!("{}{path}", self.base)).await.unwrap();
+    }
+
+    async fn wait(&self, css: &str) -> Element {
+        self.c
+            .wait()
+            .at_most(PATIENCE)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no `{css}` on the page: {e}"))
+    }
+
+    async fn wait_xpath(&self, xpath: &str) -> Element {
+        self.c
+            .wait()
+            .at_most(PATIENCE)
+            .for_element(Locator::XPath(xpath))
+            .await
+            .unwrap_or_else(|e| panic!("no `{xpath}` on the page: {e}"))
+    }
+
+    async fn click(&self, css: &str) {
+        self.wait(css).await.click().await.unwrap();
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let e = self.wait(css).await;
+        e.clear().await.unwrap();
+        e.send_keys(text).await.unwrap();
+    }
+
+    /// Saves the page as `target/screenshots/NN-name.png`.
+    async fn shot(&mut self, name: &str) {
+        self.n += 1;
+        let png = self.c.screenshot().await.unwrap();
+        std::fs::write(self.shots.join(format!("{:02}-{name}.png", self.n)), png).unwrap();
+    }
+}
+
+/// Calls the agency's OpenAI-compatible endpoint with an API key.
+async fn chat(base: &str, agency: &str, key: &str) -> (reqwest::StatusCode, Value) {
+    let res = reqwest::Client::new()
+        .post(format!("{base}/api/agency/{agency}/chat/completions"))
+        .bearer_auth(key)
+        .json(&json!({ "model": "team", "messages": [{ "role": "user", "content": "a haiku" }] }))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    (status, res.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_user_builds_publishes_calls_and_revokes() {
+    let Some((_driver, c)) = browser().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let base = app(dir.path()).await;
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut w = Walk {
+        c,
+        base: base.clone(),
+        shots,
+        n: 0,
+    };
+
+    // Sign up: a too-short password is refused next to its field, then the account is made.
+    w.goto("/").await;
+    w.wait("a[href='/signup']").await;
+    w.shot("login").await;
+    w.click("a[href='/signup']").await;
+    w.type_into("#email", "ada@example.com").await;
+    w.type_into("#password", "short").await;
+    w.click("#submit").await;
+    let e = w.wait("#password-error").await;
+    assert!(
+        e.text().await.unwrap().contains('8'),
+        "{}",
+        e.text().await.unwrap()
+    );
+    w.shot("signup-error").await;
+    w.type_into("#password", "correct horse battery").await;
+    w.click("#submit").await;
+
+    // A new agency, from the list of the user's agencies.
+    w.type_into("#new-name", "team").await;
+    w.shot("home-empty").await;
+    w.click("#create-agency").await;
+    w.wait("#f-agents-0-name").await;
+    let agency =
+        w.c.current_url()
+            .await
+            .unwrap()
+            .path()
+            .trim_start_matches("/agencies/")
+            .to_string();
+
+    // A second agent, first with a name the manager has: the problem shows at its field.
+    w.click("#add-agent").await;
+    w.type_into("#f-agents-1-name", "manager").await;
+    w.click("#save").await;
+    let e = w
+        .wait_xpath("//p[@id='e-agents-1-name' and not(@hidden) and string-length(.) > 0]")
+        .await;
+    assert_eq!(
+        w.wait("#f-agents-1-name")
+            .await
+            .attr("aria-invalid")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("true"),
+        "{}",
+        e.text().await.unwrap()
+    );
+    w.shot("editor-error").await;
+    w.type_into("#f-agents-1-name", "writer").await;
+    w.type_into("#f-agents-1-role", "writes what is asked")
+        .await;
+
+    // Rules: the manager hands the user's request to the writer and the writer's draft to the
+    // user; the writer answers the manager.
+    let manager_add_rule = "fieldset.agent:nth-of-type(1) button[id^='add-rule-']";
+    let writer_add_rule = "fieldset.agent:nth-of-type(2) button[id^='add-rule-']";
+    w.click(manager_add_rule).await;
+    w.wait("#f-agents-0-rules-0-when")
+        .await
+        .select_by_value("user")
+        .await
+        .unwrap();
+    w.type_into("#f-agents-0-rules-0-action", "Please write: {{message}}")
+        .await;
+    w.wait("#f-agents-0-rules-0-send_to")
+        .await
+        .select_by_label("writer")
+        .await
+        .unwrap();
+    w.click(manager_add_rule).await;
+    w.wait("#f-agents-0-rules-1-when")
+        .await
+        .select_by_label("writer")
+        .await
+        .unwrap();
+    w.type_into("#f-agents-0-rules-1-action", "Done: {{message}}")
+        .await;
+    w.wait("#f-agents-0-rules-1-send_to")
+        .await
+        .select_by_value("user")
+        .await
+        .unwrap();
+    w.click(writer_add_rule).await;
+    w.wait("#f-agents-1-rules-0-when")
+        .await
+        .select_by_label("manager")
+        .await
+        .unwrap();
+    w.type_into("#f-agents-1-rules-0-action", "Draft for: {{message}}")
+        .await;
+    w.wait("#f-agents-1-rules-0-send_to")
+        .await
+        .select_by_label("manager")
+        .await
+        .unwrap();
+
+    // The live preview shows the rule as the manager's prompt will have it.
+    let prompt = w
+        .wait_xpath("//pre[contains(., 'When a message is from the user') and contains(., 'Please write: {{message}}') and contains(., '(writer)')]")
+        .await;
+    assert!(
+        prompt
+            .text()
+            .await
+            .unwrap()
+            .contains("Send your response to"),
+        "{}",
+        prompt.text().await.unwrap()
+    );
+    w.shot("editor-preview").await;
+
+    // Publish (saves first), and the version shows.
+    w.click("#publish").await;
+    w.wait_xpath("//p[@id='status' and contains(., 'Published version 1')]")
+        .await;
+    w.wait_xpath("//ul[@id='versions']/li[contains(., 'Version 1')]")
+        .await;
+    w.wait_xpath("//p[@id='published-now' and contains(., 'version 1')]")
+        .await;
+
+    // A key, shown once.
+    w.type_into("#f-key-name", "ci").await;
+    w.type_into("#f-key-expires", "30d").await;
+    w.click("#create-key").await;
+    let key = w
+        .wait_xpath("//code[@id='new-key-value' and starts-with(., 'agk_')]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    w.wait("tr[data-key='ci'] .state-active").await;
+    w.shot("agency-published-key").await;
+
+    // The key reaches the published version through the OpenAI-compatible endpoint.
+    let (status, body) = chat(&base, &agency, &key).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], json!(ANSWER));
+
+    // The playground: a turn on the published version, watched live.
+    w.goto(&format!("/agencies/{agency}/playground")).await;
+    w.click("#on-published").await;
+    w.type_into("#message", "a haiku").await;
+    w.click("#send").await;
+    w.wait_xpath("//ol[@class='hops']/li[.//strong[. = 'manager → writer']]")
+        .await;
+    w.wait_xpath("//ol[@class='hops']/li[.//strong[. = 'writer → manager']]")
+        .await;
+    let answer = w
+        .wait_xpath("//article[contains(@class, 'done')]//p[@class='answer-text']")
+        .await;
+    assert_eq!(answer.text().await.unwrap(), ANSWER);
+    let hops =
+        w.c.find_all(Locator::Css("ol.hops li.hop .hop-route"))
+            .await
+            .unwrap();
+    let mut routes = Vec::new();
+    for h in &hops {
+        routes.push(h.text().await.unwrap());
+    }
+    assert!(routes.contains(&"manager → user".to_string()), "{routes:?}");
+    w.shot("playground").await;
+
+    // The conversation browser: each agent's own context.
+    w.click("#open-conversation").await;
+    w.wait("section.context[data-agent='writer'] li").await;
+    w.wait_xpath("//section[@data-agent='manager']//pre[. = 'Draft for: Please write: a haiku']")
+        .await;
+    w.wait_xpath("//table[@id='c-turns']/tbody/tr").await;
+    w.shot("conversation").await;
+
+    // Revoke the key: the same call is refused.
+    w.goto(&format!("/agencies/{agency}")).await;
+    w.wait("li a[href^='/conversations/']").await;
+    w.click("#revoke-ci").await;
+    w.wait("tr[data-key='ci'] .state-revoked").await;
+    w.shot("agency-revoked").await;
+    let (status, body) = chat(&base, &agency, &key).await;
+    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED, "{body}");
+
+    // The list of agencies shows what is published; settings; and the editor at phone width.
+    w.goto("/").await;
+    w.wait_xpath("//ul[@id='agencies']//span[contains(., 'published v1')]")
+        .await;
+    w.shot("home").await;
+    w.goto("/settings").await;
+    w.wait("#password-form").await;
+    w.type_into("#f-current_password", "not my password").await;
+    w.type_into("#f-new_password", "another horse battery")
+        .await;
+    w.click("#password-form button[type='submit']").await;
+    w.wait_xpath("//p[@id='e-current_password' and not(@hidden) and string-length(.) > 0]")
+        .await;
+    w.type_into("#f-current_password", "correct horse battery")
+        .await;
+    w.click("#password-form button[type='submit']").await;
+    w.wait_xpath("//span[@id='password-status' and contains(., 'Password changed')]")
+        .await;
+    w.type_into("#f-pk-provider", "openai").await;
+    w.type_into("#f-pk-key", "sk-test-abcdwxyz").await;
+    w.click("#pk-form button[type='submit']").await;
+    let masked = w
+        .wait_xpath("//ul[@id='provider-keys']/li[contains(., 'openai')]/code")
+        .await;
+    assert_eq!(masked.text().await.unwrap(), "…wxyz");
+    w.shot("settings").await;
+    w.c.set_window_size(390, 1600).await.unwrap();
+    w.goto(&format!("/agencies/{agency}")).await;
+    w.wait("#f-agents-1-rules-0-action").await;
+    w.shot("editor-phone").await;
+    // Nothing but the keys' table (which scrolls in its own box) is wider than a phone.
+    let widths =
+        w.c.execute(
+            "const d = document.documentElement; return [d.clientWidth, d.scrollWidth];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(widths[1].as_u64() <= widths[0].as_u64(), "{widths}");
+
+    // Importing an agency file (the demo's) opens it in the editor, published.
+    w.c.set_window_size(1280, 1000).await.unwrap();
+    w.goto("/").await;
+    w.type_into("#import-text", STUDIO).await;
+    w.click("#import-form button[type='submit']").await;
+    let third = w.wait("#f-agents-2-name").await;
+    assert_eq!(
+        third.prop("value").await.unwrap().as_deref(),
+        Some("reviewer")
+    );
+    w.wait_xpath("//p[@id='published-now' and contains(., 'version 1')]")
+        .await;
+
+    // Log out: pages send the visitor to the log-in page again.
+    w.click("form[action='/logout'] button").await;
+    w.wait("#email").await;
+    w.goto("/").await;
+    w.wait("form[action='/login']").await;
+
+    w.c.close().await.unwrap();
+}
