@@ -127,6 +127,13 @@ impl Runtime {
             .ok_or(RuntimeError::RoomNotFound(id))
     }
 
+    /// Deletes the owner's room with its agents and messages.
+    pub async fn delete_room(&self, owner: &str, id: RoomId) -> Result<(), RuntimeError> {
+        let room = self.owned_room(owner, id).await?;
+        self.store.delete_room(room.id).await?;
+        Ok(())
+    }
+
     /// The providers a room's agents use: its agency's (with its own), else the server's.
     async fn room_providers(&self, room: &Room) -> Result<Arc<Providers>, RuntimeError> {
         match room.agency {

@@ -216,7 +216,7 @@ pub async fn events(
     let (c, agency) = owned(&s, &session, &id).await?;
     let roster = agency.roster();
     let rx = s.rt.subscribe();
-    let stream = tokio_stream_of(rx).filter_map(move |event| {
+    let stream = stream_of(rx).filter_map(move |event| {
         let out = wire::LiveEvent::of(&event, c.id, &roster)
             .map(|(name, data)| Ok(sse::Event::default().event(name).data(data.to_string())));
         std::future::ready(out)
@@ -225,7 +225,7 @@ pub async fn events(
 }
 
 /// Events as a stream; a subscriber that falls behind skips what it missed.
-fn tokio_stream_of(
+pub(crate) fn stream_of(
     rx: tokio::sync::broadcast::Receiver<Event>,
 ) -> impl Stream<Item = Event> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move {

@@ -11,6 +11,7 @@ mod error;
 mod manage;
 pub mod openai;
 pub mod openapi;
+mod rooms;
 mod ui;
 mod wire;
 
@@ -42,6 +43,7 @@ pub fn router(state: AppState) -> Router {
         .merge(content::routes())
         .merge(manage::routes())
         .merge(conversations::routes())
+        .merge(rooms::routes())
         .merge(ui::routes())
         .route("/healthz", get(health))
         .route("/api/openapi.json", get(openapi_json))

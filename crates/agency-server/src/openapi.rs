@@ -8,14 +8,14 @@ use std::sync::OnceLock;
 
 use utoipa::OpenApi;
 
-use crate::{conversations, manage, wire};
+use crate::{conversations, manage, rooms, wire};
 
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "Agency management API",
-        description = "Accounts, agencies (drafts, publishing, versions), API keys, provider keys \
-            and conversations. Log in with `POST /api/auth/login`: the session is an HTTP-only \
+        description = "Accounts, agencies (drafts, publishing, versions), API keys, provider keys, \
+            conversations and roundtable rooms. Log in with `POST /api/auth/login`: the session is an HTTP-only \
             cookie, and every request that changes something must send the session's CSRF token \
             (from `GET /api/auth/me`) in the `x-csrf-token` header. Errors are \
             `{\"error\": {\"message\", \"status\", \"fields\"?}}`; `fields` lists each invalid \
@@ -51,6 +51,17 @@ use crate::{conversations, manage, wire};
         conversations::get_turn,
         conversations::list_messages,
         conversations::events,
+        rooms::list_rooms,
+        rooms::create_room,
+        rooms::get_room,
+        rooms::delete_room,
+        rooms::post_message,
+        rooms::set_included,
+        rooms::add_participant,
+        rooms::set_enabled,
+        rooms::remove_participant,
+        rooms::retry,
+        rooms::events,
     ),
     components(schemas(wire::Usage, wire::TraceEntry, wire::Turn))
 )]

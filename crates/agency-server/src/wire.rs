@@ -585,3 +585,148 @@ impl LiveEvent {
         }
     }
 }
+
+// ---- Roundtable rooms ----
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewRoom {
+    pub name: String,
+    /// An agency of the user's (id or name): its agents join the room.
+    #[serde(default)]
+    pub agency: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Room {
+    pub id: String,
+    pub name: String,
+    pub agency_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<&agency_core::room::Room> for Room {
+    fn from(r: &agency_core::room::Room) -> Self {
+        Self {
+            id: r.id.to_string(),
+            name: r.name.clone(),
+            agency_id: r.agency.map(|a| a.to_string()),
+            created_at: r.created_at,
+        }
+    }
+}
+
+/// An agent in a room.
+#[derive(Serialize, ToSchema)]
+pub struct Participant {
+    pub id: String,
+    pub name: String,
+    pub model: String,
+    pub role: Option<String>,
+    pub personality: Option<String>,
+    pub instructions: Option<String>,
+    pub enabled: bool,
+    pub colour: String,
+}
+
+impl From<&agency_core::room::Participant> for Participant {
+    fn from(p: &agency_core::room::Participant) -> Self {
+        Self {
+            id: p.id.to_string(),
+            name: p.name.clone(),
+            model: p.model.to_string(),
+            role: p.role.clone(),
+            personality: p.personality.clone(),
+            instructions: p.instructions.clone(),
+            enabled: p.enabled,
+            colour: p.colour.clone(),
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewParticipant {
+    /// What @mentions name: a letter, then letters, digits, `_`, `-` or `.`.
+    pub name: String,
+    /// `provider/model`.
+    pub model: String,
+    #[serde(default)]
+    pub role: Option<String>,
+    #[serde(default)]
+    pub personality: Option<String>,
+    #[serde(default)]
+    pub instructions: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RoomMessage {
+    pub id: String,
+    pub seq: i64,
+    /// `person`, `agent` (an answer) or `error` (an agent's failure, never in a context).
+    pub kind: &'static str,
+    /// The agent's id and name, for answers and failures.
+    pub agent_id: Option<String>,
+    pub agent: Option<String>,
+    pub text: String,
+    pub included: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<&agency_core::room::RoomMessage> for RoomMessage {
+    fn from(m: &agency_core::room::RoomMessage) -> Self {
+        use agency_core::room::Author;
+        let (kind, agent_id, agent) = match &m.author {
+            Author::Person => ("person", None, None),
+            Author::Agent { id, name } => ("agent", Some(id.to_string()), Some(name.clone())),
+            Author::Error { id, name } => ("error", Some(id.to_string()), Some(name.clone())),
+        };
+        Self {
+            id: m.id.to_string(),
+            seq: m.seq,
+            kind,
+            agent_id,
+            agent,
+            text: m.text.clone(),
+            included: m.included,
+            created_at: m.created_at,
+        }
+    }
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RoomDetail {
+    pub room: Room,
+    /// In display order.
+    pub participants: Vec<Participant>,
+    /// In order.
+    pub messages: Vec<RoomMessage>,
+}
+
+/// A person's message as stored, who is answering it, and (with `?wait=true`) their answers.
+#[derive(Serialize, ToSchema)]
+pub struct Posted {
+    pub message: RoomMessage,
+    pub answering: Vec<String>,
+    pub answers: Option<Vec<RoomMessage>>,
+}
+
+#[derive(Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Wait {
+    /// Answer only once every agent has answered (or failed).
+    #[serde(default)]
+    pub wait: bool,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetIncluded {
+    pub included: bool,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetEnabled {
+    pub enabled: bool,
+}

@@ -1044,3 +1044,127 @@ async fn accounts_sign_up_log_in_and_out() {
     let (status, _) = app.get("/api/auth/me").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
+
+// ---- Roundtable rooms ----
+
+#[tokio::test]
+async fn a_room_of_the_studio_answers_in_parallel_and_keeps_its_flags() {
+    let app = App::spawn().await;
+    let (status, created) = app
+        .send(
+            app.client
+                .post(app.url("/api/rooms"))
+                .json(&json!({ "name": "standup", "agency": "studio" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let room = created["room"]["id"].as_str().unwrap().to_string();
+    let names: Vec<&str> = created["participants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["manager", "programmer", "reviewer"]);
+    let reviewer = created["participants"][2]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Every enabled agent answers (the rules model, with no rule for a room, echoes).
+    let (status, posted) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/rooms/{room}/messages?wait=true")))
+                .json(&json!({ "text": "status?" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{posted}");
+    assert_eq!(posted["message"]["kind"], json!("person"));
+    assert_eq!(posted["answering"].as_array().unwrap().len(), 3);
+    let answers = posted["answers"].as_array().unwrap();
+    assert_eq!(answers.len(), 3, "{posted}");
+    assert!(
+        answers.iter().all(|a| a["kind"] == json!("agent")),
+        "{posted}"
+    );
+
+    // Disable the reviewer, untick the person's message: stored, and read back.
+    let (status, p) = app
+        .send(
+            app.client
+                .patch(app.url(&format!("/api/rooms/{room}/participants/{reviewer}")))
+                .json(&json!({ "enabled": false })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{p}");
+    assert_eq!(p["enabled"], json!(false));
+    let first = posted["message"]["id"].as_str().unwrap();
+    let (status, _) = app
+        .send(
+            app.client
+                .patch(app.url(&format!("/api/rooms/{room}/messages/{first}")))
+                .json(&json!({ "included": false })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, posted) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/rooms/{room}/messages?wait=true")))
+                .json(&json!({ "text": "and now?" })),
+        )
+        .await;
+    assert_eq!(posted["answers"].as_array().unwrap().len(), 2, "{posted}");
+
+    let (status, stored) = app.get(&format!("/api/rooms/{room}")).await;
+    assert_eq!(status, StatusCode::OK, "{stored}");
+    let messages = stored["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1 + 3 + 1 + 2);
+    assert_eq!(messages[0]["included"], json!(false));
+    assert!(
+        messages
+            .windows(2)
+            .all(|w| w[0]["seq"].as_i64() < w[1]["seq"].as_i64())
+    );
+    assert_eq!(stored["participants"][2]["enabled"], json!(false));
+
+    // Too long: refused, nothing stored.
+    let (status, body) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/rooms/{room}/messages")))
+                .json(&json!({ "text": "x".repeat(5001) })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(error_message(status, &body).contains("5000"), "{body}");
+    let (_, again) = app.get(&format!("/api/rooms/{room}")).await;
+    assert_eq!(again["messages"].as_array().unwrap().len(), messages.len());
+
+    // Another user's room does not exist for them.
+    let bob = signed_up(&app.base, "bob@example.com").await;
+    for req in [
+        bob.get(app.url(&format!("/api/rooms/{room}"))),
+        bob.post(app.url(&format!("/api/rooms/{room}/messages")))
+            .json(&json!({ "text": "hi" })),
+        bob.patch(app.url(&format!("/api/rooms/{room}/messages/{first}")))
+            .json(&json!({ "included": true })),
+        bob.patch(app.url(&format!("/api/rooms/{room}/participants/{reviewer}")))
+            .json(&json!({ "enabled": true })),
+        bob.delete(app.url(&format!("/api/rooms/{room}/participants/{reviewer}"))),
+        bob.post(app.url(&format!("/api/rooms/{room}/participants")))
+            .json(&json!({ "name": "mole", "model": "builtin/rules" })),
+        bob.get(app.url(&format!("/api/rooms/{room}/events"))),
+        bob.delete(app.url(&format!("/api/rooms/{room}"))),
+    ] {
+        let req = req.build().unwrap();
+        let what = format!("{} {}", req.method(), req.url().path());
+        let (status, body) = read(bob.execute(req).await.unwrap()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{what}: {body}");
+    }
+    let (_, mine) = read(bob.get(app.url("/api/rooms")).send().await.unwrap()).await;
+    assert_eq!(mine, json!([]));
+    let (_, after) = app.get(&format!("/api/rooms/{room}")).await;
+    assert_eq!(after, again, "nothing of Ada's changed");
+}

@@ -1,0 +1,311 @@
+//! Roundtable rooms over HTTP: the user's rooms, their agents and messages, and a live stream
+//! of everything that happens in one.
+
+use std::convert::Infallible;
+
+use agency_core::{ParticipantId, RoomId, RoomMessageId};
+use agency_runtime::rooms::{NewParticipant, Posted, RoomChange};
+use agency_runtime::{Event, RuntimeError};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{self, KeepAlive, Sse};
+use axum::routing::{get, patch, post};
+use axum::{Json, Router};
+use futures::{Stream, StreamExt};
+
+use crate::auth::{Account, Session};
+use crate::{ApiError, AppState, wire};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/rooms", get(list_rooms).post(create_room))
+        .route("/api/rooms/{room}", get(get_room).delete(delete_room))
+        .route("/api/rooms/{room}/messages", post(post_message))
+        .route("/api/rooms/{room}/messages/{message}", patch(set_included))
+        .route("/api/rooms/{room}/participants", post(add_participant))
+        .route(
+            "/api/rooms/{room}/participants/{agent}",
+            patch(set_enabled).delete(remove_participant),
+        )
+        .route("/api/rooms/{room}/participants/{agent}/retry", post(retry))
+        .route("/api/rooms/{room}/events", get(events))
+}
+
+fn room_id(id: &str) -> Result<RoomId, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::NotFound(format!("no room `{id}`")))
+}
+
+fn participant_id(id: &str) -> Result<ParticipantId, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::NotFound(format!("no agent `{id}` in this room")))
+}
+
+async fn detail(s: &AppState, owner: &str, room: RoomId) -> Result<wire::RoomDetail, ApiError> {
+    let room = s.rt.owned_room(owner, room).await?;
+    let store = s.rt.store();
+    let participants = store
+        .participants(room.id)
+        .await
+        .map_err(RuntimeError::from)?;
+    let messages = store
+        .room_messages(room.id)
+        .await
+        .map_err(RuntimeError::from)?;
+    Ok(wire::RoomDetail {
+        room: wire::Room::from(&room),
+        participants: participants.iter().map(wire::Participant::from).collect(),
+        messages: messages.iter().map(wire::RoomMessage::from).collect(),
+    })
+}
+
+/// The user's rooms, newest first.
+#[utoipa::path(get, path = "/api/rooms", tag = "rooms", responses((status = 200, body = Vec<wire::Room>)))]
+pub async fn list_rooms(
+    State(s): State<AppState>,
+    session: Session,
+) -> Result<Json<Vec<wire::Room>>, ApiError> {
+    let rooms =
+        s.rt.store()
+            .rooms(&session.owner())
+            .await
+            .map_err(RuntimeError::from)?;
+    Ok(Json(rooms.iter().map(wire::Room::from).collect()))
+}
+
+/// Makes a room; with `agency` (an id or name of the user's), its agents join.
+#[utoipa::path(post, path = "/api/rooms", tag = "rooms", request_body = wire::NewRoom,
+    responses((status = 201, body = wire::RoomDetail), (status = 400), (status = 404, description = "No such agency")))]
+pub async fn create_room(
+    State(s): State<AppState>,
+    Account(session): Account,
+    body: Result<Json<wire::NewRoom>, JsonRejection>,
+) -> Result<(StatusCode, Json<wire::RoomDetail>), ApiError> {
+    let Json(new) = body?;
+    let owner = session.owner();
+    let agency = match new.agency.as_deref() {
+        Some(a) => Some(s.rt.agency(&owner, a).await?.id),
+        None => None,
+    };
+    let (room, _) = s.rt.create_room(&owner, &new.name, agency).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(detail(&s, &owner, room.id).await?),
+    ))
+}
+
+/// A room with its agents and every message, in order.
+#[utoipa::path(get, path = "/api/rooms/{room}", tag = "rooms", params(("room" = String, Path)),
+    responses((status = 200, body = wire::RoomDetail), (status = 404)))]
+pub async fn get_room(
+    State(s): State<AppState>,
+    session: Session,
+    Path(room): Path<String>,
+) -> Result<Json<wire::RoomDetail>, ApiError> {
+    Ok(Json(detail(&s, &session.owner(), room_id(&room)?).await?))
+}
+
+/// Deletes the room with its messages.
+#[utoipa::path(delete, path = "/api/rooms/{room}", tag = "rooms", params(("room" = String, Path)),
+    responses((status = 204), (status = 404)))]
+pub async fn delete_room(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(room): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    s.rt.delete_room(&session.owner(), room_id(&room)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn posted(mut p: Posted, wait: bool) -> wire::Posted {
+    let answering = p.answering.iter().map(ToString::to_string).collect();
+    if wait {
+        let (message, answers) = p.answers().await;
+        wire::Posted {
+            message: wire::RoomMessage::from(&message),
+            answering,
+            answers: Some(answers.iter().map(wire::RoomMessage::from).collect()),
+        }
+    } else {
+        let message = wire::RoomMessage::from(&p.message);
+        // The answers go on without us: they are stored and published as they arrive.
+        p.answers.detach_all();
+        wire::Posted {
+            message,
+            answering,
+            answers: None,
+        }
+    }
+}
+
+/// Posts the person's message (at most 5,000 characters). The agents it @mentions answer it,
+/// else every enabled agent, in parallel; their answers arrive on the room's events, or in
+/// this answer with `?wait=true`.
+#[utoipa::path(post, path = "/api/rooms/{room}/messages", tag = "rooms", request_body = wire::PostMessage,
+    params(("room" = String, Path), wire::Wait),
+    responses((status = 201, body = wire::Posted), (status = 400, description = "Empty, or over 5,000 characters: nothing stored"), (status = 404)))]
+pub async fn post_message(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(room): Path<String>,
+    Query(wait): Query<wire::Wait>,
+    body: Result<Json<wire::PostMessage>, JsonRejection>,
+) -> Result<(StatusCode, Json<wire::Posted>), ApiError> {
+    let Json(body) = body?;
+    let p =
+        s.rt.post_to_room(&session.owner(), room_id(&room)?, &body.text)
+            .await?;
+    Ok((StatusCode::CREATED, Json(posted(p, wait.wait).await)))
+}
+
+/// Includes a message in future contexts, or leaves it out.
+#[utoipa::path(patch, path = "/api/rooms/{room}/messages/{message}", tag = "rooms", request_body = wire::SetIncluded,
+    params(("room" = String, Path), ("message" = String, Path)),
+    responses((status = 204), (status = 404)))]
+pub async fn set_included(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path((room, message)): Path<(String, String)>,
+    body: Result<Json<wire::SetIncluded>, JsonRejection>,
+) -> Result<StatusCode, ApiError> {
+    let Json(body) = body?;
+    let message: RoomMessageId = message
+        .parse()
+        .map_err(|_| ApiError::NotFound(format!("no message `{message}` in this room")))?;
+    s.rt.set_included(&session.owner(), room_id(&room)?, message, body.included)
+        .await
+        .map_err(not_found_if_invalid)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Adds an agent, enabled, last.
+#[utoipa::path(post, path = "/api/rooms/{room}/participants", tag = "rooms", request_body = wire::NewParticipant,
+    params(("room" = String, Path)),
+    responses((status = 201, body = wire::Participant), (status = 404), (status = 422, description = "A bad or taken name, a model no provider serves")))]
+pub async fn add_participant(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(room): Path<String>,
+    body: Result<Json<wire::NewParticipant>, JsonRejection>,
+) -> Result<(StatusCode, Json<wire::Participant>), ApiError> {
+    let Json(p) = body?;
+    let p =
+        s.rt.add_participant(
+            &session.owner(),
+            room_id(&room)?,
+            NewParticipant {
+                name: p.name,
+                model: p.model,
+                role: p.role,
+                personality: p.personality,
+                instructions: p.instructions,
+            },
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(wire::Participant::from(&p))))
+}
+
+/// Enables or disables an agent.
+#[utoipa::path(patch, path = "/api/rooms/{room}/participants/{agent}", tag = "rooms", request_body = wire::SetEnabled,
+    params(("room" = String, Path), ("agent" = String, Path)),
+    responses((status = 200, body = wire::Participant), (status = 404)))]
+pub async fn set_enabled(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path((room, agent)): Path<(String, String)>,
+    body: Result<Json<wire::SetEnabled>, JsonRejection>,
+) -> Result<Json<wire::Participant>, ApiError> {
+    let Json(body) = body?;
+    let p =
+        s.rt.set_enabled(
+            &session.owner(),
+            room_id(&room)?,
+            participant_id(&agent)?,
+            body.enabled,
+        )
+        .await
+        .map_err(not_found_if_invalid)?;
+    Ok(Json(wire::Participant::from(&p)))
+}
+
+/// Removes an agent; its messages stay, with its name.
+#[utoipa::path(delete, path = "/api/rooms/{room}/participants/{agent}", tag = "rooms",
+    params(("room" = String, Path), ("agent" = String, Path)),
+    responses((status = 204), (status = 404)))]
+pub async fn remove_participant(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path((room, agent)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    s.rt.remove_participant(&session.owner(), room_id(&room)?, participant_id(&agent)?)
+        .await
+        .map_err(not_found_if_invalid)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Has one agent answer the person's latest message again (after it failed).
+#[utoipa::path(post, path = "/api/rooms/{room}/participants/{agent}/retry", tag = "rooms",
+    params(("room" = String, Path), ("agent" = String, Path), wire::Wait),
+    responses((status = 201, body = wire::Posted), (status = 404)))]
+pub async fn retry(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path((room, agent)): Path<(String, String)>,
+    Query(wait): Query<wire::Wait>,
+) -> Result<(StatusCode, Json<wire::Posted>), ApiError> {
+    let p =
+        s.rt.retry(&session.owner(), room_id(&room)?, participant_id(&agent)?)
+            .await?;
+    Ok((StatusCode::CREATED, Json(posted(p, wait.wait).await)))
+}
+
+/// A missing message or agent of a room the user owns is a 404 too.
+fn not_found_if_invalid(e: RuntimeError) -> ApiError {
+    match e {
+        RuntimeError::Invalid(m) => ApiError::NotFound(m),
+        other => other.into(),
+    }
+}
+
+/// Everything that happens in the room, as server-sent events: `message` (stored: the
+/// person's, an answer, or a failure), `agent_started`, `delta` (an answer's text as it
+/// streams), `included`, `participants` (the agents changed: read the room again).
+#[utoipa::path(get, path = "/api/rooms/{room}/events", tag = "rooms", params(("room" = String, Path)),
+    responses((status = 200, content_type = "text/event-stream", description = "Events, as they happen"), (status = 404)))]
+pub async fn events(
+    State(s): State<AppState>,
+    session: Session,
+    Path(room): Path<String>,
+) -> Result<Sse<impl Stream<Item = Result<sse::Event, Infallible>>>, ApiError> {
+    let room = s.rt.owned_room(&session.owner(), room_id(&room)?).await?;
+    let stream = crate::conversations::stream_of(s.rt.subscribe()).filter_map(move |event| {
+        let out = match event {
+            Event::Room { room: r, change } if r == room.id => Some(live(&change)),
+            _ => None,
+        };
+        std::future::ready(
+            out.map(|(name, data)| Ok(sse::Event::default().event(name).data(data.to_string()))),
+        )
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+fn live(change: &RoomChange) -> (&'static str, serde_json::Value) {
+    use serde_json::json;
+    match change {
+        RoomChange::Message(m) => (
+            "message",
+            serde_json::to_value(wire::RoomMessage::from(m)).unwrap_or_default(),
+        ),
+        RoomChange::AgentStarted(a) => ("agent_started", json!({ "agent": a.to_string() })),
+        RoomChange::Delta { agent, text } => {
+            ("delta", json!({ "agent": agent.to_string(), "text": text }))
+        }
+        RoomChange::Included { message, included } => (
+            "included",
+            json!({ "message": message.to_string(), "included": included }),
+        ),
+        RoomChange::Participants => ("participants", json!({})),
+    }
+}
