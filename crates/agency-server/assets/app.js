@@ -352,13 +352,15 @@ function ruleBlock(a, i, r, j) {
   const p = "agents[" + i + "].rules[" + j + "]";
   const w = picker(r.when, [["user", "the user"], ["any", "anyone"]], (v) => { r.when = v; changed(); });
   const action = textInput(r.action, (v) => { r.action = v; changed(); }, { placeholder: "what to do, e.g. Please review: {{message}}" });
-  const to = picker(r.send_to[0], [["user", "the user"]], (v) => { r.send_to = [v]; changed(); });
+  // The picker sets the first addressee; a fan-out rule (several, from a file) keeps the others.
+  const to = picker(r.send_to[0], [["user", "the user"]], (v) => { r.send_to = [v, ...r.send_to.slice(1).filter((x) => x !== v)]; changed(); });
+  const more = r.send_to.length - 1;
   return el(
     "div",
     { class: "rule" },
     field("When message is from", p + ".when", w),
     field("do", p + ".action", action),
-    field("and send response to", p + ".send_to", to),
+    field("and send response to", p + ".send_to", to, more > 0 ? "and " + more + " more (a fan-out rule: edit the others in the agency file)" : undefined),
     el("button", { type: "button", class: "danger", "aria-label": "Remove rule " + (j + 1) + " of " + (a.name || "agent"), onclick: () => { a.rules.splice(j, 1); render("add-rule-" + a._k); changed(); } }, "Remove rule"),
   );
 }
@@ -612,7 +614,7 @@ function addHop(h) {
     el(
       "li",
       { class: "hop kind-" + h.kind },
-      el("p", { class: "hop-head" }, el("strong", { class: "hop-route" }, h.from + " → " + h.to), " ", el("span", { class: "badge" }, h.kind), " ", el("span", { class: "hint" }, "+" + secs + " s" + (h.usage ? " · " + tokens(h.usage) : ""))),
+      el("p", { class: "hop-head" }, el("strong", { class: "hop-route" }, h.from + " → " + h.to), " ", el("span", { class: "badge" }, h.kind), " ", el("span", { class: "hint" }, "+" + secs + " s" + (h.usage ? " · " + tokens(h.usage) : "") + (h.latency_ms != null ? " · model " + h.latency_ms + " ms" : ""))),
       el("p", { class: "hop-text" }, h.text),
     ),
   );
