@@ -902,10 +902,13 @@ function showMessage(m) {
   }
   const li = buildMessage(m);
   const list = $("room-messages");
+  // Follow the conversation only if the reader is at its end (not reading back).
+  const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
   let after = list.lastElementChild;
   while (after && Number(after.dataset.seq) > m.seq) after = after.previousElementSibling;
   if (after) after.after(li);
   else list.prepend(li);
+  if (atEnd || m.kind === "person") list.scrollTop = list.scrollHeight;
   if (m.kind !== "person" && m.agent_id) donePending(m.agent_id);
 }
 
@@ -916,7 +919,7 @@ function buildMessage(m) {
   if (m.kind !== "person") author.style.color = colourOf(m.agent_id);
   const head = el("p", { class: "msg-head" }, author);
   const body = el("p", { class: "msg-text" }, m.text);
-  const li = el("li", { class: "room-msg kind-" + m.kind + (m.included ? "" : " excluded"), "data-id": m.id, "data-seq": m.seq }, head, body);
+  const li = el("li", { class: "room-msg kind-" + m.kind + (m.included || m.kind === "error" ? "" : " excluded"), "data-id": m.id, "data-seq": m.seq }, head, body);
   if (m.kind !== "person") li.style.setProperty("--agent", colourOf(m.agent_id));
   let box = null;
   if (m.kind === "error") {
@@ -933,8 +936,8 @@ function buildMessage(m) {
 
 function setIncluded(id, included) {
   const m = Room.shown.get(id);
-  if (!m) return;
-  if (m.box) m.box.checked = included;
+  if (!m || !m.box) return; // failures are never in a context
+  m.box.checked = included;
   m.li.classList.toggle("excluded", !included);
 }
 
@@ -954,6 +957,7 @@ async function toggleIncluded(id, box) {
 async function retry(agentId) {
   const r = await api("POST", "/api/rooms/" + Room.id + "/participants/" + agentId + "/retry");
   if (!r.ok) general(r.error.message);
+  else status("chat-status", "Asked " + (Room.agents.get(agentId) || { name: "the agent" }).name + " again.");
 }
 
 /** An agent answering: shown from `agent_started` until its message, with its streamed text. */
@@ -1112,7 +1116,7 @@ async function initRoom() {
   await openRoomEvents();
   if (await syncRoom()) {
     const list = $("room-messages");
-    if (list.lastElementChild) list.lastElementChild.scrollIntoView({ block: "end" });
+    list.scrollTop = list.scrollHeight;
     $("room").dataset.ready = "true";
   }
 }

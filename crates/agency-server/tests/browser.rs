@@ -738,5 +738,39 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     assert_eq!(beta.requests().len(), 2);
     w.shot(&shot("retried")).await;
 
+    // A second browser on the same room stays in step with the first: its message, and the
+    // agent it @mentions (disabled, but asked) pending with its text as it streams.
+    beta.push(openai::stalled_stream(&["Beta is ", "thinking"]));
+    let room = w.c.current_url().await.unwrap().path().to_string();
+    let (_driver2, c2) = browser().await.unwrap();
+    let mut other = Walk {
+        c: c2,
+        base: w.base.clone(),
+        shots: w.shots.clone(),
+        n: 50,
+    };
+    other.goto("/login").await;
+    other.type_into("#email", "grace@example.com").await;
+    other.type_into("#password", "correct horse battery").await;
+    other.click("#submit").await;
+    other.wait("nav a[href='/rooms']").await;
+    other.goto(&room).await;
+    other.wait("#room[data-ready='true']").await;
+    other.say("@beta status?").await;
+    w.wait_xpath("//ol[@id='room-messages']/li[contains(@class, 'kind-person') and .//p[. = '@beta status?']]")
+        .await;
+    for walk in [&w, &other] {
+        walk.wait_xpath(
+            "//ul[@id='pending']/li[@data-agent='beta' and .//span[contains(@class, 'msg-text') and . = 'Beta is thinking']]",
+        )
+        .await;
+    }
+    w.shot(&shot("pending")).await;
+    other.shot(&shot("second-browser")).await;
+    assert!(mentions(&context_of(&beta, 2), "@beta status?"));
+    assert_eq!(alpha.requests().len(), 5);
+    assert_eq!(w.messages().await, other.messages().await);
+
+    other.c.close().await.unwrap();
     w.c.close().await.unwrap();
 }
