@@ -772,5 +772,52 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     assert_eq!(w.messages().await, other.messages().await);
 
     other.c.close().await.unwrap();
+
+    // A room of 2,000 messages (made through the API from the page, no agents: solo) opens
+    // with all of them, and a new message is appended after them.
+    w.c.update_timeouts(fantoccini::wd::TimeoutConfiguration::new(
+        Some(PATIENCE),
+        None,
+        None,
+    ))
+    .await
+    .unwrap();
+    let big = w
+        .c
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+            (async () => {
+              const headers = { "x-csrf-token": document.querySelector('meta[name="csrf-token"]').content,
+                                "content-type": "application/json" };
+              const made = await fetch("/api/rooms", { method: "POST", headers, body: JSON.stringify({ name: "big" }) });
+              const id = (await made.json()).room.id;
+              for (let i = 0; i < 2000; i += 10) {
+                const batch = [];
+                for (let j = i; j < i + 10; j++)
+                  batch.push(fetch("/api/rooms/" + id + "/messages", { method: "POST", headers, body: JSON.stringify({ text: "note " + j }) }));
+                for (const r of await Promise.all(batch)) if (!r.ok) { done("failed: " + r.status); return; }
+              }
+              done(id);
+            })();"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let big = big.as_str().unwrap().to_string();
+    assert!(!big.starts_with("failed"), "{big}");
+    w.goto("/rooms").await;
+    w.wait_xpath("//ul[@id='rooms']//a[. = 'big']").await;
+    w.wait_xpath("//ul[@id='rooms']//a[. = 'standup']").await;
+    w.shot(&shot("list")).await;
+    w.goto(&format!("/rooms/{big}")).await;
+    w.wait("#room[data-ready='true']").await;
+    let count = "return document.querySelectorAll('#room-messages > li').length;";
+    assert_eq!(w.c.execute(count, vec![]).await.unwrap(), json!(2000));
+    w.say("the last word").await;
+    w.wait_xpath("//ol[@id='room-messages']/li[last()][.//p[. = 'the last word']]")
+        .await;
+    assert_eq!(w.c.execute(count, vec![]).await.unwrap(), json!(2001));
+    w.shot(&shot("big")).await;
+
     w.c.close().await.unwrap();
 }
