@@ -718,8 +718,12 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     assert_eq!(authors[3], "You");
     w.shot(&shot("reloaded")).await;
 
-    // A failure shows in the agent's place; Retry asks it again.
-    w.click("button.pill[data-agent='alpha']").await;
+    // A failure shows in the agent's place; Retry asks it again. (The pill answers Enter too.)
+    w.wait("button.pill[data-agent='alpha']")
+        .await
+        .send_keys(&fantoccini::key::Key::Enter.to_string())
+        .await
+        .unwrap();
     w.wait("button.pill[data-agent='alpha'][aria-pressed='true']")
         .await;
     w.say("fourth question").await;
@@ -818,6 +822,49 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
         .await;
     assert_eq!(w.c.execute(count, vec![]).await.unwrap(), json!(2001));
     w.shot(&shot("big")).await;
+
+    // A room made from an agency has its agents; × removes one (after asking).
+    w.goto("/").await;
+    w.type_into("#import-text", STUDIO).await;
+    w.click("#import-form button[type='submit']").await;
+    w.wait("#f-agents-2-name").await;
+    w.goto("/rooms").await;
+    w.wait_xpath("//select[@id='f-agency']/option[. = 'studio']")
+        .await;
+    w.type_into("#f-name", "studio room").await;
+    w.wait("#f-agency")
+        .await
+        .select_by_label("studio")
+        .await
+        .unwrap();
+    w.click("#create-room").await;
+    w.wait("#room[data-ready='true']").await;
+    for agent in ["manager", "programmer", "reviewer"] {
+        w.wait(&format!("button.pill[data-agent='{agent}']")).await;
+    }
+    w.click("button.pill-remove[data-agent='reviewer']").await;
+    w.c.accept_alert().await.unwrap();
+    w.wait_xpath("//ul[@id='pills' and not(.//button[@data-agent='reviewer'])]")
+        .await;
+    // At phone width nothing is wider than the screen.
+    w.c.set_window_size(390, 1200).await.unwrap();
+    w.c.refresh().await.unwrap();
+    w.wait("#room[data-ready='true']").await;
+    w.wait("button.pill[data-agent='programmer']").await;
+    assert!(
+        w.c.find(Locator::Css("button.pill[data-agent='reviewer']"))
+            .await
+            .is_err()
+    );
+    w.shot(&shot("phone")).await;
+    let widths =
+        w.c.execute(
+            "const d = document.documentElement; return [d.clientWidth, d.scrollWidth];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(widths[1].as_u64() <= widths[0].as_u64(), "{widths}");
 
     w.c.close().await.unwrap();
 }
