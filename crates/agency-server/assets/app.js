@@ -816,10 +816,317 @@ function initSettings() {
   loadProviderKeys();
 }
 
+// ---- Roundtable rooms ----
+
+async function initRooms() {
+  const [rooms, agencies] = await Promise.all([api("GET", "/api/rooms"), api("GET", "/api/agencies")]);
+  if (!rooms.ok) {
+    general(rooms.error.message);
+    return;
+  }
+  const list = $("rooms");
+  list.replaceChildren(...rooms.data.map((r) => el("li", { class: "card" }, el("h2", {}, el("a", { href: "/rooms/" + r.id }, r.name)), el("p", { class: "hint" }, "Made " + when(r.created_at)))));
+  $("no-rooms").hidden = rooms.data.length > 0;
+  if (agencies.ok) {
+    const pick = $("f-agency");
+    for (const a of agencies.data) pick.append(el("option", { value: a.id }, a.draft.name));
+  }
+  $("room-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const form = ev.currentTarget;
+    clearErrors(form);
+    const body = { name: $("f-name").value.trim() };
+    if ($("f-agency").value) body.agency = $("f-agency").value;
+    if (!body.name) {
+      showFieldErrors(form, { fields: [{ path: "name", message: "Give the room a name." }] });
+      return;
+    }
+    const r = await api("POST", "/api/rooms", body);
+    if (r.ok) window.location.href = "/rooms/" + r.data.room.id;
+    else showFieldErrors(form, r.error);
+  });
+}
+
+const LIMIT = 5000;
+
+/** The room page's state: its agents, and each message's element by id (rendered once, then appended to). */
+const Room = { id: null, agents: new Map(), shown: new Map(), pending: new Map(), events: null };
+
+/** A participant's colour if it is one (`#rgb` … `#rrggbbaa`), else the muted one. */
+function colourOf(agentId) {
+  const p = Room.agents.get(agentId);
+  return p && /^#[0-9a-fA-F]{3,8}$/.test(p.colour) ? p.colour : "var(--muted)";
+}
+
+function renderPills() {
+  const pills = [...Room.agents.values()].map((p) => {
+    const toggle = el(
+      "button",
+      { type: "button", class: "pill" + (p.enabled ? " on" : ""), "data-agent": p.name, "aria-pressed": p.enabled ? "true" : "false", title: (p.enabled ? "Enabled" : "Disabled") + " · " + p.model + (p.role ? " · " + p.role : "") + " · click to " + (p.enabled ? "disable" : "enable"), onclick: () => setEnabled(p, !p.enabled) },
+      p.name,
+    );
+    toggle.style.setProperty("--agent", colourOf(p.id));
+    const remove = el("button", { type: "button", class: "pill-remove", "data-agent": p.name, "aria-label": "Remove " + p.name, title: "Remove " + p.name, onclick: () => removeAgent(p) }, "×");
+    return el("li", {}, toggle, remove);
+  });
+  if (!pills.length) pills.push(el("li", { class: "hint" }, "No agents yet: add one, or talk alone."));
+  $("pills").replaceChildren(...pills);
+}
+
+async function setEnabled(p, enabled) {
+  const r = await api("PATCH", "/api/rooms/" + Room.id + "/participants/" + p.id, { enabled });
+  if (!r.ok) {
+    general(r.error.message);
+    return;
+  }
+  Room.agents.set(r.data.id, r.data);
+  renderPills();
+  const pill = $("pills").querySelector('button.pill[data-agent="' + CSS.escape(r.data.name) + '"]');
+  if (pill) pill.focus();
+}
+
+async function removeAgent(p) {
+  if (!window.confirm("Remove " + p.name + " from the room? Its messages stay.")) return;
+  const r = await api("DELETE", "/api/rooms/" + Room.id + "/participants/" + p.id);
+  if (!r.ok) {
+    general(r.error.message);
+    return;
+  }
+  Room.agents.delete(p.id);
+  renderPills();
+}
+
+/** Shows a message, once: in its place by `seq` (answers may be stored out of arrival order). */
+function showMessage(m) {
+  if (Room.shown.has(m.id)) {
+    setIncluded(m.id, m.included);
+    return;
+  }
+  const li = buildMessage(m);
+  const list = $("room-messages");
+  // Follow the conversation only if the reader is at its end (not reading back).
+  const atEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 40;
+  let after = list.lastElementChild;
+  while (after && Number(after.dataset.seq) > m.seq) after = after.previousElementSibling;
+  if (after) after.after(li);
+  else list.prepend(li);
+  if (atEnd || m.kind === "person") list.scrollTop = list.scrollHeight;
+  if (m.kind !== "person" && m.agent_id) donePending(m.agent_id);
+}
+
+/** A message's element: the author (you, or the agent in its colour), its text, the checkbox or Retry. */
+function buildMessage(m) {
+  const agent = m.agent || "agent";
+  const author = el("strong", { class: "author" }, m.kind === "person" ? "You" : agent);
+  if (m.kind !== "person") author.style.color = colourOf(m.agent_id);
+  const head = el("p", { class: "msg-head" }, author);
+  const body = el("p", { class: "msg-text" }, m.text);
+  const li = el("li", { class: "room-msg kind-" + m.kind + (m.included || m.kind === "error" ? "" : " excluded"), "data-id": m.id, "data-seq": m.seq }, head, body);
+  if (m.kind !== "person") li.style.setProperty("--agent", colourOf(m.agent_id));
+  let box = null;
+  if (m.kind === "error") {
+    head.append(" ", el("span", { class: "badge danger" }, "failed"));
+    body.classList.add("error");
+    if (m.agent_id) head.append(" ", el("button", { type: "button", class: "retry", "data-agent": agent, onclick: () => retry(m.agent_id) }, "Retry"));
+  } else {
+    box = el("input", { type: "checkbox", class: "included", checked: m.included, "aria-label": "Include in the agents' context", onchange: () => toggleIncluded(m.id, box) });
+    head.prepend(el("label", { class: "include", title: "Include in the agents' context" }, box));
+  }
+  Room.shown.set(m.id, { li, box });
+  return li;
+}
+
+function setIncluded(id, included) {
+  const m = Room.shown.get(id);
+  if (!m || !m.box) return; // failures are never in a context
+  m.box.checked = included;
+  m.li.classList.toggle("excluded", !included);
+}
+
+async function toggleIncluded(id, box) {
+  const included = box.checked;
+  box.disabled = true;
+  const r = await api("PATCH", "/api/rooms/" + Room.id + "/messages/" + id, { included });
+  box.disabled = false;
+  if (!r.ok) {
+    box.checked = !included;
+    general(r.error.message);
+    return;
+  }
+  setIncluded(id, included);
+}
+
+async function retry(agentId) {
+  const r = await api("POST", "/api/rooms/" + Room.id + "/participants/" + agentId + "/retry");
+  if (!r.ok) general(r.error.message);
+  else status("chat-status", "Asked " + (Room.agents.get(agentId) || { name: "the agent" }).name + " again.");
+}
+
+/** An agent answering: shown from `agent_started` until its message, with its streamed text. */
+function startPending(agentId) {
+  if (Room.pending.has(agentId)) return Room.pending.get(agentId);
+  const p = Room.agents.get(agentId);
+  const name = p ? p.name : "An agent";
+  const text = el("span", { class: "msg-text" });
+  const li = el("li", { class: "pending-agent", "data-agent": name }, el("strong", { class: "author" }, name), " ", el("span", { class: "hint" }, "is answering…"), " ", text);
+  li.querySelector(".author").style.color = colourOf(agentId);
+  li.style.setProperty("--agent", colourOf(agentId));
+  $("pending").append(li);
+  const entry = { li, text };
+  Room.pending.set(agentId, entry);
+  return entry;
+}
+
+function donePending(agentId) {
+  const p = Room.pending.get(agentId);
+  if (!p) return;
+  p.li.remove();
+  Room.pending.delete(agentId);
+}
+
+/** Reads the room again: its agents, and any message not shown yet (after a reconnect). */
+async function syncRoom() {
+  const r = await api("GET", "/api/rooms/" + Room.id);
+  if (!r.ok) {
+    general(r.error.message);
+    return false;
+  }
+  $("room-name").textContent = r.data.room.name;
+  document.title = r.data.room.name + " · Agency";
+  Room.agents = new Map(r.data.participants.map((p) => [p.id, p]));
+  renderPills();
+  const fresh = r.data.messages.filter((m) => !Room.shown.has(m.id));
+  if (Room.shown.size === 0) {
+    // First load: build the whole list off the page and attach it once.
+    const frag = document.createDocumentFragment();
+    for (const m of fresh) frag.append(buildMessage(m));
+    $("room-messages").append(frag);
+  } else {
+    for (const m of r.data.messages) showMessage(m);
+  }
+  return true;
+}
+
+function openRoomEvents() {
+  return new Promise((resolve) => {
+    const es = new EventSource("/api/rooms/" + Room.id + "/events");
+    Room.events = es;
+    let opened = false;
+    es.addEventListener("open", () => {
+      if (opened) syncRoom(); // reconnected: catch up on what was missed
+      opened = true;
+      resolve();
+    });
+    es.addEventListener("error", () => resolve(), { once: true });
+    es.addEventListener("message", (e) => showMessage(JSON.parse(e.data)));
+    es.addEventListener("agent_started", (e) => startPending(JSON.parse(e.data).agent));
+    es.addEventListener("delta", (e) => {
+      const d = JSON.parse(e.data);
+      startPending(d.agent).text.append(d.text);
+    });
+    es.addEventListener("included", (e) => {
+      const d = JSON.parse(e.data);
+      setIncluded(d.message, d.included);
+    });
+    es.addEventListener("participants", () => syncRoom());
+  });
+}
+
+function chars(text) {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0xdc00 || c > 0xdfff) n++; // a low surrogate ends a character already counted
+  }
+  return n;
+}
+
+function updateCounter() {
+  const n = chars($("message").value);
+  const c = $("counter");
+  c.textContent = n + " / " + LIMIT;
+  c.classList.toggle("over", n > LIMIT);
+  if (n > LIMIT) c.textContent += " — " + (n - LIMIT) + " too many";
+}
+
+async function sendToRoom(ev) {
+  ev.preventDefault();
+  const msg = $("message");
+  const slot = $("chat-error");
+  slot.hidden = true;
+  slot.textContent = "";
+  msg.removeAttribute("aria-invalid");
+  const text = msg.value;
+  const problem = !text.trim() ? "Write a message first." : chars(text) > LIMIT ? "At most " + LIMIT + " characters: shorten it by " + (chars(text) - LIMIT) + "." : null;
+  if (problem) {
+    showError(slot, problem);
+    msg.setAttribute("aria-invalid", "true");
+    msg.focus();
+    return;
+  }
+  const button = $("send");
+  button.disabled = true;
+  status("chat-status", "Sending…");
+  try {
+    const r = await api("POST", "/api/rooms/" + Room.id + "/messages", { text });
+    if (!r.ok) {
+      showError(slot, r.error.message);
+      msg.setAttribute("aria-invalid", "true");
+      status("chat-status", "");
+      return;
+    }
+    showMessage(r.data.message);
+    msg.value = "";
+    updateCounter();
+    const names = r.data.answering.map((id) => (Room.agents.get(id) || { name: "?" }).name);
+    status("chat-status", names.length ? "Answering: " + names.join(", ") + "." : "No agent is asked: your message is stored.");
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function addAgentToRoom(ev) {
+  ev.preventDefault();
+  const form = ev.currentTarget;
+  clearErrors(form);
+  const body = { name: $("f-name").value.trim(), model: $("f-model").value.trim() };
+  for (const k of ["role", "personality", "instructions"]) {
+    const v = $("f-" + k).value.trim();
+    if (v) body[k] = v;
+  }
+  const r = await api("POST", "/api/rooms/" + Room.id + "/participants", body);
+  if (!r.ok) {
+    showFieldErrors(form, r.error);
+    return;
+  }
+  Room.agents.set(r.data.id, r.data);
+  renderPills();
+  form.reset();
+  $("f-name").focus();
+}
+
+async function initRoom() {
+  Room.id = $("room").dataset.id;
+  $("room-chat").addEventListener("submit", sendToRoom);
+  $("agent-form").addEventListener("submit", addAgentToRoom);
+  const msg = $("message");
+  msg.addEventListener("input", updateCounter);
+  msg.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("room-chat").requestSubmit();
+  });
+  // Listen first, then read: nothing said in between is lost (messages are shown once, by id).
+  await openRoomEvents();
+  if (await syncRoom()) {
+    const list = $("room-messages");
+    list.scrollTop = list.scrollHeight;
+    $("room").dataset.ready = "true";
+  }
+}
+
 // ---- Start ----
 
 document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
-  const init = { home: initHome, agency: initAgency, playground: initPlayground, conversation: initConversation, settings: initSettings }[page];
+  const init = { home: initHome, agency: initAgency, playground: initPlayground, conversation: initConversation, settings: initSettings, rooms: initRooms, room: initRoom }[page];
   if (init) init();
 });

@@ -1,6 +1,8 @@
 //! The web UI in a real browser: Debian's headless Chromium driven through chromedriver
 //! (fantoccini), against the real app on a fresh SQLite file, walking a new user from sign-up
-//! to a revoked key, then an imported agency file. Every page is saved as `target/screenshots/NN-name.png`.
+//! to a revoked key, then an imported agency file; and a roundtable room whose agents run on
+//! fake OpenAI-compatible servers that record what each model was sent. Every page is saved as
+//! `target/screenshots/NN-name.png` (the room's as `NN-room-name.png`).
 //!
 //! Without `/usr/bin/chromium` and `/usr/bin/chromedriver` (`apt-get install chromium
 //! chromium-driver`) the test is skipped with a message, except under `CI=true`, where it fails.
@@ -12,6 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agency_core::{ProviderKind, ProviderSpec};
+use agency_fakes::{Fake, openai};
 use agency_providers::Providers;
 use agency_runtime::Runtime;
 use fantoccini::elements::Element;
@@ -103,12 +107,16 @@ async fn browser() -> Option<(Driver, Client)> {
 
 /// The real app on a fresh SQLite file, on the built-in rules model.
 async fn app(dir: &Path) -> String {
+    app_with(dir, Providers::builtin()).await
+}
+
+/// The real app on a fresh SQLite file, with these providers.
+async fn app_with(dir: &Path, providers: Providers) -> String {
     let url = format!("sqlite://{}", dir.join("agency.db").display());
     let store = agency_store::open(&url).await.unwrap();
     // As `agency serve` makes it: the master key seals stored provider keys too.
     let master = agency_runtime::secrets::MasterKeySource::File(dir.join("agency.key"));
-    let rt: Arc<Runtime> =
-        Runtime::with_master_key(store, Providers::builtin(), Some(master.clone()));
+    let rt: Arc<Runtime> = Runtime::with_master_key(store, providers, Some(master.clone()));
     let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
         .await
         .unwrap();
@@ -442,6 +450,421 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.wait("#email").await;
     w.goto("/").await;
     w.wait("form[action='/login']").await;
+
+    w.c.close().await.unwrap();
+}
+
+// ---- A roundtable room ----
+
+/// A streamed answer of `text`, in two pieces (so the page sees deltas).
+fn streamed(text: &str) -> agency_fakes::Reply {
+    let (a, b) = text.split_at(text.find(' ').map_or(0, |i| i + 1));
+    openai::stream(&[a, b], 5, 2)
+}
+
+/// The texts of the conversation (not the system prompt) the fake's `n`th request carried.
+fn context_of(fake: &Fake, n: usize) -> Vec<String> {
+    let requests = fake.requests();
+    let r = requests
+        .get(n)
+        .unwrap_or_else(|| panic!("the fake has {} requests, not {}", requests.len(), n + 1));
+    r.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != json!("system"))
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn mentions(context: &[String], text: &str) -> bool {
+    context.iter().any(|c| c.contains(text))
+}
+
+/// The provider `name`, of the OpenAI kind, at the fake.
+fn fake_provider(providers: &mut Providers, name: &str, fake: &Fake) {
+    let spec = ProviderSpec {
+        name: name.into(),
+        kind: ProviderKind::OpenAi,
+        base_url: Some(format!("{}/v1", fake.url)),
+        api_key_env: None,
+        max_concurrency: None,
+        requests_per_minute: None,
+    };
+    providers.insert(name, agency_providers::from_spec(&spec, None).unwrap());
+}
+
+impl Walk {
+    /// The room's messages as shown: (kind class, author, text).
+    async fn messages(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for li in self
+            .c
+            .find_all(Locator::Css("#room-messages > li"))
+            .await
+            .unwrap()
+        {
+            let class = li.attr("class").await.unwrap().unwrap_or_default();
+            let author = li
+                .find(Locator::Css(".author"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let text = li
+                .find(Locator::Css(".msg-text"))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            out.push((class, author, text));
+        }
+        out
+    }
+
+    /// Waits for an answer of `agent` reading `text`, attributed to it.
+    async fn answer(&self, agent: &str, text: &str) {
+        self.wait_xpath(&format!(
+            "//ol[@id='room-messages']/li[contains(@class, 'kind-agent') and .//strong[@class='author' and . = '{agent}'] and .//p[contains(@class, 'msg-text') and . = '{text}']]"
+        ))
+        .await;
+    }
+
+    async fn say(&self, text: &str) {
+        self.type_into("#message", text).await;
+        self.click("#send").await;
+        self.wait_xpath(&format!(
+            "//ol[@id='room-messages']/li[contains(@class, 'kind-person') and .//p[. = '{text}']]"
+        ))
+        .await;
+    }
+
+    async fn add_agent(&self, name: &str, model: &str, role: &str) {
+        self.type_into("#f-name", name).await;
+        self.type_into("#f-model", model).await;
+        self.type_into("#f-role", role).await;
+        self.click("#add-agent").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
+    let Some((_driver, c)) = browser().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // Each agent on a fake of its own, which records what its model was sent.
+    let alpha = Fake::start().await;
+    let beta = Fake::start().await;
+    for t in ["Alpha one", "Alpha two", "Alpha three"] {
+        alpha.push(streamed(t));
+    }
+    alpha.push(openai::error(
+        400,
+        "this model is confused",
+        "invalid_request_error",
+        None,
+    ));
+    alpha.otherwise(streamed("Alpha again"));
+    for t in ["Beta one", "Beta two"] {
+        beta.push(streamed(t));
+    }
+    beta.otherwise(streamed("Beta again"));
+    let mut providers = Providers::builtin();
+    fake_provider(&mut providers, "fa", &alpha);
+    fake_provider(&mut providers, "fb", &beta);
+    let base = app_with(dir.path(), providers).await;
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut w = Walk {
+        c,
+        base,
+        shots,
+        n: 0,
+    };
+    let shot = |n: &str| format!("room-{n}");
+
+    // Sign up, then a new room from the Rooms page.
+    w.goto("/signup").await;
+    w.type_into("#email", "grace@example.com").await;
+    w.type_into("#password", "correct horse battery").await;
+    w.click("#submit").await;
+    w.click("nav a[href='/rooms']").await;
+    w.wait("#no-rooms:not([hidden])").await;
+    w.type_into("#f-name", "standup").await;
+    w.click("#create-room").await;
+    w.wait("#room[data-ready='true']").await;
+    assert_eq!(w.wait("#room-name").await.text().await.unwrap(), "standup");
+
+    // Two agents; a model no provider serves is refused at its field.
+    w.click("#add-agent-box summary").await;
+    w.add_agent("alpha", "nowhere/m", "says yes").await;
+    let e = w
+        .wait_xpath("//p[@id='e-model' and not(@hidden) and string-length(.) > 0]")
+        .await;
+    assert!(
+        e.text().await.unwrap().contains("nowhere/m"),
+        "{}",
+        e.text().await.unwrap()
+    );
+    w.shot(&shot("agent-error")).await;
+    w.add_agent("alpha", "fa/m", "says yes").await;
+    w.wait("button.pill[data-agent='alpha'][aria-pressed='true']")
+        .await;
+    w.add_agent("beta", "fb/m", "says no").await;
+    w.wait("button.pill[data-agent='beta'][aria-pressed='true']")
+        .await;
+
+    // Over the limit: the counter shows it and nothing is sent.
+    w.c.execute(
+        "const m = document.getElementById('message'); m.value = 'x'.repeat(5001); m.dispatchEvent(new Event('input'));",
+        vec![],
+    )
+    .await
+    .unwrap();
+    w.wait("#counter.over").await;
+    w.click("#send").await;
+    let e = w
+        .wait_xpath("//p[@id='chat-error' and not(@hidden) and contains(., '5000')]")
+        .await;
+    assert!(e.text().await.unwrap().contains("At most"));
+    w.shot(&shot("over-limit")).await;
+    assert!(alpha.requests().is_empty() && beta.requests().is_empty());
+
+    // Both agents answer, each attributed.
+    w.say("Remember PINEAPPLE").await;
+    w.answer("alpha", "Alpha one").await;
+    w.answer("beta", "Beta one").await;
+    w.wait("#pending:empty").await;
+    w.shot(&shot("answers")).await;
+    assert!(mentions(&context_of(&alpha, 0), "Remember PINEAPPLE"));
+    assert!(mentions(&context_of(&beta, 0), "Remember PINEAPPLE"));
+
+    // Left out of the context: the next requests do not carry it; everything else they do.
+    w.click("#room-messages > li:first-child input.included")
+        .await;
+    w.wait("#room-messages > li.excluded:first-child").await;
+    w.say("second question").await;
+    w.answer("alpha", "Alpha two").await;
+    w.answer("beta", "Beta two").await;
+    for (fake, own, other) in [
+        (&alpha, "Alpha one", "Beta one"),
+        (&beta, "Beta one", "Alpha one"),
+    ] {
+        let context = context_of(fake, 1);
+        assert!(!mentions(&context, "PINEAPPLE"), "{context:?}");
+        for t in ["second question", own, other] {
+            assert!(mentions(&context, t), "{t} missing from {context:?}");
+        }
+    }
+    w.shot(&shot("excluded")).await;
+
+    // A disabled agent is sent nothing.
+    w.click("button.pill[data-agent='beta']").await;
+    w.wait("button.pill[data-agent='beta'][aria-pressed='false']")
+        .await;
+    w.say("third question").await;
+    w.wait_xpath("//span[@id='chat-status' and . = 'Answering: alpha.']")
+        .await;
+    w.answer("alpha", "Alpha three").await;
+    assert!(mentions(&context_of(&alpha, 2), "third question"));
+    assert_eq!(beta.requests().len(), 2);
+
+    // Solo: every agent disabled, the message is stored and nobody is asked.
+    w.click("button.pill[data-agent='alpha']").await;
+    w.wait("button.pill[data-agent='alpha'][aria-pressed='false']")
+        .await;
+    w.say("just me").await;
+    w.wait_xpath("//span[@id='chat-status' and contains(., 'No agent is asked')]")
+        .await;
+    assert_eq!((alpha.requests().len(), beta.requests().len()), (3, 2));
+    w.shot(&shot("solo")).await;
+
+    // Reload: the messages, the unchecked box and the disabled pills are as they were.
+    let before = w.messages().await;
+    assert_eq!(before.len(), 9, "{before:?}");
+    w.c.refresh().await.unwrap();
+    w.wait("#room[data-ready='true']").await;
+    assert_eq!(w.messages().await, before);
+    let first = w.wait("#room-messages > li:first-child").await;
+    assert!(
+        first
+            .attr("class")
+            .await
+            .unwrap()
+            .unwrap()
+            .contains("excluded")
+    );
+    let boxes =
+        w.c.find_all(Locator::Css("#room-messages input.included"))
+            .await
+            .unwrap();
+    let mut checked = Vec::new();
+    for b in &boxes {
+        checked.push(b.is_selected().await.unwrap());
+    }
+    assert_eq!(
+        checked,
+        [false, true, true, true, true, true, true, true, true]
+    );
+    w.wait("button.pill[data-agent='alpha'][aria-pressed='false']")
+        .await;
+    w.wait("button.pill[data-agent='beta'][aria-pressed='false']")
+        .await;
+    let authors: Vec<&str> = before.iter().map(|(_, a, _)| a.as_str()).collect();
+    assert_eq!(authors[0], "You");
+    assert_eq!(authors[3], "You");
+    w.shot(&shot("reloaded")).await;
+
+    // A failure shows in the agent's place; Retry asks it again. (The pill answers Enter too.)
+    w.wait("button.pill[data-agent='alpha']")
+        .await
+        .send_keys(&fantoccini::key::Key::Enter.to_string())
+        .await
+        .unwrap();
+    w.wait("button.pill[data-agent='alpha'][aria-pressed='true']")
+        .await;
+    w.say("fourth question").await;
+    let failed = w
+        .wait_xpath("//ol[@id='room-messages']/li[contains(@class, 'kind-error') and .//strong[. = 'alpha']]")
+        .await;
+    assert!(
+        failed.text().await.unwrap().contains("confused"),
+        "{}",
+        failed.text().await.unwrap()
+    );
+    w.shot(&shot("failed")).await;
+    w.click("#room-messages li.kind-error button.retry").await;
+    w.answer("alpha", "Alpha again").await;
+    assert!(mentions(&context_of(&alpha, 4), "fourth question"));
+    assert_eq!(beta.requests().len(), 2);
+    w.shot(&shot("retried")).await;
+
+    // A second browser on the same room stays in step with the first: its message, and the
+    // agent it @mentions (disabled, but asked) pending with its text as it streams.
+    beta.push(openai::stalled_stream(&["Beta is ", "thinking"]));
+    let room = w.c.current_url().await.unwrap().path().to_string();
+    let (_driver2, c2) = browser().await.unwrap();
+    let mut other = Walk {
+        c: c2,
+        base: w.base.clone(),
+        shots: w.shots.clone(),
+        n: 50,
+    };
+    other.goto("/login").await;
+    other.type_into("#email", "grace@example.com").await;
+    other.type_into("#password", "correct horse battery").await;
+    other.click("#submit").await;
+    other.wait("nav a[href='/rooms']").await;
+    other.goto(&room).await;
+    other.wait("#room[data-ready='true']").await;
+    other.say("@beta status?").await;
+    w.wait_xpath("//ol[@id='room-messages']/li[contains(@class, 'kind-person') and .//p[. = '@beta status?']]")
+        .await;
+    for walk in [&w, &other] {
+        walk.wait_xpath(
+            "//ul[@id='pending']/li[@data-agent='beta' and .//span[contains(@class, 'msg-text') and . = 'Beta is thinking']]",
+        )
+        .await;
+    }
+    w.shot(&shot("pending")).await;
+    other.shot(&shot("second-browser")).await;
+    assert!(mentions(&context_of(&beta, 2), "@beta status?"));
+    assert_eq!(alpha.requests().len(), 5);
+    assert_eq!(w.messages().await, other.messages().await);
+
+    other.c.close().await.unwrap();
+
+    // A room of 2,000 messages (made through the API from the page, no agents: solo) opens
+    // with all of them, and a new message is appended after them.
+    w.c.update_timeouts(fantoccini::wd::TimeoutConfiguration::new(
+        Some(PATIENCE),
+        None,
+        None,
+    ))
+    .await
+    .unwrap();
+    let big = w
+        .c
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+            (async () => {
+              const headers = { "x-csrf-token": document.querySelector('meta[name="csrf-token"]').content,
+                                "content-type": "application/json" };
+              const made = await fetch("/api/rooms", { method: "POST", headers, body: JSON.stringify({ name: "big" }) });
+              const id = (await made.json()).room.id;
+              for (let i = 0; i < 2000; i += 10) {
+                const batch = [];
+                for (let j = i; j < i + 10; j++)
+                  batch.push(fetch("/api/rooms/" + id + "/messages", { method: "POST", headers, body: JSON.stringify({ text: "note " + j }) }));
+                for (const r of await Promise.all(batch)) if (!r.ok) { done("failed: " + r.status); return; }
+              }
+              done(id);
+            })();"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let big = big.as_str().unwrap().to_string();
+    assert!(!big.starts_with("failed"), "{big}");
+    w.goto("/rooms").await;
+    w.wait_xpath("//ul[@id='rooms']//a[. = 'big']").await;
+    w.wait_xpath("//ul[@id='rooms']//a[. = 'standup']").await;
+    w.shot(&shot("list")).await;
+    w.goto(&format!("/rooms/{big}")).await;
+    w.wait("#room[data-ready='true']").await;
+    let count = "return document.querySelectorAll('#room-messages > li').length;";
+    assert_eq!(w.c.execute(count, vec![]).await.unwrap(), json!(2000));
+    w.say("the last word").await;
+    w.wait_xpath("//ol[@id='room-messages']/li[last()][.//p[. = 'the last word']]")
+        .await;
+    assert_eq!(w.c.execute(count, vec![]).await.unwrap(), json!(2001));
+    w.shot(&shot("big")).await;
+
+    // A room made from an agency has its agents; × removes one (after asking).
+    w.goto("/").await;
+    w.type_into("#import-text", STUDIO).await;
+    w.click("#import-form button[type='submit']").await;
+    w.wait("#f-agents-2-name").await;
+    w.goto("/rooms").await;
+    w.wait_xpath("//select[@id='f-agency']/option[. = 'studio']")
+        .await;
+    w.type_into("#f-name", "studio room").await;
+    w.wait("#f-agency")
+        .await
+        .select_by_label("studio")
+        .await
+        .unwrap();
+    w.click("#create-room").await;
+    w.wait("#room[data-ready='true']").await;
+    for agent in ["manager", "programmer", "reviewer"] {
+        w.wait(&format!("button.pill[data-agent='{agent}']")).await;
+    }
+    w.click("button.pill-remove[data-agent='reviewer']").await;
+    w.c.accept_alert().await.unwrap();
+    w.wait_xpath("//ul[@id='pills' and not(.//button[@data-agent='reviewer'])]")
+        .await;
+    // At phone width nothing is wider than the screen.
+    w.c.set_window_size(390, 1200).await.unwrap();
+    w.c.refresh().await.unwrap();
+    w.wait("#room[data-ready='true']").await;
+    w.wait("button.pill[data-agent='programmer']").await;
+    assert!(
+        w.c.find(Locator::Css("button.pill[data-agent='reviewer']"))
+            .await
+            .is_err()
+    );
+    w.shot(&shot("phone")).await;
+    let widths =
+        w.c.execute(
+            "const d = document.documentElement; return [d.clientWidth, d.scrollWidth];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(widths[1].as_u64() <= widths[0].as_u64(), "{widths}");
 
     w.c.close().await.unwrap();
 }

@@ -3,7 +3,7 @@
 //!
 //! Pages are shells: the server renders the layout, the logged-in user and the session's CSRF
 //! token (`<meta name="csrf-token">`), and `app.js` fills in the agency editor, keys,
-//! playground, conversation browser and settings by calling the JSON API (`/api/...`) with the
+//! playground, conversation browser, rooms and settings by calling the JSON API (`/api/...`) with the
 //! `x-csrf-token` header. Only what must work before a session exists is plain HTML forms:
 //! sign-up and log-in, plus log-out and "new agency" (forms with a `csrf_token` field).
 //!
@@ -39,6 +39,8 @@ pub fn routes() -> Router<AppState> {
         .route("/agencies/{agency}/playground", get(playground_page))
         .route("/conversations/{id}", get(conversation_page))
         .route("/settings", get(settings_page))
+        .route("/rooms", get(rooms_page))
+        .route("/rooms/{id}", get(room_page))
         .route("/static/{file}", get(asset))
 }
 
@@ -446,6 +448,33 @@ struct SettingsPage {
 async fn settings_page(Page(session): Page) -> Response {
     render(&SettingsPage {
         layout: Layout::of(&session),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "rooms.html")]
+struct RoomsPage {
+    layout: Layout,
+}
+
+async fn rooms_page(Page(session): Page) -> Response {
+    render(&RoomsPage {
+        layout: Layout::of(&session),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "room.html")]
+struct RoomPage {
+    layout: Layout,
+    id: String,
+}
+
+async fn room_page(Page(session): Page, Path(id): Path<String>) -> Response {
+    // The script reads the room through the API, which answers 404 for anyone else's.
+    render(&RoomPage {
+        layout: Layout::of(&session),
+        id,
     })
 }
 
