@@ -1168,3 +1168,25 @@ async fn a_room_of_the_studio_answers_in_parallel_and_keeps_its_flags() {
     let (_, after) = app.get(&format!("/api/rooms/{room}")).await;
     assert_eq!(after, again, "nothing of Ada's changed");
 }
+
+#[tokio::test]
+async fn a_page_that_cannot_be_shown_is_a_page() {
+    let app = App::spawn().await;
+    for path in ["/agencies/nosuch", "/agencies/nosuch/playground"] {
+        let res = app.client.get(app.url(path)).send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::NOT_FOUND, "{path}");
+        let kind = res.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(kind.starts_with("text/html"), "{path}: {kind}");
+        let html = res.text().await.unwrap();
+        assert!(html.contains("<h1>Not found</h1>"), "{html}");
+        assert!(html.contains("no agency `nosuch`"), "{html}");
+    }
+    // Another user's agency is not found either, as a page.
+    let bob = signed_up(&app.base, "bob@example.com").await;
+    let res = bob
+        .get(app.url(&format!("/agencies/{}", app.studio_id)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+}

@@ -76,6 +76,33 @@ fn render(t: &impl Template) -> Response {
     }
 }
 
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage {
+    layout: Layout,
+    title: &'static str,
+    message: String,
+}
+
+/// A page that could not be shown, as a page (the API's errors are JSON).
+fn error_page(session: &Session, e: ApiError) -> Response {
+    if let ApiError::Internal(detail) = &e {
+        tracing::error!(error = %detail, "a page failed");
+    }
+    let status = e.status_code();
+    let title = match status {
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::FORBIDDEN => "Not allowed",
+        _ => "Something went wrong",
+    };
+    let page = ErrorPage {
+        layout: Layout::of(session),
+        title,
+        message: e.to_string(),
+    };
+    (status, render(&page)).into_response()
+}
+
 /// A logged-in visitor of a page; anyone else is sent to the log-in page.
 pub struct Page(Session);
 
@@ -309,7 +336,7 @@ async fn home_page(s: &AppState, session: &Session) -> Result<HomePage, ApiError
 async fn home(State(s): State<AppState>, Page(session): Page) -> Response {
     match home_page(&s, &session).await {
         Ok(page) => render(&page),
-        Err(e) => e.into_response(),
+        Err(e) => error_page(&session, e),
     }
 }
 
@@ -390,7 +417,7 @@ async fn agency_page(
             id: a.id.to_string(),
             name: a.name.clone(),
         }),
-        Err(e) => e.into_response(),
+        Err(e) => error_page(&session, e),
     }
 }
 
@@ -410,11 +437,13 @@ async fn playground_page(
 ) -> Response {
     let a = match crate::manage::agency_of(&s, &session, &agency).await {
         Ok(a) => a,
-        Err(e) => return e.into_response(),
+        Err(e) => return error_page(&session, e),
     };
     let published = match s.rt.store().agency_state(a.id).await {
         Ok(st) => st.and_then(|st| st.published),
-        Err(e) => return ApiError::from(agency_runtime::RuntimeError::from(e)).into_response(),
+        Err(e) => {
+            return error_page(&session, agency_runtime::RuntimeError::from(e).into());
+        }
     };
     render(&PlaygroundPage {
         layout: Layout::of(&session),
