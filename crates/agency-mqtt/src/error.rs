@@ -43,7 +43,7 @@ impl MqttError {
             MqttError::Runtime(e) => match e {
                 RuntimeError::AgencyNotFound(_) | RuntimeError::NotPublished(_) => "UnknownTeam",
                 RuntimeError::ConversationNotFound(_) => "ConversationNotInitialized",
-                RuntimeError::RoomNotFound(_) => "InvalidRequest",
+                RuntimeError::RoomNotFound(_) | RuntimeError::NotFound(_) => "InvalidRequest",
                 RuntimeError::Invalid(_) | RuntimeError::Validation(_) => "InvalidRequest",
                 RuntimeError::Conflict(_) => "Conflict",
                 RuntimeError::Unauthorized(_) => "Unauthorized",

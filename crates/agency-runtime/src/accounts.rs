@@ -6,9 +6,7 @@
 //! derived from it, so a page that cannot read the cookie cannot make it.
 
 use agency_core::account::password_problem;
-use agency_core::{
-    Email, LoginSession, PasswordHash, User, UserId, ValidationError, ValidationErrors,
-};
+use agency_core::{Email, LoginSession, PasswordHash, User, UserId};
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier, SaltString};
 use chrono::{DateTime, Utc};
@@ -51,12 +49,8 @@ pub fn csrf_matches(session_token: &str, given: &str) -> bool {
             == 0
 }
 
-/// A problem of one field, named by its path.
-pub(crate) fn field(path: &str, message: impl Into<String>) -> RuntimeError {
-    RuntimeError::Validation(ValidationErrors(vec![ValidationError {
-        path: path.to_string(),
-        message: message.into(),
-    }]))
+fn field(path: &str, message: impl Into<String>) -> RuntimeError {
+    RuntimeError::field(path, message)
 }
 
 async fn hash_password(password: String) -> Result<PasswordHash, RuntimeError> {

@@ -6,7 +6,7 @@
 //! runs on the draft (a playground) or on the published versions (see
 //! [`agency_core::Conversation::version`]).
 
-use agency_core::{Agency, AgencyDraft, AgencyId, Published, ValidationError, ValidationErrors};
+use agency_core::{Agency, AgencyDraft, AgencyId, Published};
 use agency_store::StoreError;
 use chrono::Utc;
 
@@ -20,12 +20,7 @@ pub fn file_of(agency: &Agency) -> String {
 /// A name taken by another of the owner's agencies, as a problem of the `name` field.
 fn name_problem(e: StoreError) -> RuntimeError {
     match e {
-        StoreError::Conflict(m) => {
-            RuntimeError::Validation(ValidationErrors(vec![ValidationError {
-                path: "name".into(),
-                message: m,
-            }]))
-        }
+        StoreError::Conflict(m) => RuntimeError::field("name", m),
         other => other.into(),
     }
 }
@@ -63,18 +58,8 @@ impl Runtime {
         owner: &str,
         draft: &AgencyDraft,
     ) -> Result<Agency, RuntimeError> {
+        // A new id: another of the owner's agencies with this name is the store's conflict.
         let agency = self.validate(draft, AgencyId::new(), owner)?;
-        if self
-            .store
-            .agency_by_name(owner, &agency.name)
-            .await?
-            .is_some()
-        {
-            return Err(name_problem(StoreError::Conflict(format!(
-                "you have an agency named `{}` already",
-                agency.name
-            ))));
-        }
         self.store
             .save_agency(&agency)
             .await

@@ -10,6 +10,9 @@ pub enum RuntimeError {
     ConversationNotFound(ConversationId),
     #[error("no room {0}")]
     RoomNotFound(agency_core::RoomId),
+    /// Something inside a thing the caller owns (a room's agent or message) is not there.
+    #[error("{0}")]
+    NotFound(String),
     #[error("{0}")]
     Invalid(String),
     #[error("the agency is not valid:\n{0}")]
@@ -30,6 +33,16 @@ pub enum RuntimeError {
     },
     #[error(transparent)]
     Store(StoreError),
+}
+
+impl RuntimeError {
+    /// A problem of one field, named by its path.
+    pub fn field(path: &str, message: impl Into<String>) -> Self {
+        RuntimeError::Validation(ValidationErrors(vec![agency_core::ValidationError {
+            path: path.to_string(),
+            message: message.into(),
+        }]))
+    }
 }
 
 impl From<StoreError> for RuntimeError {

@@ -146,11 +146,14 @@ impl Runtime {
 
     /// An agency by id or by name.
     pub async fn agency(&self, owner: &str, id_or_name: &str) -> Result<Agency, RuntimeError> {
-        let found = match id_or_name.parse::<AgencyId>() {
-            Ok(id) => self.store.agency(id).await?.filter(|a| a.owner == owner),
-            Err(_) => self.store.agency_by_name(owner, id_or_name).await?,
-        };
-        found.ok_or_else(|| RuntimeError::AgencyNotFound(id_or_name.to_string()))
+        match id_or_name.parse::<AgencyId>() {
+            Ok(id) => self.owned(owner, id).await,
+            Err(_) => self
+                .store
+                .agency_by_name(owner, id_or_name)
+                .await?
+                .ok_or_else(|| RuntimeError::AgencyNotFound(id_or_name.to_string())),
+        }
     }
 
     /// Starts a conversation: each agent's context begins with its system prompt.

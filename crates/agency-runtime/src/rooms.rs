@@ -161,16 +161,16 @@ impl Runtime {
                 .chars()
                 .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
         if !valid_name {
-            return Err(crate::accounts::field(
+            return Err(RuntimeError::field(
                 "name",
                 "a letter, then letters, digits, `_`, `-` or `.` (at most 64): @mentions name it",
             ));
         }
         let model = ModelRef::parse(&new.model).ok_or_else(|| {
-            crate::accounts::field("model", "write `provider/model`, e.g. `openai/gpt-4o`")
+            RuntimeError::field("model", "write `provider/model`, e.g. `openai/gpt-4o`")
         })?;
         if !self.room_providers(&room).await?.serves(&model) {
-            return Err(crate::accounts::field(
+            return Err(RuntimeError::field(
                 "model",
                 format!("no provider serves `{}`", new.model.trim()),
             ));
@@ -190,7 +190,7 @@ impl Runtime {
             colour: colour(position),
         };
         self.store.put_participant(&p).await.map_err(|e| match e {
-            agency_store::StoreError::Conflict(m) => crate::accounts::field("name", m),
+            agency_store::StoreError::Conflict(m) => RuntimeError::field("name", m),
             other => other.into(),
         })?;
         self.publish_room(room.id, RoomChange::Participants);
@@ -211,7 +211,7 @@ impl Runtime {
             .await?
             .into_iter()
             .find(|p| p.id == id)
-            .ok_or_else(|| RuntimeError::Invalid(format!("room {} has no agent {id}", room.id)))?;
+            .ok_or_else(|| RuntimeError::NotFound(format!("room {} has no agent {id}", room.id)))?;
         Ok((room, p))
     }
 
@@ -254,7 +254,7 @@ impl Runtime {
     ) -> Result<(), RuntimeError> {
         let room = self.owned_room(owner, room).await?;
         if !self.store.set_included(room.id, message, included).await? {
-            return Err(RuntimeError::Invalid(format!(
+            return Err(RuntimeError::NotFound(format!(
                 "room {} has no message {message}",
                 room.id
             )));

@@ -53,7 +53,8 @@ impl From<RuntimeError> for ApiError {
         match e {
             RuntimeError::AgencyNotFound(_)
             | RuntimeError::ConversationNotFound(_)
-            | RuntimeError::RoomNotFound(_) => ApiError::NotFound(e.to_string()),
+            | RuntimeError::RoomNotFound(_)
+            | RuntimeError::NotFound(_) => ApiError::NotFound(e.to_string()),
             RuntimeError::Invalid(m) => ApiError::BadRequest(m),
             RuntimeError::Validation(v) => ApiError::Fields(v),
             RuntimeError::Conflict(m) => ApiError::Conflict(m),

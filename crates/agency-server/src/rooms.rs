@@ -174,8 +174,7 @@ pub async fn set_included(
         .parse()
         .map_err(|_| ApiError::NotFound(format!("no message `{message}` in this room")))?;
     s.rt.set_included(&session.owner(), room_id(&room)?, message, body.included)
-        .await
-        .map_err(not_found_if_invalid)?;
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -224,8 +223,7 @@ pub async fn set_enabled(
             participant_id(&agent)?,
             body.enabled,
         )
-        .await
-        .map_err(not_found_if_invalid)?;
+        .await?;
     Ok(Json(wire::Participant::from(&p)))
 }
 
@@ -239,8 +237,7 @@ pub async fn remove_participant(
     Path((room, agent)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     s.rt.remove_participant(&session.owner(), room_id(&room)?, participant_id(&agent)?)
-        .await
-        .map_err(not_found_if_invalid)?;
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -258,14 +255,6 @@ pub async fn retry(
         s.rt.retry(&session.owner(), room_id(&room)?, participant_id(&agent)?)
             .await?;
     Ok((StatusCode::CREATED, Json(posted(p, wait.wait).await)))
-}
-
-/// A missing message or agent of a room the user owns is a 404 too.
-fn not_found_if_invalid(e: RuntimeError) -> ApiError {
-    match e {
-        RuntimeError::Invalid(m) => ApiError::NotFound(m),
-        other => other.into(),
-    }
 }
 
 /// Everything that happens in the room, as server-sent events: `message` (stored: the

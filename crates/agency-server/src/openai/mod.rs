@@ -226,6 +226,7 @@ fn runtime_error(e: RuntimeError) -> OpenAiError {
         RuntimeError::Validation(_)
         | RuntimeError::Unauthorized(_)
         | RuntimeError::RoomNotFound(_)
+        | RuntimeError::NotFound(_)
         | RuntimeError::Store(_) => {
             tracing::error!(error = %e, "chat completion failed");
             OpenAiError::server(
