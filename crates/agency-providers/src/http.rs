@@ -153,7 +153,13 @@ impl Endpoint {
             .connect_timeout(settings.connect_timeout)
             .build()
             .map_err(|e| ProviderError::Config(format!("cannot build an HTTP client: {e}")))?;
-        Ok(Self {
+        Ok(Self::with_client(base_url, client, settings))
+    }
+
+    /// An endpoint on a client of the caller's (its own resolver, redirect policy, ...); the
+    /// client's connect timeout is the caller's to set.
+    pub fn with_client(base_url: &str, client: reqwest::Client, settings: HttpSettings) -> Self {
+        Self {
             base_url: base_url.trim_end_matches('/').to_string(),
             client,
             permits: Arc::new(Semaphore::new(settings.max_concurrency.max(1))),
@@ -162,7 +168,7 @@ impl Endpoint {
                 .map(|n| Arc::new(RateLimiter::direct(Quota::per_minute(n)))),
             settings,
             urls: std::sync::Mutex::default(),
-        })
+        }
     }
 
     pub fn settings(&self) -> &HttpSettings {
@@ -223,7 +229,10 @@ impl Endpoint {
                     ))
                 })?;
                 // Credentials stay out of header compression tables and debug output.
-                value.set_sensitive(matches!(*name, "authorization" | "x-api-key"));
+                value.set_sensitive(matches!(
+                    *name,
+                    "authorization" | "x-api-key" | crate::bot::CALLER_KEY_HEADER
+                ));
                 request = request.header(*name, value);
             }
             let error = match tokio::time::timeout(self.settings.first_byte_timeout, request.send())
