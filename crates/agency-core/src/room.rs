@@ -1,8 +1,14 @@
 //! Roundtable rooms (spec 004): a person and several agents in one room. Each message of the
-//! person is answered, in parallel, by the agents it mentions (`@name`), or else by every
-//! enabled agent. Every message can be left out of future contexts. This module decides who
-//! answers and what each agent's context is; the runtime calls the models and stores.
+//! person is answered, in parallel, by the agents it mentions (`@name`) or replies to, or else
+//! by every enabled agent. Every message can be left out of future contexts. This module
+//! decides who answers and what each agent's context is; the runtime calls the models and
+//! stores.
+//!
+//! An agent may be a **bot** behind a webhook (spec 003): it answers only when a message tags
+//! it or replies to one of its messages, and is sent the spec's request ([`bot_call`]). Every
+//! room also has a built-in utility bot that registers bots ([`command`]).
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
@@ -29,9 +35,9 @@ pub struct Room {
 pub struct Participant {
     pub id: ParticipantId,
     pub room: RoomId,
-    /// Unique in the room (without regard to case): what `@mentions` name.
+    /// Unique in the room (without regard to case): what `@mentions` name. A bot's username.
     pub name: String,
-    pub model: ModelRef,
+    pub speaker: Speaker,
     pub role: Option<String>,
     pub personality: Option<String>,
     pub instructions: Option<String>,
@@ -41,6 +47,40 @@ pub struct Participant {
     pub position: i64,
     /// A CSS colour for its messages and pill, e.g. `#3b82f6`.
     pub colour: String,
+}
+
+/// What answers for a participant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Speaker {
+    /// A model, given the agent's context.
+    Model(ModelRef),
+    /// A bot behind a webhook, given the spec's request.
+    Bot(Bot),
+}
+
+/// A webhook bot: where it is called, and whom it emulates. Its caller key is not kept: the
+/// runtime derives it from the server's secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bot {
+    pub endpoint: String,
+    /// The name of the person it emulates.
+    pub emulates: Option<String>,
+}
+
+impl Participant {
+    pub fn model(&self) -> Option<&ModelRef> {
+        match &self.speaker {
+            Speaker::Model(m) => Some(m),
+            Speaker::Bot(_) => None,
+        }
+    }
+
+    pub fn bot(&self) -> Option<&Bot> {
+        match &self.speaker {
+            Speaker::Bot(b) => Some(b),
+            Speaker::Model(_) => None,
+        }
+    }
 }
 
 /// Who wrote a room message.
@@ -58,7 +98,12 @@ pub enum Author {
         id: ParticipantId,
         name: String,
     },
+    /// The room's built-in utility bot, answering a command; never in anyone's context.
+    Utility,
 }
+
+/// The utility bot's name.
+pub const UTILITY: &str = "utility";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RoomMessage {
@@ -70,6 +115,10 @@ pub struct RoomMessage {
     pub text: String,
     /// Whether it goes into future contexts.
     pub included: bool,
+    /// The message this one answers.
+    pub reply_to: Option<RoomMessageId>,
+    /// The participants it tags (`@name`).
+    pub tagged: Vec<ParticipantId>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -77,9 +126,35 @@ impl RoomMessage {
     /// The participant it came from, for agents' answers and failures.
     pub fn participant(&self) -> Option<ParticipantId> {
         match &self.author {
-            Author::Person => None,
+            Author::Person | Author::Utility => None,
             Author::Agent { id, .. } | Author::Error { id, .. } => Some(*id),
         }
+    }
+
+    /// Said by the person or an agent: neither a failure nor the utility bot.
+    pub fn spoken(&self) -> bool {
+        matches!(self.author, Author::Person | Author::Agent { .. })
+    }
+}
+
+/// A participant's name as it may be given: a letter, then letters, digits, `_`, `-` or `.`,
+/// at most 64, and not the utility bot's.
+pub fn check_name(name: &str) -> Result<&str, String> {
+    let name = name.trim();
+    let valid = name.chars().next().is_some_and(char::is_alphabetic)
+        && name.chars().count() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if !valid {
+        Err(
+            "a letter, then letters, digits, `_`, `-` or `.` (at most 64): @mentions name it"
+                .into(),
+        )
+    } else if name.eq_ignore_ascii_case(UTILITY) {
+        Err(format!("`{UTILITY}` is the room's utility bot"))
+    } else {
+        Ok(name)
     }
 }
 
@@ -118,16 +193,31 @@ pub fn mentioned(text: &str, participants: &[Participant]) -> Vec<ParticipantId>
         .collect()
 }
 
-/// Who answers a person's message: those it mentions (disabled ones too: a mention is an
-/// explicit ask), else every enabled agent. Nobody, in solo mode.
-pub fn responders(text: &str, participants: &[Participant]) -> Vec<ParticipantId> {
-    let asked = mentioned(text, participants);
+/// Who answers a person's message: those it mentions and the agent whose message it replies
+/// to (disabled ones too: that is an explicit ask), else every enabled agent that is not a
+/// bot (bots answer only when asked). Nobody, in solo mode.
+pub fn responders(
+    text: &str,
+    replied: Option<&RoomMessage>,
+    participants: &[Participant],
+) -> Vec<ParticipantId> {
+    let mut asked = mentioned(text, participants);
+    if let Some(Author::Agent { id, .. }) = replied.map(|m| &m.author)
+        && !asked.contains(id)
+        && participants.iter().any(|p| p.id == *id)
+    {
+        asked.push(*id);
+    }
     if !asked.is_empty() {
-        return asked;
+        return participants
+            .iter()
+            .filter(|p| asked.contains(&p.id))
+            .map(|p| p.id)
+            .collect();
     }
     participants
         .iter()
-        .filter(|p| p.enabled)
+        .filter(|p| p.enabled && p.bot().is_none())
         .map(|p| p.id)
         .collect()
 }
@@ -198,10 +288,182 @@ pub fn context(
                 out.push((Role::Assistant, m.text.clone()));
             }
             Author::Agent { name, .. } => out.push((Role::User, format!("{name}: {}", m.text))),
-            Author::Error { .. } => {}
+            Author::Error { .. } | Author::Utility => {}
         }
     }
     out
+}
+
+/// The most earlier messages a bot is sent as `context`.
+pub const BOT_CONTEXT: usize = 50;
+
+/// What a bot is sent when `message` asks it (spec 003): the messages its wire request holds,
+/// chosen here and put in the bot's wire format by the runtime.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BotCall<'a> {
+    /// The included messages before `message` (the last [`BOT_CONTEXT`]), oldest first;
+    /// never failures or the utility bot's.
+    pub context: Vec<&'a RoomMessage>,
+    /// Earlier exchanges with the bot: each thread (a message and the replies to it, and to
+    /// those) that the bot answered in, oldest first.
+    pub conversation: Vec<Exchange<'a>>,
+    pub message: &'a RoomMessage,
+    /// The participants `message` tags.
+    pub users: Vec<&'a Participant>,
+}
+
+/// One thread the bot took part in, named by its first message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange<'a> {
+    pub id: RoomMessageId,
+    pub messages: Vec<&'a RoomMessage>,
+}
+
+/// The thread a message belongs to: the first message of its chain of replies (a reply to a
+/// message the room no longer has starts a thread of its own).
+fn thread_root(m: &RoomMessage, by_id: &HashMap<RoomMessageId, &RoomMessage>) -> RoomMessageId {
+    let mut at = m;
+    // A chain of replies only points back in time; the bound guards against damaged data.
+    for _ in 0..by_id.len() {
+        match at.reply_to.and_then(|r| by_id.get(&r)) {
+            Some(parent) => at = parent,
+            None => break,
+        }
+    }
+    at.id
+}
+
+/// The request for `bot` answering `message`; `history` is the room's messages in order
+/// (those after `message` are not looked at).
+pub fn bot_call<'a>(
+    bot: ParticipantId,
+    message: &'a RoomMessage,
+    history: &'a [RoomMessage],
+    participants: &'a [Participant],
+) -> BotCall<'a> {
+    let earlier: Vec<&RoomMessage> = history.iter().filter(|m| m.seq < message.seq).collect();
+    let by_id: HashMap<RoomMessageId, &RoomMessage> = earlier.iter().map(|m| (m.id, *m)).collect();
+    // What the person left out of contexts is left out here too.
+    let before: Vec<&RoomMessage> = earlier
+        .into_iter()
+        .filter(|m| m.included && m.spoken())
+        .collect();
+    let context = before[before.len().saturating_sub(BOT_CONTEXT)..].to_vec();
+    let mut threads: Vec<RoomMessageId> = Vec::new();
+    for m in &before {
+        if m.participant() == Some(bot) {
+            let root = thread_root(m, &by_id);
+            if !threads.contains(&root) {
+                threads.push(root);
+            }
+        }
+    }
+    let mut conversation: Vec<Exchange> = threads
+        .iter()
+        .map(|&id| Exchange {
+            id,
+            messages: Vec::new(),
+        })
+        .collect();
+    for m in &before {
+        let root = thread_root(m, &by_id);
+        if let Some(x) = conversation.iter_mut().find(|x| x.id == root) {
+            x.messages.push(m);
+        }
+    }
+    conversation.sort_by_key(|x| x.messages.first().map(|m| m.seq));
+
+    let users = participants
+        .iter()
+        .filter(|p| message.tagged.contains(&p.id))
+        .collect();
+    BotCall {
+        context,
+        conversation,
+        message,
+        users,
+    }
+}
+
+/// Whom a bot's answer to `original` tags: those `original` tagged (but the bot), unless
+/// `original` is itself a reply to a message that tagged someone — the thread already has
+/// their attention (spec 003).
+pub fn reply_tags(
+    original: &RoomMessage,
+    history: &[RoomMessage],
+    bot: ParticipantId,
+) -> Vec<ParticipantId> {
+    let replies_to_tagged = original
+        .reply_to
+        .and_then(|r| history.iter().find(|m| m.id == r))
+        .is_some_and(|m| !m.tagged.is_empty());
+    if replies_to_tagged {
+        return Vec::new();
+    }
+    original
+        .tagged
+        .iter()
+        .copied()
+        .filter(|t| *t != bot)
+        .collect()
+}
+
+/// A command for the room's utility bot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `/register <username> <endpoint> [emulated name]`
+    Register {
+        username: String,
+        endpoint: String,
+        emulates: Option<String>,
+    },
+    /// `/bots`
+    Bots,
+    /// `/unregister <username>`
+    Unregister { username: String },
+    /// `/help`
+    Help,
+}
+
+/// How to use the utility bot.
+pub const COMMANDS_HELP: &str = "I register bots in this room: `/register <username> <endpoint> \
+     [emulated name]` adds one (I answer with its caller key, once), `/bots` lists them, \
+     `/unregister <username>` removes one.";
+
+/// The utility bot's command in `text`, if it is one (it starts with `/` and a word): the
+/// command, or what is wrong with it.
+pub fn command(text: &str) -> Option<Result<Command, String>> {
+    let rest = text.trim().strip_prefix('/')?;
+    let mut words = rest.split_whitespace();
+    let name = words.next()?;
+    if !name.chars().next().is_some_and(char::is_alphabetic) {
+        return None;
+    }
+    let args: Vec<&str> = words.collect();
+    Some(match name.to_lowercase().as_str() {
+        "register" => match args.as_slice() {
+            [username, endpoint, emulates @ ..] => Ok(Command::Register {
+                username: (*username).trim_start_matches('@').to_string(),
+                endpoint: (*endpoint).to_string(),
+                emulates: (!emulates.is_empty()).then(|| emulates.join(" ")),
+            }),
+            _ => Err(
+                "usage: `/register <username> <endpoint> [emulated name]`, e.g. \
+                 `/register ada https://bots.example.com/ada Ada Lovelace`"
+                    .into(),
+            ),
+        },
+        "bots" if args.is_empty() => Ok(Command::Bots),
+        "bots" => Err("`/bots` takes no arguments".into()),
+        "unregister" => match args.as_slice() {
+            [username] => Ok(Command::Unregister {
+                username: username.trim_start_matches('@').to_string(),
+            }),
+            _ => Err("usage: `/unregister <username>`".into()),
+        },
+        "help" => Ok(Command::Help),
+        other => Err(format!("I do not know `/{other}`. {COMMANDS_HELP}")),
+    })
 }
 
 /// Colours given to agents in turn as they join.
@@ -218,7 +480,7 @@ mod tests {
             id: ParticipantId::new(),
             room: RoomId(uuid::Uuid::nil()),
             name: name.into(),
-            model: ModelRef::parse("builtin/rules").unwrap_or(ModelRef {
+            speaker: Speaker::Model(ModelRef {
                 provider: "builtin".into(),
                 model: "rules".into(),
             }),
@@ -239,8 +501,28 @@ mod tests {
             author,
             text: text.into(),
             included,
+            reply_to: None,
+            tagged: Vec::new(),
             created_at: DateTime::<Utc>::UNIX_EPOCH,
         }
+    }
+
+    fn bot(name: &str) -> Participant {
+        Participant {
+            speaker: Speaker::Bot(Bot {
+                endpoint: format!("https://bots.example.com/{name}"),
+                emulates: None,
+            }),
+            ..agent(name, true)
+        }
+    }
+
+    /// Messages numbered in order, as a room stores them.
+    fn numbered(mut ms: Vec<RoomMessage>) -> Vec<RoomMessage> {
+        for (m, seq) in ms.iter_mut().zip(1..) {
+            m.seq = seq;
+        }
+        ms
     }
 
     #[test]
@@ -251,21 +533,21 @@ mod tests {
             agent("critic", true),
         ];
         let ids: Vec<ParticipantId> = ps.iter().map(|p| p.id).collect();
-        assert_eq!(responders("hello all", &ps), vec![ids[0], ids[2]]);
+        assert_eq!(responders("hello all", None, &ps), vec![ids[0], ids[2]]);
         // A mention is an explicit ask: a disabled agent answers it.
-        assert_eq!(responders("@writer, a poem?", &ps), vec![ids[1]]);
+        assert_eq!(responders("@writer, a poem?", None, &ps), vec![ids[1]]);
         assert_eq!(
-            responders("@critic and @PROGRAMMER: thoughts.", &ps),
+            responders("@critic and @PROGRAMMER: thoughts.", None, &ps),
             vec![ids[0], ids[2]],
             "display order, without regard to case"
         );
         assert_eq!(
-            responders("mail me at a@nobody.org", &ps),
+            responders("mail me at a@nobody.org", None, &ps),
             vec![ids[0], ids[2]]
         );
-        assert_eq!(responders("@critic.", &ps), vec![ids[2]]);
+        assert_eq!(responders("@critic.", None, &ps), vec![ids[2]]);
         let solo = vec![agent("a", false), agent("b", false)];
-        assert_eq!(responders("anyone?", &solo), vec![], "solo mode");
+        assert_eq!(responders("anyone?", None, &solo), vec![], "solo mode");
     }
 
     #[test]
@@ -315,6 +597,144 @@ mod tests {
         let ctx = context(bob, &ps, &messages);
         assert_eq!(ctx[2], (Role::User, "ann: ann says".to_string()));
         assert_eq!(ctx[3], (Role::Assistant, "bob says".to_string()));
+    }
+
+    #[test]
+    fn bots_answer_only_when_tagged_or_replied_to() {
+        let ps = vec![agent("ann", true), bot("ferm"), bot("qa")];
+        let ids: Vec<ParticipantId> = ps.iter().map(|p| p.id).collect();
+        assert_eq!(responders("status?", None, &ps), vec![ids[0]]);
+        assert_eq!(responders("@ferm status?", None, &ps), vec![ids[1]]);
+        let ferm_said = msg(
+            Author::Agent {
+                id: ids[1],
+                name: "ferm".into(),
+            },
+            "31 °C",
+            true,
+        );
+        assert_eq!(
+            responders("and now?", Some(&ferm_said), &ps),
+            vec![ids[1]],
+            "a reply asks the author"
+        );
+        assert_eq!(
+            responders("@qa check it", Some(&ferm_said), &ps),
+            vec![ids[1], ids[2]],
+            "tags and the replied-to author, in display order"
+        );
+        let person_said = msg(Author::Person, "hi", true);
+        assert_eq!(responders("more", Some(&person_said), &ps), vec![ids[0]]);
+    }
+
+    #[test]
+    fn a_bot_is_sent_the_context_its_threads_and_the_tagged_users() {
+        let ps = vec![agent("ann", true), bot("ferm")];
+        let (ann, ferm) = (ps[0].id, ps[1].id);
+        let said = |id, name: &str, text| {
+            msg(
+                Author::Agent {
+                    id,
+                    name: name.into(),
+                },
+                text,
+                true,
+            )
+        };
+        let mut ms = numbered(vec![
+            msg(Author::Person, "morning", true),            // 0
+            said(ann, "ann", "morning!"),                    // 1
+            msg(Author::Person, "@ferm temperature?", true), // 2
+            said(ferm, "ferm", "31 °C"),                     // 3: reply to 2
+            msg(Author::Person, "left out", false),          // 4
+            msg(Author::Person, "is that high?", true),      // 5: reply to 3
+            said(ferm, "ferm", "a little"),                  // 6: reply to 5
+            msg(Author::Utility, "registered", false),       // 7
+            msg(Author::Person, "@ferm and the pH?", true),  // 8: the message
+            msg(Author::Person, "later", true),              // 9
+        ]);
+        ms[2].tagged = vec![ferm];
+        ms[3].reply_to = Some(ms[2].id);
+        ms[5].reply_to = Some(ms[3].id);
+        ms[6].reply_to = Some(ms[5].id);
+        ms[8].tagged = vec![ferm, ann];
+        let call = bot_call(ferm, &ms[8], &ms, &ps);
+        let ids = |v: &[&RoomMessage]| v.iter().map(|m| m.seq).collect::<Vec<_>>();
+        assert_eq!(
+            ids(&call.context),
+            [1, 2, 3, 4, 6, 7],
+            "included and spoken only"
+        );
+        assert_eq!(
+            call.conversation.len(),
+            1,
+            "one thread, rooted at the first ask"
+        );
+        assert_eq!(call.conversation[0].id, ms[2].id);
+        assert_eq!(ids(&call.conversation[0].messages), [3, 4, 6, 7]);
+        assert_eq!(call.message.seq, 9);
+        let users: Vec<&str> = call.users.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(users, ["ann", "ferm"]);
+    }
+
+    #[test]
+    fn a_bot_reply_tags_the_original_tags_unless_the_thread_has_them() {
+        let ferm = ParticipantId::new();
+        let (ann, bob) = (ParticipantId::new(), ParticipantId::new());
+        let mut ms = numbered(vec![
+            msg(Author::Person, "@ferm @ann @bob look", true),
+            msg(Author::Person, "@ferm again", true),
+        ]);
+        ms[0].tagged = vec![ferm, ann, bob];
+        assert_eq!(reply_tags(&ms[0], &ms, ferm), vec![ann, bob]);
+        ms[1].tagged = vec![ferm, ann];
+        ms[1].reply_to = Some(ms[0].id);
+        assert_eq!(
+            reply_tags(&ms[1], &ms, ferm),
+            vec![],
+            "replies to a tagged message"
+        );
+    }
+
+    #[test]
+    fn the_utility_bot_reads_its_commands() {
+        assert_eq!(command("hello /register"), None);
+        assert_eq!(command("/ 1"), None);
+        assert_eq!(command("/42 is a number"), None);
+        assert_eq!(
+            command(" /register @ada https://b.example/ada Ada  Lovelace"),
+            Some(Ok(Command::Register {
+                username: "ada".into(),
+                endpoint: "https://b.example/ada".into(),
+                emulates: Some("Ada Lovelace".into()),
+            }))
+        );
+        assert_eq!(
+            command("/register ada https://b.example/ada"),
+            Some(Ok(Command::Register {
+                username: "ada".into(),
+                endpoint: "https://b.example/ada".into(),
+                emulates: None,
+            }))
+        );
+        assert!(matches!(command("/register ada"), Some(Err(e)) if e.contains("usage")));
+        assert_eq!(command("/BOTS"), Some(Ok(Command::Bots)));
+        assert_eq!(
+            command("/unregister @ada"),
+            Some(Ok(Command::Unregister {
+                username: "ada".into()
+            }))
+        );
+        assert!(matches!(command("/unregister"), Some(Err(e)) if e.contains("usage")));
+        assert!(matches!(command("/dance now"), Some(Err(e)) if e.contains("`/dance`")));
+    }
+
+    #[test]
+    fn names_are_checked_and_the_utility_bots_is_taken() {
+        assert_eq!(check_name(" ada.l "), Ok("ada.l"));
+        assert!(check_name("9lives").is_err());
+        assert!(check_name("two words").is_err());
+        assert!(check_name("Utility").unwrap_err().contains("utility bot"));
     }
 
     #[test]

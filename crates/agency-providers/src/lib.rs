@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use secrecy::SecretString;
 
 pub mod anthropic;
+pub mod bot;
 pub mod http;
 pub mod openai;
 
@@ -95,20 +96,32 @@ pub trait Provider: Send + Sync {
     fn model(&self, name: &str) -> Option<Arc<dyn Model>>;
 }
 
-/// The providers this server knows, by name.
+/// The providers this server knows, by name, and how it calls webhook bots.
 #[derive(Clone)]
 pub struct Providers {
     by_name: HashMap<String, Arc<dyn Provider>>,
+    bots: Option<bot::BotClient>,
 }
 
 impl Providers {
-    /// Only the built-in models.
+    /// Only the built-in models; bots on public addresses only.
     pub fn builtin() -> Self {
         let mut p = Self {
             by_name: HashMap::new(),
+            bots: bot::BotClient::new(bot::default_settings(), false).ok(),
         };
         p.insert("builtin", Arc::new(Builtin));
         p
+    }
+
+    /// Calls bots with `client` (e.g. one allowed to reach private addresses).
+    pub fn set_bots(&mut self, client: bot::BotClient) {
+        self.bots = Some(client);
+    }
+
+    /// How bots are called; `None` when no HTTP client could be built.
+    pub fn bots(&self) -> Option<&bot::BotClient> {
+        self.bots.as_ref()
     }
 
     pub fn insert(&mut self, name: &str, provider: Arc<dyn Provider>) {

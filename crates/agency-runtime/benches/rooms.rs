@@ -86,7 +86,7 @@ async fn main() {
     for i in 0..rounds {
         let start = Instant::now();
         let (_, answers) = rt
-            .post_to_room("bench", room.id, &format!("question {i}"))
+            .post_to_room("bench", room.id, &format!("question {i}"), None)
             .await
             .unwrap()
             .answers()
@@ -142,6 +142,8 @@ async fn main() {
                 author,
                 text: format!("message {i}: {}", "some words of a conversation ".repeat(4)),
                 included: true,
+                reply_to: None,
+                tagged: Vec::new(),
                 created_at: chrono::Utc::now(),
             })
             .await

@@ -5,13 +5,15 @@
 
 use std::sync::Arc;
 
-use agency_core::room::{self, Author, Participant, Room, RoomMessage};
+use agency_core::room::{self, Author, Bot, Command, Participant, Room, RoomMessage, Speaker};
 use agency_core::{
     Agency, AgencyId, Agent, AgentId, ConversationId, Limits, Message, MessageId, MessageKind,
     ModelRef, ParticipantId, Protocol, Role, RoomId, RoomMessageId, Roster, Sampling,
 };
+use agency_providers::bot::{BotConversation, BotMessage, BotRequest, BotUser};
 use agency_providers::{ModelRequest, Providers};
 use chrono::Utc;
+use secrecy::SecretString;
 use tokio::task::JoinSet;
 
 use crate::{Event, Runtime, RuntimeError};
@@ -44,12 +46,25 @@ pub struct NewParticipant {
     pub instructions: Option<String>,
 }
 
+/// A bot as the person registers it.
+#[derive(Clone, Debug, Default)]
+pub struct NewBot {
+    pub username: String,
+    pub endpoint: String,
+    /// The name of the person it emulates.
+    pub emulates: Option<String>,
+}
+
 /// A person's message, stored, and the agents answering it.
 pub struct Posted {
     pub message: RoomMessage,
     pub answering: Vec<ParticipantId>,
-    /// The answers (or failures), each as stored; await them or drop them (they go on).
+    /// The answers (or failures), each as stored; await them or drop them (they go on). A
+    /// command's answer from the utility bot is among them.
     pub answers: JoinSet<RoomMessage>,
+    /// The caller key of a bot the message registered: shown to the person once, here, and
+    /// stored nowhere (the utility bot's stored answer holds only its last characters).
+    pub caller_key: Option<SecretString>,
 }
 
 impl Posted {
@@ -103,7 +118,7 @@ impl Runtime {
                         id: ParticipantId::new(),
                         room: room.id,
                         name: agent.name.clone(),
-                        model: agent.model.clone(),
+                        speaker: Speaker::Model(agent.model.clone()),
                         role: agent.role.clone(),
                         personality: None,
                         instructions: instructions_of(agent),
@@ -154,18 +169,9 @@ impl Runtime {
         new: NewParticipant,
     ) -> Result<Participant, RuntimeError> {
         let room = self.owned_room(owner, room).await?;
-        let name = new.name.trim().to_string();
-        let valid_name = name.chars().next().is_some_and(|c| c.is_alphabetic())
-            && name.chars().count() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if !valid_name {
-            return Err(RuntimeError::field(
-                "name",
-                "a letter, then letters, digits, `_`, `-` or `.` (at most 64): @mentions name it",
-            ));
-        }
+        let name = room::check_name(&new.name)
+            .map_err(|e| RuntimeError::field("name", e))?
+            .to_string();
         let model = ModelRef::parse(&new.model).ok_or_else(|| {
             RuntimeError::field("model", "write `provider/model`, e.g. `openai/gpt-4o`")
         })?;
@@ -175,26 +181,112 @@ impl Runtime {
                 format!("no provider serves `{}`", new.model.trim()),
             ));
         }
-        let existing = self.store.participants(room.id).await?;
-        let position = existing.iter().map(|p| p.position + 1).max().unwrap_or(0);
         let p = Participant {
-            id: ParticipantId::new(),
-            room: room.id,
-            name,
-            model,
             role: optional(new.role),
             personality: optional(new.personality),
             instructions: optional(new.instructions),
-            enabled: true,
-            position,
-            colour: colour(position),
+            ..newcomer(&room, name, Speaker::Model(model))
         };
+        self.join(&room, p, "name").await
+    }
+
+    /// Stores `p`, a newcomer to `room`, last; a taken name is an error of the field `field`.
+    async fn join(
+        &self,
+        room: &Room,
+        mut p: Participant,
+        field: &str,
+    ) -> Result<Participant, RuntimeError> {
+        let existing = self.store.participants(room.id).await?;
+        p.position = existing.iter().map(|p| p.position + 1).max().unwrap_or(0);
+        p.colour = colour(p.position);
         self.store.put_participant(&p).await.map_err(|e| match e {
-            agency_store::StoreError::Conflict(m) => RuntimeError::field("name", m),
+            agency_store::StoreError::Conflict(m) => RuntimeError::field(field, m),
             other => other.into(),
         })?;
         self.publish_room(room.id, RoomChange::Participants);
         Ok(p)
+    }
+
+    /// Registers a webhook bot in the owner's room (spec 003): it answers when tagged or
+    /// replied to. Returns it with its caller key, which the caller shows once.
+    pub async fn register_bot(
+        &self,
+        owner: &str,
+        room: RoomId,
+        new: NewBot,
+    ) -> Result<(Participant, SecretString), RuntimeError> {
+        let room = self.owned_room(owner, room).await?;
+        let name = room::check_name(new.username.trim_start_matches('@'))
+            .map_err(|e| RuntimeError::field("username", e))?
+            .to_string();
+        let endpoint = new.endpoint.trim();
+        let bots = self
+            .room_providers(&room)
+            .await?
+            .bots()
+            .cloned()
+            .ok_or_else(|| RuntimeError::Invalid("this server cannot make HTTP calls".into()))?;
+        let url = bots
+            .check_endpoint(endpoint)
+            .await
+            .map_err(|e| RuntimeError::field("endpoint", e.to_string()))?;
+        let bot = Bot {
+            endpoint: url.to_string(),
+            emulates: optional(new.emulates),
+        };
+        let p = self
+            .join(&room, newcomer(&room, name, Speaker::Bot(bot)), "username")
+            .await?;
+        let key = self.caller_key(&p)?;
+        Ok((p, key))
+    }
+
+    /// The bots of the owner's room.
+    pub async fn room_bots(
+        &self,
+        owner: &str,
+        room: RoomId,
+    ) -> Result<Vec<Participant>, RuntimeError> {
+        let room = self.owned_room(owner, room).await?;
+        let mut ps = self.store.participants(room.id).await?;
+        ps.retain(|p| p.bot().is_some());
+        Ok(ps)
+    }
+
+    /// Removes the bot named `username` from the owner's room.
+    pub async fn unregister_bot(
+        &self,
+        owner: &str,
+        room: RoomId,
+        username: &str,
+    ) -> Result<Participant, RuntimeError> {
+        let username = username.trim().trim_start_matches('@');
+        let bot = self
+            .room_bots(owner, room)
+            .await?
+            .into_iter()
+            .find(|p| p.name.eq_ignore_ascii_case(username))
+            .ok_or_else(|| RuntimeError::NotFound(format!("the room has no bot `@{username}`")))?;
+        self.store.delete_participant(room, bot.id).await?;
+        self.publish_room(room, RoomChange::Participants);
+        Ok(bot)
+    }
+
+    /// A bot's caller key: derived from the master key, the room and the bot, so it is
+    /// stored nowhere and the same every time. A bot registered again gets a new one.
+    fn caller_key(&self, bot: &Participant) -> Result<SecretString, RuntimeError> {
+        let source = self.master_key().ok_or_else(|| {
+            RuntimeError::Invalid(
+                "this server has no master key, so it cannot make caller keys for bots".into(),
+            )
+        })?;
+        let master = crate::secrets::MasterKey::load_or_create(source)?;
+        let bytes = master.derive(&format!("agency bot caller key\0{}\0{}", bot.room, bot.id));
+        Ok(SecretString::from(format!(
+            "ck_{}",
+            crate::hex::encode(&bytes)
+        )))
     }
 
     /// The owner's room's agent.
@@ -263,16 +355,33 @@ impl Runtime {
         Ok(())
     }
 
-    /// Stores the person's message, then has the agents it asks answer it, in parallel.
+    /// Stores the person's message, then has the agents it asks answer it, in parallel. A
+    /// command (`/register`, ...) goes to the room's utility bot instead, and neither it nor
+    /// the answer goes into anyone's context.
     pub async fn post_to_room(
         self: &Arc<Self>,
         owner: &str,
         room: RoomId,
         text: &str,
+        reply_to: Option<RoomMessageId>,
     ) -> Result<Posted, RuntimeError> {
         let text = room::check_text(text).map_err(RuntimeError::Invalid)?;
         let room = self.owned_room(owner, room).await?;
         let participants = self.store.participants(room.id).await?;
+        let replied = match reply_to {
+            None => None,
+            Some(id) => Some(
+                self.store
+                    .room_messages(room.id)
+                    .await?
+                    .into_iter()
+                    .find(|m| m.id == id)
+                    .ok_or_else(|| {
+                        RuntimeError::field("reply_to", format!("the room has no message {id}"))
+                    })?,
+            ),
+        };
+        let command = room::command(text);
         let message = self
             .store
             .add_room_message(RoomMessage {
@@ -281,23 +390,136 @@ impl Runtime {
                 seq: 0,
                 author: Author::Person,
                 text: text.to_string(),
-                included: true,
+                included: command.is_none(),
+                reply_to,
+                tagged: room::mentioned(text, &participants),
                 created_at: Utc::now(),
             })
             .await?;
         self.publish_room(room.id, RoomChange::Message(message.clone()));
-        let answering = room::responders(text, &participants);
+        if let Some(command) = command {
+            return self.utility(owner, &room, message, command).await;
+        }
+        let answering = room::responders(text, replied.as_ref(), &participants);
         let answers = self
-            .answer(&room, participants, &answering, message.seq)
+            .answer(&room, participants, &answering, &message)
             .await?;
         Ok(Posted {
             message,
             answering,
             answers,
+            caller_key: None,
         })
     }
 
-    /// Has one agent answer the room's latest message of the person again (after a failure).
+    /// The utility bot carries out `command` and answers `message` with what it did (or what
+    /// was wrong).
+    async fn utility(
+        &self,
+        owner: &str,
+        room: &Room,
+        message: RoomMessage,
+        command: Result<Command, String>,
+    ) -> Result<Posted, RuntimeError> {
+        let mut caller_key = None;
+        let text = match command {
+            Err(usage) => usage,
+            Ok(Command::Help) => room::COMMANDS_HELP.to_string(),
+            Ok(Command::Bots) => {
+                let bots = self.room_bots(owner, room.id).await?;
+                if bots.is_empty() {
+                    "No bots are registered in this room. `/register <username> <endpoint> \
+                     [emulated name]` adds one."
+                        .to_string()
+                } else {
+                    let lines: Vec<String> = bots
+                        .iter()
+                        .filter_map(|p| {
+                            let bot = p.bot()?;
+                            let who = bot
+                                .emulates
+                                .as_deref()
+                                .map(|e| format!(" (emulating {e})"))
+                                .unwrap_or_default();
+                            Some(format!("@{}{who} at {}", p.name, bot.endpoint))
+                        })
+                        .collect();
+                    format!("Bots in this room:\n{}", lines.join("\n"))
+                }
+            }
+            Ok(Command::Unregister { username }) => {
+                match self.unregister_bot(owner, room.id, &username).await {
+                    Ok(bot) => format!("Unregistered @{}.", bot.name),
+                    Err(RuntimeError::NotFound(m)) => format!("{m}; `/bots` lists them."),
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(Command::Register {
+                username,
+                endpoint,
+                emulates,
+            }) => {
+                let new = NewBot {
+                    username,
+                    endpoint,
+                    emulates,
+                };
+                match self.register_bot(owner, room.id, new).await {
+                    Ok((bot, key)) => {
+                        use secrecy::ExposeSecret;
+                        let last: String = {
+                            let k: Vec<char> = key.expose_secret().chars().collect();
+                            k[k.len().saturating_sub(4)..].iter().collect()
+                        };
+                        caller_key = Some(key);
+                        format!(
+                            "Registered @{}: tag it or reply to it and I call {} with the \
+                             header X-CALLER-KEY. Its caller key (ending in …{last}) was shown \
+                             once, to whoever registered it.",
+                            bot.name,
+                            bot.bot().map(|b| b.endpoint.as_str()).unwrap_or_default(),
+                        )
+                    }
+                    Err(RuntimeError::Validation(errors)) => {
+                        let problems: Vec<String> = errors
+                            .0
+                            .iter()
+                            .map(|e| format!("{}: {}", e.path, e.message))
+                            .collect();
+                        format!("I could not register it. {}", problems.join("; "))
+                    }
+                    Err(RuntimeError::Invalid(m)) => format!("I could not register it: {m}"),
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        let answer = self
+            .store
+            .add_room_message(RoomMessage {
+                id: RoomMessageId::new(),
+                room: room.id,
+                seq: 0,
+                author: Author::Utility,
+                text,
+                included: false,
+                reply_to: Some(message.id),
+                tagged: Vec::new(),
+                created_at: Utc::now(),
+            })
+            .await?;
+        self.publish_room(room.id, RoomChange::Message(answer.clone()));
+        let mut answers = JoinSet::new();
+        answers.spawn(std::future::ready(answer));
+        Ok(Posted {
+            message,
+            answering: Vec::new(),
+            answers,
+            caller_key,
+        })
+    }
+
+    /// Has one agent answer again (after a failure): the message its last failure answered,
+    /// else the person's latest message.
     pub async fn retry(
         self: &Arc<Self>,
         owner: &str,
@@ -306,28 +528,37 @@ impl Runtime {
     ) -> Result<Posted, RuntimeError> {
         let (room, _) = self.participant(owner, room, agent).await?;
         let messages = self.store.room_messages(room.id).await?;
-        let last = messages
+        let failed_on = messages
             .iter()
             .rev()
-            .find(|m| m.author == Author::Person)
+            .find(|m| matches!(&m.author, Author::Error { id, .. } if *id == agent))
+            .and_then(|m| m.reply_to);
+        let asking = messages
+            .iter()
+            .rev()
+            .find(|m| match failed_on {
+                Some(id) => m.id == id,
+                None => m.author == Author::Person && m.included,
+            })
             .cloned()
             .ok_or_else(|| RuntimeError::Invalid("there is no message to answer yet".into()))?;
         let participants = self.store.participants(room.id).await?;
-        let answers = self.answer(&room, participants, &[agent], last.seq).await?;
+        let answers = self.answer(&room, participants, &[agent], &asking).await?;
         Ok(Posted {
-            message: last,
+            message: asking,
             answering: vec![agent],
             answers,
+            caller_key: None,
         })
     }
 
-    /// Starts `who`'s answers to the room as it stood at `upto` (the person's message).
+    /// Starts `who`'s answers to `asking`, with the room as it stood then.
     async fn answer(
         self: &Arc<Self>,
         room: &Room,
         participants: Vec<Participant>,
         who: &[ParticipantId],
-        upto: i64,
+        asking: &RoomMessage,
     ) -> Result<JoinSet<RoomMessage>, RuntimeError> {
         let mut answers = JoinSet::new();
         if who.is_empty() {
@@ -335,55 +566,113 @@ impl Runtime {
         }
         let providers = self.room_providers(room).await?;
         let mut history = self.store.room_messages(room.id).await?;
-        history.retain(|m| m.seq <= upto);
+        history.retain(|m| m.seq <= asking.seq);
         let history = Arc::new(history);
         let participants = Arc::new(participants);
         for id in who {
             let Some(agent) = participants.iter().find(|p| p.id == *id).cloned() else {
                 continue;
             };
-            let (rt, providers, history, participants, room) = (
+            let (rt, providers, history, participants, room, asking) = (
                 self.clone(),
                 providers.clone(),
                 history.clone(),
                 participants.clone(),
                 room.clone(),
+                asking.clone(),
             );
             answers.spawn(async move {
-                rt.one_answer(&room, &agent, &participants, &history, &providers)
+                rt.publish_room(room.id, RoomChange::AgentStarted(agent.id));
+                let (result, reply_to, tagged) = match &agent.speaker {
+                    Speaker::Model(model) => {
+                        let text = rt
+                            .model_answer(&room, &agent, model, &participants, &history, &providers)
+                            .await;
+                        (text, None, Vec::new())
+                    }
+                    Speaker::Bot(bot) => {
+                        let text = rt
+                            .bot_answer(
+                                &room,
+                                &agent,
+                                bot,
+                                &asking,
+                                &participants,
+                                &history,
+                                &providers,
+                            )
+                            .await;
+                        let tagged = room::reply_tags(&asking, &history, agent.id);
+                        (text, Some(asking.id), tagged)
+                    }
+                };
+                rt.store_answer(&room, &agent, result, reply_to, tagged)
                     .await
             });
         }
         Ok(answers)
     }
 
-    /// One agent's answer, stored (or its failure, stored in its place) and published.
-    async fn one_answer(
+    /// A model agent's answer, its deltas published as they stream.
+    async fn model_answer(
         &self,
         room: &Room,
         agent: &Participant,
+        model: &ModelRef,
         participants: &[Participant],
         history: &[RoomMessage],
         providers: &Providers,
-    ) -> RoomMessage {
-        self.publish_room(room.id, RoomChange::AgentStarted(agent.id));
-        let result = match providers.resolve(&agent.model) {
-            None => Err(format!("no provider serves `{}`", agent.model)),
-            Some(model) => {
-                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-                let request = model_request(room, agent, participants, history, tx);
-                let call = model.complete(request);
-                tokio::pin!(call);
-                loop {
-                    tokio::select! {
-                        done = &mut call => break done.map(|c| c.text).map_err(|e| e.to_string()),
-                        Some(text) = rx.recv() => {
-                            self.publish_room(room.id, RoomChange::Delta { agent: agent.id, text });
-                        }
-                    }
+    ) -> Result<String, String> {
+        let Some(answerer) = providers.resolve(model) else {
+            return Err(format!("no provider serves `{model}`"));
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let request = model_request(room, agent, model, participants, history, tx);
+        let call = answerer.complete(request);
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                done = &mut call => break done.map(|c| c.text).map_err(|e| e.to_string()),
+                Some(text) = rx.recv() => {
+                    self.publish_room(room.id, RoomChange::Delta { agent: agent.id, text });
                 }
             }
-        };
+        }
+    }
+
+    /// A bot's answer to `asking`: its webhook called with the spec's request.
+    #[allow(clippy::too_many_arguments)]
+    async fn bot_answer(
+        &self,
+        room: &Room,
+        agent: &Participant,
+        bot: &Bot,
+        asking: &RoomMessage,
+        participants: &[Participant],
+        history: &[RoomMessage],
+        providers: &Providers,
+    ) -> Result<String, String> {
+        let client = providers
+            .bots()
+            .ok_or_else(|| "this server cannot make HTTP calls".to_string())?;
+        let key = self.caller_key(agent).map_err(|e| e.to_string())?;
+        let call = room::bot_call(agent.id, asking, history, participants);
+        let request = bot_request(room, agent.id, &call);
+        client
+            .call(&bot.endpoint, &key, &request, None)
+            .await
+            .map_err(|e| format!("@{} could not answer: {e}", agent.name))
+    }
+
+    /// Stores an agent's answer (or its failure, in its place) and publishes it.
+    async fn store_answer(
+        &self,
+        room: &Room,
+        agent: &Participant,
+        result: Result<String, String>,
+        reply_to: Option<RoomMessageId>,
+        tagged: Vec<ParticipantId>,
+    ) -> RoomMessage {
         let author = |ok: bool| {
             let (id, name) = (agent.id, agent.name.clone());
             if ok {
@@ -392,28 +681,21 @@ impl Runtime {
                 Author::Error { id, name }
             }
         };
-        let message = match result {
-            Ok(text) => RoomMessage {
-                id: RoomMessageId::new(),
-                room: room.id,
-                seq: 0,
-                author: author(true),
-                text,
-                included: true,
-                created_at: Utc::now(),
-            },
-            Err(error) => {
-                tracing::warn!(room = %room.id, agent = %agent.name, %error, "a room agent failed");
-                RoomMessage {
-                    id: RoomMessageId::new(),
-                    room: room.id,
-                    seq: 0,
-                    author: author(false),
-                    text: error,
-                    included: false,
-                    created_at: Utc::now(),
-                }
-            }
+        let ok = result.is_ok();
+        let text = result.unwrap_or_else(|error| {
+            tracing::warn!(room = %room.id, agent = %agent.name, %error, "a room agent failed");
+            error
+        });
+        let message = RoomMessage {
+            id: RoomMessageId::new(),
+            room: room.id,
+            seq: 0,
+            author: author(ok),
+            text,
+            included: ok,
+            reply_to,
+            tagged: if ok { tagged } else { Vec::new() },
+            created_at: Utc::now(),
         };
         let stored = match self.store.add_room_message(message.clone()).await {
             Ok(m) => m,
@@ -449,6 +731,23 @@ fn instructions_of(agent: &Agent) -> Option<String> {
     (!text.is_empty()).then(|| text.join("\n\n"))
 }
 
+/// A participant about to join `room`: enabled, with nothing but its name and speaker (its
+/// place and colour are given as it joins).
+fn newcomer(room: &Room, name: String, speaker: Speaker) -> Participant {
+    Participant {
+        id: ParticipantId::new(),
+        room: room.id,
+        name,
+        speaker,
+        role: None,
+        personality: None,
+        instructions: None,
+        enabled: true,
+        position: 0,
+        colour: String::new(),
+    }
+}
+
 fn colour(position: i64) -> String {
     let i = usize::try_from(position).unwrap_or(0) % room::COLOURS.len();
     room::COLOURS[i].to_string()
@@ -459,6 +758,7 @@ fn colour(position: i64) -> String {
 fn model_request(
     room: &Room,
     agent: &Participant,
+    model: &ModelRef,
     participants: &[Participant],
     history: &[RoomMessage],
     deltas: tokio::sync::mpsc::UnboundedSender<String>,
@@ -478,7 +778,7 @@ fn model_request(
             name: agent.name.clone(),
             handle: None,
             role: agent.role.clone(),
-            model: agent.model.clone(),
+            model: model.clone(),
             sampling: Sampling::default(),
             blocks: Vec::new(),
             memory: Default::default(),
@@ -516,5 +816,44 @@ fn model_request(
         context: Arc::new(context),
         deltas: Some(deltas),
         on_retry: None,
+    }
+}
+
+/// A bot's request in its wire format: the person is named by the room owner's id, agents by
+/// their participant ids, and the bot's own messages are from `BOT`.
+fn bot_request(room: &Room, bot: ParticipantId, call: &room::BotCall<'_>) -> BotRequest {
+    let message = |m: &RoomMessage| BotMessage {
+        from: match &m.author {
+            Author::Agent { id, .. } if *id == bot => "BOT".to_string(),
+            Author::Agent { id, .. } | Author::Error { id, .. } => id.to_string(),
+            Author::Person => room.owner.clone(),
+            Author::Utility => room::UTILITY.to_string(),
+        },
+        tagged: m.tagged.iter().map(ToString::to_string).collect(),
+        id: m.id.to_string(),
+        text: m.text.clone(),
+        timestamp: m
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    };
+    BotRequest {
+        context: call.context.iter().map(|m| message(m)).collect(),
+        conversation: call
+            .conversation
+            .iter()
+            .map(|x| BotConversation {
+                id: x.id.to_string(),
+                messages: x.messages.iter().map(|m| message(m)).collect(),
+            })
+            .collect(),
+        message: message(call.message),
+        users: call
+            .users
+            .iter()
+            .map(|p| BotUser {
+                id: p.id.to_string(),
+                username: p.name.clone(),
+            })
+            .collect(),
     }
 }

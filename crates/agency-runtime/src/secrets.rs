@@ -121,6 +121,17 @@ impl MasterKey {
         })
     }
 
+    /// A secret derived from this key for `purpose` (HMAC-SHA256): the same every time, so
+    /// there is nothing to store, and it changes when the master key does.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        use hmac::{Hmac, Mac};
+        // HMAC takes a key of any length: this cannot fail.
+        let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(self.0.expose_secret())
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     /// Opens a sealed key; fails when this is not the key it was sealed under, or the row was
     /// tampered with.
     pub fn open(&self, sealed: &SealedKey) -> Result<SecretString, RuntimeError> {

@@ -66,7 +66,10 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
     }
 
     // The three calls meet at the barrier: they run at the same time.
-    let posted = h.rt.post_to_room(OWNER, room.id, "hello").await.unwrap();
+    let posted =
+        h.rt.post_to_room(OWNER, room.id, "hello", None)
+            .await
+            .unwrap();
     assert_eq!(posted.answering, ids);
     let (first, answers) = posted.answers().await;
     assert_eq!(answers.len(), 3);
@@ -101,7 +104,7 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
         .await
         .unwrap();
     let (_, answers) =
-        h.rt.post_to_room(OWNER, room.id, "second")
+        h.rt.post_to_room(OWNER, room.id, "second", None)
             .await
             .unwrap()
             .answers()
@@ -140,7 +143,7 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
     h.rt.set_enabled(OWNER, room.id, ids[2], true)
         .await
         .unwrap();
-    h.rt.post_to_room(OWNER, room.id, "third")
+    h.rt.post_to_room(OWNER, room.id, "third", None)
         .await
         .unwrap()
         .answers()
@@ -174,7 +177,7 @@ async fn mentions_ask_only_those_named_even_when_disabled() {
     h.rt.set_enabled(OWNER, room.id, b.id, false).await.unwrap();
 
     let (_, answers) =
-        h.rt.post_to_room(OWNER, room.id, "@Bob what do you think?")
+        h.rt.post_to_room(OWNER, room.id, "@Bob what do you think?", None)
             .await
             .unwrap()
             .answers()
@@ -204,7 +207,10 @@ async fn a_failing_agent_holds_no_one_up_and_can_be_retried() {
         .unwrap();
 
     let mut events = h.rt.subscribe();
-    let mut posted = h.rt.post_to_room(OWNER, room.id, "hello").await.unwrap();
+    let mut posted =
+        h.rt.post_to_room(OWNER, room.id, "hello", None)
+            .await
+            .unwrap();
     // ann's failure is stored and published while bob is still working.
     let failed = posted.answers.join_next().await.unwrap().unwrap();
     assert_eq!(failed.text, "script: the provider is down");
@@ -247,7 +253,7 @@ async fn solo_mode_and_limits() {
     h.rt.set_enabled(OWNER, room.id, a.id, false).await.unwrap();
 
     let posted =
-        h.rt.post_to_room(OWNER, room.id, "a note to self")
+        h.rt.post_to_room(OWNER, room.id, "a note to self", None)
             .await
             .unwrap();
     assert!(posted.answering.is_empty());
@@ -256,7 +262,7 @@ async fn solo_mode_and_limits() {
     assert_eq!(h.rt.store().room_messages(room.id).await.unwrap(), vec![m]);
 
     let long = "x".repeat(MAX_MESSAGE_CHARS + 1);
-    match h.rt.post_to_room(OWNER, room.id, &long).await {
+    match h.rt.post_to_room(OWNER, room.id, &long, None).await {
         Err(RuntimeError::Invalid(msg)) => assert!(msg.contains("5000"), "{msg}"),
         other => panic!("expected a refusal, got {:?}", other.map(|p| p.message)),
     }
@@ -264,7 +270,7 @@ async fn solo_mode_and_limits() {
 
     // Another owner's room does not exist for them; names are checked.
     assert!(matches!(
-        h.rt.post_to_room("eve", room.id, "hi").await,
+        h.rt.post_to_room("eve", room.id, "hi", None).await,
         Err(RuntimeError::RoomNotFound(_))
     ));
     for bad in ["", "1abc", "two words"] {

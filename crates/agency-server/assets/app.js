@@ -850,7 +850,7 @@ async function initRooms() {
 const LIMIT = 5000;
 
 /** The room page's state: its agents, and each message's element by id (rendered once, then appended to). */
-const Room = { id: null, agents: new Map(), shown: new Map(), pending: new Map(), events: null };
+const Room = { id: null, agents: new Map(), shown: new Map(), pending: new Map(), events: null, messages: new Map(), replyTo: null };
 
 /** A participant's colour if it is one (`#rgb` … `#rrggbbaa`), else the muted one. */
 function colourOf(agentId) {
@@ -862,8 +862,8 @@ function renderPills() {
   const pills = [...Room.agents.values()].map((p) => {
     const toggle = el(
       "button",
-      { type: "button", class: "pill" + (p.enabled ? " on" : ""), "data-agent": p.name, "aria-pressed": p.enabled ? "true" : "false", title: (p.enabled ? "Enabled" : "Disabled") + " · " + p.model + (p.role ? " · " + p.role : "") + " · click to " + (p.enabled ? "disable" : "enable"), onclick: () => setEnabled(p, !p.enabled) },
-      p.name,
+      { type: "button", class: "pill" + (p.enabled ? " on" : ""), "data-agent": p.name, "aria-pressed": p.enabled ? "true" : "false", title: (p.enabled ? "Enabled" : "Disabled") + " · " + (p.kind === "bot" ? "bot at " + p.bot.endpoint + (p.bot.emulates ? ", emulating " + p.bot.emulates : "") + " (answers when tagged or replied to)" : p.model) + (p.role ? " · " + p.role : "") + " · click to " + (p.enabled ? "disable" : "enable"), onclick: () => setEnabled(p, !p.enabled) },
+      p.kind === "bot" ? "🤖 " + p.name : p.name,
     );
     toggle.style.setProperty("--agent", colourOf(p.id));
     const remove = el("button", { type: "button", class: "pill-remove", "data-agent": p.name, "aria-label": "Remove " + p.name, title: "Remove " + p.name, onclick: () => removeAgent(p) }, "×");
@@ -914,23 +914,38 @@ function showMessage(m) {
   if (m.kind !== "person" && m.agent_id) donePending(m.agent_id);
 }
 
-/** A message's element: the author (you, or the agent in its colour), its text, the checkbox or Retry. */
+/** Who wrote a message, as the room shows it. */
+function authorOf(m) {
+  return m.kind === "person" ? "You" : m.agent || "agent";
+}
+
+/** A message's element: the author (you, or the agent in its colour), what it replies to and tags, its text, the checkbox, Reply or Retry. */
 function buildMessage(m) {
+  Room.messages.set(m.id, m);
   const agent = m.agent || "agent";
-  const author = el("strong", { class: "author" }, m.kind === "person" ? "You" : agent);
-  if (m.kind !== "person") author.style.color = colourOf(m.agent_id);
+  const author = el("strong", { class: "author" }, authorOf(m));
+  if (m.kind === "agent" || m.kind === "error") author.style.color = colourOf(m.agent_id);
   const head = el("p", { class: "msg-head" }, author);
   const body = el("p", { class: "msg-text" }, m.text);
-  const li = el("li", { class: "room-msg kind-" + m.kind + (m.included || m.kind === "error" ? "" : " excluded"), "data-id": m.id, "data-seq": m.seq }, head, body);
-  if (m.kind !== "person") li.style.setProperty("--agent", colourOf(m.agent_id));
+  const parts = [head];
+  const parent = m.reply_to && Room.messages.get(m.reply_to);
+  if (m.reply_to) parts.push(el("p", { class: "reply-to" }, "↪ replying to " + (parent ? authorOf(parent) + ": “" + parent.text.slice(0, 80) + (parent.text.length > 80 ? "…" : "") + "”" : "an earlier message")));
+  const tagged = (m.tagged || []).map((id) => (Room.agents.get(id) || {}).name).filter(Boolean);
+  if (tagged.length && m.kind !== "person") parts.push(el("p", { class: "tags" }, "tags " + tagged.map((n) => "@" + n).join(" ")));
+  parts.push(body);
+  const li = el("li", { class: "room-msg kind-" + m.kind + (m.included || m.kind === "error" || m.kind === "utility" ? "" : " excluded"), "data-id": m.id, "data-seq": m.seq }, ...parts);
+  if (m.kind === "agent" || m.kind === "error") li.style.setProperty("--agent", colourOf(m.agent_id));
   let box = null;
-  if (m.kind === "error") {
+  if (m.kind === "utility") {
+    // The utility bot's answers are never in a context.
+  } else if (m.kind === "error") {
     head.append(" ", el("span", { class: "badge danger" }, "failed"));
     body.classList.add("error");
     if (m.agent_id) head.append(" ", el("button", { type: "button", class: "retry", "data-agent": agent, onclick: () => retry(m.agent_id) }, "Retry"));
   } else {
     box = el("input", { type: "checkbox", class: "included", checked: m.included, "aria-label": "Include in the agents' context", onchange: () => toggleIncluded(m.id, box) });
     head.prepend(el("label", { class: "include", title: "Include in the agents' context" }, box));
+    head.append(el("button", { type: "button", class: "reply", "aria-label": "Reply to this message of " + authorOf(m), onclick: () => replyTo(m) }, "Reply"));
   }
   Room.shown.set(m.id, { li, box });
   return li;
@@ -954,6 +969,21 @@ async function toggleIncluded(id, box) {
     return;
   }
   setIncluded(id, included);
+}
+
+/** Makes the next message a reply to `m` (its author is asked to answer it). */
+function replyTo(m) {
+  Room.replyTo = m ? m.id : null;
+  $("replying").hidden = !m;
+  $("replying-to").textContent = m ? authorOf(m) + ": “" + m.text.slice(0, 60) + (m.text.length > 60 ? "…" : "") + "”" : "";
+  if (m) $("message").focus();
+}
+
+/** A bot's caller key, from the answer to `/register`: shown until dismissed, never again. */
+function showCallerKey(bot, key) {
+  $("caller-key-bot").textContent = "@" + bot;
+  $("caller-key-value").textContent = key;
+  $("caller-key").hidden = false;
 }
 
 async function retry(agentId) {
@@ -1068,7 +1098,9 @@ async function sendToRoom(ev) {
   button.disabled = true;
   status("chat-status", "Sending…");
   try {
-    const r = await api("POST", "/api/rooms/" + Room.id + "/messages", { text });
+    const body = { text };
+    if (Room.replyTo) body.reply_to = Room.replyTo;
+    const r = await api("POST", "/api/rooms/" + Room.id + "/messages", body);
     if (!r.ok) {
       showError(slot, r.error.message);
       msg.setAttribute("aria-invalid", "true");
@@ -1078,8 +1110,11 @@ async function sendToRoom(ev) {
     showMessage(r.data.message);
     msg.value = "";
     updateCounter();
+    replyTo(null);
+    if (r.data.caller_key) showCallerKey(text.trim().split(/\s+/)[1].replace(/^@/, ""), r.data.caller_key);
+    const command = /^\s*\/[a-z]/i.test(text);
     const names = r.data.answering.map((id) => (Room.agents.get(id) || { name: "?" }).name);
-    status("chat-status", names.length ? "Answering: " + names.join(", ") + "." : "No agent is asked: your message is stored.");
+    status("chat-status", command ? "The utility bot answered." : names.length ? "Answering: " + names.join(", ") + "." : "No agent is asked: your message is stored.");
   } finally {
     button.disabled = false;
   }
@@ -1108,6 +1143,11 @@ async function addAgentToRoom(ev) {
 async function initRoom() {
   Room.id = $("room").dataset.id;
   $("room-chat").addEventListener("submit", sendToRoom);
+  $("replying-cancel").addEventListener("click", () => replyTo(null));
+  $("caller-key-done").addEventListener("click", () => {
+    $("caller-key").hidden = true;
+    $("caller-key-value").textContent = "";
+  });
   $("agent-form").addEventListener("submit", addAgentToRoom);
   const msg = $("message");
   msg.addEventListener("input", updateCounter);

@@ -61,6 +61,9 @@ use crate::{conversations, manage, rooms, wire};
         rooms::set_enabled,
         rooms::remove_participant,
         rooms::retry,
+        rooms::list_bots,
+        rooms::register_bot,
+        rooms::unregister_bot,
         rooms::events,
     ),
     components(schemas(wire::Usage, wire::TraceEntry, wire::Turn))

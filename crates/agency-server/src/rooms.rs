@@ -4,13 +4,13 @@
 use std::convert::Infallible;
 
 use agency_core::{ParticipantId, RoomId, RoomMessageId};
-use agency_runtime::rooms::{NewParticipant, Posted, RoomChange};
+use agency_runtime::rooms::{NewBot, NewParticipant, Posted, RoomChange};
 use agency_runtime::{Event, RuntimeError};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{self, KeepAlive, Sse};
-use axum::routing::{get, patch, post};
+use axum::routing::{delete, get, patch, post};
 use axum::{Json, Router};
 use futures::{Stream, StreamExt};
 
@@ -29,6 +29,8 @@ pub fn routes() -> Router<AppState> {
             patch(set_enabled).delete(remove_participant),
         )
         .route("/api/rooms/{room}/participants/{agent}/retry", post(retry))
+        .route("/api/rooms/{room}/bots", get(list_bots).post(register_bot))
+        .route("/api/rooms/{room}/bots/{username}", delete(unregister_bot))
         .route("/api/rooms/{room}/events", get(events))
 }
 
@@ -119,13 +121,16 @@ pub async fn delete_room(
 }
 
 async fn posted(mut p: Posted, wait: bool) -> wire::Posted {
+    use secrecy::ExposeSecret;
     let answering = p.answering.iter().map(ToString::to_string).collect();
+    let caller_key = p.caller_key.take().map(|k| k.expose_secret().to_string());
     if wait {
         let (message, answers) = p.answers().await;
         wire::Posted {
             message: wire::RoomMessage::from(&message),
             answering,
             answers: Some(answers.iter().map(wire::RoomMessage::from).collect()),
+            caller_key,
         }
     } else {
         let message = wire::RoomMessage::from(&p.message);
@@ -135,28 +140,99 @@ async fn posted(mut p: Posted, wait: bool) -> wire::Posted {
             message,
             answering,
             answers: None,
+            caller_key,
         }
     }
 }
 
-/// Posts the person's message (at most 5,000 characters). The agents it @mentions answer it,
-/// else every enabled agent, in parallel; their answers arrive on the room's events, or in
-/// this answer with `?wait=true`.
-#[utoipa::path(post, path = "/api/rooms/{room}/messages", tag = "rooms", request_body = wire::PostMessage,
+/// Posts the person's message (at most 5,000 characters). The agents it @mentions (and the
+/// author of the message it replies to) answer it, else every enabled agent that is not a
+/// bot, in parallel; their answers arrive on the room's events, or in this answer with
+/// `?wait=true`. A command goes to the room's utility bot; `/register` answers the new bot's
+/// caller key here, once.
+#[utoipa::path(post, path = "/api/rooms/{room}/messages", tag = "rooms", request_body = wire::PostRoomMessage,
     params(("room" = String, Path), wire::Wait),
-    responses((status = 201, body = wire::Posted), (status = 400, description = "Empty, or over 5,000 characters: nothing stored"), (status = 404)))]
+    responses((status = 201, body = wire::Posted), (status = 400, description = "Empty, or over 5,000 characters: nothing stored"), (status = 404), (status = 422, description = "`reply_to` names no message of the room")))]
 pub async fn post_message(
     State(s): State<AppState>,
     Account(session): Account,
     Path(room): Path<String>,
     Query(wait): Query<wire::Wait>,
-    body: Result<Json<wire::PostMessage>, JsonRejection>,
+    body: Result<Json<wire::PostRoomMessage>, JsonRejection>,
 ) -> Result<(StatusCode, Json<wire::Posted>), ApiError> {
     let Json(body) = body?;
+    let reply_to = match body.reply_to.as_deref() {
+        None => None,
+        Some(id) => Some(id.parse::<RoomMessageId>().map_err(|_| {
+            ApiError::from(RuntimeError::field(
+                "reply_to",
+                format!("`{id}` is not a message id"),
+            ))
+        })?),
+    };
     let p =
-        s.rt.post_to_room(&session.owner(), room_id(&room)?, &body.text)
+        s.rt.post_to_room(&session.owner(), room_id(&room)?, &body.text, reply_to)
             .await?;
     Ok((StatusCode::CREATED, Json(posted(p, wait.wait).await)))
+}
+
+/// The room's webhook bots.
+#[utoipa::path(get, path = "/api/rooms/{room}/bots", tag = "rooms", params(("room" = String, Path)),
+    responses((status = 200, body = Vec<wire::Participant>), (status = 404)))]
+pub async fn list_bots(
+    State(s): State<AppState>,
+    session: Session,
+    Path(room): Path<String>,
+) -> Result<Json<Vec<wire::Participant>>, ApiError> {
+    let bots = s.rt.room_bots(&session.owner(), room_id(&room)?).await?;
+    Ok(Json(bots.iter().map(wire::Participant::from).collect()))
+}
+
+/// Registers a webhook bot in the room (what `/register` does): it answers when a message
+/// tags it or replies to it. Its caller key is in this answer, and never again.
+#[utoipa::path(post, path = "/api/rooms/{room}/bots", tag = "rooms", request_body = wire::NewBot,
+    params(("room" = String, Path)),
+    responses((status = 201, body = wire::RegisteredBot), (status = 404), (status = 422, description = "A bad or taken username, an endpoint that is not an http(s) URL or that this server does not call")))]
+pub async fn register_bot(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(room): Path<String>,
+    body: Result<Json<wire::NewBot>, JsonRejection>,
+) -> Result<(StatusCode, Json<wire::RegisteredBot>), ApiError> {
+    use secrecy::ExposeSecret;
+    let Json(b) = body?;
+    let (bot, key) =
+        s.rt.register_bot(
+            &session.owner(),
+            room_id(&room)?,
+            NewBot {
+                username: b.username,
+                endpoint: b.endpoint,
+                emulates: b.emulates,
+            },
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(wire::RegisteredBot {
+            bot: wire::Participant::from(&bot),
+            caller_key: key.expose_secret().to_string(),
+        }),
+    ))
+}
+
+/// Removes the room's bot `username`; its messages stay.
+#[utoipa::path(delete, path = "/api/rooms/{room}/bots/{username}", tag = "rooms",
+    params(("room" = String, Path), ("username" = String, Path)),
+    responses((status = 204), (status = 404)))]
+pub async fn unregister_bot(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path((room, username)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    s.rt.unregister_bot(&session.owner(), room_id(&room)?, &username)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Includes a message in future contexts, or leaves it out.

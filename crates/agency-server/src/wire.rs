@@ -616,12 +616,19 @@ impl From<&agency_core::room::Room> for Room {
     }
 }
 
-/// An agent in a room.
+/// An agent in a room: a model's, or a webhook bot.
 #[derive(Serialize, ToSchema)]
 pub struct Participant {
     pub id: String,
+    /// What @mentions name; a bot's username.
     pub name: String,
-    pub model: String,
+    /// `model` or `bot`.
+    pub kind: &'static str,
+    /// `provider/model`, for a model's agent.
+    pub model: Option<String>,
+    /// For a bot: where it is called and whom it emulates (its caller key is never shown
+    /// again after it was registered).
+    pub bot: Option<BotInfo>,
     pub role: Option<String>,
     pub personality: Option<String>,
     pub instructions: Option<String>,
@@ -629,12 +636,23 @@ pub struct Participant {
     pub colour: String,
 }
 
+#[derive(Serialize, ToSchema)]
+pub struct BotInfo {
+    pub endpoint: String,
+    pub emulates: Option<String>,
+}
+
 impl From<&agency_core::room::Participant> for Participant {
     fn from(p: &agency_core::room::Participant) -> Self {
         Self {
             id: p.id.to_string(),
             name: p.name.clone(),
-            model: p.model.to_string(),
+            kind: if p.bot().is_some() { "bot" } else { "model" },
+            model: p.model().map(ToString::to_string),
+            bot: p.bot().map(|b| BotInfo {
+                endpoint: b.endpoint.clone(),
+                emulates: b.emulates.clone(),
+            }),
             role: p.role.clone(),
             personality: p.personality.clone(),
             instructions: p.instructions.clone(),
@@ -663,13 +681,18 @@ pub struct NewParticipant {
 pub struct RoomMessage {
     pub id: String,
     pub seq: i64,
-    /// `person`, `agent` (an answer) or `error` (an agent's failure, never in a context).
+    /// `person`, `agent` (an answer), `error` (an agent's failure, never in a context) or
+    /// `utility` (the room's utility bot answering a command).
     pub kind: &'static str,
     /// The agent's id and name, for answers and failures.
     pub agent_id: Option<String>,
     pub agent: Option<String>,
     pub text: String,
     pub included: bool,
+    /// The id of the message this one replies to.
+    pub reply_to: Option<String>,
+    /// The ids of the participants it tags.
+    pub tagged: Vec<String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -680,6 +703,11 @@ impl From<&agency_core::room::RoomMessage> for RoomMessage {
             Author::Person => ("person", None, None),
             Author::Agent { id, name } => ("agent", Some(id.to_string()), Some(name.clone())),
             Author::Error { id, name } => ("error", Some(id.to_string()), Some(name.clone())),
+            Author::Utility => (
+                "utility",
+                None,
+                Some(agency_core::room::UTILITY.to_string()),
+            ),
         };
         Self {
             id: m.id.to_string(),
@@ -689,9 +717,23 @@ impl From<&agency_core::room::RoomMessage> for RoomMessage {
             agent,
             text: m.text.clone(),
             included: m.included,
+            reply_to: m.reply_to.map(|r| r.to_string()),
+            tagged: m.tagged.iter().map(ToString::to_string).collect(),
             created_at: m.created_at,
         }
     }
+}
+
+/// A person's message to a room.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostRoomMessage {
+    /// At most 5,000 characters. `@name` tags an agent; a command (`/register`, `/bots`,
+    /// `/unregister`, `/help`) goes to the room's utility bot.
+    pub text: String,
+    /// The id of the message this one replies to: its author is asked to answer.
+    #[serde(default)]
+    pub reply_to: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -709,6 +751,30 @@ pub struct Posted {
     pub message: RoomMessage,
     pub answering: Vec<String>,
     pub answers: Option<Vec<RoomMessage>>,
+    /// When the message was `/register`: the new bot's caller key, shown this once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller_key: Option<String>,
+}
+
+/// A webhook bot to register in a room.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewBot {
+    /// What tags name: a letter, then letters, digits, `_`, `-` or `.`.
+    pub username: String,
+    /// Its `http(s)` URL, called with `POST` and the header `X-CALLER-KEY`.
+    pub endpoint: String,
+    /// The name of the person it emulates.
+    #[serde(default)]
+    pub emulates: Option<String>,
+}
+
+/// A registered bot and its caller key, shown this once.
+#[derive(Serialize, ToSchema)]
+pub struct RegisteredBot {
+    pub bot: Participant,
+    /// Sent to the bot in `X-CALLER-KEY` with every call, so it can tell the calls are ours.
+    pub caller_key: String,
 }
 
 #[derive(Default, Deserialize, utoipa::IntoParams)]

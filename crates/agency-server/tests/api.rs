@@ -28,9 +28,15 @@ impl App {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("agency.db").display());
         let store = agency_store::open(&url).await.unwrap();
-        let rt: Arc<Runtime> = Runtime::new(store, Providers::builtin());
-
         let master = agency_runtime::secrets::MasterKeySource::File(dir.path().join("agency.key"));
+        // The tests' bots run on loopback.
+        let mut providers = Providers::builtin();
+        providers.set_bots(
+            agency_providers::bot::BotClient::new(agency_providers::bot::default_settings(), true)
+                .unwrap(),
+        );
+        let rt: Arc<Runtime> = Runtime::with_master_key(store, providers, Some(master.clone()));
+
         let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
             .await
             .unwrap();
@@ -1167,6 +1173,143 @@ async fn a_room_of_the_studio_answers_in_parallel_and_keeps_its_flags() {
     assert_eq!(mine, json!([]));
     let (_, after) = app.get(&format!("/api/rooms/{room}")).await;
     assert_eq!(after, again, "nothing of Ada's changed");
+}
+
+#[tokio::test]
+async fn a_bot_registered_in_a_room_is_called_when_tagged_or_replied_to() {
+    let app = App::spawn().await;
+    let bot = agency_fakes::Fake::start().await;
+    bot.otherwise(agency_fakes::Reply::json(json!({"message": "on it"})));
+    let (_, created) = app
+        .post_json("/api/rooms", &json!({ "name": "plant" }))
+        .await;
+    let room = created["room"]["id"].as_str().unwrap().to_string();
+    let bots = format!("/api/rooms/{room}/bots");
+
+    let (status, registered) = app
+        .post_json(
+            &bots,
+            &json!({ "username": "ferm", "endpoint": format!("{}/bot", bot.url), "emulates": "Fermin" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{registered}");
+    let key = registered["caller_key"].as_str().unwrap().to_string();
+    assert!(key.starts_with("ck_"), "{key}");
+    assert_eq!(registered["bot"]["kind"], json!("bot"));
+    assert_eq!(registered["bot"]["model"], Value::Null);
+    assert_eq!(registered["bot"]["bot"]["emulates"], json!("Fermin"));
+    let ferm = registered["bot"]["id"].as_str().unwrap().to_string();
+
+    // Wrong input is refused at its field, and nothing is added.
+    for (body, path) in [
+        (
+            json!({ "username": "ferm", "endpoint": "https://bots.example.com/x" }),
+            "username",
+        ),
+        (
+            json!({ "username": "x", "endpoint": "ftp://bots.example.com/x" }),
+            "endpoint",
+        ),
+        (
+            json!({ "username": "two words", "endpoint": "https://bots.example.com/x" }),
+            "username",
+        ),
+    ] {
+        let (status, body) = app.post_json(&bots, &body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["error"]["fields"][0]["path"], json!(path), "{body}");
+    }
+    let (_, listed) = app.get(&bots).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    let (_, detail) = app.get(&format!("/api/rooms/{room}")).await;
+    assert!(
+        !detail.to_string().contains(&key),
+        "the key is never shown again"
+    );
+
+    // Tagged: the bot answers, as a reply; untagged, it is not called.
+    let messages = format!("/api/rooms/{room}/messages?wait=true");
+    let (_, posted) = app
+        .post_json(&messages, &json!({ "text": "morning" }))
+        .await;
+    assert_eq!(posted["answers"], json!([]), "{posted}");
+    let (status, posted) = app
+        .post_json(&messages, &json!({ "text": "@ferm status?" }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{posted}");
+    assert_eq!(posted["message"]["tagged"], json!([ferm]));
+    let answer = &posted["answers"][0];
+    assert_eq!(answer["kind"], json!("agent"), "{posted}");
+    assert_eq!(answer["text"], json!("on it"));
+    assert_eq!(answer["reply_to"], posted["message"]["id"]);
+    let (status, posted) = app
+        .post_json(
+            &messages,
+            &json!({ "text": "thanks", "reply_to": answer["id"] }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{posted}");
+    assert_eq!(
+        posted["answering"],
+        json!([ferm]),
+        "a reply asks its author"
+    );
+    let calls = bot.requests();
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|c| c.headers["x-caller-key"] == key));
+    assert_eq!(calls[1].body["message"]["text"], json!("thanks"));
+    let (status, body) = app
+        .post_json(&messages, &json!({ "text": "hm", "reply_to": "nope" }))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["fields"][0]["path"], json!("reply_to"));
+
+    // The utility bot registers one too; its key is in this answer only.
+    let (status, posted) = app
+        .post_json(
+            &messages,
+            &json!({ "text": format!("/register qa {}/qa", bot.url) }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{posted}");
+    let qa_key = posted["caller_key"].as_str().unwrap();
+    assert_eq!(posted["answers"][0]["kind"], json!("utility"));
+    let (_, detail) = app.get(&format!("/api/rooms/{room}")).await;
+    assert!(!detail.to_string().contains(qa_key), "{detail}");
+
+    // Another user's room has no bots for them.
+    let bob = signed_up(&app.base, "bob@example.com").await;
+    for req in [
+        bob.get(app.url(&bots)),
+        bob.post(app.url(&bots))
+            .json(&json!({ "username": "mole", "endpoint": "https://bots.example.com/m" })),
+        bob.delete(app.url(&format!("{bots}/ferm"))),
+    ] {
+        let (status, body) = read(bob.execute(req.build().unwrap()).await.unwrap()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    }
+    let res = app
+        .client
+        .delete(app.url(&format!("{bots}/ferm")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    let res = app
+        .client
+        .delete(app.url(&format!("{bots}/ferm")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    let (_, listed) = app.get(&bots).await;
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["qa"]);
 }
 
 #[tokio::test]

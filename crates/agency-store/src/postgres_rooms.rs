@@ -5,25 +5,30 @@ use agency_core::{ParticipantId, RoomId, RoomMessageId};
 use async_trait::async_trait;
 
 use super::{PostgresStore, unique_violation};
-use crate::rooms::{self, ParticipantRow, RoomMessageRow, RoomRow, author_columns};
+use crate::rooms::{
+    self, ParticipantRow, RoomMessageRow, RoomRow, author_columns, speaker_columns, tagged_column,
+};
 use crate::{Result, RoomStore};
 
 /// Concurrent appends to one room may race for its next seq; the loser takes the one after.
 const APPEND_ATTEMPTS: usize = 8;
 
 fn put(p: &Participant) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    let (model, bot_endpoint, bot_emulates) = speaker_columns(p);
     sqlx::query(rooms::PUT_PARTICIPANT)
         .bind(p.id.0)
         .bind(p.room.0)
         .bind(&p.name)
         .bind(p.name.to_lowercase())
-        .bind(p.model.to_string())
+        .bind(model)
         .bind(&p.role)
         .bind(&p.personality)
         .bind(&p.instructions)
         .bind(p.enabled)
         .bind(p.position)
         .bind(&p.colour)
+        .bind(bot_endpoint)
+        .bind(bot_emulates)
 }
 
 #[async_trait]
@@ -98,6 +103,7 @@ impl RoomStore for PostgresStore {
 
     async fn add_room_message(&self, mut m: RoomMessage) -> Result<RoomMessage> {
         let (kind, participant, name) = author_columns(&m.author);
+        let tagged = tagged_column(&m.tagged);
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -110,6 +116,8 @@ impl RoomStore for PostgresStore {
                 .bind(&m.text)
                 .bind(m.included)
                 .bind(m.created_at)
+                .bind(m.reply_to.map(|r| r.0))
+                .bind(&tagged)
                 .fetch_one(&self.pool)
                 .await;
             match added {

@@ -1,6 +1,6 @@
 //! Rooms' rows and SQL, shared by both backends.
 
-use agency_core::room::{Author, Participant, Room, RoomMessage};
+use agency_core::room::{Author, Bot, Participant, Room, RoomMessage, Speaker};
 use agency_core::{AgencyId, ModelRef, ParticipantId, RoomId, RoomMessageId};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -15,26 +15,30 @@ pub(crate) const ROOMS_OF_OWNER: &str = "SELECT id, owner, name, agency_id, crea
      WHERE owner = $1 ORDER BY created_at DESC, id DESC";
 pub(crate) const DELETE_ROOM: &str = "DELETE FROM rooms WHERE id = $1";
 pub(crate) const PUT_PARTICIPANT: &str = "INSERT INTO room_participants \
-     (id, room_id, name, name_key, model, role, personality, instructions, enabled, position, colour) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     (id, room_id, name, name_key, model, role, personality, instructions, enabled, position, \
+     colour, bot_endpoint, bot_emulates) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
      ON CONFLICT (id) DO UPDATE SET name = excluded.name, name_key = excluded.name_key, \
      model = excluded.model, role = excluded.role, personality = excluded.personality, \
      instructions = excluded.instructions, enabled = excluded.enabled, \
-     position = excluded.position, colour = excluded.colour";
+     position = excluded.position, colour = excluded.colour, \
+     bot_endpoint = excluded.bot_endpoint, bot_emulates = excluded.bot_emulates";
 pub(crate) const DELETE_PARTICIPANT: &str =
     "DELETE FROM room_participants WHERE room_id = $1 AND id = $2";
 pub(crate) const PARTICIPANTS: &str = "SELECT id, room_id, name, model, role, personality, \
-     instructions, enabled, position, colour FROM room_participants WHERE room_id = $1 \
-     ORDER BY position, name_key";
+     instructions, enabled, position, colour, bot_endpoint, bot_emulates FROM room_participants \
+     WHERE room_id = $1 ORDER BY position, name_key";
 /// The room's next seq is taken in the statement itself.
 pub(crate) const ADD_MESSAGE: &str = "INSERT INTO room_messages \
-     (room_id, seq, id, kind, participant_id, author_name, text, included, created_at) \
+     (room_id, seq, id, kind, participant_id, author_name, text, included, created_at, \
+     reply_to, tagged) \
      VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM room_messages WHERE room_id = $1), \
-     $2, $3, $4, $5, $6, $7, $8) RETURNING seq";
+     $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq";
 pub(crate) const SET_INCLUDED: &str =
     "UPDATE room_messages SET included = $1 WHERE room_id = $2 AND id = $3";
 pub(crate) const MESSAGES: &str = "SELECT room_id, seq, id, kind, participant_id, author_name, \
-     text, included, created_at FROM room_messages WHERE room_id = $1 ORDER BY seq";
+     text, included, created_at, reply_to, tagged FROM room_messages WHERE room_id = $1 \
+     ORDER BY seq";
 
 fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
@@ -73,15 +77,32 @@ pub(crate) struct ParticipantRow {
     pub enabled: bool,
     pub position: i64,
     pub colour: String,
+    pub bot_endpoint: Option<String>,
+    pub bot_emulates: Option<String>,
+}
+
+/// A participant's speaker as stored: the model column (empty for a bot) and the bot's.
+pub(crate) fn speaker_columns(p: &Participant) -> (String, Option<&str>, Option<&str>) {
+    match &p.speaker {
+        Speaker::Model(m) => (m.to_string(), None, None),
+        Speaker::Bot(b) => (String::new(), Some(&b.endpoint), b.emulates.as_deref()),
+    }
 }
 
 impl TryFrom<ParticipantRow> for Participant {
     type Error = StoreError;
     fn try_from(r: ParticipantRow) -> Result<Self, StoreError> {
+        let speaker = match r.bot_endpoint {
+            Some(endpoint) => Speaker::Bot(Bot {
+                endpoint,
+                emulates: r.bot_emulates,
+            }),
+            None => Speaker::Model(ModelRef::parse(&r.model).ok_or_else(|| corrupt(&r.model))?),
+        };
         Ok(Participant {
             id: ParticipantId(r.id),
             room: RoomId(r.room_id),
-            model: ModelRef::parse(&r.model).ok_or_else(|| corrupt(&r.model))?,
+            speaker,
             name: r.name,
             role: r.role,
             personality: r.personality,
@@ -99,7 +120,25 @@ pub(crate) fn author_columns(a: &Author) -> (&'static str, Option<Uuid>, Option<
         Author::Person => ("person", None, None),
         Author::Agent { id, name } => ("agent", Some(id.0), Some(name)),
         Author::Error { id, name } => ("error", Some(id.0), Some(name)),
+        Author::Utility => ("utility", None, None),
     }
+}
+
+/// Tagged participants as stored: a JSON array of ids.
+pub(crate) fn tagged_column(tagged: &[ParticipantId]) -> String {
+    serde_json::Value::from(tagged.iter().map(ToString::to_string).collect::<Vec<_>>()).to_string()
+}
+
+fn parse_tagged(text: &str) -> Result<Vec<ParticipantId>, StoreError> {
+    let ids: Vec<String> =
+        serde_json::from_str(text).map_err(|_| corrupt(format!("tagged participants `{text}`")))?;
+    ids.iter()
+        .map(|id| {
+            Uuid::parse_str(id)
+                .map(ParticipantId)
+                .map_err(|_| corrupt(format!("tagged participant `{id}`")))
+        })
+        .collect()
 }
 
 #[derive(sqlx::FromRow)]
@@ -113,6 +152,8 @@ pub(crate) struct RoomMessageRow {
     pub text: String,
     pub included: bool,
     pub created_at: DateTime<Utc>,
+    pub reply_to: Option<Uuid>,
+    pub tagged: String,
 }
 
 impl TryFrom<RoomMessageRow> for RoomMessage {
@@ -132,6 +173,7 @@ impl TryFrom<RoomMessageRow> for RoomMessage {
                 let (id, name) = agent()?;
                 Author::Error { id, name }
             }
+            "utility" => Author::Utility,
             other => return Err(corrupt(format!("room message kind {other}"))),
         };
         Ok(RoomMessage {
@@ -141,6 +183,8 @@ impl TryFrom<RoomMessageRow> for RoomMessage {
             author,
             text: r.text,
             included: r.included,
+            reply_to: r.reply_to.map(RoomMessageId),
+            tagged: parse_tagged(&r.tagged)?,
             created_at: r.created_at,
         })
     }
@@ -173,6 +217,8 @@ pub(crate) mod sqlite {
             enabled: r.get(7)?,
             position: r.get(8)?,
             colour: r.get(9)?,
+            bot_endpoint: r.get(10)?,
+            bot_emulates: r.get(11)?,
         })
     }
 
@@ -187,6 +233,8 @@ pub(crate) mod sqlite {
             text: r.get(6)?,
             included: r.get(7)?,
             created_at: r.get(8)?,
+            reply_to: r.get(9)?,
+            tagged: r.get(10)?,
         })
     }
 }

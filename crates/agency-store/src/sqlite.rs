@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0003_plans.sql"),
     include_str!("../migrations/sqlite/0004_accounts.sql"),
     include_str!("../migrations/sqlite/0005_rooms.sql"),
+    include_str!("../migrations/sqlite/0006_bots.sql"),
 ];
 
 #[path = "sqlite_accounts.rs"]

@@ -6,23 +6,28 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::rooms::{self, ParticipantRow, RoomMessageRow, RoomRow, author_columns};
+use crate::rooms::{
+    self, ParticipantRow, RoomMessageRow, RoomRow, author_columns, speaker_columns, tagged_column,
+};
 use crate::{Result, RoomStore, StoreError};
 
 fn put(conn: &Connection, p: &Participant) -> rusqlite::Result<usize> {
+    let (model, bot_endpoint, bot_emulates) = speaker_columns(p);
     conn.prepare_cached(rooms::PUT_PARTICIPANT)?
         .execute(params![
             p.id.0,
             p.room.0,
             p.name,
             p.name.to_lowercase(),
-            p.model.to_string(),
+            model,
             p.role,
             p.personality,
             p.instructions,
             p.enabled,
             p.position,
-            p.colour
+            p.colour,
+            bot_endpoint,
+            bot_emulates
         ])
 }
 
@@ -108,7 +113,9 @@ impl RoomStore for SqliteStore {
                     name,
                     m.text,
                     m.included,
-                    m.created_at
+                    m.created_at,
+                    m.reply_to.map(|r| r.0),
+                    tagged_column(&m.tagged)
                 ],
                 |r| r.get(0),
             )

@@ -811,7 +811,7 @@ async fn accounts_and_sessions(s: Arc<dyn Store>) {
 }
 
 async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
-    use agency_core::room::{Author, Participant, Room, RoomMessage};
+    use agency_core::room::{Author, Bot, Participant, Room, RoomMessage, Speaker};
     use agency_core::{ModelRef, ParticipantId, RoomId, RoomMessageId};
     let room = Room {
         id: RoomId::new(),
@@ -824,7 +824,7 @@ async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
         id: ParticipantId::new(),
         room: room.id,
         name: name.into(),
-        model: ModelRef::parse("builtin/rules").unwrap(),
+        speaker: Speaker::Model(ModelRef::parse("builtin/rules").unwrap()),
         role: Some("thinks".into()),
         personality: None,
         instructions: Some("be brief".into()),
@@ -855,6 +855,16 @@ async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
     };
     s.put_participant(&disabled).await.unwrap();
     assert_eq!(s.participants(room.id).await.unwrap()[1], disabled);
+    // A bot keeps its endpoint and whom it emulates.
+    let bot = Participant {
+        speaker: Speaker::Bot(Bot {
+            endpoint: "https://bots.example.com/ferm".into(),
+            emulates: Some("Fermin Ortega".into()),
+        }),
+        ..agent("ferm", 2)
+    };
+    s.put_participant(&bot).await.unwrap();
+    assert_eq!(s.participants(room.id).await.unwrap()[2], bot);
 
     let message = |author: Author, text: &str| RoomMessage {
         id: RoomMessageId::new(),
@@ -863,6 +873,8 @@ async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
         author,
         text: text.into(),
         included: true,
+        reply_to: None,
+        tagged: Vec::new(),
         created_at: Utc::now().trunc_subsecs(6),
     };
     let first = s
@@ -896,6 +908,22 @@ async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
         ))
         .await
         .unwrap();
+    // Replies and tags are kept; so is the utility bot's word.
+    let tagging = s
+        .add_room_message(RoomMessage {
+            reply_to: Some(failed.id),
+            tagged: vec![bot.id, ann.id],
+            ..message(Author::Person, "@ferm @ann again?")
+        })
+        .await
+        .unwrap();
+    let utility = s
+        .add_room_message(RoomMessage {
+            included: false,
+            ..message(Author::Utility, "registered @ferm")
+        })
+        .await
+        .unwrap();
     assert!(s.set_included(room.id, first.id, false).await.unwrap());
     assert!(
         !s.set_included(RoomId::new(), first.id, false)
@@ -906,7 +934,7 @@ async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
     // A removed agent's messages stay, with its name.
     assert!(s.delete_participant(room.id, bob.id).await.unwrap());
     let stored = s.room_messages(room.id).await.unwrap();
-    assert_eq!(stored.len(), 8);
+    assert_eq!(stored.len(), 10);
     assert_eq!(
         stored[0],
         RoomMessage {
@@ -915,6 +943,8 @@ async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
         }
     );
     assert_eq!(stored[7], failed);
+    assert_eq!(stored[8], tagging);
+    assert_eq!(stored[9], utility);
     assert!(stored.windows(2).all(|w| w[0].seq < w[1].seq));
 
     assert!(s.delete_room(room.id).await.unwrap());

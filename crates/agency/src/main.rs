@@ -62,6 +62,10 @@ enum Command {
         /// `embedded`: a broker inside the process on 127.0.0.1:1883 (embedded://HOST:PORT).
         #[arg(long, env = "AGENCY_MQTT")]
         mqtt: Option<String>,
+        /// Let webhook bots (registered in rooms) live on loopback and private networks. Off by
+        /// default: a bot's endpoint is a URL a user gave, called from this server.
+        #[arg(long, env = "AGENCY_ALLOW_PRIVATE_BOTS")]
+        allow_private_bots: bool,
     },
     /// Create or update an agency from a YAML (or JSON) file.
     Import { file: PathBuf },
@@ -186,19 +190,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         _ => {}
     }
     let specs = server_provider_specs(cli.config.as_deref())?;
-    let providers = agency_runtime::providers::build(
-        &Providers::builtin(),
-        &specs,
-        LOCAL_OWNER,
-        &*store,
-        Some(&master_key),
-    )
-    .await?;
+    let mut base = Providers::builtin();
+    if let Command::Serve {
+        allow_private_bots: true,
+        ..
+    } = &cli.command
+    {
+        base.set_bots(agency_providers::bot::BotClient::new(
+            agency_providers::bot::default_settings(),
+            true,
+        )?);
+    }
+    let providers =
+        agency_runtime::providers::build(&base, &specs, LOCAL_OWNER, &*store, Some(&master_key))
+            .await?;
     let master_key_for_keys = master_key.clone();
     let rt = Runtime::with_master_key(store, providers, Some(master_key));
     seed_demo(&rt).await?;
     match cli.command {
-        Command::Serve { listen, mqtt } => serve(rt, &master_key_for_keys, listen, mqtt).await,
+        Command::Serve { listen, mqtt, .. } => serve(rt, &master_key_for_keys, listen, mqtt).await,
         Command::Import { file } => import(&rt, &file).await,
         Command::Export { name, output } => export(&rt, &name, output).await,
         Command::List => list(&rt).await,

@@ -135,8 +135,25 @@ impl Harness {
         let scripts = Arc::new(Scripts::default());
         let mut providers = Providers::builtin();
         providers.insert("script", scripts.clone());
+        // Bots run on loopback in tests, and a silent one is given up on soon.
+        providers.set_bots(
+            agency_providers::bot::BotClient::new(
+                agency_providers::http::HttpSettings {
+                    first_byte_timeout: std::time::Duration::from_secs(2),
+                    max_retries: 1,
+                    backoff_base: std::time::Duration::from_millis(1),
+                    backoff_max: std::time::Duration::from_millis(5),
+                    ..agency_providers::bot::default_settings()
+                },
+                true,
+            )
+            .unwrap(),
+        );
+        let master = agency_runtime::secrets::MasterKeySource::Hex(secrecy::SecretString::from(
+            "42".repeat(32),
+        ));
         Self {
-            rt: Runtime::new(store, providers),
+            rt: Runtime::with_master_key(store, providers, Some(master)),
             scripts,
             url,
             _dir: dir,
