@@ -15,6 +15,13 @@ use agency_runtime::{Event, Runtime};
 use common::{Client, Gate, GateProvider, Server, Setup, broker, plant_on, unique};
 use serde_json::json;
 
+/// One test at a time. A server subscribes to every team's topics (`XMAGS/+/...`), so each
+/// share group also receives the other tests' messages, and they advance the broker's
+/// round-robin within the group. Two tests sending in lock-step then alias: every message
+/// of one test lands on the same server of its pair, and "both servers serve" never
+/// happens (seen on both brokers under load). Alone, a test's group sees only its own.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Counts the turns `rt` starts.
 fn count_turns(rt: &Arc<Runtime>) -> Arc<AtomicUsize> {
     let n = Arc::new(AtomicUsize::new(0));
@@ -85,6 +92,7 @@ async fn two_servers_in_a_share_group_answer_each_message_exactly_once() {
     let Some((host, port)) = broker().await else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().await;
     let (mut a, mut b) = pair(&host, port, Setup::default()).await;
     let (turns_a, turns_b) = (count_turns(&a.rt), count_turns(&b.rt));
     let mut client = Client::connect(&host, port, &a.team).await;
@@ -170,6 +178,7 @@ async fn a_conversation_goes_on_whichever_server_gets_its_next_message() {
     let Some((host, port)) = broker().await else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().await;
     let (mut a, mut b) = pair(&host, port, Setup::default()).await;
     let (turns_a, turns_b) = (count_turns(&a.rt), count_turns(&b.rt));
     let mut client = Client::connect(&host, port, &a.team).await;
@@ -225,6 +234,7 @@ async fn a_cancel_reaches_the_server_running_the_turn() {
     let Some((host, port)) = broker().await else {
         return;
     };
+    let _alone = ONE_AT_A_TIME.lock().await;
     let gate = Gate::new(r#"{"to": 0, "context": "done"}"#);
     gate.open();
     let (mut a, mut b) = pair(
