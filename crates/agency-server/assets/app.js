@@ -863,7 +863,8 @@ function renderPills() {
     const toggle = el(
       "button",
       { type: "button", class: "pill" + (p.enabled ? " on" : ""), "data-agent": p.name, "aria-pressed": p.enabled ? "true" : "false", title: (p.enabled ? "Enabled" : "Disabled") + " · " + (p.kind === "bot" ? "bot at " + p.bot.endpoint + (p.bot.emulates ? ", emulating " + p.bot.emulates : "") + " (answers when tagged or replied to)" : p.model) + (p.role ? " · " + p.role : "") + " · click to " + (p.enabled ? "disable" : "enable"), onclick: () => setEnabled(p, !p.enabled) },
-      p.kind === "bot" ? "🤖 " + p.name : p.name,
+      p.name,
+      ...(p.kind === "bot" ? [" ", el("small", { class: "pill-kind" }, "bot")] : []),
     );
     toggle.style.setProperty("--agent", colourOf(p.id));
     const remove = el("button", { type: "button", class: "pill-remove", "data-agent": p.name, "aria-label": "Remove " + p.name, title: "Remove " + p.name, onclick: () => removeAgent(p) }, "×");
@@ -914,6 +915,11 @@ function showMessage(m) {
   if (m.kind !== "person" && m.agent_id) donePending(m.agent_id);
 }
 
+/** A command for the room's utility bot (`/register ...`), as the server reads one. */
+function isCommand(m) {
+  return m.kind === "person" && /^\s*\/\p{L}/u.test(m.text);
+}
+
 /** Who wrote a message, as the room shows it. */
 function authorOf(m) {
   return m.kind === "person" ? "You" : m.agent || "agent";
@@ -936,8 +942,8 @@ function buildMessage(m) {
   const li = el("li", { class: "room-msg kind-" + m.kind + (m.included || m.kind === "error" || m.kind === "utility" ? "" : " excluded"), "data-id": m.id, "data-seq": m.seq }, ...parts);
   if (m.kind === "agent" || m.kind === "error") li.style.setProperty("--agent", colourOf(m.agent_id));
   let box = null;
-  if (m.kind === "utility") {
-    // The utility bot's answers are never in a context.
+  if (m.kind === "utility" || isCommand(m)) {
+    // Commands and the utility bot's answers are never in a context.
   } else if (m.kind === "error") {
     head.append(" ", el("span", { class: "badge danger" }, "failed"));
     body.classList.add("error");
@@ -1112,7 +1118,7 @@ async function sendToRoom(ev) {
     updateCounter();
     replyTo(null);
     if (r.data.caller_key) showCallerKey(text.trim().split(/\s+/)[1].replace(/^@/, ""), r.data.caller_key);
-    const command = /^\s*\/[a-z]/i.test(text);
+    const command = isCommand({ kind: "person", text });
     const names = r.data.answering.map((id) => (Room.agents.get(id) || { name: "?" }).name);
     status("chat-status", command ? "The utility bot answered." : names.length ? "Answering: " + names.join(", ") + "." : "No agent is asked: your message is stored.");
   } finally {

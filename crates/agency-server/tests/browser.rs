@@ -868,3 +868,97 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
 
     w.c.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_is_registered_tagged_and_replied_to_in_a_room() {
+    let Some((_driver, c)) = browser().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The bot: a loopback server that records what it was sent.
+    let bot = Fake::start().await;
+    bot.push(agency_fakes::Reply::json(
+        json!({"message": "31 °C and steady"}),
+    ));
+    bot.push(agency_fakes::Reply::json(
+        json!({"message": "you are welcome"}),
+    ));
+    let mut providers = Providers::builtin();
+    providers.set_bots(
+        agency_providers::bot::BotClient::new(agency_providers::bot::default_settings(), true)
+            .unwrap(),
+    );
+    let base = app_with(dir.path(), providers).await;
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut w = Walk {
+        c,
+        base,
+        shots,
+        n: 80,
+    };
+    let shot = |n: &str| format!("bot-{n}");
+    w.goto("/signup").await;
+    w.type_into("#email", "hedy@example.com").await;
+    w.type_into("#password", "correct horse battery").await;
+    w.click("#submit").await;
+    w.click("nav a[href='/rooms']").await;
+    w.type_into("#f-name", "plant").await;
+    w.click("#create-room").await;
+    w.wait("#room[data-ready='true']").await;
+
+    // The utility bot registers it and shows its caller key, once.
+    w.say(&format!("/register ferm {}/bot Fermin", bot.url))
+        .await;
+    let said = w
+        .wait_xpath("//ol[@id='room-messages']/li[contains(@class, 'kind-utility')]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(said.contains("Registered @ferm"), "{said}");
+    w.wait("#caller-key:not([hidden])").await;
+    let key = w.wait("#caller-key-value").await.text().await.unwrap();
+    assert!(key.starts_with("ck_"), "{key}");
+    assert!(!said.contains(&key));
+    w.wait("button.pill[data-agent='ferm']").await;
+    w.shot(&shot("registered")).await;
+    w.click("#caller-key-done").await;
+    w.wait("#caller-key[hidden]").await;
+
+    // Tagged: the bot is called with the key and answers as a reply.
+    w.say("@ferm temperature?").await;
+    w.answer("ferm", "31 °C and steady").await;
+    let reply = w
+        .wait_xpath(
+            "//ol[@id='room-messages']/li[contains(@class, 'kind-agent')]//p[@class='reply-to']",
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(reply.contains("@ferm temperature?"), "{reply}");
+    assert_eq!(bot.requests()[0].headers["x-caller-key"], key);
+
+    // Reply to the bot's message: only the bot is asked, with the message it replies to.
+    w.click("#room-messages li.kind-agent button.reply").await;
+    w.wait("#replying:not([hidden])").await;
+    w.say("thanks").await;
+    w.answer("ferm", "you are welcome").await;
+    w.wait("#replying[hidden]").await;
+    let second = &bot.requests()[1].body;
+    assert_eq!(second["message"]["text"], json!("thanks"));
+    assert_eq!(
+        second["conversation"][0]["messages"][1]["from"],
+        json!("BOT")
+    );
+    w.shot(&shot("replied")).await;
+
+    // Reloaded, the key is nowhere on the page.
+    w.c.refresh().await.unwrap();
+    w.wait("#room[data-ready='true']").await;
+    let html = w.c.source().await.unwrap();
+    assert!(!html.contains(&key));
+    assert_eq!(w.messages().await.len(), 6);
+    w.c.close().await.unwrap();
+}
