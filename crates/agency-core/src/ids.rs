@@ -69,6 +69,10 @@ uuid_id!(
     RoomMessageId
 );
 uuid_id!(
+    /// A reusable role or personality that room agents point to.
+    DefinitionId
+);
+uuid_id!(
     /// A person with an account. Written as text, it is the owner of what they made.
     UserId
 );

@@ -27,8 +27,8 @@ pub use agency::{
 };
 pub use apikey::{ApiKey, KeyState};
 pub use ids::{
-    AgencyId, AgentId, ConversationId, MessageId, ParticipantId, RoomId, RoomMessageId, TurnId,
-    UserId,
+    AgencyId, AgentId, ConversationId, DefinitionId, MessageId, ParticipantId, RoomId,
+    RoomMessageId, TurnId, UserId,
 };
 pub use message::{
     Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord, Usage, trace,

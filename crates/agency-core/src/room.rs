@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 
 use crate::agency::ModelRef;
-use crate::ids::{AgencyId, ParticipantId, RoomId, RoomMessageId};
+use crate::ids::{AgencyId, DefinitionId, ParticipantId, RoomId, RoomMessageId};
 use crate::message::Role;
 
 /// The longest message a person may post, in characters.
@@ -38,8 +38,12 @@ pub struct Participant {
     /// Unique in the room (without regard to case): what `@mentions` name. A bot's username.
     pub name: String,
     pub speaker: Speaker,
+    /// Its role: the text of the definition `role_id` points to, if it does, else its own.
     pub role: Option<String>,
+    pub role_id: Option<DefinitionId>,
+    /// Its personality, likewise.
     pub personality: Option<String>,
+    pub personality_id: Option<DefinitionId>,
     pub instructions: Option<String>,
     /// A disabled agent receives nothing (unless mentioned).
     pub enabled: bool,
@@ -47,6 +51,75 @@ pub struct Participant {
     pub position: i64,
     /// A CSS colour for its messages and pill, e.g. `#3b82f6`.
     pub colour: String,
+}
+
+/// A role or a personality written once and pointed to by any number of room agents: change
+/// it, and each of them has the new text from its next answer on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Definition {
+    pub id: DefinitionId,
+    pub owner: String,
+    pub kind: DefinitionKind,
+    /// Unique among the owner's definitions of its kind (without regard to case).
+    pub name: String,
+    pub text: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DefinitionKind {
+    Role,
+    Personality,
+}
+
+impl DefinitionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DefinitionKind::Role => "role",
+            DefinitionKind::Personality => "personality",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "role" => Some(DefinitionKind::Role),
+            "personality" => Some(DefinitionKind::Personality),
+            _ => None,
+        }
+    }
+}
+
+/// The longest definition text, in characters.
+pub const MAX_DEFINITION_CHARS: usize = 4000;
+
+/// A definition's name and text as they may be stored: a name of 1 to 64 characters, a text
+/// not blank and at most [`MAX_DEFINITION_CHARS`]; each problem named by its field.
+pub fn check_definition<'a>(
+    name: &'a str,
+    text: &'a str,
+) -> Result<(&'a str, &'a str), Vec<(&'static str, String)>> {
+    let (name, text) = (name.trim(), text.trim());
+    let mut problems = Vec::new();
+    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
+        problems.push((
+            "name",
+            "a name of 1 to 64 characters, e.g. `critic`".to_string(),
+        ));
+    }
+    let n = text.chars().count();
+    if n == 0 {
+        problems.push(("text", "write what it is".to_string()));
+    } else if n > MAX_DEFINITION_CHARS {
+        problems.push((
+            "text",
+            format!("at most {MAX_DEFINITION_CHARS} characters; this has {n}"),
+        ));
+    }
+    if problems.is_empty() {
+        Ok((name, text))
+    } else {
+        Err(problems)
+    }
 }
 
 /// What answers for a participant.
@@ -485,7 +558,9 @@ mod tests {
                 model: "rules".into(),
             }),
             role: Some(format!("{name}'s role")),
+            role_id: None,
             personality: None,
+            personality_id: None,
             instructions: None,
             enabled,
             position: 0,
@@ -735,6 +810,21 @@ mod tests {
         assert!(check_name("9lives").is_err());
         assert!(check_name("two words").is_err());
         assert!(check_name("Utility").unwrap_err().contains("utility bot"));
+    }
+
+    #[test]
+    fn definitions_have_a_name_and_a_text() {
+        assert_eq!(
+            check_definition(" critic ", " finds flaws "),
+            Ok(("critic", "finds flaws"))
+        );
+        let problems = check_definition("", &"x".repeat(MAX_DEFINITION_CHARS + 1)).unwrap_err();
+        let fields: Vec<&str> = problems.iter().map(|(f, _)| *f).collect();
+        assert_eq!(fields, ["name", "text"]);
+        assert!(problems[1].1.contains("4001"), "{problems:?}");
+        assert_eq!(check_definition("x", " ").unwrap_err()[0].0, "text");
+        assert_eq!(DefinitionKind::parse("role"), Some(DefinitionKind::Role));
+        assert_eq!(DefinitionKind::parse("mood"), None);
     }
 
     #[test]

@@ -5,10 +5,12 @@
 
 use std::sync::Arc;
 
-use agency_core::room::{self, Author, Bot, Command, Participant, Room, RoomMessage, Speaker};
+use agency_core::room::{
+    self, Author, Bot, Command, Definition, DefinitionKind, Participant, Room, RoomMessage, Speaker,
+};
 use agency_core::{
-    Agency, AgencyId, Agent, AgentId, ConversationId, Limits, Message, MessageId, MessageKind,
-    ModelRef, ParticipantId, Protocol, Role, RoomId, RoomMessageId, Roster, Sampling,
+    Agency, AgencyId, Agent, AgentId, ConversationId, DefinitionId, Limits, Message, MessageId,
+    MessageKind, ModelRef, ParticipantId, Protocol, Role, RoomId, RoomMessageId, Roster, Sampling,
 };
 use agency_providers::bot::{BotConversation, BotMessage, BotRequest, BotUser};
 use agency_providers::{ModelRequest, Providers};
@@ -41,8 +43,12 @@ pub struct NewParticipant {
     pub name: String,
     /// `provider/model`.
     pub model: String,
+    /// Its own role, or (`role_id`) a reusable one it points to; not both.
     pub role: Option<String>,
+    pub role_id: Option<DefinitionId>,
+    /// Its own personality, or a reusable one; not both.
     pub personality: Option<String>,
+    pub personality_id: Option<DefinitionId>,
     pub instructions: Option<String>,
 }
 
@@ -120,7 +126,9 @@ impl Runtime {
                         name: agent.name.clone(),
                         speaker: Speaker::Model(agent.model.clone()),
                         role: agent.role.clone(),
+                        role_id: None,
                         personality: None,
+                        personality_id: None,
                         instructions: instructions_of(agent),
                         enabled: true,
                         position,
@@ -181,13 +189,128 @@ impl Runtime {
                 format!("no provider serves `{}`", new.model.trim()),
             ));
         }
+        let (role, role_id) = self
+            .persona(owner, DefinitionKind::Role, new.role, new.role_id)
+            .await?;
+        let (personality, personality_id) = self
+            .persona(
+                owner,
+                DefinitionKind::Personality,
+                new.personality,
+                new.personality_id,
+            )
+            .await?;
         let p = Participant {
-            role: optional(new.role),
-            personality: optional(new.personality),
+            role,
+            role_id,
+            personality,
+            personality_id,
             instructions: optional(new.instructions),
             ..newcomer(&room, name, Speaker::Model(model))
         };
         self.join(&room, p, "name").await
+    }
+
+    /// A role or personality as a new agent is given it: its own text, or the owner's
+    /// definition of that kind it points to (whose text it then reads).
+    async fn persona(
+        &self,
+        owner: &str,
+        kind: DefinitionKind,
+        text: Option<String>,
+        id: Option<DefinitionId>,
+    ) -> Result<(Option<String>, Option<DefinitionId>), RuntimeError> {
+        let field = kind.as_str();
+        match (optional(text), id) {
+            (Some(_), Some(_)) => Err(RuntimeError::field(
+                field,
+                format!("write a {field} or point to a saved one, not both"),
+            )),
+            (text, None) => Ok((text, None)),
+            (None, Some(id)) => match self.store.definition(id).await? {
+                Some(d) if d.owner == owner && d.kind == kind => Ok((Some(d.text), Some(id))),
+                _ => Err(RuntimeError::field(
+                    &format!("{field}_id"),
+                    format!("you have no saved {field} {id}"),
+                )),
+            },
+        }
+    }
+
+    /// The owner's reusable roles and personalities.
+    pub async fn definitions(&self, owner: &str) -> Result<Vec<Definition>, RuntimeError> {
+        Ok(self.store.definitions(owner).await?)
+    }
+
+    /// Saves a reusable role or personality.
+    pub async fn create_definition(
+        &self,
+        owner: &str,
+        kind: DefinitionKind,
+        name: &str,
+        text: &str,
+    ) -> Result<Definition, RuntimeError> {
+        let (name, text) = checked_definition(name, text)?;
+        let d = Definition {
+            id: DefinitionId::new(),
+            owner: owner.to_string(),
+            kind,
+            name: name.to_string(),
+            text: text.to_string(),
+            created_at: Utc::now(),
+        };
+        self.put_definition(&d).await?;
+        Ok(d)
+    }
+
+    /// Renames or rewrites one: every agent pointing to it reads the new text from its next
+    /// answer on.
+    pub async fn update_definition(
+        &self,
+        owner: &str,
+        id: DefinitionId,
+        name: &str,
+        text: &str,
+    ) -> Result<Definition, RuntimeError> {
+        let d = self.owned_definition(owner, id).await?;
+        let (name, text) = checked_definition(name, text)?;
+        let d = Definition {
+            name: name.to_string(),
+            text: text.to_string(),
+            ..d
+        };
+        self.put_definition(&d).await?;
+        Ok(d)
+    }
+
+    /// Deletes one; the agents pointing to it keep its text as their own.
+    pub async fn delete_definition(
+        &self,
+        owner: &str,
+        id: DefinitionId,
+    ) -> Result<(), RuntimeError> {
+        let d = self.owned_definition(owner, id).await?;
+        self.store.delete_definition(d.id).await?;
+        Ok(())
+    }
+
+    async fn owned_definition(
+        &self,
+        owner: &str,
+        id: DefinitionId,
+    ) -> Result<Definition, RuntimeError> {
+        self.store
+            .definition(id)
+            .await?
+            .filter(|d| d.owner == owner)
+            .ok_or_else(|| RuntimeError::NotFound(format!("no saved role or personality {id}")))
+    }
+
+    async fn put_definition(&self, d: &Definition) -> Result<(), RuntimeError> {
+        self.store.put_definition(d).await.map_err(|e| match e {
+            agency_store::StoreError::Conflict(m) => RuntimeError::field("name", m),
+            other => other.into(),
+        })
     }
 
     /// Stores `p`, a newcomer to `room`, last; a taken name is an error of the field `field`.
@@ -731,6 +854,24 @@ fn instructions_of(agent: &Agent) -> Option<String> {
     (!text.is_empty()).then(|| text.join("\n\n"))
 }
 
+/// A definition's name and text, or each problem at its field.
+fn checked_definition<'a>(
+    name: &'a str,
+    text: &'a str,
+) -> Result<(&'a str, &'a str), RuntimeError> {
+    room::check_definition(name, text).map_err(|problems| {
+        RuntimeError::Validation(agency_core::ValidationErrors(
+            problems
+                .into_iter()
+                .map(|(path, message)| agency_core::ValidationError {
+                    path: path.to_string(),
+                    message,
+                })
+                .collect(),
+        ))
+    })
+}
+
 /// A participant about to join `room`: enabled, with nothing but its name and speaker (its
 /// place and colour are given as it joins).
 fn newcomer(room: &Room, name: String, speaker: Speaker) -> Participant {
@@ -740,7 +881,9 @@ fn newcomer(room: &Room, name: String, speaker: Speaker) -> Participant {
         name,
         speaker,
         role: None,
+        role_id: None,
         personality: None,
+        personality_id: None,
         instructions: None,
         enabled: true,
         position: 0,

@@ -292,3 +292,141 @@ async fn solo_mode_and_limits() {
         "a taken name"
     );
 }
+
+#[tokio::test]
+async fn agents_point_to_reusable_roles_and_personalities() {
+    use agency_core::room::DefinitionKind;
+    let h = Harness::sqlite().await;
+    let ann = h.script("ann", vec![Act::Say("ok")]);
+    let bob = h.script("bob", vec![Act::Say("ok")]);
+    h.script("cy", vec![Act::Say("ok")]);
+    let critic =
+        h.rt.create_definition(OWNER, DefinitionKind::Role, "critic", "finds the flaws")
+            .await
+            .unwrap();
+    let dry =
+        h.rt.create_definition(OWNER, DefinitionKind::Personality, "dry", "dry humour")
+            .await
+            .unwrap();
+    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
+    // Two agents of one room share the role; the first has the personality too.
+    for (name, personality) in [("ann", Some(dry.id)), ("bob", None)] {
+        let p =
+            h.rt.add_participant(
+                OWNER,
+                room.id,
+                NewParticipant {
+                    role: None,
+                    role_id: Some(critic.id),
+                    personality_id: personality,
+                    ..agent(name)
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(p.role.as_deref(), Some("finds the flaws"));
+    }
+    let system = |s: &common::Script, i: usize| s.seen.lock().unwrap()[i][0].text.clone();
+    h.rt.post_to_room(OWNER, room.id, "first", None)
+        .await
+        .unwrap()
+        .answers()
+        .await;
+    assert!(
+        system(&ann, 0).contains("Your role: finds the flaws"),
+        "{}",
+        system(&ann, 0)
+    );
+    assert!(system(&ann, 0).contains("Your personality: dry humour"));
+    assert!(system(&bob, 0).contains("Your role: finds the flaws"));
+    assert!(!system(&bob, 0).contains("dry humour"));
+
+    // Rewritten once, both agents have the new text from their next answer.
+    h.rt.update_definition(OWNER, critic.id, "critic", "finds every flaw")
+        .await
+        .unwrap();
+    h.rt.post_to_room(OWNER, room.id, "second", None)
+        .await
+        .unwrap()
+        .answers()
+        .await;
+    for s in [&ann, &bob] {
+        assert!(
+            system(s, 1).contains("Your role: finds every flaw"),
+            "{}",
+            system(s, 1)
+        );
+    }
+
+    // Deleted, the agents keep its text.
+    h.rt.delete_definition(OWNER, critic.id).await.unwrap();
+    h.rt.post_to_room(OWNER, room.id, "third", None)
+        .await
+        .unwrap()
+        .answers()
+        .await;
+    assert!(system(&bob, 2).contains("Your role: finds every flaw"));
+    assert_eq!(
+        h.rt.definitions(OWNER)
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
+        ["dry"]
+    );
+
+    // Pointing to someone else's, to the wrong kind, or giving text and a pointer is refused.
+    let eves =
+        h.rt.create_definition("eve", DefinitionKind::Role, "mole", "leaks")
+            .await
+            .unwrap();
+    for (new, field) in [
+        (
+            NewParticipant {
+                role: None,
+                role_id: Some(eves.id),
+                ..agent("cy")
+            },
+            "role_id",
+        ),
+        (
+            NewParticipant {
+                role: None,
+                role_id: Some(dry.id),
+                ..agent("cy")
+            },
+            "role_id",
+        ),
+        (
+            NewParticipant {
+                personality: Some("cheerful".into()),
+                personality_id: Some(dry.id),
+                ..agent("cy")
+            },
+            "personality",
+        ),
+    ] {
+        match h.rt.add_participant(OWNER, room.id, new).await {
+            Err(RuntimeError::Validation(e)) => assert_eq!(e.0[0].path, field, "{e}"),
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+    // Another owner cannot change or delete mine; names are unique per kind.
+    assert!(matches!(
+        h.rt.update_definition("eve", dry.id, "dry", "x").await,
+        Err(RuntimeError::NotFound(_))
+    ));
+    assert!(matches!(
+        h.rt.delete_definition("eve", dry.id).await,
+        Err(RuntimeError::NotFound(_))
+    ));
+    match h
+        .rt
+        .create_definition(OWNER, DefinitionKind::Personality, "DRY", "x")
+        .await
+    {
+        Err(RuntimeError::Validation(e)) => assert_eq!(e.0[0].path, "name", "{e}"),
+        other => panic!("expected a taken name, got {other:?}"),
+    }
+}

@@ -64,6 +64,10 @@ use crate::{conversations, manage, rooms, wire};
         rooms::list_bots,
         rooms::register_bot,
         rooms::unregister_bot,
+        rooms::list_definitions,
+        rooms::create_definition,
+        rooms::update_definition,
+        rooms::delete_definition,
         rooms::events,
     ),
     components(schemas(wire::Usage, wire::TraceEntry, wire::Turn))

@@ -3,14 +3,15 @@
 
 use std::convert::Infallible;
 
-use agency_core::{ParticipantId, RoomId, RoomMessageId};
+use agency_core::room::DefinitionKind;
+use agency_core::{DefinitionId, ParticipantId, RoomId, RoomMessageId};
 use agency_runtime::rooms::{NewBot, NewParticipant, Posted, RoomChange};
 use agency_runtime::{Event, RuntimeError};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{self, KeepAlive, Sse};
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{delete, get, patch, post, put};
 use axum::{Json, Router};
 use futures::{Stream, StreamExt};
 
@@ -31,12 +32,38 @@ pub fn routes() -> Router<AppState> {
         .route("/api/rooms/{room}/participants/{agent}/retry", post(retry))
         .route("/api/rooms/{room}/bots", get(list_bots).post(register_bot))
         .route("/api/rooms/{room}/bots/{username}", delete(unregister_bot))
+        .route(
+            "/api/definitions",
+            get(list_definitions).post(create_definition),
+        )
+        .route(
+            "/api/definitions/{id}",
+            put(update_definition).delete(delete_definition),
+        )
         .route("/api/rooms/{room}/events", get(events))
 }
 
 fn room_id(id: &str) -> Result<RoomId, ApiError> {
     id.parse()
         .map_err(|_| ApiError::NotFound(format!("no room `{id}`")))
+}
+
+/// A definition named in a body: a malformed id is a problem of that field.
+fn definition_ref(field: &str, id: Option<&str>) -> Result<Option<DefinitionId>, ApiError> {
+    id.map(|id| {
+        id.parse().map_err(|_| {
+            ApiError::from(RuntimeError::field(
+                field,
+                format!("`{id}` is not the id of a saved definition"),
+            ))
+        })
+    })
+    .transpose()
+}
+
+fn definition_id(id: &str) -> Result<DefinitionId, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::NotFound(format!("no saved role or personality `{id}`")))
 }
 
 fn participant_id(id: &str) -> Result<ParticipantId, ApiError> {
@@ -273,7 +300,9 @@ pub async fn add_participant(
                 name: p.name,
                 model: p.model,
                 role: p.role,
+                role_id: definition_ref("role_id", p.role_id.as_deref())?,
                 personality: p.personality,
+                personality_id: definition_ref("personality_id", p.personality_id.as_deref())?,
                 instructions: p.instructions,
             },
         )
@@ -373,4 +402,63 @@ fn live(change: &RoomChange) -> (&'static str, serde_json::Value) {
         ),
         RoomChange::Participants => ("participants", json!({})),
     }
+}
+
+/// Your reusable roles and personalities, roles first, by name.
+#[utoipa::path(get, path = "/api/definitions", tag = "rooms",
+    responses((status = 200, body = Vec<wire::Definition>)))]
+pub async fn list_definitions(
+    State(s): State<AppState>,
+    session: Session,
+) -> Result<Json<Vec<wire::Definition>>, ApiError> {
+    let all = s.rt.definitions(&session.owner()).await?;
+    Ok(Json(all.iter().map(wire::Definition::from).collect()))
+}
+
+/// Saves a reusable role or personality, for room agents to point to.
+#[utoipa::path(post, path = "/api/definitions", tag = "rooms", request_body = wire::NewDefinition,
+    responses((status = 201, body = wire::Definition), (status = 422, description = "A bad kind, a taken or bad name, an empty or too long text")))]
+pub async fn create_definition(
+    State(s): State<AppState>,
+    Account(session): Account,
+    body: Result<Json<wire::NewDefinition>, JsonRejection>,
+) -> Result<(StatusCode, Json<wire::Definition>), ApiError> {
+    let Json(d) = body?;
+    let kind = DefinitionKind::parse(&d.kind)
+        .ok_or_else(|| ApiError::from(RuntimeError::field("kind", "`role` or `personality`")))?;
+    let d =
+        s.rt.create_definition(&session.owner(), kind, &d.name, &d.text)
+            .await?;
+    Ok((StatusCode::CREATED, Json(wire::Definition::from(&d))))
+}
+
+/// Renames or rewrites one; the agents pointing to it use the new text from their next answer.
+#[utoipa::path(put, path = "/api/definitions/{id}", tag = "rooms", request_body = wire::DefinitionEdit,
+    params(("id" = String, Path)),
+    responses((status = 200, body = wire::Definition), (status = 404), (status = 422)))]
+pub async fn update_definition(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(id): Path<String>,
+    body: Result<Json<wire::DefinitionEdit>, JsonRejection>,
+) -> Result<Json<wire::Definition>, ApiError> {
+    let Json(d) = body?;
+    let d =
+        s.rt.update_definition(&session.owner(), definition_id(&id)?, &d.name, &d.text)
+            .await?;
+    Ok(Json(wire::Definition::from(&d)))
+}
+
+/// Deletes one; the agents pointing to it keep its text as their own.
+#[utoipa::path(delete, path = "/api/definitions/{id}", tag = "rooms",
+    params(("id" = String, Path)),
+    responses((status = 204), (status = 404)))]
+pub async fn delete_definition(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    s.rt.delete_definition(&session.owner(), definition_id(&id)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -629,8 +629,12 @@ pub struct Participant {
     /// For a bot: where it is called and whom it emulates (its caller key is never shown
     /// again after it was registered).
     pub bot: Option<BotInfo>,
+    /// Its role: the text of the saved role `role_id` points to, if it does, else its own.
     pub role: Option<String>,
+    pub role_id: Option<String>,
+    /// Its personality, likewise.
     pub personality: Option<String>,
+    pub personality_id: Option<String>,
     pub instructions: Option<String>,
     pub enabled: bool,
     pub colour: String,
@@ -654,7 +658,9 @@ impl From<&agency_core::room::Participant> for Participant {
                 emulates: b.emulates.clone(),
             }),
             role: p.role.clone(),
+            role_id: p.role_id.map(|d| d.to_string()),
             personality: p.personality.clone(),
+            personality_id: p.personality_id.map(|d| d.to_string()),
             instructions: p.instructions.clone(),
             enabled: p.enabled,
             colour: p.colour.clone(),
@@ -669,12 +675,59 @@ pub struct NewParticipant {
     pub name: String,
     /// `provider/model`.
     pub model: String,
+    /// Its own role; or `role_id`, a saved one it points to.
     #[serde(default)]
     pub role: Option<String>,
     #[serde(default)]
+    pub role_id: Option<String>,
+    /// Its own personality; or `personality_id`, a saved one.
+    #[serde(default)]
     pub personality: Option<String>,
     #[serde(default)]
+    pub personality_id: Option<String>,
+    #[serde(default)]
     pub instructions: Option<String>,
+}
+
+/// A reusable role or personality that room agents point to.
+#[derive(Serialize, ToSchema)]
+pub struct Definition {
+    pub id: String,
+    /// `role` or `personality`.
+    pub kind: &'static str,
+    pub name: String,
+    pub text: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<&agency_core::room::Definition> for Definition {
+    fn from(d: &agency_core::room::Definition) -> Self {
+        Self {
+            id: d.id.to_string(),
+            kind: d.kind.as_str(),
+            name: d.name.clone(),
+            text: d.text.clone(),
+            created_at: d.created_at,
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewDefinition {
+    /// `role` or `personality`.
+    pub kind: String,
+    /// Unique among your definitions of its kind.
+    pub name: String,
+    /// At most 4,000 characters.
+    pub text: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DefinitionEdit {
+    pub name: String,
+    pub text: String,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -1313,6 +1313,99 @@ async fn a_bot_registered_in_a_room_is_called_when_tagged_or_replied_to() {
 }
 
 #[tokio::test]
+async fn saved_roles_are_pointed_to_edited_and_outlived() {
+    let app = App::spawn().await;
+    let (status, critic) = app
+        .post_json(
+            "/api/definitions",
+            &json!({ "kind": "role", "name": "critic", "text": "finds the flaws" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{critic}");
+    let id = critic["id"].as_str().unwrap().to_string();
+    for (body, path) in [
+        (json!({ "kind": "mood", "name": "x", "text": "y" }), "kind"),
+        (
+            json!({ "kind": "role", "name": "CRITIC", "text": "y" }),
+            "name",
+        ),
+        (json!({ "kind": "role", "name": "", "text": "" }), "name"),
+    ] {
+        let (status, body) = app.post_json("/api/definitions", &body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["error"]["fields"][0]["path"], json!(path), "{body}");
+    }
+    let (_, created) = app.post_json("/api/rooms", &json!({ "name": "r" })).await;
+    let room = created["room"]["id"].as_str().unwrap().to_string();
+    let (status, ann) = app
+        .post_json(
+            &format!("/api/rooms/{room}/participants"),
+            &json!({ "name": "ann", "model": "builtin/rules", "role_id": id }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{ann}");
+    assert_eq!(ann["role"], json!("finds the flaws"));
+    assert_eq!(ann["role_id"], json!(id));
+
+    let res = app
+        .client
+        .put(app.url(&format!("/api/definitions/{id}")))
+        .json(&json!({ "name": "critic", "text": "finds every flaw" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let (_, detail) = app.get(&format!("/api/rooms/{room}")).await;
+    assert_eq!(detail["participants"][0]["role"], json!("finds every flaw"));
+
+    // Bob can neither see, change, delete nor point to it.
+    let bob = signed_up(&app.base, "bob@example.com").await;
+    let (_, theirs) = read(bob.get(app.url("/api/definitions")).send().await.unwrap()).await;
+    assert_eq!(theirs, json!([]));
+    for req in [
+        bob.put(app.url(&format!("/api/definitions/{id}")))
+            .json(&json!({ "name": "mine", "text": "now" })),
+        bob.delete(app.url(&format!("/api/definitions/{id}"))),
+    ] {
+        let (status, body) = read(bob.execute(req.build().unwrap()).await.unwrap()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    }
+    let (_, bobs) = read(
+        bob.post(app.url("/api/rooms"))
+            .json(&json!({ "name": "b" }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let bobs = bobs["room"]["id"].as_str().unwrap();
+    let (status, body) = read(
+        bob.post(app.url(&format!("/api/rooms/{bobs}/participants")))
+            .json(&json!({ "name": "x", "model": "builtin/rules", "role_id": id }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["fields"][0]["path"], json!("role_id"));
+
+    // Deleted, the agent keeps the text.
+    let res = app
+        .client
+        .delete(app.url(&format!("/api/definitions/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    let (_, detail) = app.get(&format!("/api/rooms/{room}")).await;
+    assert_eq!(detail["participants"][0]["role"], json!("finds every flaw"));
+    assert_eq!(detail["participants"][0]["role_id"], Value::Null);
+    let (_, left) = app.get("/api/definitions").await;
+    assert_eq!(left, json!([]));
+}
+
+#[tokio::test]
 async fn a_page_that_cannot_be_shown_is_a_page() {
     let app = App::spawn().await;
     for path in ["/agencies/nosuch", "/agencies/nosuch/playground"] {

@@ -8,10 +8,11 @@
 
 use std::sync::Arc;
 
-use agency_core::room::{Participant, Room, RoomMessage};
+use agency_core::room::{Definition, Participant, Room, RoomMessage};
 use agency_core::{
-    Agency, AgencyId, Conversation, ConversationId, Email, LoginSession, Message, ParticipantId,
-    PasswordHash, Published, RoomId, RoomMessageId, TurnId, TurnRecord, User, UserId,
+    Agency, AgencyId, Conversation, ConversationId, DefinitionId, Email, LoginSession, Message,
+    ParticipantId, PasswordHash, Published, RoomId, RoomMessageId, TurnId, TurnRecord, User,
+    UserId,
 };
 use async_trait::async_trait;
 
@@ -289,6 +290,15 @@ pub trait RoomStore: Send + Sync {
     async fn set_included(&self, room: RoomId, id: RoomMessageId, included: bool) -> Result<bool>;
     /// In order.
     async fn room_messages(&self, room: RoomId) -> Result<Vec<RoomMessage>>;
+    /// Inserts or updates (name and text). A name the owner has for another definition of
+    /// the kind (without regard to case) is a [`StoreError::Conflict`].
+    async fn put_definition(&self, definition: &Definition) -> Result<()>;
+    async fn definition(&self, id: DefinitionId) -> Result<Option<Definition>>;
+    /// The owner's, roles first, by name.
+    async fn definitions(&self, owner: &str) -> Result<Vec<Definition>>;
+    /// Deletes it; the agents pointing to it keep its text as their own, in the same
+    /// transaction. False when there was none.
+    async fn delete_definition(&self, id: DefinitionId) -> Result<bool>;
 }
 
 /// Everything the server stores.

@@ -1,12 +1,13 @@
 //! Rooms on PostgreSQL.
 
-use agency_core::room::{Participant, Room, RoomMessage};
-use agency_core::{ParticipantId, RoomId, RoomMessageId};
+use agency_core::room::{Definition, Participant, Room, RoomMessage};
+use agency_core::{DefinitionId, ParticipantId, RoomId, RoomMessageId};
 use async_trait::async_trait;
 
 use super::{PostgresStore, unique_violation};
 use crate::rooms::{
-    self, ParticipantRow, RoomMessageRow, RoomRow, author_columns, speaker_columns, tagged_column,
+    self, DefinitionRow, ParticipantRow, RoomMessageRow, RoomRow, author_columns, persona_columns,
+    speaker_columns, tagged_column,
 };
 use crate::{Result, RoomStore};
 
@@ -15,20 +16,23 @@ const APPEND_ATTEMPTS: usize = 8;
 
 fn put(p: &Participant) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments> {
     let (model, bot_endpoint, bot_emulates) = speaker_columns(p);
+    let (role, role_id, personality, personality_id) = persona_columns(p);
     sqlx::query(rooms::PUT_PARTICIPANT)
         .bind(p.id.0)
         .bind(p.room.0)
         .bind(&p.name)
         .bind(p.name.to_lowercase())
         .bind(model)
-        .bind(&p.role)
-        .bind(&p.personality)
+        .bind(role)
+        .bind(personality)
         .bind(&p.instructions)
         .bind(p.enabled)
         .bind(p.position)
         .bind(&p.colour)
         .bind(bot_endpoint)
         .bind(bot_emulates)
+        .bind(role_id)
+        .bind(personality_id)
 }
 
 #[async_trait]
@@ -147,5 +151,58 @@ impl RoomStore for PostgresStore {
             .fetch_all(&self.pool)
             .await?;
         rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn put_definition(&self, d: &Definition) -> Result<()> {
+        let put = sqlx::query(rooms::PUT_DEFINITION)
+            .bind(d.id.0)
+            .bind(&d.owner)
+            .bind(d.kind.as_str())
+            .bind(&d.name)
+            .bind(d.name.to_lowercase())
+            .bind(&d.text)
+            .bind(d.created_at)
+            .execute(&self.pool)
+            .await;
+        match put {
+            Err(e) if unique_violation(&e) => Err(rooms::definition_taken(d)),
+            other => other.map(|_| ()).map_err(Into::into),
+        }
+    }
+
+    async fn definition(&self, id: DefinitionId) -> Result<Option<Definition>> {
+        let row: Option<DefinitionRow> = sqlx::query_as(rooms::DEFINITION)
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn definitions(&self, owner: &str) -> Result<Vec<Definition>> {
+        let rows: Vec<DefinitionRow> = sqlx::query_as(rooms::DEFINITIONS)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn delete_definition(&self, id: DefinitionId) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(rooms::KEEP_ROLE_TEXT)
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(rooms::KEEP_PERSONALITY_TEXT)
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
+        let gone = sqlx::query(rooms::DELETE_DEFINITION)
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            > 0;
+        tx.commit().await?;
+        Ok(gone)
     }
 }

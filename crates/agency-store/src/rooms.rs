@@ -1,7 +1,9 @@
 //! Rooms' rows and SQL, shared by both backends.
 
-use agency_core::room::{Author, Bot, Participant, Room, RoomMessage, Speaker};
-use agency_core::{AgencyId, ModelRef, ParticipantId, RoomId, RoomMessageId};
+use agency_core::room::{
+    Author, Bot, Definition, DefinitionKind, Participant, Room, RoomMessage, Speaker,
+};
+use agency_core::{AgencyId, DefinitionId, ModelRef, ParticipantId, RoomId, RoomMessageId};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -16,18 +18,40 @@ pub(crate) const ROOMS_OF_OWNER: &str = "SELECT id, owner, name, agency_id, crea
 pub(crate) const DELETE_ROOM: &str = "DELETE FROM rooms WHERE id = $1";
 pub(crate) const PUT_PARTICIPANT: &str = "INSERT INTO room_participants \
      (id, room_id, name, name_key, model, role, personality, instructions, enabled, position, \
-     colour, bot_endpoint, bot_emulates) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+     colour, bot_endpoint, bot_emulates, role_id, personality_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
      ON CONFLICT (id) DO UPDATE SET name = excluded.name, name_key = excluded.name_key, \
      model = excluded.model, role = excluded.role, personality = excluded.personality, \
      instructions = excluded.instructions, enabled = excluded.enabled, \
      position = excluded.position, colour = excluded.colour, \
-     bot_endpoint = excluded.bot_endpoint, bot_emulates = excluded.bot_emulates";
+     bot_endpoint = excluded.bot_endpoint, bot_emulates = excluded.bot_emulates, \
+     role_id = excluded.role_id, personality_id = excluded.personality_id";
 pub(crate) const DELETE_PARTICIPANT: &str =
     "DELETE FROM room_participants WHERE room_id = $1 AND id = $2";
-pub(crate) const PARTICIPANTS: &str = "SELECT id, room_id, name, model, role, personality, \
-     instructions, enabled, position, colour, bot_endpoint, bot_emulates FROM room_participants \
-     WHERE room_id = $1 ORDER BY position, name_key";
+/// A participant pointing to a definition reads the definition's text.
+pub(crate) const PARTICIPANTS: &str = "SELECT p.id, p.room_id, p.name, p.model, \
+     COALESCE(r.text, p.role) AS role, COALESCE(q.text, p.personality) AS personality, \
+     p.instructions, p.enabled, \
+     p.position, p.colour, p.bot_endpoint, p.bot_emulates, p.role_id, p.personality_id \
+     FROM room_participants p \
+     LEFT JOIN room_definitions r ON r.id = p.role_id \
+     LEFT JOIN room_definitions q ON q.id = p.personality_id \
+     WHERE p.room_id = $1 ORDER BY p.position, p.name_key";
+pub(crate) const PUT_DEFINITION: &str = "INSERT INTO room_definitions \
+     (id, owner, kind, name, name_key, text, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+     ON CONFLICT (id) DO UPDATE SET name = excluded.name, name_key = excluded.name_key, \
+     text = excluded.text";
+pub(crate) const DEFINITIONS: &str = "SELECT id, owner, kind, name, text, created_at \
+     FROM room_definitions WHERE owner = $1 ORDER BY kind, name_key";
+pub(crate) const DEFINITION: &str =
+    "SELECT id, owner, kind, name, text, created_at FROM room_definitions WHERE id = $1";
+/// Before a definition goes, the agents pointing to it keep its text as their own.
+pub(crate) const KEEP_ROLE_TEXT: &str = "UPDATE room_participants SET role = \
+     (SELECT text FROM room_definitions WHERE id = $1), role_id = NULL WHERE role_id = $1";
+pub(crate) const KEEP_PERSONALITY_TEXT: &str = "UPDATE room_participants SET personality = \
+     (SELECT text FROM room_definitions WHERE id = $1), personality_id = NULL \
+     WHERE personality_id = $1";
+pub(crate) const DELETE_DEFINITION: &str = "DELETE FROM room_definitions WHERE id = $1";
 /// The room's next seq is taken in the statement itself.
 pub(crate) const ADD_MESSAGE: &str = "INSERT INTO room_messages \
      (room_id, seq, id, kind, participant_id, author_name, text, included, created_at, \
@@ -79,6 +103,60 @@ pub(crate) struct ParticipantRow {
     pub colour: String,
     pub bot_endpoint: Option<String>,
     pub bot_emulates: Option<String>,
+    pub role_id: Option<Uuid>,
+    pub personality_id: Option<Uuid>,
+}
+
+/// A participant's role and personality as stored: the id of a definition (its own text then
+/// empty), or its own text.
+pub(crate) fn persona_columns(
+    p: &Participant,
+) -> (Option<&str>, Option<Uuid>, Option<&str>, Option<Uuid>) {
+    fn own(id: Option<DefinitionId>, text: &Option<String>) -> Option<&str> {
+        match id {
+            Some(_) => None,
+            None => text.as_deref(),
+        }
+    }
+    (
+        own(p.role_id, &p.role),
+        p.role_id.map(|d| d.0),
+        own(p.personality_id, &p.personality),
+        p.personality_id.map(|d| d.0),
+    )
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct DefinitionRow {
+    pub id: Uuid,
+    pub owner: String,
+    pub kind: String,
+    pub name: String,
+    pub text: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<DefinitionRow> for Definition {
+    type Error = StoreError;
+    fn try_from(r: DefinitionRow) -> Result<Self, StoreError> {
+        Ok(Definition {
+            id: DefinitionId(r.id),
+            kind: DefinitionKind::parse(&r.kind)
+                .ok_or_else(|| corrupt(format!("definition kind {}", r.kind)))?,
+            owner: r.owner,
+            name: r.name,
+            text: r.text,
+            created_at: r.created_at,
+        })
+    }
+}
+
+pub(crate) fn definition_taken(d: &Definition) -> StoreError {
+    StoreError::Conflict(format!(
+        "you have a {} named `{}` already",
+        d.kind.as_str(),
+        d.name
+    ))
 }
 
 /// A participant's speaker as stored: the model column (empty for a bot) and the bot's.
@@ -105,7 +183,9 @@ impl TryFrom<ParticipantRow> for Participant {
             speaker,
             name: r.name,
             role: r.role,
+            role_id: r.role_id.map(DefinitionId),
             personality: r.personality,
+            personality_id: r.personality_id.map(DefinitionId),
             instructions: r.instructions,
             enabled: r.enabled,
             position: r.position,
@@ -219,6 +299,19 @@ pub(crate) mod sqlite {
             colour: r.get(9)?,
             bot_endpoint: r.get(10)?,
             bot_emulates: r.get(11)?,
+            role_id: r.get(12)?,
+            personality_id: r.get(13)?,
+        })
+    }
+
+    pub(crate) fn definition(r: &Row<'_>) -> rusqlite::Result<DefinitionRow> {
+        Ok(DefinitionRow {
+            id: r.get(0)?,
+            owner: r.get(1)?,
+            kind: r.get(2)?,
+            name: r.get(3)?,
+            text: r.get(4)?,
+            created_at: r.get(5)?,
         })
     }
 

@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0004_accounts.sql"),
     include_str!("../migrations/sqlite/0005_rooms.sql"),
     include_str!("../migrations/sqlite/0006_bots.sql"),
+    include_str!("../migrations/sqlite/0007_definitions.sql"),
 ];
 
 #[path = "sqlite_accounts.rs"]

@@ -1,18 +1,20 @@
 //! Rooms on SQLite.
 
-use agency_core::room::{Participant, Room, RoomMessage};
-use agency_core::{ParticipantId, RoomId, RoomMessageId};
+use agency_core::room::{Definition, Participant, Room, RoomMessage};
+use agency_core::{DefinitionId, ParticipantId, RoomId, RoomMessageId};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{SqliteStore, unique_violation};
 use crate::rooms::{
-    self, ParticipantRow, RoomMessageRow, RoomRow, author_columns, speaker_columns, tagged_column,
+    self, DefinitionRow, ParticipantRow, RoomMessageRow, RoomRow, author_columns, persona_columns,
+    speaker_columns, tagged_column,
 };
 use crate::{Result, RoomStore, StoreError};
 
 fn put(conn: &Connection, p: &Participant) -> rusqlite::Result<usize> {
     let (model, bot_endpoint, bot_emulates) = speaker_columns(p);
+    let (role, role_id, personality, personality_id) = persona_columns(p);
     conn.prepare_cached(rooms::PUT_PARTICIPANT)?
         .execute(params![
             p.id.0,
@@ -20,14 +22,16 @@ fn put(conn: &Connection, p: &Participant) -> rusqlite::Result<usize> {
             p.name,
             p.name.to_lowercase(),
             model,
-            p.role,
-            p.personality,
+            role,
+            personality,
             p.instructions,
             p.enabled,
             p.position,
             p.colour,
             bot_endpoint,
-            bot_emulates
+            bot_emulates,
+            role_id,
+            personality_id
         ])
 }
 
@@ -136,5 +140,55 @@ impl RoomStore for SqliteStore {
                 .collect()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn put_definition(&self, d: &Definition) -> Result<()> {
+        let put = self.with(|conn| {
+            conn.execute(
+                rooms::PUT_DEFINITION,
+                params![
+                    d.id.0,
+                    d.owner,
+                    d.kind.as_str(),
+                    d.name,
+                    d.name.to_lowercase(),
+                    d.text,
+                    d.created_at
+                ],
+            )
+        });
+        match put {
+            Err(StoreError::Sqlite(e)) if unique_violation(&e) => Err(rooms::definition_taken(d)),
+            other => other.map(|_| ()),
+        }
+    }
+
+    async fn definition(&self, id: DefinitionId) -> Result<Option<Definition>> {
+        let row: Option<DefinitionRow> = self.with(|conn| {
+            conn.prepare_cached(rooms::DEFINITION)?
+                .query_row([id.0], rooms::sqlite::definition)
+                .optional()
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn definitions(&self, owner: &str) -> Result<Vec<Definition>> {
+        let rows: Vec<DefinitionRow> = self.with(|conn| {
+            conn.prepare_cached(rooms::DEFINITIONS)?
+                .query_map([owner], rooms::sqlite::definition)?
+                .collect()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn delete_definition(&self, id: DefinitionId) -> Result<bool> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            tx.execute(rooms::KEEP_ROLE_TEXT, [id.0])?;
+            tx.execute(rooms::KEEP_PERSONALITY_TEXT, [id.0])?;
+            let gone = tx.execute(rooms::DELETE_DEFINITION, [id.0])? > 0;
+            tx.commit()?;
+            Ok(gone)
+        })
     }
 }

@@ -57,6 +57,7 @@ suite!(
     deleting_an_agency_takes_everything_of_it,
     accounts_and_sessions,
     rooms_participants_and_messages,
+    definitions_are_pointed_to_and_outlived,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -826,7 +827,9 @@ async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
         name: name.into(),
         speaker: Speaker::Model(ModelRef::parse("builtin/rules").unwrap()),
         role: Some("thinks".into()),
+        role_id: None,
         personality: None,
+        personality_id: None,
         instructions: Some("be brief".into()),
         enabled: true,
         position,
@@ -950,4 +953,102 @@ async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
     assert!(s.delete_room(room.id).await.unwrap());
     assert_eq!(s.room(room.id).await.unwrap(), None);
     assert_eq!(s.room_messages(room.id).await.unwrap(), vec![]);
+}
+
+async fn definitions_are_pointed_to_and_outlived(s: Arc<dyn Store>) {
+    use agency_core::room::{Definition, DefinitionKind, Participant, Room, Speaker};
+    use agency_core::{DefinitionId, ModelRef, ParticipantId, RoomId};
+    let def = |kind, name: &str, text: &str| Definition {
+        id: DefinitionId::new(),
+        owner: "ada".into(),
+        kind,
+        name: name.into(),
+        text: text.into(),
+        created_at: Utc::now().trunc_subsecs(6),
+    };
+    let critic = def(DefinitionKind::Role, "critic", "finds the flaws");
+    let dry = def(DefinitionKind::Personality, "dry", "dry humour");
+    s.put_definition(&critic).await.unwrap();
+    s.put_definition(&dry).await.unwrap();
+    // A name is unique per owner and kind, without regard to case.
+    match s
+        .put_definition(&def(DefinitionKind::Role, "Critic", "x"))
+        .await
+    {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("role named `Critic`"), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    s.put_definition(&def(DefinitionKind::Personality, "critic", "a mood"))
+        .await
+        .unwrap();
+    s.put_definition(&Definition {
+        owner: "bob".into(),
+        ..def(DefinitionKind::Role, "critic", "bob's")
+    })
+    .await
+    .unwrap();
+    let mine = s.definitions("ada").await.unwrap();
+    let names: Vec<(&str, &str)> = mine
+        .iter()
+        .map(|d| (d.kind.as_str(), d.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("personality", "critic"),
+            ("personality", "dry"),
+            ("role", "critic")
+        ]
+    );
+    assert_eq!(s.definition(critic.id).await.unwrap(), Some(critic.clone()));
+
+    let room = Room {
+        id: RoomId::new(),
+        owner: "ada".into(),
+        name: "r".into(),
+        agency: None,
+        created_at: Utc::now().trunc_subsecs(6),
+    };
+    let pointing = Participant {
+        id: ParticipantId::new(),
+        room: room.id,
+        name: "ann".into(),
+        speaker: Speaker::Model(ModelRef::parse("builtin/rules").unwrap()),
+        role: Some("ignored: the definition's text wins".into()),
+        role_id: Some(critic.id),
+        personality: None,
+        personality_id: Some(dry.id),
+        instructions: None,
+        enabled: true,
+        position: 0,
+        colour: "#2563eb".into(),
+    };
+    s.create_room(&room, std::slice::from_ref(&pointing))
+        .await
+        .unwrap();
+    let read = s.participants(room.id).await.unwrap().remove(0);
+    assert_eq!(read.role.as_deref(), Some("finds the flaws"));
+    assert_eq!(read.personality.as_deref(), Some("dry humour"));
+    assert_eq!(
+        (read.role_id, read.personality_id),
+        (Some(critic.id), Some(dry.id))
+    );
+
+    // Edited, the definition is what its agents read.
+    let sharper = Definition {
+        text: "finds every flaw".into(),
+        ..critic.clone()
+    };
+    s.put_definition(&sharper).await.unwrap();
+    let read = s.participants(room.id).await.unwrap().remove(0);
+    assert_eq!(read.role.as_deref(), Some("finds every flaw"));
+
+    // Deleted, its agents keep its text as their own.
+    assert!(s.delete_definition(critic.id).await.unwrap());
+    assert!(!s.delete_definition(critic.id).await.unwrap());
+    assert_eq!(s.definition(critic.id).await.unwrap(), None);
+    let read = s.participants(room.id).await.unwrap().remove(0);
+    assert_eq!(read.role.as_deref(), Some("finds every flaw"));
+    assert_eq!(read.role_id, None);
+    assert_eq!(read.personality_id, Some(dry.id), "the other stays");
 }
