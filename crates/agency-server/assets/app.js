@@ -831,6 +831,7 @@ async function initRooms() {
     const pick = $("f-agency");
     for (const a of agencies.data) pick.append(el("option", { value: a.id }, a.draft.name));
   }
+  initDefinitions();
   $("room-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const form = ev.currentTarget;
@@ -848,6 +849,73 @@ async function initRooms() {
 }
 
 const LIMIT = 5000;
+
+/** Saved roles and personalities on the rooms page: listed, written, edited, deleted. */
+async function initDefinitions() {
+  const form = $("definition-form");
+  let editing = null;
+  const stopEditing = () => {
+    editing = null;
+    form.reset();
+    $("d-kind").disabled = false;
+    $("cancel-definition").hidden = true;
+    $("save-definition").textContent = "Save";
+  };
+  const render = async () => {
+    const r = await api("GET", "/api/definitions");
+    if (!r.ok) {
+      general(r.error.message);
+      return;
+    }
+    $("no-definitions").hidden = r.data.length > 0;
+    $("definitions").replaceChildren(
+      ...r.data.map((d) =>
+        el(
+          "li",
+          { "data-definition": d.kind + ":" + d.name },
+          el("span", { class: "badge" }, d.kind),
+          " ",
+          el("strong", {}, d.name),
+          " ",
+          el("span", { class: "hint" }, d.text.length > 120 ? d.text.slice(0, 120) + "…" : d.text),
+          " ",
+          el("button", { type: "button", class: "edit", "aria-label": "Edit " + d.kind + " " + d.name, onclick: () => {
+            editing = d;
+            $("d-kind").value = d.kind;
+            $("d-kind").disabled = true;
+            $("d-name").value = d.name;
+            $("d-text").value = d.text;
+            $("cancel-definition").hidden = false;
+            $("save-definition").textContent = "Save changes";
+            $("d-name").focus();
+          } }, "Edit"),
+          " ",
+          el("button", { type: "button", class: "delete", "aria-label": "Delete " + d.kind + " " + d.name, onclick: async () => {
+            if (!window.confirm("Delete the " + d.kind + " " + d.name + "? Agents pointing to it keep its text.")) return;
+            const gone = await api("DELETE", "/api/definitions/" + d.id);
+            if (!gone.ok) general(gone.error.message);
+            if (editing && editing.id === d.id) stopEditing();
+            render();
+          } }, "Delete"),
+        ),
+      ),
+    );
+  };
+  $("cancel-definition").addEventListener("click", stopEditing);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    clearErrors(form);
+    const body = { name: $("d-name").value.trim(), text: $("d-text").value.trim() };
+    const r = editing ? await api("PUT", "/api/definitions/" + editing.id, body) : await api("POST", "/api/definitions", { kind: $("d-kind").value, ...body });
+    if (!r.ok) {
+      showFieldErrors(form, r.error, "d-");
+      return;
+    }
+    stopEditing();
+    render();
+  });
+  render();
+}
 
 /** The room page's state: its agents, and each message's element by id (rendered once, then appended to). */
 const Room = { id: null, agents: new Map(), shown: new Map(), pending: new Map(), events: null, messages: new Map(), replyTo: null };
@@ -1126,12 +1194,32 @@ async function sendToRoom(ev) {
   }
 }
 
+/** The saved roles and personalities, as choices of the add-agent form; picking one hides the field for its own text. */
+async function loadSavedPersonas() {
+  const r = await api("GET", "/api/definitions");
+  if (!r.ok) return;
+  for (const kind of ["role", "personality"]) {
+    const pick = $("f-" + kind + "-id");
+    for (const d of r.data.filter((d) => d.kind === kind)) pick.append(el("option", { value: d.id, title: d.text }, d.name));
+    const own = $("f-" + kind);
+    pick.addEventListener("change", () => {
+      own.hidden = !!pick.value;
+      if (pick.value) own.value = "";
+    });
+  }
+}
+
 async function addAgentToRoom(ev) {
   ev.preventDefault();
   const form = ev.currentTarget;
   clearErrors(form);
   const body = { name: $("f-name").value.trim(), model: $("f-model").value.trim() };
   for (const k of ["role", "personality", "instructions"]) {
+    const saved = $("f-" + k + "-id");
+    if (saved && saved.value) {
+      body[k + "_id"] = saved.value;
+      continue;
+    }
     const v = $("f-" + k).value.trim();
     if (v) body[k] = v;
   }
@@ -1143,12 +1231,15 @@ async function addAgentToRoom(ev) {
   Room.agents.set(r.data.id, r.data);
   renderPills();
   form.reset();
+  $("f-role").hidden = false;
+  $("f-personality").hidden = false;
   $("f-name").focus();
 }
 
 async function initRoom() {
   Room.id = $("room").dataset.id;
   $("room-chat").addEventListener("submit", sendToRoom);
+  loadSavedPersonas();
   $("replying-cancel").addEventListener("click", () => replyTo(null));
   $("caller-key-done").addEventListener("click", () => {
     $("caller-key").hidden = true;

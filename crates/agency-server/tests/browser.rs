@@ -962,3 +962,85 @@ async fn a_bot_is_registered_tagged_and_replied_to_in_a_room() {
     assert_eq!(w.messages().await.len(), 6);
     w.c.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_role_is_written_once_and_chosen_for_an_agent() {
+    let Some((_driver, c)) = browser().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let model = Fake::start().await;
+    model.otherwise(streamed("Noted, boss"));
+    let mut providers = Providers::builtin();
+    fake_provider(&mut providers, "fm", &model);
+    let base = app_with(dir.path(), providers).await;
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut w = Walk {
+        c,
+        base,
+        shots,
+        n: 90,
+    };
+    w.goto("/signup").await;
+    w.type_into("#email", "ida@example.com").await;
+    w.type_into("#password", "correct horse battery").await;
+    w.click("#submit").await;
+    w.click("nav a[href='/rooms']").await;
+    w.wait("#no-definitions:not([hidden])").await;
+
+    // A taken name is shown at its field; then the role is saved, and edited.
+    w.type_into("#d-name", "critic").await;
+    w.type_into("#d-text", "You find the flaws.").await;
+    w.click("#save-definition").await;
+    w.wait("li[data-definition='role:critic']").await;
+    w.type_into("#d-name", "Critic").await;
+    w.type_into("#d-text", "again").await;
+    w.click("#save-definition").await;
+    let e = w
+        .wait_xpath("//p[@id='e-d-name' and not(@hidden) and string-length(.) > 0]")
+        .await;
+    assert!(e.text().await.unwrap().contains("already"));
+    w.c.refresh().await.unwrap();
+    w.click("li[data-definition='role:critic'] button.edit")
+        .await;
+    w.wait("#cancel-definition:not([hidden])").await;
+    w.c.execute("document.getElementById('d-text').value = '';", vec![])
+        .await
+        .unwrap();
+    w.type_into("#d-text", "You find every flaw, kindly.").await;
+    w.click("#save-definition").await;
+    w.wait_xpath("//li[@data-definition='role:critic' and contains(., 'every flaw')]")
+        .await;
+    w.shot("saved-roles").await;
+
+    // In a room, an agent points to it; its model is sent the role.
+    w.type_into("#f-name", "review").await;
+    w.click("#create-room").await;
+    w.wait("#room[data-ready='true']").await;
+    w.click("#add-agent-box summary").await;
+    w.wait_xpath("//select[@id='f-role-id']/option[. = 'critic']")
+        .await;
+    w.wait("#f-role-id")
+        .await
+        .select_by_label("critic")
+        .await
+        .unwrap();
+    w.wait("#f-role[hidden]").await;
+    w.type_into("#f-name", "carla").await;
+    w.type_into("#f-model", "fm/m").await;
+    w.click("#add-agent").await;
+    w.wait("button.pill[data-agent='carla']").await;
+    w.say("Here is my plan").await;
+    w.answer("carla", "Noted, boss").await;
+    let system = model.requests()[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        system.contains("Your role: You find every flaw, kindly."),
+        "{system}"
+    );
+    w.shot("room-with-saved-role").await;
+    w.c.close().await.unwrap();
+}
