@@ -1241,6 +1241,12 @@ async function initRoom() {
   $("room-chat").addEventListener("submit", sendToRoom);
   loadSavedPersonas();
   $("replying-cancel").addEventListener("click", () => replyTo(null));
+  $("delete-room").addEventListener("click", async () => {
+    if (!window.confirm("Delete this room with all its messages? This cannot be undone.")) return;
+    const r = await api("DELETE", "/api/rooms/" + Room.id);
+    if (r.ok) window.location.href = "/rooms";
+    else general(r.error.message);
+  });
   $("caller-key-done").addEventListener("click", () => {
     $("caller-key").hidden = true;
     $("caller-key-value").textContent = "";

@@ -1042,5 +1042,10 @@ async fn a_saved_role_is_written_once_and_chosen_for_an_agent() {
         "{system}"
     );
     w.shot("room-with-saved-role").await;
+
+    // Deleted (after asking), the room is gone from the list.
+    w.click("#delete-room").await;
+    w.c.accept_alert().await.unwrap();
+    w.wait("#no-rooms:not([hidden])").await;
     w.c.close().await.unwrap();
 }
