@@ -717,8 +717,7 @@ impl Runtime {
                         let text = rt
                             .bot_answer(
                                 &room,
-                                &agent,
-                                bot,
+                                (&agent, bot),
                                 &asking,
                                 &participants,
                                 &history,
@@ -764,12 +763,10 @@ impl Runtime {
     }
 
     /// A bot's answer to `asking`: its webhook called with the spec's request.
-    #[allow(clippy::too_many_arguments)]
     async fn bot_answer(
         &self,
         room: &Room,
-        agent: &Participant,
-        bot: &Bot,
+        (agent, bot): (&Participant, &Bot),
         asking: &RoomMessage,
         participants: &[Participant],
         history: &[RoomMessage],

@@ -142,6 +142,20 @@ struct Walk {
 }
 
 impl Walk {
+    /// A walk in `c` on the app at `base`, its screenshots numbered from `n`, of a user who
+    /// has just signed up as `email`.
+    async fn signed_up(c: Client, base: String, n: u32, email: &str) -> Walk {
+        let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
+        std::fs::create_dir_all(&shots).unwrap();
+        let w = Walk { c, base, shots, n };
+        w.goto("/signup").await;
+        w.type_into("#email", email).await;
+        w.type_into("#password", "correct horse battery").await;
+        w.click("#submit").await;
+        w.wait("nav a[href='/rooms']").await;
+        w
+    }
+
     async fn goto(&self, path: &str) {
         self.c.goto(&format!("{}{path}", self.base)).await.unwrap();
     }
@@ -576,21 +590,9 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     fake_provider(&mut providers, "fa", &alpha);
     fake_provider(&mut providers, "fb", &beta);
     let base = app_with(dir.path(), providers).await;
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let mut w = Walk {
-        c,
-        base,
-        shots,
-        n: 0,
-    };
-    let shot = |n: &str| format!("room-{n}");
-
     // Sign up, then a new room from the Rooms page.
-    w.goto("/signup").await;
-    w.type_into("#email", "grace@example.com").await;
-    w.type_into("#password", "correct horse battery").await;
-    w.click("#submit").await;
+    let mut w = Walk::signed_up(c, base, 0, "grace@example.com").await;
+    let shot = |n: &str| format!("room-{n}");
     w.click("nav a[href='/rooms']").await;
     w.wait("#no-rooms:not([hidden])").await;
     w.type_into("#f-name", "standup").await;
@@ -889,19 +891,8 @@ async fn a_bot_is_registered_tagged_and_replied_to_in_a_room() {
             .unwrap(),
     );
     let base = app_with(dir.path(), providers).await;
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let mut w = Walk {
-        c,
-        base,
-        shots,
-        n: 80,
-    };
+    let mut w = Walk::signed_up(c, base, 80, "hedy@example.com").await;
     let shot = |n: &str| format!("bot-{n}");
-    w.goto("/signup").await;
-    w.type_into("#email", "hedy@example.com").await;
-    w.type_into("#password", "correct horse battery").await;
-    w.click("#submit").await;
     w.click("nav a[href='/rooms']").await;
     w.type_into("#f-name", "plant").await;
     w.click("#create-room").await;
@@ -974,18 +965,7 @@ async fn a_saved_role_is_written_once_and_chosen_for_an_agent() {
     let mut providers = Providers::builtin();
     fake_provider(&mut providers, "fm", &model);
     let base = app_with(dir.path(), providers).await;
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
-    let mut w = Walk {
-        c,
-        base,
-        shots,
-        n: 90,
-    };
-    w.goto("/signup").await;
-    w.type_into("#email", "ida@example.com").await;
-    w.type_into("#password", "correct horse battery").await;
-    w.click("#submit").await;
+    let mut w = Walk::signed_up(c, base, 90, "ida@example.com").await;
     w.click("nav a[href='/rooms']").await;
     w.wait("#no-definitions:not([hidden])").await;
 
