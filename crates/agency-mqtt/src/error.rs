@@ -47,6 +47,7 @@ impl MqttError {
                 RuntimeError::Invalid(_) | RuntimeError::Validation(_) => "InvalidRequest",
                 RuntimeError::Conflict(_) => "Conflict",
                 RuntimeError::Unauthorized(_) => "Unauthorized",
+                RuntimeError::TooManyAttempts(_) => "TooManyRequests",
                 RuntimeError::Model { .. } => "ModelError",
                 RuntimeError::Store(_) => "InternalError",
             },

@@ -110,9 +110,22 @@ impl Runtime {
         self.new_session(user).await
     }
 
-    /// Logs in; a wrong email and a wrong password get the same answer.
-    pub async fn log_in(&self, email: &str, password: &str) -> Result<NewSession, RuntimeError> {
-        let wrong = || RuntimeError::Unauthorized("wrong email or password".into());
+    /// Logs in; a wrong email and a wrong password get the same answer. Past the failures
+    /// allowed for the email or the `client` address (see [`crate::throttle`]) the password
+    /// is not even checked.
+    pub async fn log_in(
+        &self,
+        email: &str,
+        password: &str,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<NewSession, RuntimeError> {
+        if let Err(wait) = self.logins.check(email, client) {
+            return Err(RuntimeError::TooManyAttempts(wait));
+        }
+        let wrong = || {
+            self.logins.failed(email, client);
+            RuntimeError::Unauthorized("wrong email or password".into())
+        };
         let user = match Email::parse(email) {
             Ok(e) => self.store.user_by_email(&e).await?,
             Err(_) => None,

@@ -22,6 +22,9 @@ pub enum RuntimeError {
     /// Wrong credentials.
     #[error("{0}")]
     Unauthorized(String),
+    /// Too many failed log-ins: the next may be tried after this long.
+    #[error("too many failed log-ins for this email or from this address: try again in {}", wait_text(.0))]
+    TooManyAttempts(std::time::Duration),
     /// The agency exists but has no published version to serve.
     #[error("agency `{0}` is not published: publish it to reach it through its API")]
     NotPublished(String),
@@ -51,5 +54,15 @@ impl From<StoreError> for RuntimeError {
             StoreError::Conflict(m) => RuntimeError::Conflict(m),
             other => RuntimeError::Store(other),
         }
+    }
+}
+
+/// A wait as a person reads it: `40 seconds`, `3 minutes`.
+fn wait_text(d: &std::time::Duration) -> String {
+    let s = d.as_secs().max(1);
+    if s < 90 {
+        format!("{s} second{}", if s == 1 { "" } else { "s" })
+    } else {
+        format!("{} minutes", s.div_ceil(60))
     }
 }

@@ -16,6 +16,7 @@ pub mod memory;
 pub mod providers;
 pub mod rooms;
 pub mod secrets;
+pub mod throttle;
 mod turn;
 
 use std::collections::HashMap;
@@ -89,6 +90,8 @@ pub struct Runtime {
     /// The turn running in each conversation, told to stop through its channel (see
     /// [`Runtime::cancel`]).
     running: StdMutex<HashMap<ConversationId, tokio::sync::watch::Sender<bool>>>,
+    /// Failed log-ins, per email and per client address.
+    logins: throttle::LoginThrottle,
 }
 
 impl Runtime {
@@ -113,6 +116,7 @@ impl Runtime {
             agencies: StdMutex::new(HashMap::new()),
             settling: StdMutex::new(Vec::new()),
             running: StdMutex::new(HashMap::new()),
+            logins: throttle::LoginThrottle::new(throttle::LoginLimits::default()),
         })
     }
 

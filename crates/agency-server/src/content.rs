@@ -33,7 +33,10 @@ async fn authorize(s: &AppState, headers: &HeaderMap) -> Result<agency_core::Age
         });
     match s.auth.authenticate(bearer).await {
         Ok(key) => Ok(key.agency_id),
-        Err(e @ AuthError::RateLimited { .. }) => Err(ApiError::TooManyRequests(e.to_string())),
+        Err(e @ AuthError::RateLimited { retry_after, .. }) => Err(ApiError::TooManyRequests {
+            message: e.to_string(),
+            retry_after: Some(retry_after),
+        }),
         Err(e) => Err(ApiError::Unauthorized(e.to_string())),
     }
 }

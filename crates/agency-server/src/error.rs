@@ -14,8 +14,12 @@ pub enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     Forbidden(String),
-    #[error("{0}")]
-    TooManyRequests(String),
+    /// Answered with `Retry-After` (whole seconds, rounded up) when the wait is known.
+    #[error("{message}")]
+    TooManyRequests {
+        message: String,
+        retry_after: Option<std::time::Duration>,
+    },
     #[error("{0}")]
     NotFound(String),
     #[error("this endpoint does not take that method")]
@@ -37,7 +41,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -59,6 +63,10 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::Validation(v) => ApiError::Fields(v),
             RuntimeError::Conflict(m) => ApiError::Conflict(m),
             RuntimeError::Unauthorized(m) => ApiError::Unauthorized(m),
+            RuntimeError::TooManyAttempts(wait) => ApiError::TooManyRequests {
+                message: e.to_string(),
+                retry_after: Some(wait),
+            },
             RuntimeError::NotPublished(_) => ApiError::Conflict(e.to_string()),
             RuntimeError::Model { .. } => ApiError::BadGateway(e.to_string()),
             RuntimeError::Store(s) => ApiError::Internal(s.to_string()),
@@ -84,10 +92,26 @@ impl IntoResponse for ApiError {
                     .map(|e| serde_json::json!({ "path": e.path, "message": e.message }))
                     .collect();
         }
-        (
+        let mut response = (
             self.status_code(),
             Json(serde_json::json!({ "error": error })),
         )
-            .into_response()
+            .into_response();
+        if let ApiError::TooManyRequests {
+            retry_after: Some(wait),
+            ..
+        } = &self
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, retry_after(*wait));
+        }
+        response
     }
+}
+
+/// `Retry-After` in whole seconds, rounded up, at least 1.
+pub fn retry_after(wait: std::time::Duration) -> axum::http::HeaderValue {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    axum::http::HeaderValue::from(secs.max(1))
 }

@@ -75,7 +75,9 @@ pub async fn serve(
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
     });
-    let served = axum::serve(listener, router(state.clone()))
+    // The peer's address reaches handlers (limits on failed log-ins count per address).
+    let app = router(state.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;
     flusher.abort();

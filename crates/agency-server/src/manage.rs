@@ -12,7 +12,7 @@ use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use secrecy::{ExposeSecret, SecretString};
 
-use crate::auth::{Account, Session, cleared_cookie, session_cookie};
+use crate::auth::{Account, ClientAddr, Session, cleared_cookie, session_cookie};
 use crate::{ApiError, AppState, wire};
 
 pub fn routes() -> Router<AppState> {
@@ -84,14 +84,16 @@ pub async fn sign_up(
 
 /// Logs in (sets the session cookie).
 #[utoipa::path(post, path = "/api/auth/login", tag = "accounts", request_body = wire::Credentials,
-    responses((status = 200, body = wire::Me), (status = 401, description = "Wrong email or password")))]
+    responses((status = 200, body = wire::Me), (status = 401, description = "Wrong email or password"),
+        (status = 429, description = "Too many failed log-ins for this email or from this address; `Retry-After` says when to try again")))]
 pub async fn log_in(
     State(s): State<AppState>,
     headers: HeaderMap,
+    ClientAddr(client): ClientAddr,
     body: Result<Json<wire::Credentials>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(c) = body?;
-    let new = s.rt.log_in(&c.email, &c.password).await?;
+    let new = s.rt.log_in(&c.email, &c.password, client).await?;
     Ok(logged_in(&headers, StatusCode::OK, new))
 }
 

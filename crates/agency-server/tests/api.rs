@@ -1051,6 +1051,60 @@ async fn accounts_sign_up_log_in_and_out() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
+#[tokio::test]
+async fn failed_log_ins_are_limited_per_email() {
+    let app = App::spawn().await;
+    let _bob = signed_up(&app.base, "bob@example.com").await;
+    let anon = reqwest::Client::new();
+    let login = |email: &str, password: &str| {
+        anon.post(app.url("/api/auth/login"))
+            .json(&json!({ "email": email, "password": password }))
+            .send()
+    };
+    for _ in 0..5 {
+        let res = login("ada@example.com", "not the password").await.unwrap();
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    }
+    // Past five failures, even the right password waits: the answer says for how long.
+    let res = login("ada@example.com", "correct horse battery")
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = res.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=15 * 60).contains(&wait), "{wait}");
+    let (status, body) = read(res).await;
+    assert!(
+        error_message(status, &body).contains("too many failed log-ins"),
+        "{body}"
+    );
+    // The log-in page says so too, at its form.
+    let res = anon
+        .post(app.url("/login"))
+        .header("origin", &app.base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("email=ada%40example.com&password=correct+horse+battery")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(res.headers().contains_key("retry-after"));
+    assert!(
+        res.text()
+            .await
+            .unwrap()
+            .contains("too many failed log-ins")
+    );
+    // Someone else, from the same address, still gets in.
+    let res = login("bob@example.com", "correct horse battery")
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+}
+
 // ---- Roundtable rooms ----
 
 #[tokio::test]

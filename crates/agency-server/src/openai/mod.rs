@@ -225,6 +225,7 @@ fn runtime_error(e: RuntimeError) -> OpenAiError {
         ),
         RuntimeError::Validation(_)
         | RuntimeError::Unauthorized(_)
+        | RuntimeError::TooManyAttempts(_)
         | RuntimeError::RoomNotFound(_)
         | RuntimeError::NotFound(_)
         | RuntimeError::Store(_) => {

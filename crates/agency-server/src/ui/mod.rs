@@ -25,7 +25,7 @@ use axum::{Form, Router};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 
-use crate::auth::{Session, cleared_cookie, session_cookie};
+use crate::auth::{ClientAddr, Session, cleared_cookie, session_cookie};
 use crate::{ApiError, AppState, wire};
 
 pub fn routes() -> Router<AppState> {
@@ -246,19 +246,30 @@ async fn sign_up(
 async fn log_in(
     State(s): State<AppState>,
     headers: HeaderMap,
+    ClientAddr(client): ClientAddr,
     Form(f): Form<CredentialsForm>,
 ) -> Response {
     if !same_origin(&headers) {
         return cross_site();
     }
-    match s.rt.log_in(&f.email, &f.password).await {
+    match s.rt.log_in(&f.email, &f.password, client).await {
         Ok(new) => logged_in(&headers, new),
         Err(e) => {
+            let wait = match &e {
+                agency_runtime::RuntimeError::TooManyAttempts(wait) => Some(*wait),
+                _ => None,
+            };
             let e = ApiError::from(e);
             let mut page = LoginPage::new("login");
             page.email = f.email;
             page.error = e.to_string();
-            (e.status_code(), render(&page)).into_response()
+            let mut response = (e.status_code(), render(&page)).into_response();
+            if let Some(wait) = wait {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, crate::error::retry_after(wait));
+            }
+            response
         }
     }
 }
