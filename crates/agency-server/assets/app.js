@@ -352,15 +352,36 @@ function ruleBlock(a, i, r, j) {
   const p = "agents[" + i + "].rules[" + j + "]";
   const w = picker(r.when, [["user", "the user"], ["any", "anyone"]], (v) => { r.when = v; changed(); });
   const action = textInput(r.action, (v) => { r.action = v; changed(); }, { placeholder: "what to do, e.g. Please review: {{message}}" });
-  // The picker sets the first addressee; a fan-out rule (several, from a file) keeps the others.
-  const to = picker(r.send_to[0], [["user", "the user"]], (v) => { r.send_to = [v, ...r.send_to.slice(1).filter((x) => x !== v)]; changed(); });
-  const more = r.send_to.length - 1;
+  const path = (k) => p + ".send_to" + (k === 0 ? "" : "[" + k + "]");
+  const where = (k) => "f-" + slug(path(k));
+  // One picker per addressee: a rule may send its response to several (a fan-out rule).
+  const rows = r.send_to.map((to, k) => {
+    const pick = picker(to, [["user", "the user"]], (v) => { r.send_to[k] = v; changed(); });
+    pick.id = where(k);
+    pick.setAttribute("aria-describedby", "e-" + slug(path(k)));
+    if (k > 0) pick.setAttribute("aria-label", "and to, addressee " + (k + 1));
+    return el(
+      "div",
+      { class: "addressee" },
+      pick,
+      k > 0 ? el("button", { type: "button", class: "remove-addressee", "aria-label": "Remove addressee " + (k + 1) + " of rule " + (j + 1), onclick: () => { r.send_to.splice(k, 1); render(where(k - 1)); changed(); } }, "×") : null,
+      el("p", { class: "error", id: "e-" + slug(path(k)), hidden: true }),
+    );
+  });
+  const add = el("button", { type: "button", class: "add-addressee", "aria-label": "Send rule " + (j + 1) + "'s response to another addressee too", onclick: () => {
+    const taken = new Set(r.send_to);
+    const free = Editor.agents.map((b) => "@" + b._k).find((ref) => !taken.has(ref));
+    r.send_to.push(free || "user");
+    render(where(r.send_to.length - 1));
+    changed();
+  } }, "+ addressee");
+  const addressees = el("div", { class: "field addressees" }, el("label", { for: where(0) }, "and send response to"), ...rows, add);
   return el(
     "div",
     { class: "rule" },
     field("When message is from", p + ".when", w),
     field("do", p + ".action", action),
-    field("and send response to", p + ".send_to", to, more > 0 ? "and " + more + " more (a fan-out rule: edit the others in the agency file)" : undefined),
+    addressees,
     el("button", { type: "button", class: "danger", "aria-label": "Remove rule " + (j + 1) + " of " + (a.name || "agent"), onclick: () => { a.rules.splice(j, 1); render("add-rule-" + a._k); changed(); } }, "Remove rule"),
   );
 }

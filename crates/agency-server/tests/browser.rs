@@ -338,6 +338,37 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     );
     w.shot("editor-preview").await;
 
+    // A fan-out rule: one response to two addressees, built and unbuilt with the picker.
+    w.click(writer_add_rule).await;
+    w.wait("#f-agents-1-rules-1-when")
+        .await
+        .select_by_value("user")
+        .await
+        .unwrap();
+    w.type_into("#f-agents-1-rules-1-action", "Fan out: {{message}}")
+        .await;
+    w.wait("#f-agents-1-rules-1-send_to")
+        .await
+        .select_by_label("manager")
+        .await
+        .unwrap();
+    w.click("fieldset.agent:nth-of-type(2) .rule:nth-of-type(2) button.add-addressee")
+        .await;
+    w.wait("#f-agents-1-rules-1-send_to-1")
+        .await
+        .select_by_value("user")
+        .await
+        .unwrap();
+    w.wait_xpath("//pre[contains(., 'Fan out: {{message}}. Send your response to') and contains(., '(manager) and the user')]")
+        .await;
+    w.shot("editor-fan-out").await;
+    w.click("fieldset.agent:nth-of-type(2) .rule:nth-of-type(2) button.remove-addressee")
+        .await;
+    w.wait_xpath("//pre[contains(., 'Fan out: {{message}}. Send your response to') and not(contains(., '(manager) and the user'))]")
+        .await;
+    w.click("button[aria-label='Remove rule 2 of writer']").await;
+    w.wait_xpath("//pre[not(contains(., 'Fan out'))]").await;
+
     // Publish (saves first), and the version shows.
     w.click("#publish").await;
     w.wait_xpath("//p[@id='status' and contains(., 'Published version 1')]")
