@@ -202,6 +202,8 @@ pub struct ProviderSpec {
     pub max_concurrency: Option<u32>,
     /// Calls started per minute (unset: no limit).
     pub requests_per_minute: Option<u32>,
+    /// Its models' prices, by model name, for what turns cost.
+    pub prices: Vec<(String, crate::price::Price)>,
 }
 
 impl Agent {
@@ -314,6 +316,19 @@ impl Agency {
                     api_key_env: p.api_key_env.clone(),
                     max_concurrency: p.max_concurrency,
                     requests_per_minute: p.requests_per_minute,
+                    prices: p
+                        .prices
+                        .iter()
+                        .map(|(m, price)| {
+                            (
+                                m.clone(),
+                                PriceDraft {
+                                    input: crate::price::format_dollars(price.input),
+                                    output: crate::price::format_dollars(price.output),
+                                },
+                            )
+                        })
+                        .collect(),
                 })
                 .collect(),
             agents: self
@@ -425,6 +440,15 @@ pub struct ProviderDraft {
     pub api_key_env: Option<String>,
     pub max_concurrency: Option<u32>,
     pub requests_per_minute: Option<u32>,
+    /// Prices by model name, as written.
+    pub prices: Vec<(String, PriceDraft)>,
+}
+
+/// A model's price as written: dollars per million tokens, as decimals (`2.50`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PriceDraft {
+    pub input: String,
+    pub output: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -884,6 +908,24 @@ fn check_providers(drafts: &[ProviderDraft], p: &mut Problems) -> Vec<ProviderSp
                 "must be at least 1 (leave it out for no limit)",
             );
         }
+        let mut prices = Vec::new();
+        for (i, (model, price)) in d.prices.iter().enumerate() {
+            let at = format!("{path}.prices.{model}");
+            if model.trim().is_empty() {
+                p.add(format!("{path}.prices"), "a price names its model");
+            } else if d.prices[..i].iter().any(|(m, _)| m == model) {
+                p.add(at.clone(), format!("`{model}` is priced twice"));
+            }
+            let mut dollars = |field: &str, text: &str| {
+                crate::price::parse_dollars(text).unwrap_or_else(|m| {
+                    p.add(format!("{at}.{field}"), m);
+                    0
+                })
+            };
+            let input = dollars("input", &price.input);
+            let output = dollars("output", &price.output);
+            prices.push((model.clone(), crate::price::Price { input, output }));
+        }
         if let Some(kind) = kind {
             providers.push(ProviderSpec {
                 name: d.name.clone(),
@@ -892,6 +934,7 @@ fn check_providers(drafts: &[ProviderDraft], p: &mut Problems) -> Vec<ProviderSp
                 api_key_env: d.api_key_env.clone(),
                 max_concurrency: d.max_concurrency,
                 requests_per_minute: d.requests_per_minute,
+                prices,
             });
         }
     }
@@ -1028,6 +1071,13 @@ mod tests {
             api_key_env: None,
             max_concurrency: Some(2),
             requests_per_minute: Some(60),
+            prices: vec![(
+                "qwen2.5".into(),
+                PriceDraft {
+                    input: "0.1".into(),
+                    output: "0.3".into(),
+                },
+            )],
         }];
         d.agents[1].model = "local/qwen2.5".into();
         d.agents[1].temperature = Some(0.2);
@@ -1048,6 +1098,7 @@ mod tests {
                 api_key_env: env.map(Into::into),
                 max_concurrency: Some(0),
                 requests_per_minute: None,
+                prices: Vec::new(),
             };
         d.providers = vec![
             provider("local", "ollama", Some("localhost:11434"), Some("MY KEY")),

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod memory;
 pub mod message;
 pub mod plan;
+pub mod price;
 pub mod prompt;
 pub mod protocol;
 pub mod room;
@@ -21,7 +22,7 @@ pub mod stream;
 
 pub use account::{Email, LoginSession, PasswordHash, User};
 pub use agency::{
-    Agency, AgencyDraft, Agent, AgentDraft, Block, Limits, ModelRef, Party, Protocol,
+    Agency, AgencyDraft, Agent, AgentDraft, Block, Limits, ModelRef, Party, PriceDraft, Protocol,
     ProviderDraft, ProviderKind, ProviderSpec, Published, Recipient, Roster, Rule, RuleDraft,
     Sampling, ValidationError, ValidationErrors, validate_providers,
 };
@@ -33,3 +34,4 @@ pub use ids::{
 pub use message::{
     Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord, Usage, trace,
 };
+pub use price::{Cost, Price};

@@ -271,6 +271,8 @@ pub struct TurnRecord {
     pub hops: u32,
     /// Summed over every model call the turn made.
     pub usage: Usage,
+    /// What those calls cost; `None` when one of them was of a model with no price.
+    pub cost: Option<crate::price::Cost>,
     /// Set when the turn could not answer (the manager's model failed).
     pub error: Option<String>,
 }

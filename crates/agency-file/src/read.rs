@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use agency_core::{AgencyDraft, AgentDraft, ProviderDraft, RuleDraft};
+use agency_core::{AgencyDraft, AgentDraft, PriceDraft, ProviderDraft, RuleDraft};
 use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
 use marked_yaml::{LoadError, LoaderOptions, Node, Span};
 
@@ -28,7 +28,9 @@ const PROVIDER_FIELDS: &[&str] = &[
     "api_key_env",
     "max_concurrency",
     "requests_per_minute",
+    "prices",
 ];
+const PRICE_FIELDS: &[&str] = &["input", "output"];
 const CONFIG_FIELDS: &[&str] = &["providers"];
 const AGENT_FIELDS: &[&str] = &[
     "id",
@@ -414,6 +416,55 @@ impl Reader {
         parsed
     }
 
+    /// `prices:` — a mapping of model names to dollars per million tokens,
+    /// `{ input: 2.50, output: 10 }`, kept as written (validation reads them exactly).
+    fn prices(&mut self, f: &Fields<'_>) -> Vec<(String, PriceDraft)> {
+        let Some((path, node)) = self.field(f, "prices") else {
+            return Vec::new();
+        };
+        let Node::Mapping(map) = node else {
+            self.problem(
+                node_pos(node),
+                path,
+                format!(
+                    "must map model names to prices in dollars per million tokens, e.g. `prices: {{ gpt-4o: {{ input: 2.50, output: 10 }} }}`, found {}",
+                    found(node)
+                ),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (key, value) in map.iter() {
+            let model = key.as_str().to_string();
+            let item_path = format!("{path}.{model}");
+            if let Some(pos) = value_pos(key, value) {
+                self.positions.insert(item_path.clone(), pos);
+            }
+            let Some(item) = self.item(&item_path, value, "a price") else {
+                continue;
+            };
+            self.unknown_fields(&item, PRICE_FIELDS, "a price");
+            let mut dollars = |key: &str| -> String {
+                let Some((path, node)) = self.field(&item, key) else {
+                    self.missing(&item, key, "a price", "2.50");
+                    return String::new();
+                };
+                match node {
+                    Node::Scalar(s) => s.as_str().to_string(),
+                    other => {
+                        let m =
+                            format!("must be dollars per million tokens, found {}", found(other));
+                        self.problem(node_pos(other), path, m);
+                        String::new()
+                    }
+                }
+            };
+            let (input, output) = (dollars("input"), dollars("output"));
+            out.push((model, PriceDraft { input, output }));
+        }
+        out
+    }
+
     /// `providers:` — a mapping of provider names to their settings.
     fn providers(&mut self, f: &Fields<'_>) -> Vec<ProviderDraft> {
         let Some((path, node)) = self.field(f, "providers") else {
@@ -446,6 +497,7 @@ impl Reader {
             let api_key_env = self.optional_string(&item, "api_key_env");
             let max_concurrency = self.number(&item, "max_concurrency");
             let requests_per_minute = self.number(&item, "requests_per_minute");
+            let prices = self.prices(&item);
             out.push(ProviderDraft {
                 name,
                 kind,
@@ -453,6 +505,7 @@ impl Reader {
                 api_key_env,
                 max_concurrency,
                 requests_per_minute,
+                prices,
             });
         }
         out

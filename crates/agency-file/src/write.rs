@@ -40,6 +40,23 @@ pub fn to_yaml(draft: &AgencyDraft) -> String {
             if let Some(n) = p.requests_per_minute {
                 out.push_str(&format!("    requests_per_minute: {n}\n"));
             }
+            if !p.prices.is_empty() {
+                out.push_str("    prices:\n");
+                for (model, price) in &p.prices {
+                    out.push_str(&format!("      {}:\n", inline(model)));
+                    for (key, amount) in [("input", &price.input), ("output", &price.output)] {
+                        // A valid amount is written as the number it is; anything else as text
+                        // (validation will name it).
+                        if amount.trim() == amount.as_str()
+                            && agency_core::price::parse_dollars(amount).is_ok()
+                        {
+                            out.push_str(&format!("        {key}: {amount}\n"));
+                        } else {
+                            text_field(&mut out, 8, key, amount);
+                        }
+                    }
+                }
+            }
         }
     }
     if draft.agents.is_empty() {

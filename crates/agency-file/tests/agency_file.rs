@@ -467,6 +467,13 @@ fn tricky_strings_round_trip() {
                 api_key_env: Some(s.clone()),
                 max_concurrency: Some(u32::MAX),
                 requests_per_minute: Some(0),
+                prices: vec![(
+                    s.clone(),
+                    agency_core::PriceDraft {
+                        input: s.clone(),
+                        output: s.clone(),
+                    },
+                )],
             }],
             agents: vec![AgentDraft {
                 id: Some(u32::MAX),
@@ -559,7 +566,8 @@ prop_compose! {
                          kind in text(), base_url in prop::option::of(text()),
                          api_key_env in prop::option::of(text()),
                          max_concurrency in any::<Option<u32>>(),
-                         requests_per_minute in any::<Option<u32>>()) -> Vec<ProviderDraft> {
+                         requests_per_minute in any::<Option<u32>>(),
+                         prices in prop::collection::btree_map(text(), (text(), text()), 0..3)) -> Vec<ProviderDraft> {
         names
             .into_iter()
             .map(|name| ProviderDraft {
@@ -569,6 +577,12 @@ prop_compose! {
                 api_key_env: api_key_env.clone(),
                 max_concurrency,
                 requests_per_minute,
+                prices: prices
+                    .iter()
+                    .map(|(m, (input, output))| {
+                        (m.clone(), agency_core::PriceDraft { input: input.clone(), output: output.clone() })
+                    })
+                    .collect(),
             })
             .collect()
     }
@@ -773,4 +787,72 @@ agents:
         located.contains("studio.yaml:7:33: agents[0].reflection_half_life_hours: must be a number of hours above 0"),
         "{located}"
     );
+}
+
+#[test]
+fn prices_are_read_exactly_and_written_back() {
+    let text = "name: priced\nmanager: boss\nproviders:\n  openai:\n    kind: openai\n    prices:\n      gpt-4o: { input: 2.50, output: 10 }\n      gpt-4o-mini:\n        input: 0.15\n        output: 0.6\nagents:\n  - name: boss\n    model: openai/gpt-4o\n";
+    let file = parse(text);
+    let agency = file
+        .draft
+        .validate(
+            agency_core::AgencyId::new(),
+            "local",
+            &|_: &agency_core::ModelRef| true,
+        )
+        .unwrap();
+    assert_eq!(
+        agency.providers[0].prices,
+        vec![
+            (
+                "gpt-4o".to_string(),
+                agency_core::Price {
+                    input: 2_500_000,
+                    output: 10_000_000
+                }
+            ),
+            (
+                "gpt-4o-mini".to_string(),
+                agency_core::Price {
+                    input: 150_000,
+                    output: 600_000
+                }
+            ),
+        ]
+    );
+    // Exported, an agency's prices are the shortest decimals that read back the same.
+    let written = agency_file::to_yaml(&agency.to_draft());
+    assert!(
+        written.contains("      gpt-4o:\n        input: 2.5\n        output: 10\n"),
+        "{written}"
+    );
+    assert_eq!(
+        parse(&written)
+            .draft
+            .validate(agency.id, "local", &|_: &agency_core::ModelRef| true)
+            .unwrap()
+            .providers,
+        agency.providers
+    );
+
+    for (price, wanted) in [
+        ("{ input: -1, output: 1 }", "is not an amount of dollars"),
+        ("{ input: 0.0000001, output: 1 }", "more than six decimals"),
+        ("{ input: 1 }", "output"),
+        (
+            "{ input: 1, output: 1, cached: 1 }",
+            "unknown field `cached`",
+        ),
+    ] {
+        let text = format!(
+            "name: p\nmanager: b\nproviders:\n  openai:\n    kind: openai\n    prices:\n      m: {price}\nagents:\n  - name: b\n    model: builtin/rules\n"
+        );
+        let file = agency_file::AgencyFile::parse("p.yaml", &text);
+        let p = match file {
+            Err(e) => e.problems[0].clone(),
+            Ok(f) => validate(&f).problems[0].clone(),
+        };
+        assert!(p.message.contains(wanted), "{price}: {p:?}");
+        assert_eq!(p.line, Some(7), "{price}: {p:?}");
+    }
 }

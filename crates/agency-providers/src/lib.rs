@@ -100,6 +100,8 @@ pub trait Provider: Send + Sync {
 #[derive(Clone)]
 pub struct Providers {
     by_name: HashMap<String, Arc<dyn Provider>>,
+    /// Prices by provider, then model, as their specs give them.
+    prices: HashMap<String, HashMap<String, agency_core::Price>>,
     bots: Option<bot::BotClient>,
 }
 
@@ -108,6 +110,7 @@ impl Providers {
     pub fn builtin() -> Self {
         let mut p = Self {
             by_name: HashMap::new(),
+            prices: HashMap::new(),
             bots: bot::BotClient::new(bot::default_settings(), false).ok(),
         };
         p.insert("builtin", Arc::new(Builtin));
@@ -126,6 +129,21 @@ impl Providers {
 
     pub fn insert(&mut self, name: &str, provider: Arc<dyn Provider>) {
         self.by_name.insert(name.to_string(), provider);
+    }
+
+    /// Sets the prices of provider `name`'s models (replacing any it had).
+    pub fn set_prices(&mut self, name: &str, prices: &[(String, agency_core::Price)]) {
+        self.prices
+            .insert(name.to_string(), prices.iter().cloned().collect());
+    }
+
+    /// What a call of `model` costs per token; the built-in models are free. `None` when no
+    /// price is known.
+    pub fn price(&self, model: &ModelRef) -> Option<agency_core::Price> {
+        if model.provider == "builtin" {
+            return Some(agency_core::Price::default());
+        }
+        self.prices.get(&model.provider)?.get(&model.model).copied()
     }
 
     pub fn resolve(&self, model: &ModelRef) -> Option<Arc<dyn Model>> {
@@ -147,6 +165,7 @@ pub fn default_specs() -> Vec<ProviderSpec> {
         api_key_env: env.map(Into::into),
         max_concurrency: None,
         requests_per_minute: None,
+        prices: Vec::new(),
     };
     vec![
         spec("openai", ProviderKind::OpenAi, None, Some("OPENAI_API_KEY")),

@@ -54,6 +54,8 @@ pub struct TurnOutcome {
     pub hops: u32,
     /// Summed over every model call the turn made before it answered.
     pub usage: Usage,
+    /// What those calls cost; `None` when a model called has no price.
+    pub cost: Option<agency_core::Cost>,
     /// Who said what to whom, in order, from the user's message to the answer.
     pub trace: Vec<TraceEntry>,
     /// The agency's agents, to name the trace's parties.

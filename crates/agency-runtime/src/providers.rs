@@ -24,6 +24,7 @@ pub async fn build(
         let provider = agency_providers::from_spec(spec, key)
             .map_err(|e| RuntimeError::Invalid(format!("provider `{}`: {e}", spec.name)))?;
         providers.insert(&spec.name, provider);
+        providers.set_prices(&spec.name, &spec.prices);
     }
     Ok(providers)
 }

@@ -238,6 +238,7 @@ pub(crate) async fn run(
         stopped_by: None,
         hops: 0,
         usage: Usage::default(),
+        cost: Some(agency_core::Cost::default()),
         error: None,
     };
     // The turn's record is written when it ends; its messages carry its id from the start, so
@@ -390,6 +391,7 @@ impl TurnRun {
             stopped_by,
             hops: self.record.hops,
             usage: self.record.usage,
+            cost: self.record.cost,
             trace: std::mem::take(&mut self.trace),
             roster: self.roster.clone(),
         };
@@ -452,6 +454,16 @@ impl TurnRun {
         match result {
             Ok(c) => {
                 self.record.usage += c.usage;
+                // A call of a model without a price makes the turn's cost unknown.
+                let price = self
+                    .agency
+                    .agent(agent)
+                    .and_then(|a| self.providers.price(&a.model));
+                self.record.cost = self
+                    .record
+                    .cost
+                    .zip(price)
+                    .map(|(sum, p)| sum + p.cost(c.usage));
                 let mut reply = self.message(
                     Some(agent),
                     MessageKind::Reply,

@@ -134,6 +134,11 @@ function status(id, text) {
   if (s) s.textContent = text;
 }
 
+/** A turn's cost in dollars, or a dash when a model it called has no price. */
+function cost(usd) {
+  return usd === null || usd === undefined ? "cost —" : "$" + usd;
+}
+
 function tokens(u) {
   return u ? u.total_tokens + " tokens (" + u.prompt_tokens + " in, " + u.completion_tokens + " out)" : "";
 }
@@ -697,7 +702,7 @@ async function send(ev) {
       return;
     }
     setAnswer(Play.turn, r.data.answer);
-    usage.textContent = r.data.hops + " hops · " + tokens(r.data.usage) + " · ended by " + r.data.stopped_by;
+    usage.textContent = r.data.hops + " hops · " + tokens(r.data.usage) + " · " + cost(r.data.cost_usd) + " · ended by " + r.data.stopped_by;
     block.classList.add("done");
     status("chat-status", "Done.");
   } finally {
@@ -738,6 +743,7 @@ async function initConversation() {
         el("td", {}, t.usage.prompt_tokens),
         el("td", {}, t.usage.completion_tokens),
         el("td", {}, t.usage.total_tokens),
+        el("td", { title: t.cost_usd === null ? "A model it called has no price: set prices on its provider in the agency file." : "" }, t.cost_usd === null ? "—" : "$" + t.cost_usd),
         el("td", {}, t.error ? "error: " + t.error : t.stopped_by || "running"),
       ),
     ),

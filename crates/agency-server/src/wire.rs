@@ -1,5 +1,7 @@
 //! The JSON this API speaks, converted from the domain explicitly.
 
+use std::collections::BTreeMap;
+
 use agency_core::{Roster, Usage as CoreUsage};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -37,6 +39,9 @@ pub struct Turn {
     pub stopped_by: Option<&'static str>,
     pub hops: u32,
     pub usage: Usage,
+    /// What its model calls cost, in dollars (`"0.004500"`, exact to the millionth); `null`
+    /// when a model it called has no price (set `prices` on its provider).
+    pub cost_usd: Option<String>,
     pub error: Option<String>,
 }
 
@@ -50,6 +55,9 @@ impl From<&agency_core::TurnRecord> for Turn {
             stopped_by: t.stopped_by.map(|s| s.as_str()),
             hops: t.hops,
             usage: t.usage.into(),
+            cost_usd: t
+                .cost
+                .map(|c| c.to_string().trim_start_matches('$').to_string()),
             error: t.error.clone(),
         }
     }
@@ -111,7 +119,14 @@ pub struct TurnResult {
     pub stopped_by: &'static str,
     pub hops: u32,
     pub usage: Usage,
+    /// In dollars, as on [`Turn`].
+    pub cost_usd: Option<String>,
     pub trace: Vec<TraceEntry>,
+}
+
+/// A cost as the API writes it: dollars to the millionth, without the sign (`"0.004500"`).
+fn dollars(cost: Option<agency_core::Cost>) -> Option<String> {
+    cost.map(|c| c.to_string().trim_start_matches('$').to_string())
 }
 
 impl From<&agency_runtime::TurnOutcome> for TurnResult {
@@ -124,6 +139,7 @@ impl From<&agency_runtime::TurnOutcome> for TurnResult {
             stopped_by: o.stopped_by.as_str(),
             hops: o.hops,
             usage: o.usage.into(),
+            cost_usd: dollars(o.cost),
             trace: o
                 .trace
                 .iter()
@@ -248,6 +264,50 @@ pub struct ProviderDraft {
     pub max_concurrency: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_minute: Option<u32>,
+    /// Prices by model name, in dollars per million tokens: what turns cost.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, PriceDraft>,
+}
+
+/// Dollars per million tokens, as numbers (`2.5`) or decimal strings (`"2.50"`).
+#[derive(Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PriceDraft {
+    #[schema(value_type = f64)]
+    pub input: Amount,
+    #[schema(value_type = f64)]
+    pub output: Amount,
+}
+
+/// A decimal amount as a client sends it; read exactly, never through a float.
+#[derive(Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Amount {
+    Number(serde_json::Number),
+    Text(String),
+}
+
+impl Default for Amount {
+    fn default() -> Self {
+        Amount::Text(String::new())
+    }
+}
+
+impl Amount {
+    fn text(self) -> String {
+        match self {
+            Amount::Number(n) => n.to_string(),
+            Amount::Text(t) => t,
+        }
+    }
+
+    /// A number when it is one, else the text (which validation will name).
+    fn of(text: String) -> Self {
+        match text.parse::<serde_json::Number>() {
+            Ok(n) if agency_core::price::parse_dollars(&text).is_ok() => Amount::Number(n),
+            _ => Amount::Text(text),
+        }
+    }
 }
 
 #[derive(Clone, Default, Deserialize, Serialize, ToSchema)]
@@ -311,6 +371,14 @@ impl From<AgencyDraft> for agency_core::AgencyDraft {
                     api_key_env: p.api_key_env,
                     max_concurrency: p.max_concurrency,
                     requests_per_minute: p.requests_per_minute,
+                    prices: p
+                        .prices
+                        .into_iter()
+                        .map(|(m, price)| {
+                            let (input, output) = (price.input.text(), price.output.text());
+                            (m, agency_core::PriceDraft { input, output })
+                        })
+                        .collect(),
                 })
                 .collect(),
             agents: d
@@ -362,6 +430,15 @@ impl From<agency_core::AgencyDraft> for AgencyDraft {
                     api_key_env: p.api_key_env,
                     max_concurrency: p.max_concurrency,
                     requests_per_minute: p.requests_per_minute,
+                    prices: p
+                        .prices
+                        .into_iter()
+                        .map(|(m, price)| {
+                            let (input, output) =
+                                (Amount::of(price.input), Amount::of(price.output));
+                            (m, PriceDraft { input, output })
+                        })
+                        .collect(),
                 })
                 .collect(),
             agents: d

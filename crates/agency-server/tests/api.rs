@@ -1105,6 +1105,67 @@ async fn failed_log_ins_are_limited_per_email() {
     assert_eq!(res.status(), StatusCode::OK);
 }
 
+#[tokio::test]
+async fn a_turn_costs_its_calls_at_the_prices_of_the_agency_file() {
+    let app = App::spawn().await;
+    let model = agency_fakes::Fake::start().await;
+    // The manager answers the user at once: one call, 1,000 tokens in and 200 out.
+    model.otherwise(agency_fakes::openai::completion(
+        r#"{"to": 0, "context": "done"}"#,
+        1000,
+        200,
+    ));
+    let file = format!(
+        "name: priced\nmanager: boss\nproviders:\n  fake:\n    kind: openai\n    base_url: {}/v1\n    prices:\n      cheap: {{ input: 2.50, output: 10 }}\nagents:\n  - name: boss\n    model: fake/cheap\n  - name: helper\n    model: fake/unpriced\n",
+        model.url
+    );
+    let res = app
+        .client
+        .post(app.url("/api/agencies/import"))
+        .header("content-type", "application/yaml")
+        .body(file)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let (_, draft) = app.get("/api/agencies/priced").await;
+    assert_eq!(
+        draft["draft"]["providers"][0]["prices"],
+        json!({ "cheap": { "input": 2.5, "output": 10 } })
+    );
+    let (status, created) = app
+        .post_json(
+            "/api/agencies/priced/conversations",
+            &json!({ "on": "published" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap();
+    app.say(id, "hello").await;
+    let (_, conversation) = app.get(&format!("/api/conversations/{id}")).await;
+    let turn = &conversation["turns"][0];
+    assert_eq!(turn["usage"]["total_tokens"], json!(1200), "{conversation}");
+    // 1,000 × $2.50/M + 200 × $10/M.
+    assert_eq!(turn["cost_usd"], json!("0.004500"), "{conversation}");
+
+    // A price that is not an amount is refused at its field.
+    let mut bad = draft["draft"].clone();
+    bad["providers"][0]["prices"]["cheap"]["input"] = json!("-1");
+    let res = app
+        .client
+        .put(app.url("/api/agencies/priced"))
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(res).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        body["error"]["fields"][0]["path"],
+        json!("providers.fake.prices.cheap.input")
+    );
+}
+
 // ---- Roundtable rooms ----
 
 #[tokio::test]

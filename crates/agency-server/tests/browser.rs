@@ -366,7 +366,8 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
         .await;
     w.wait_xpath("//pre[contains(., 'Fan out: {{message}}. Send your response to') and not(contains(., '(manager) and the user'))]")
         .await;
-    w.click("button[aria-label='Remove rule 2 of writer']").await;
+    w.click("button[aria-label='Remove rule 2 of writer']")
+        .await;
     w.wait_xpath("//pre[not(contains(., 'Fan out'))]").await;
 
     // Publish (saves first), and the version shows.
@@ -535,6 +536,7 @@ fn fake_provider(providers: &mut Providers, name: &str, fake: &Fake) {
         api_key_env: None,
         max_concurrency: None,
         requests_per_minute: None,
+        prices: Vec::new(),
     };
     providers.insert(name, agency_providers::from_spec(&spec, None).unwrap());
 }

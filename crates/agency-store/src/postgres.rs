@@ -282,6 +282,7 @@ impl ConversationStore for PostgresStore {
                         .bind(r.prompt_tokens)
                         .bind(r.completion_tokens)
                         .bind(r.error)
+                        .bind(r.cost_pico)
                         .execute(&mut *tx)
                         .await?;
                 }

@@ -80,6 +80,9 @@ struct StoredProvider {
     max_concurrency: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     requests_per_minute: Option<u32>,
+    /// `[model, input, output]`, micro-dollars per million tokens.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    prices: Vec<(String, u64, u64)>,
 }
 
 pub(crate) fn providers_json(providers: &[agency_core::ProviderSpec]) -> String {
@@ -92,6 +95,11 @@ pub(crate) fn providers_json(providers: &[agency_core::ProviderSpec]) -> String 
             api_key_env: p.api_key_env.clone(),
             max_concurrency: p.max_concurrency,
             requests_per_minute: p.requests_per_minute,
+            prices: p
+                .prices
+                .iter()
+                .map(|(m, price)| (m.clone(), price.input, price.output))
+                .collect(),
         })
         .collect();
     serde_json::to_string(&stored).unwrap_or_else(|_| "[]".into())
@@ -109,6 +117,11 @@ fn providers_of(json: &str) -> Result<Vec<agency_core::ProviderSpec>, StoreError
                 api_key_env: p.api_key_env,
                 max_concurrency: p.max_concurrency,
                 requests_per_minute: p.requests_per_minute,
+                prices: p
+                    .prices
+                    .into_iter()
+                    .map(|(m, input, output)| (m, agency_core::Price { input, output }))
+                    .collect(),
             })
         })
         .collect()
@@ -425,6 +438,7 @@ pub(crate) struct TurnRow {
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
     pub error: Option<String>,
+    pub cost_pico: Option<i64>,
 }
 
 impl From<&TurnRecord> for TurnRow {
@@ -440,6 +454,7 @@ impl From<&TurnRecord> for TurnRow {
             prompt_tokens: i64::from(t.usage.prompt_tokens),
             completion_tokens: i64::from(t.usage.completion_tokens),
             error: t.error.clone(),
+            cost_pico: t.cost.map(|c| i64::try_from(c.0).unwrap_or(i64::MAX)),
         }
     }
 }
@@ -462,6 +477,14 @@ impl TryFrom<TurnRow> for TurnRecord {
                 prompt_tokens: u32_of(r.prompt_tokens, "prompt_tokens")?,
                 completion_tokens: u32_of(r.completion_tokens, "completion_tokens")?,
             },
+            cost: r
+                .cost_pico
+                .map(|c| {
+                    u64::try_from(c)
+                        .map(agency_core::Cost)
+                        .map_err(|_| corrupt(c))
+                })
+                .transpose()?,
             error: r.error,
         })
     }
@@ -550,6 +573,7 @@ pub(crate) mod sqlite {
             prompt_tokens: r.get("prompt_tokens")?,
             completion_tokens: r.get("completion_tokens")?,
             error: r.get("error")?,
+            cost_pico: r.get("cost_pico")?,
         })
     }
 }

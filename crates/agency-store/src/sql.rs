@@ -21,7 +21,7 @@ macro_rules! message_columns {
 macro_rules! turn_columns {
     () => {
         "id, conversation_id, number, started_at, finished_at, stopped_by, hops, prompt_tokens, \
-         completion_tokens, error"
+         completion_tokens, error, cost_pico"
     };
 }
 
@@ -124,11 +124,11 @@ pub(crate) const MESSAGES_OF_TURN: &str = concat!(
 pub(crate) const SAVE_TURN: &str = concat!(
     "INSERT INTO turns (",
     turn_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
      ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, \
      stopped_by = excluded.stopped_by, hops = excluded.hops, \
      prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, \
-     error = excluded.error"
+     error = excluded.error, cost_pico = excluded.cost_pico"
 );
 pub(crate) const TURNS_OF_CONVERSATION: &str = concat!(
     "SELECT ",

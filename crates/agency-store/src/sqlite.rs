@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0005_rooms.sql"),
     include_str!("../migrations/sqlite/0006_bots.sql"),
     include_str!("../migrations/sqlite/0007_definitions.sql"),
+    include_str!("../migrations/sqlite/0008_turn_cost.sql"),
 ];
 
 #[path = "sqlite_accounts.rs"]
@@ -377,7 +378,8 @@ fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
             r.hops,
             r.prompt_tokens,
             r.completion_tokens,
-            r.error
+            r.error,
+            r.cost_pico
         ])?;
     }
     if let Some(t) = &w.thread {

@@ -113,6 +113,13 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
             api_key_env: Some("LOCAL_KEY".into()),
             max_concurrency: Some(4),
             requests_per_minute: None,
+            prices: vec![(
+                "qwen".into(),
+                agency_core::PriceDraft {
+                    input: "0.1".into(),
+                    output: "0.25".into(),
+                },
+            )],
         }],
         agents,
         ..Default::default()
@@ -246,6 +253,7 @@ fn first_turn(conversation: ConversationId) -> TurnRecord {
         stopped_by: None,
         hops: 0,
         usage: Usage::default(),
+        cost: None,
         error: None,
     }
 }
@@ -389,11 +397,14 @@ async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {
         prompt_tokens: 100,
         completion_tokens: 20,
     };
+    t.cost = Some(agency_core::Cost(4_500_000_000));
     t.error = Some("boom".into());
     save_turn(&s, &t).await;
+    // A cost that is not known stays unknown.
     let t2 = TurnRecord {
         id: TurnId::new(),
         number: 2,
+        cost: None,
         ..t.clone()
     };
     save_turn(&s, &t2).await;

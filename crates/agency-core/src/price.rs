@@ -1,0 +1,143 @@
+//! What model calls cost. A price is in micro-dollars (millionths of a US dollar) per million
+//! tokens, so a token costs a whole number of pico-dollars (10⁻¹² USD): sums are exact, with
+//! no floating point anywhere between a price list and a turn's total.
+
+use std::fmt;
+
+use crate::message::Usage;
+
+/// A model's price per million tokens, in micro-dollars: `2.50` dollars is `2_500_000`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Price {
+    pub input: u64,
+    pub output: u64,
+}
+
+/// The highest price accepted, in dollars per million tokens.
+pub const MAX_DOLLARS_PER_MILLION: u64 = 10_000;
+
+impl Price {
+    /// What `usage` costs at this price.
+    pub fn cost(&self, usage: Usage) -> Cost {
+        let input = u64::from(usage.prompt_tokens).saturating_mul(self.input);
+        let output = u64::from(usage.completion_tokens).saturating_mul(self.output);
+        Cost(input.saturating_add(output))
+    }
+}
+
+/// An amount in pico-dollars (10⁻¹² USD).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Cost(pub u64);
+
+impl std::ops::Add for Cost {
+    type Output = Cost;
+    fn add(self, rhs: Cost) -> Cost {
+        Cost(self.0.saturating_add(rhs.0))
+    }
+}
+
+impl fmt::Display for Cost {
+    /// Dollars, rounded to the nearest millionth: `$0.002500`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let micro = self.0 / 1_000_000 + u64::from(self.0 % 1_000_000 >= 500_000);
+        write!(f, "${}.{:06}", micro / 1_000_000, micro % 1_000_000)
+    }
+}
+
+/// Dollars written as a decimal (`2.5`, `0.15`, `10`) in micro-dollars, exactly: at most six
+/// decimals, not negative, at most [`MAX_DOLLARS_PER_MILLION`].
+pub fn parse_dollars(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let wrong = || format!("`{t}` is not an amount of dollars such as 2.50");
+    let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+    if whole.is_empty() && frac.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(wrong());
+    }
+    if frac.len() > 6 {
+        return Err(format!("`{t}` has more than six decimals"));
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| wrong())?
+    };
+    if whole > MAX_DOLLARS_PER_MILLION {
+        return Err(format!(
+            "`{t}` is more than {MAX_DOLLARS_PER_MILLION} dollars per million tokens"
+        ));
+    }
+    let frac: u64 = format!("{frac:0<6}").parse().map_err(|_| wrong())?;
+    let micro = whole * 1_000_000 + frac;
+    if micro > MAX_DOLLARS_PER_MILLION * 1_000_000 {
+        return Err(format!(
+            "`{t}` is more than {MAX_DOLLARS_PER_MILLION} dollars per million tokens"
+        ));
+    }
+    Ok(micro)
+}
+
+/// Micro-dollars as the shortest decimal that reads back the same: `2500000` → `2.5`.
+pub fn format_dollars(micro: u64) -> String {
+    let (whole, frac) = (micro / 1_000_000, micro % 1_000_000);
+    if frac == 0 {
+        whole.to_string()
+    } else {
+        format!("{whole}.{}", format!("{frac:06}").trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_costs_its_tokens_at_the_price_exactly() {
+        let gpt = Price {
+            input: parse_dollars("2.50").unwrap(),
+            output: parse_dollars("10").unwrap(),
+        };
+        let usage = Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 200,
+        };
+        // 1000 × $2.50/M + 200 × $10/M = $0.0025 + $0.002.
+        assert_eq!(gpt.cost(usage), Cost(4_500_000_000));
+        assert_eq!(gpt.cost(usage).to_string(), "$0.004500");
+        // Ten thousand tiny calls sum without drift.
+        let cheap = Price {
+            input: parse_dollars("0.15").unwrap(),
+            output: 0,
+        };
+        let one = Usage {
+            prompt_tokens: 7,
+            completion_tokens: 0,
+        };
+        let total = (0..10_000).fold(Cost::default(), |sum, _| sum + cheap.cost(one));
+        assert_eq!(total, Cost(10_500_000_000), "7 × 0.15 × 10⁴ µ$");
+        assert_eq!(total.to_string(), "$0.010500");
+        assert_eq!(Cost(499_999).to_string(), "$0.000000");
+        assert_eq!(Cost(500_000).to_string(), "$0.000001");
+    }
+
+    #[test]
+    fn dollars_are_read_and_written_exactly() {
+        for (text, micro) in [
+            ("2.50", 2_500_000),
+            ("0.15", 150_000),
+            ("10", 10_000_000),
+            (".5", 500_000),
+            ("0.000001", 1),
+        ] {
+            assert_eq!(parse_dollars(text), Ok(micro), "{text}");
+        }
+        assert_eq!(format_dollars(2_500_000), "2.5");
+        assert_eq!(format_dollars(10_000_000), "10");
+        assert_eq!(format_dollars(150_000), "0.15");
+        for bad in ["-1", "1e-3", "abc", "", ".", "0.0000001", "10001"] {
+            assert!(parse_dollars(bad).is_err(), "{bad}");
+        }
+    }
+}
