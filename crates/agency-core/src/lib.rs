@@ -9,6 +9,7 @@ pub mod agency;
 pub mod apikey;
 pub mod engine;
 pub mod entry;
+pub mod eval;
 pub mod ids;
 pub mod memory;
 pub mod message;

@@ -893,8 +893,7 @@ fn colour(position: i64) -> String {
     room::COLOURS[i].to_string()
 }
 
-/// A model call for a room agent: a one-agent agency speaking plain chat, whose context is
-/// the agent's room context.
+/// A model call for a room agent: its room context as plain chat.
 fn model_request(
     room: &Room,
     agent: &Participant,
@@ -903,11 +902,28 @@ fn model_request(
     history: &[RoomMessage],
     deltas: tokio::sync::mpsc::UnboundedSender<String>,
 ) -> ModelRequest {
+    let chat = room::context(agent, participants, history);
+    let mut request = plain_chat_request(&room.owner, &agent.name, agent.role.clone(), model, chat);
+    request.deltas = Some(deltas);
+    request
+}
+
+/// A model call outside any routed conversation: one agent of a one-agent agency speaking
+/// plain chat (no addressing), whose context is `chat` (system prompt first). Rooms and
+/// evaluations call models this way.
+pub fn plain_chat_request(
+    owner: &str,
+    name: &str,
+    role: Option<String>,
+    model: &ModelRef,
+    chat: Vec<(Role, String)>,
+) -> ModelRequest {
     let id = AgentId::first_free(1, |_| false);
+    let scope = uuid::Uuid::now_v7();
     let agency = Agency {
-        id: AgencyId(room.id.0),
-        owner: room.owner.clone(),
-        name: room.name.clone(),
+        id: AgencyId(scope),
+        owner: owner.to_string(),
+        name: name.to_string(),
         handle: None,
         protocol: Protocol::Plain,
         manager: id,
@@ -915,9 +931,9 @@ fn model_request(
         providers: Vec::new(),
         agents: vec![Agent {
             id,
-            name: agent.name.clone(),
+            name: name.to_string(),
             handle: None,
-            role: agent.role.clone(),
+            role,
             model: model.clone(),
             sampling: Sampling::default(),
             blocks: Vec::new(),
@@ -925,12 +941,12 @@ fn model_request(
         }],
         version: None,
     };
-    let context = room::context(agent, participants, history)
+    let context = chat
         .into_iter()
         .zip(0i64..)
         .map(|((role, text), seq)| Message {
             id: MessageId::new(),
-            conversation_id: ConversationId(room.id.0),
+            conversation_id: ConversationId(scope),
             turn_id: None,
             seq,
             agent: Some(id),
@@ -950,11 +966,11 @@ fn model_request(
         })
         .collect();
     ModelRequest {
-        roster: Arc::new(Roster::new([(id, agent.name.clone())])),
+        roster: Arc::new(Roster::new([(id, name.to_string())])),
         agency: Arc::new(agency),
         agent: id,
         context: Arc::new(context),
-        deltas: Some(deltas),
+        deltas: None,
         on_retry: None,
     }
 }

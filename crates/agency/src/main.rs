@@ -99,6 +99,42 @@ enum Command {
     /// The master key that seals stored provider keys.
     #[command(subcommand)]
     MasterKey(MasterKeyCommand),
+    /// Score bots against a real conversation: every reply of PERSON in TRANSCRIPT is asked
+    /// of each bot, given what came before it, and its answer is compared with the original
+    /// by embedding similarity (see docs/eval.md).
+    Eval {
+        /// A transcript: JSON `{"users": [...], "messages": [...]}`.
+        transcript: PathBuf,
+        /// Whom the bots emulate: a user's id or username in the transcript.
+        #[arg(long)]
+        person: String,
+        /// A webhook bot's endpoint, `URL` or `LABEL=URL` (repeatable). Endpoints on this
+        /// machine and private networks are allowed: these are your own bots.
+        #[arg(long = "bot")]
+        bots: Vec<String>,
+        /// The caller key endpoint bots are sent in `X-CALLER-KEY`.
+        #[arg(long, env = "AGENCY_BOT_KEY", hide_env_values = true)]
+        bot_key: Option<String>,
+        /// One of our agents, `AGENCY:AGENT` (repeatable): AGENCY an agency file or the name
+        /// of an imported agency, AGENT one of its agents.
+        #[arg(long = "agent")]
+        agents: Vec<String>,
+        /// An OpenAI-compatible embeddings endpoint (`…/v1`), its key in
+        /// `AGENCY_EMBEDDINGS_KEY`. Without it, all-MiniLM-L6-v2 runs on this machine.
+        #[arg(long)]
+        embeddings_url: Option<String>,
+        #[arg(long, default_value = "text-embedding-3-small")]
+        embeddings_model: String,
+        /// The local model's folder (config.json, tokenizer.json, model.safetensors).
+        #[arg(long, env = "AGENCY_EMBEDDINGS_MODEL_DIR")]
+        model_dir: Option<PathBuf>,
+        /// Print the report as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also write the report as an HTML page with a chart.
+        #[arg(long)]
+        html: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -215,6 +251,46 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys(command) => keys(&rt, &master_key_for_keys, command).await,
         // Handled above, before the runtime starts.
         Command::ProviderKey(_) | Command::MasterKey(_) => Ok(()),
+        Command::Eval {
+            transcript,
+            person,
+            bots,
+            bot_key,
+            agents,
+            embeddings_url,
+            embeddings_model,
+            model_dir,
+            json,
+            html,
+        } => {
+            let embedder: Box<dyn agency_eval::Embedder> = match embeddings_url {
+                Some(base_url) => Box::new(agency_eval::embed::OpenAiEmbeddings {
+                    base_url,
+                    model: embeddings_model,
+                    key: std::env::var("AGENCY_EMBEDDINGS_KEY")
+                        .ok()
+                        .filter(|k| !k.is_empty())
+                        .map(SecretString::from),
+                    client: reqwest::Client::new(),
+                }),
+                None => {
+                    let Some(dir) = model_dir else {
+                        bail!("no embeddings: {}", agency_eval::embed::INSTALL);
+                    };
+                    Box::new(agency_eval::embed::LocalModel::load(&dir)?)
+                }
+            };
+            let run = EvalRun {
+                transcript,
+                person,
+                bots,
+                bot_key,
+                agents,
+                json,
+                html,
+            };
+            evaluate(&rt, &master_key_for_keys, run, &*embedder).await
+        }
         Command::Chat {
             name,
             message,
@@ -613,4 +689,140 @@ async fn chat(
     }
     println!();
     Ok(())
+}
+
+/// What `agency eval` was asked to do.
+struct EvalRun {
+    transcript: PathBuf,
+    person: String,
+    bots: Vec<String>,
+    bot_key: Option<String>,
+    agents: Vec<String>,
+    json: bool,
+    html: Option<PathBuf>,
+}
+
+async fn evaluate(
+    rt: &Runtime,
+    master_key: &MasterKeySource,
+    run: EvalRun,
+    embedder: &dyn agency_eval::Embedder,
+) -> anyhow::Result<()> {
+    let source = run.transcript.display().to_string();
+    let text = std::fs::read_to_string(&run.transcript)
+        .with_context(|| format!("cannot read the transcript {source}"))?;
+    let transcript = agency_eval::transcript::parse(&source, &text)?;
+    let Some(person) = transcript.user(&run.person).cloned() else {
+        let names: Vec<String> = transcript
+            .users
+            .iter()
+            .map(|u| format!("{} ({})", u.username, u.id))
+            .collect();
+        bail!(
+            "no user `{}` in {source}; its users are {}",
+            run.person,
+            names.join(", ")
+        );
+    };
+    if run.bots.is_empty() && run.agents.is_empty() {
+        bail!("nothing to evaluate: give --bot URL or --agent AGENCY:AGENT (each may repeat)");
+    }
+    let mut contestants = Vec::new();
+    // Evaluation calls the user's own bots, which often run on this machine.
+    let client =
+        agency_providers::bot::BotClient::new(agency_providers::bot::default_settings(), true)?;
+    let key = SecretString::from(run.bot_key.unwrap_or_default());
+    for bot in &run.bots {
+        let (label, url) = match bot.split_once('=') {
+            Some((label, url)) if !label.contains("://") => (label.to_string(), url.to_string()),
+            _ => (bot.clone(), bot.clone()),
+        };
+        agency_providers::bot::parse_endpoint(&url)
+            .map_err(|e| anyhow::anyhow!("--bot {bot}: {e}"))?;
+        contestants.push(agency_eval::Contestant::Endpoint {
+            label,
+            url,
+            key: key.clone(),
+            client: client.clone(),
+        });
+    }
+    for spec in &run.agents {
+        contestants.push(eval_agent(rt, master_key, spec).await?);
+    }
+    let bar = agency_eval::Bar::new();
+    let cards = agency_eval::evaluate(&transcript, &person, &contestants, embedder, &bar).await?;
+    if run.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&agency_eval::report::json(&transcript, &person, &cards))?
+        );
+    } else {
+        print!(
+            "{}",
+            agency_eval::report::table(&transcript, &person, &cards)
+        );
+    }
+    if let Some(path) = run.html {
+        std::fs::write(
+            &path,
+            agency_eval::report::html(&transcript, &person, &cards),
+        )
+        .with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// `AGENCY:AGENT` as a contestant: the agent's model, with its role and instructions.
+async fn eval_agent(
+    rt: &Runtime,
+    master_key: &MasterKeySource,
+    spec: &str,
+) -> anyhow::Result<agency_eval::Contestant> {
+    let Some((agency_ref, agent_name)) = spec.rsplit_once(':') else {
+        bail!("--agent {spec}: write AGENCY:AGENT, e.g. examples/studio.yaml:reviewer");
+    };
+    let path = std::path::Path::new(agency_ref);
+    let agency = if path.is_file() {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read {agency_ref}"))?;
+        let file = agency_file::AgencyFile::parse(agency_ref, &text)?;
+        file.draft
+            .validate(agency_core::AgencyId::new(), LOCAL_OWNER, &|_| true)
+            .map_err(|e| file.locate(e))?
+    } else {
+        rt.agency(LOCAL_OWNER, agency_ref).await?
+    };
+    let agent = agency
+        .agents
+        .iter()
+        .find(|a| a.name == agent_name || a.handle.as_deref() == Some(agent_name))
+        .ok_or_else(|| anyhow::anyhow!("agency `{}` has no agent `{agent_name}`", agency.name))?;
+    let providers = agency_runtime::providers::build(
+        rt.providers(),
+        &agency.providers,
+        LOCAL_OWNER,
+        &**rt.store(),
+        Some(master_key),
+    )
+    .await?;
+    let answerer = providers
+        .resolve(&agent.model)
+        .ok_or_else(|| anyhow::anyhow!("no provider serves `{}`", agent.model))?;
+    let mut instructions = String::new();
+    if let Some(role) = &agent.role {
+        instructions.push_str(&format!("Your role: {role}\n"));
+    }
+    for block in &agent.blocks {
+        if let agency_core::Block::Text(t) = block {
+            instructions.push_str(t);
+            instructions.push('\n');
+        }
+    }
+    Ok(agency_eval::Contestant::Agent {
+        label: spec.to_string(),
+        instructions,
+        model: agent.model.clone(),
+        answerer,
+    })
 }
