@@ -10,7 +10,10 @@ use agency_eval::embed::LocalModel;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn related_sentences_are_closer_than_unrelated_ones() {
-    let Some(dir) = std::env::var("AGENCY_EMBEDDINGS_MODEL_DIR").ok().filter(|d| !d.is_empty()) else {
+    let Some(dir) = std::env::var("AGENCY_EMBEDDINGS_MODEL_DIR")
+        .ok()
+        .filter(|d| !d.is_empty())
+    else {
         let why = "AGENCY_EMBEDDINGS_MODEL_DIR is not set";
         if std::env::var("CI").as_deref() == Ok("true") {
             panic!("{why}; CI=true requires the local model");
@@ -40,5 +43,8 @@ async fn related_sentences_are_closer_than_unrelated_ones() {
     assert!(related > 0.5, "{related}");
     assert!(unrelated < 0.2, "{unrelated}");
     let alone = model.embed(&texts[..1]).await.unwrap();
-    assert!(cosine(&alone[0], &v[0]) > 0.9999, "padding leaves a text's embedding alone");
+    assert!(
+        cosine(&alone[0], &v[0]) > 0.9999,
+        "padding leaves a text's embedding alone"
+    );
 }

@@ -416,30 +416,49 @@ impl Reader {
         parsed
     }
 
-    /// `prices:` — a mapping of model names to dollars per million tokens,
-    /// `{ input: 2.50, output: 10 }`, kept as written (validation reads them exactly).
-    fn prices(&mut self, f: &Fields<'_>) -> Vec<(String, PriceDraft)> {
-        let Some((path, node)) = self.field(f, "prices") else {
+    /// The entries of a mapping field (`key: { name: value, ... }`): each name, its path and
+    /// value, with its position recorded. A field that is not a mapping is a problem.
+    fn named<'a>(
+        &mut self,
+        f: &Fields<'a>,
+        key: &str,
+        what: &str,
+        example: &str,
+    ) -> Vec<(String, String, &'a Node)> {
+        let Some((path, node)) = self.field(f, key) else {
             return Vec::new();
         };
         let Node::Mapping(map) = node else {
             self.problem(
                 node_pos(node),
                 path,
-                format!(
-                    "must map model names to prices in dollars per million tokens, e.g. `prices: {{ gpt-4o: {{ input: 2.50, output: 10 }} }}`, found {}",
-                    found(node)
-                ),
+                format!("must map {what}, e.g. {example}, found {}", found(node)),
             );
             return Vec::new();
         };
         let mut out = Vec::new();
-        for (key, value) in map.iter() {
-            let model = key.as_str().to_string();
-            let item_path = format!("{path}.{model}");
-            if let Some(pos) = value_pos(key, value) {
+        for (k, value) in map.iter() {
+            let name = k.as_str().to_string();
+            let item_path = format!("{path}.{name}");
+            if let Some(pos) = value_pos(k, value) {
                 self.positions.insert(item_path.clone(), pos);
             }
+            out.push((name, item_path, value));
+        }
+        out
+    }
+
+    /// `prices:` — a mapping of model names to dollars per million tokens,
+    /// `{ input: 2.50, output: 10 }`, kept as written (validation reads them exactly).
+    fn prices(&mut self, f: &Fields<'_>) -> Vec<(String, PriceDraft)> {
+        let mut out = Vec::new();
+        let example = "`prices: { gpt-4o: { input: 2.50, output: 10 } }`";
+        for (model, item_path, value) in self.named(
+            f,
+            "prices",
+            "model names to prices in dollars per million tokens",
+            example,
+        ) {
             let Some(item) = self.item(&item_path, value, "a price") else {
                 continue;
             };
@@ -467,27 +486,12 @@ impl Reader {
 
     /// `providers:` — a mapping of provider names to their settings.
     fn providers(&mut self, f: &Fields<'_>) -> Vec<ProviderDraft> {
-        let Some((path, node)) = self.field(f, "providers") else {
-            return Vec::new();
-        };
-        let Node::Mapping(map) = node else {
-            self.problem(
-                node_pos(node),
-                path,
-                format!(
-                    "must map provider names to settings, e.g. `providers: {{ local: {{ kind: openai, base_url: \"http://localhost:11434/v1\" }} }}`, found {}",
-                    found(node)
-                ),
-            );
-            return Vec::new();
-        };
         let mut out = Vec::new();
-        for (key, value) in map.iter() {
-            let name = key.as_str().to_string();
-            let item_path = format!("providers.{name}");
-            if let Some(pos) = value_pos(key, value) {
-                self.positions.insert(item_path.clone(), pos);
-            }
+        let example =
+            "`providers: { local: { kind: openai, base_url: \"http://localhost:11434/v1\" } }`";
+        for (name, item_path, value) in
+            self.named(f, "providers", "provider names to settings", example)
+        {
             let Some(item) = self.item(&item_path, value, "a provider") else {
                 continue;
             };
