@@ -356,3 +356,79 @@ fn bad_input_gets_a_clear_error() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to evaluate"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_of_our_agents_is_asked_as_the_person_through_its_model() {
+    let model = agency_fakes::Fake::start().await;
+    model.otherwise(agency_fakes::openai::completion(
+        "Raise it to 1.2 vvm.",
+        10,
+        5,
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("twins.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: twins\nmanager: marta-twin\nproviders:\n  fake:\n    kind: openai\n    base_url: {}/v1\nagents:\n  - name: marta-twin\n    role: shift lead of the fermentation plant\n    model: fake/small\n    instructions: Be brief and decisive.\n",
+            model.url
+        ),
+    )
+    .unwrap();
+    let (embeddings, _) = embeddings_server().await;
+    let agent = format!("{}:marta-twin", file.display());
+    let out = agency(
+        &[
+            "eval",
+            TRANSCRIPT,
+            "--person",
+            "marta",
+            "--agent",
+            &agent,
+            "--embeddings-url",
+            &embeddings,
+            "--json",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["bots"][0]["bot"], json!(agent));
+    assert_eq!(
+        report["bots"][0]["turns"][0]["answer"],
+        json!("Raise it to 1.2 vvm.")
+    );
+    let asked = model.requests();
+    assert_eq!(asked.len(), 11);
+    // The second case: the system prompt, Tomás's message, Marta's own reply as the
+    // agent's, then Tomás again.
+    let messages = asked[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    let system = messages[0]["content"].as_str().unwrap();
+    assert!(system.contains("You are marta"), "{system}");
+    assert!(
+        system.contains("Your role: shift lead of the fermentation plant"),
+        "{system}"
+    );
+    assert!(system.contains("Be brief and decisive."), "{system}");
+    assert!(
+        messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("tomas: @marta morning.")
+    );
+    assert!(
+        messages[2]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Thanks Tomás.")
+    );
+}
