@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a benchmark: a failure should stop it
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,41 +19,66 @@ use agency_providers::Providers;
 use agency_runtime::keys::{Authenticator, Keyring};
 use agency_runtime::secrets::MasterKeySource;
 use agency_runtime::{LOCAL_OWNER, Runtime};
+use axum::body::Bytes;
+use axum::http::{Request, header};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
 use serde_json::json;
 
+/// Runs `requests` requests over `connections` keep-alive HTTP/1.1 connections, each request
+/// a distinct conversation (`hello 0`, `hello 1`, ...). The load generator is plain hyper with
+/// bodies built beforehand, so that it takes as little of the shared cores as it can (as wrk
+/// would): what it costs is counted in every figure, direct and through the agency alike.
 async fn load(
-    client: &reqwest::Client,
-    url: &str,
+    addr: SocketAddr,
+    path: &str,
     key: &str,
-    body: &serde_json::Value,
     requests: usize,
     connections: usize,
 ) -> Load {
+    let per = requests / connections;
+    let mut ready = Vec::new();
+    for c in 0..connections {
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let bodies: Vec<Bytes> = (0..per)
+            .map(|i| {
+                let text = format!("hello {}", c * per + i);
+                Bytes::from(
+                    json!({"model": "solo", "messages": [{"role": "user", "content": text}]})
+                        .to_string(),
+                )
+            })
+            .collect();
+        ready.push((sender, bodies));
+    }
+    let auth = format!("Bearer {key}");
+    let host = addr.to_string();
     let started = Instant::now();
     let cpu = cpu_time();
-    let per = requests / connections;
     let mut tasks = Vec::new();
-    for _ in 0..connections {
-        let (client, url, key, body) = (
-            client.clone(),
-            url.to_string(),
-            key.to_string(),
-            body.clone(),
-        );
+    for (mut sender, bodies) in ready {
+        let (path, auth, host) = (path.to_string(), auth.clone(), host.clone());
         tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(per);
-            for _ in 0..per {
-                let t = Instant::now();
-                let r = client
-                    .post(&url)
-                    .bearer_auth(&key)
-                    .json(&body)
-                    .send()
-                    .await
+            let mut latencies = Vec::with_capacity(bodies.len());
+            for body in bodies {
+                let request = Request::post(path.as_str())
+                    .header(header::HOST, host.as_str())
+                    .header(header::AUTHORIZATION, auth.as_str())
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Full::new(body))
                     .unwrap();
-                assert!(r.status().is_success(), "{}", r.status());
-                r.bytes().await.unwrap();
+                let t = Instant::now();
+                sender.ready().await.unwrap();
+                let response = sender.send_request(request).await.unwrap();
+                let status = response.status();
+                let body = response.into_body().collect().await.unwrap().to_bytes();
                 latencies.push(t.elapsed());
+                assert!(status.is_success(), "{status}: {body:?}");
             }
             latencies
         }));
@@ -105,13 +131,23 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(3000);
+    // What goes wrong is logged (errors only by default; `AGENCY_LOG` as the server reads it).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AGENCY_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
         let fake = Fake::start().await;
-        fake.otherwise(openai::completion(r#"{"to": 0, "context": "ok"}"#, 5, 3));
+        fake.otherwise(openai::completion(r#"{"to": 0, "context": "ok"}"#, 5, 3))
+            .unrecorded();
+        let fake_addr: SocketAddr = fake.url.trim_start_matches("http://").parse().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let url = std::env::var("AGENCY_BENCH_DB")
             .unwrap_or_else(|_| format!("sqlite://{}", dir.path().join("bench.db").display()));
@@ -138,17 +174,19 @@ fn main() {
         let key = secrecy::ExposeSecret::expose_secret(&key).to_string();
         let auth = Arc::new(Authenticator::new(runtime.store().clone(), keyring));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1/chat/completions", listener.local_addr().unwrap());
+        let addr = listener.local_addr().unwrap();
         tokio::spawn(agency_server::serve(agency_server::AppState { rt: runtime, auth }, listener, std::future::pending()));
 
-        let client = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
-        let body = json!({"model": "solo", "messages": [{"role": "user", "content": "hello"}]});
-        let direct = format!("{}/v1/chat/completions", fake.url);
-        load(&client, &url, &key, &body, 200, 8).await; // warm up
-        for connections in [1usize, 64] {
+        let path = "/v1/chat/completions";
+        load(addr, path, &key, 256, 8).await; // warm up
+        let runs: Vec<usize> = std::env::var("AGENCY_BENCH_CONNECTIONS")
+            .ok()
+            .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![1, 64]);
+        for connections in runs {
             let n = if connections == 1 { requests / 4 } else { requests };
-            let d = load(&client, &direct, &key, &body, n, connections).await;
-            let a = load(&client, &url, &key, &body, n, connections).await;
+            let d = load(fake_addr, path, &key, n, connections).await;
+            let a = load(addr, path, &key, n, connections).await;
             println!(
                 "{connections:>2} connections  direct: {:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms cpu {:>4.0} µs/req | agency: {:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms cpu {:>4.0} µs/req | added to p50: {:.3} ms",
                 d.rps, ms(d.p50), ms(d.p99), d.cpu, a.rps, ms(a.p50), ms(a.p99), a.cpu, ms(a.p50) - ms(d.p50)

@@ -289,8 +289,8 @@ impl ConversationStore for PostgresStore {
                 if let Some(t) = &w.thread {
                     sqlx::query(sql::DROP_API_THREADS)
                         .bind(t.key)
-                        .bind(t.conversation.0)
                         .bind(&t.hash)
+                        .bind(t.conversation.0)
                         .execute(&mut *tx)
                         .await?;
                     sqlx::query(sql::PUT_API_THREAD)

@@ -179,8 +179,9 @@ pub(crate) const ADD_PROVIDER_KEY: &str = "INSERT INTO provider_keys (owner, pro
 pub(crate) const API_THREAD: &str =
     "SELECT conversation_id FROM api_threads WHERE key_id = $1 AND hash = $2";
 /// A conversation's transcript hash replaces its earlier ones (an edited history must not
-/// continue it), and a hash names one conversation (the latest).
+/// continue it), and a hash names one conversation (the latest). Two index lookups (the key
+/// and hash, the conversation), never a scan of the key's threads.
 pub(crate) const DROP_API_THREADS: &str =
-    "DELETE FROM api_threads WHERE key_id = $1 AND (conversation_id = $2 OR hash = $3)";
+    "DELETE FROM api_threads WHERE (key_id = $1 AND hash = $2) OR conversation_id = $3";
 pub(crate) const PUT_API_THREAD: &str =
     "INSERT INTO api_threads (key_id, hash, conversation_id) VALUES ($1, $2, $3)";

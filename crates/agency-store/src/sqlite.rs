@@ -33,6 +33,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0006_bots.sql"),
     include_str!("../migrations/sqlite/0007_definitions.sql"),
     include_str!("../migrations/sqlite/0008_turn_cost.sql"),
+    include_str!("../migrations/sqlite/0009_api_threads_conversation.sql"),
 ];
 
 #[path = "sqlite_accounts.rs"]
@@ -384,7 +385,7 @@ fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
     }
     if let Some(t) = &w.thread {
         conn.prepare_cached(sql::DROP_API_THREADS)?
-            .execute(params![t.key, t.conversation.0, t.hash])?;
+            .execute(params![t.key, t.hash, t.conversation.0])?;
         conn.prepare_cached(sql::PUT_API_THREAD)?.execute(params![
             t.key,
             t.hash,
@@ -829,6 +830,50 @@ mod tests {
         for w in [&first, &second] {
             let id = w.conversation.as_ref().unwrap().id;
             assert!(store.conversation(id).await.unwrap().is_some());
+        }
+    }
+
+    /// Every answer of the Chat Completions API replaces its conversation's transcript hash:
+    /// two index lookups, whatever the number of threads its key has (a scan here made each
+    /// request as slow as the key was old).
+    #[tokio::test]
+    async fn replacing_a_transcript_hash_does_not_scan_the_keys_threads() {
+        let store = SqliteStore::open("sqlite::memory:").await.unwrap();
+        let plan: Vec<String> = store
+            .with(|c| {
+                c.prepare(&format!("EXPLAIN QUERY PLAN {}", sql::DROP_API_THREADS))?
+                    .query_map(params![b"k".to_vec(), "h", b"c".to_vec()], |r| r.get(3))?
+                    .collect()
+            })
+            .unwrap();
+        let lookups: Vec<&String> = plan.iter().filter(|l| l.contains("api_threads")).collect();
+        assert_eq!(lookups.len(), 2, "{plan:?}");
+        assert!(
+            lookups.iter().any(|l| l.contains("(key_id=? AND hash=?)")),
+            "{plan:?}"
+        );
+        assert!(
+            lookups.iter().any(|l| l.contains("(conversation_id=?)")),
+            "{plan:?}"
+        );
+    }
+
+    /// SQLite numbers `$N` parameters in the order they first appear, while they are bound by
+    /// position: SQL shared with PostgreSQL must name them in ascending order, or values land
+    /// in the wrong places on SQLite alone.
+    #[test]
+    fn shared_sql_names_its_parameters_in_order() {
+        for (i, line) in include_str!("sql.rs").lines().enumerate() {
+            let mut seen: Vec<u32> = Vec::new();
+            for part in line.split('$').skip(1) {
+                let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+                if let Ok(n) = digits.parse::<u32>()
+                    && !seen.contains(&n)
+                {
+                    seen.push(n);
+                }
+            }
+            assert!(seen.is_sorted(), "sql.rs line {}: {line}", i + 1);
         }
     }
 }
