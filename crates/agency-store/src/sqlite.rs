@@ -148,8 +148,12 @@ impl SqliteStore {
                 other => break other.map_err(open_err)?,
             }
         }
-        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
-            .map_err(open_err)?;
+        // Temporary files (statement and savepoint journals) in memory: they never outlive a
+        // transaction, and on disk each page copied to them was a write(2).
+        conn.execute_batch(
+            "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+        )
+        .map_err(open_err)?;
         let mut conn = conn;
         migrate(&mut conn)?;
         // A file's checkpoints run on a thread of their own (see `checkpointer`); if it cannot
@@ -310,16 +314,24 @@ fn one(rows: Option<(AgencyRow, Vec<AgentRow>)>) -> Result<Option<Agency>> {
     }
 }
 
-/// Writes a group in one transaction, each write under its own savepoint when there are
-/// several. The outer error fails them all; an inner one is that write's alone.
+/// Writes a group in one transaction. Optimistically first, all writes straight into it: a
+/// savepoint per write would copy every page it touches to a sub-journal. Should one fail
+/// (rare: a constraint), the transaction is rolled back and the group written again with a
+/// savepoint per write, so that the failure is that write's alone. The outer error fails them
+/// all.
 fn commit_group(conn: &mut Connection, writes: &[&Write]) -> rusqlite::Result<Vec<Result<()>>> {
-    let mut tx = conn.transaction()?;
-    if let [only] = writes {
-        return match apply(&tx, only) {
-            Ok(()) => tx.commit().map(|()| vec![Ok(())]),
-            Err(e) => tx.rollback().map(|()| vec![Err(e.into())]),
-        };
+    let tx = conn.transaction()?;
+    let applied = writes.iter().try_for_each(|w| apply(&tx, w));
+    match applied {
+        Ok(()) => {
+            return tx
+                .commit()
+                .map(|()| writes.iter().map(|_| Ok(())).collect());
+        }
+        Err(e) if writes.len() == 1 => return tx.rollback().map(|()| vec![Err(e.into())]),
+        Err(_) => tx.rollback()?,
     }
+    let mut tx = conn.transaction()?;
     let mut results = Vec::with_capacity(writes.len());
     for w in writes {
         let sp = tx.savepoint()?;
