@@ -40,6 +40,7 @@ impl Runtime {
         };
         let agency = self.validate(draft, id, owner)?;
         self.store.save_agency(&agency).await?;
+        self.agency_changed(id);
         let body = file_of(&agency);
         let current = match self.store.agency_state(id).await?.and_then(|s| s.published) {
             Some(v) => self.store.version(id, v).await?.map(|(_, b)| b),
@@ -47,6 +48,7 @@ impl Runtime {
         };
         if current.as_deref() != Some(body.as_str()) {
             self.store.publish(id, &body, Utc::now()).await?;
+            self.agency_changed(id);
         }
         Ok(agency)
     }
@@ -80,6 +82,7 @@ impl Runtime {
             .save_agency(&agency)
             .await
             .map_err(name_problem)?;
+        self.agency_changed(id);
         Ok(agency)
     }
 
@@ -87,6 +90,7 @@ impl Runtime {
     pub async fn delete_agency(&self, owner: &str, id: AgencyId) -> Result<(), RuntimeError> {
         self.owned(owner, id).await?;
         self.store.delete_agency(id).await?;
+        self.agency_changed(id);
         if let Ok(mut cache) = self.agencies.lock() {
             cache.retain(|(a, _), _| *a != id);
         }
@@ -100,10 +104,12 @@ impl Runtime {
         id: AgencyId,
     ) -> Result<Published, RuntimeError> {
         let agency = self.owned(owner, id).await?;
-        Ok(self
+        let published = self
             .store
             .publish(id, &file_of(&agency), Utc::now())
-            .await?)
+            .await?;
+        self.agency_changed(id);
+        Ok(published)
     }
 
     /// The owner's agency's published versions, newest first.

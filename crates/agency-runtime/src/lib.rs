@@ -41,6 +41,11 @@ pub const LOCAL_OWNER: &str = "local";
 
 /// Sessions kept in memory at most; idle ones beyond this are dropped (and reloaded on use).
 const MAX_SESSIONS: usize = 1024;
+/// How long an agency's state (its revision and published version) read from the store is
+/// trusted. This runtime forgets it at once when it changes the agency itself; a change made
+/// elsewhere (the CLI on the same database, another server) is seen within this time, as a
+/// key's revocation is.
+const AGENCY_STATE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a turn produced.
 #[derive(Clone, Debug, PartialEq)]
@@ -86,6 +91,8 @@ pub struct Runtime {
     sessions: StdMutex<HashMap<ConversationId, Arc<Mutex<Option<Session>>>>>,
     /// Agencies as last loaded: drafts (`None`) and published versions.
     agencies: StdMutex<HashMap<(AgencyId, Option<u32>), Cached>>,
+    /// Agencies' states as last read, and when (see [`AGENCY_STATE_FOR`]).
+    states: StdMutex<HashMap<AgencyId, (std::time::Instant, agency_store::AgencyState)>>,
     /// Turns that answered while some agents were still working: their late replies are
     /// being persisted.
     settling: StdMutex<Vec<JoinHandle<()>>>,
@@ -116,6 +123,7 @@ impl Runtime {
             events: broadcast::channel(1024).0,
             sessions: StdMutex::new(HashMap::new()),
             agencies: StdMutex::new(HashMap::new()),
+            states: StdMutex::new(HashMap::new()),
             settling: StdMutex::new(Vec::new()),
             running: StdMutex::new(HashMap::new()),
             logins: throttle::LoginThrottle::new(throttle::LoginLimits::default()),
@@ -352,7 +360,7 @@ impl Runtime {
         published: bool,
     ) -> Result<AgencyView, RuntimeError> {
         let not_found = || RuntimeError::AgencyNotFound(id.to_string());
-        let state = self.store.agency_state(id).await?.ok_or_else(not_found)?;
+        let state = self.agency_state(id).await?.ok_or_else(not_found)?;
         let version = match (published, state.published) {
             (false, _) => None,
             (true, Some(v)) => Some(v),
@@ -404,6 +412,36 @@ impl Runtime {
             roster,
             providers,
         })
+    }
+
+    /// The agency's revision and published version: as last read, if that was less than
+    /// [`AGENCY_STATE_FOR`] ago, so that a busy API does not read them on every request.
+    async fn agency_state(
+        &self,
+        id: AgencyId,
+    ) -> Result<Option<agency_store::AgencyState>, RuntimeError> {
+        if let Ok(states) = self.states.lock()
+            && let Some((at, state)) = states.get(&id)
+            && at.elapsed() < AGENCY_STATE_FOR
+        {
+            return Ok(Some(*state));
+        }
+        let read_at = std::time::Instant::now();
+        let state = self.store.agency_state(id).await?;
+        if let Ok(mut states) = self.states.lock() {
+            match state {
+                Some(s) => states.insert(id, (read_at, s)),
+                None => states.remove(&id),
+            };
+        }
+        Ok(state)
+    }
+
+    /// Forgets what this runtime knew of the agency's state: it has just changed it.
+    pub(crate) fn agency_changed(&self, id: AgencyId) {
+        if let Ok(mut states) = self.states.lock() {
+            states.remove(&id);
+        }
     }
 
     fn session_slot(&self, conversation: ConversationId) -> Arc<Mutex<Option<Session>>> {

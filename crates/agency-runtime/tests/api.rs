@@ -108,3 +108,48 @@ async fn a_request_writes_its_conversation_with_its_turn_and_the_next_continues_
     assert_eq!(store.turns(c).await.unwrap().len(), 2);
     assert_eq!(store.list_conversations(agency.id).await.unwrap().len(), 1);
 }
+
+/// The API does not read an agency's state on every request: this runtime's own changes are
+/// served at once, and another process's (here a second runtime on the same database, as the
+/// CLI would be) within a second.
+#[tokio::test]
+async fn a_published_version_is_served_at_once_here_and_soon_elsewhere() {
+    let h = common::Harness::sqlite().await;
+    let lead = |role: &str| {
+        let mut a = common::agent(1, "lead", "builtin/rules", &[]);
+        a.role = Some(role.into());
+        common::draft("json", 16, vec![a])
+    };
+    let agency = h.agency(lead("first")).await;
+    let served = |rt: &std::sync::Arc<agency_runtime::Runtime>| {
+        let rt = rt.clone();
+        async move {
+            let a = rt.published_agency(agency.id).await.unwrap();
+            a.agents[0].role.clone().unwrap_or_default()
+        }
+    };
+    assert_eq!(served(&h.rt).await, "first");
+
+    // A new draft is not served until it is published, then at once.
+    h.rt.update_agency(agency_runtime::LOCAL_OWNER, agency.id, &lead("second"))
+        .await
+        .unwrap();
+    assert_eq!(served(&h.rt).await, "first");
+    h.rt.publish_agency(agency_runtime::LOCAL_OWNER, agency.id)
+        .await
+        .unwrap();
+    assert_eq!(served(&h.rt).await, "second");
+
+    // Another process publishes: this runtime serves it once its state is read again.
+    let other = common::Harness::on(h.url.clone(), None).await;
+    other.agency(lead("third")).await;
+    let mut seen = served(&h.rt).await;
+    for _ in 0..50 {
+        if seen == "third" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        seen = served(&h.rt).await;
+    }
+    assert_eq!(seen, "third", "another process's publication is served");
+}
