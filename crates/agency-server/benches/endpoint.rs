@@ -1,11 +1,14 @@
 //! The OpenAI endpoint under load: one agent behind it, its model a local OpenAI-compatible fake
 //! that answers at once, every message persisted. Compares requests per second and p50/p99
-//! latency through the agency with the same fake called directly, at 1 and 64 connections.
+//! latency through the agency with the same fake called directly, and with a bare proxy (an
+//! axum handler forwarding to the fake through reqwest: the floor of one HTTP hop on our
+//! stack), at 1 and 64 connections. Every request is a new conversation.
 //!
 //!     cargo bench -p agency-server --bench endpoint
 //!
-//! `AGENCY_BENCH_REQUESTS` sets the requests per run (default 3000); `AGENCY_BENCH_DB` the
-//! database (default: a new SQLite file).
+//! `AGENCY_BENCH_REQUESTS` sets the requests per run at 64 connections (default 3000; a
+//! quarter of it at one), `AGENCY_BENCH_CONNECTIONS` the runs (default `1,64`),
+//! `AGENCY_BENCH_DB` the database (default: a new SQLite file).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a benchmark: a failure should stop it
 
@@ -183,16 +186,53 @@ fn main() {
             .ok()
             .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
             .unwrap_or_else(|| vec![1, 64]);
+        let proxy = bare_proxy(format!("{}/v1/chat/completions", fake.url)).await;
         for connections in runs {
             let n = if connections == 1 { requests / 4 } else { requests };
             let d = load(fake_addr, path, &key, n, connections).await;
+            let p = load(proxy, path, &key, n, connections).await;
             let a = load(addr, path, &key, n, connections).await;
-            println!(
-                "{connections:>2} connections  direct: {:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms cpu {:>4.0} µs/req | agency: {:>7.0} req/s p50 {:>6.3} ms p99 {:>6.3} ms cpu {:>4.0} µs/req | added to p50: {:.3} ms",
-                d.rps, ms(d.p50), ms(d.p99), d.cpu, a.rps, ms(a.p50), ms(a.p99), a.cpu, ms(a.p50) - ms(d.p50)
-            );
+            println!("{connections} connections, {n} requests each");
+            for (name, l) in [("direct", &d), ("bare proxy", &p), ("agency", &a)] {
+                println!(
+                    "  {name:<10} {:>7.0} req/s  p50 {:>6.3} ms  p99 {:>6.3} ms  cpu {:>4.0} µs/req  added to p50: {:.3} ms",
+                    l.rps, ms(l.p50), ms(l.p99), l.cpu, ms(l.p50) - ms(d.p50)
+                );
+            }
         }
     });
+}
+
+/// The floor of an HTTP hop on our stack: an axum handler that forwards the body to the fake
+/// through reqwest (as the providers do) and returns its answer: no key, no agency, no
+/// database. What the agency adds beyond it is its own work.
+async fn bare_proxy(upstream: String) -> SocketAddr {
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |body: Bytes| {
+            let (client, upstream) = (client.clone(), upstream.clone());
+            async move {
+                let answer = client
+                    .post(&upstream)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    answer.bytes().await.unwrap(),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    addr
 }
 
 fn ms(d: Duration) -> f64 {
