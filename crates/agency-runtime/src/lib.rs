@@ -76,6 +76,14 @@ struct Cached {
     providers: Arc<Providers>,
 }
 
+/// Agencies' states as last read. `changes` counts this runtime's own changes to agencies, so
+/// that a read that started before one does not put back what it replaced.
+#[derive(Default)]
+struct States {
+    read: HashMap<AgencyId, (std::time::Instant, agency_store::AgencyState)>,
+    changes: u64,
+}
+
 /// What a turn needs of its agency.
 pub(crate) struct AgencyView {
     pub agency: Arc<Agency>,
@@ -92,7 +100,7 @@ pub struct Runtime {
     /// Agencies as last loaded: drafts (`None`) and published versions.
     agencies: StdMutex<HashMap<(AgencyId, Option<u32>), Cached>>,
     /// Agencies' states as last read, and when (see [`AGENCY_STATE_FOR`]).
-    states: StdMutex<HashMap<AgencyId, (std::time::Instant, agency_store::AgencyState)>>,
+    states: StdMutex<States>,
     /// Turns that answered while some agents were still working: their late replies are
     /// being persisted.
     settling: StdMutex<Vec<JoinHandle<()>>>,
@@ -123,7 +131,7 @@ impl Runtime {
             events: broadcast::channel(1024).0,
             sessions: StdMutex::new(HashMap::new()),
             agencies: StdMutex::new(HashMap::new()),
-            states: StdMutex::new(HashMap::new()),
+            states: StdMutex::new(States::default()),
             settling: StdMutex::new(Vec::new()),
             running: StdMutex::new(HashMap::new()),
             logins: throttle::LoginThrottle::new(throttle::LoginLimits::default()),
@@ -420,18 +428,21 @@ impl Runtime {
         &self,
         id: AgencyId,
     ) -> Result<Option<agency_store::AgencyState>, RuntimeError> {
-        if let Ok(states) = self.states.lock()
-            && let Some((at, state)) = states.get(&id)
-            && at.elapsed() < AGENCY_STATE_FOR
-        {
-            return Ok(Some(*state));
-        }
+        let changes = match self.states.lock() {
+            Ok(states) => match states.read.get(&id) {
+                Some((at, state)) if at.elapsed() < AGENCY_STATE_FOR => return Ok(Some(*state)),
+                _ => states.changes,
+            },
+            Err(_) => u64::MAX,
+        };
         let read_at = std::time::Instant::now();
         let state = self.store.agency_state(id).await?;
-        if let Ok(mut states) = self.states.lock() {
+        if let Ok(mut states) = self.states.lock()
+            && states.changes == changes
+        {
             match state {
-                Some(s) => states.insert(id, (read_at, s)),
-                None => states.remove(&id),
+                Some(s) => states.read.insert(id, (read_at, s)),
+                None => states.read.remove(&id),
             };
         }
         Ok(state)
@@ -440,7 +451,8 @@ impl Runtime {
     /// Forgets what this runtime knew of the agency's state: it has just changed it.
     pub(crate) fn agency_changed(&self, id: AgencyId) {
         if let Ok(mut states) = self.states.lock() {
-            states.remove(&id);
+            states.changes = states.changes.wrapping_add(1);
+            states.read.remove(&id);
         }
     }
 
