@@ -428,12 +428,16 @@ impl Runtime {
         &self,
         id: AgencyId,
     ) -> Result<Option<agency_store::AgencyState>, RuntimeError> {
-        let changes = match self.states.lock() {
-            Ok(states) => match states.read.get(&id) {
-                Some((at, state)) if at.elapsed() < AGENCY_STATE_FOR => return Ok(Some(*state)),
-                _ => states.changes,
-            },
-            Err(_) => u64::MAX,
+        let changes = {
+            let Ok(states) = self.states.lock() else {
+                return Ok(self.store.agency_state(id).await?);
+            };
+            if let Some((at, state)) = states.read.get(&id)
+                && at.elapsed() < AGENCY_STATE_FOR
+            {
+                return Ok(Some(*state));
+            }
+            states.changes
         };
         let read_at = std::time::Instant::now();
         let state = self.store.agency_state(id).await?;
