@@ -103,3 +103,44 @@ async fn credentials_are_sent_and_bad_header_values_refused() {
     );
     assert_eq!(fake.requests().len(), 1);
 }
+
+/// Endpoints share the process's client: a second provider (as an agency's next revision
+/// builds) reuses the first one's connection instead of building a client of its own, which
+/// read the system's certificates, and opening another connection.
+#[tokio::test]
+async fn endpoints_share_one_client_and_its_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // A keep-alive HTTP/1.1 server answering `{}` to each request (bodies are small
+            // enough to arrive with their headers).
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                while let Ok(n) = socket.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                    if socket.write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    for n in 0..2 {
+        let endpoint = Endpoint::new(&url, settings()).unwrap();
+        let answer = endpoint
+            .post("/v1/chat/completions", &[], &json!({"n": n}))
+            .await
+            .unwrap();
+        assert_eq!(answer.response.text().await.unwrap(), "{}");
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
