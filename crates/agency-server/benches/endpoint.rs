@@ -129,6 +129,10 @@ fn cpu_time() -> f64 {
     ticks * 1e6 / 100.0 // USER_HZ is 100 on Linux
 }
 
+/// The allocator of the `agency` binary, which this stands in for.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let requests: usize = std::env::var("AGENCY_BENCH_REQUESTS")
         .ok()
