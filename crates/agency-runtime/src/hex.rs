@@ -1,7 +1,13 @@
 //! Bytes as lower-case hex digits, and back: how keys, secrets and digests are written.
 
 pub(crate) fn encode(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        hex.push(char::from(DIGITS[usize::from(b >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    hex
 }
 
 /// Exactly 32 bytes from 64 hex digits (surrounding white space ignored).
@@ -26,6 +32,7 @@ mod tests {
             super::decode32(&format!(" {}\n", super::encode(&bytes))),
             Some(bytes)
         );
+        assert_eq!(super::encode(&[0x00, 0x9f, 0xa0, 0xff]), "009fa0ff");
         for bad in ["", "abc", &"g".repeat(64), &"é".repeat(32), &"0".repeat(66)] {
             assert_eq!(super::decode32(bad), None, "{bad}");
         }
