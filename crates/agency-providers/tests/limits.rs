@@ -118,17 +118,22 @@ async fn endpoints_share_one_client_and_its_connections() {
         loop {
             let (mut socket, _) = listener.accept().await.unwrap();
             count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            // A keep-alive HTTP/1.1 server answering `{}` to each request (bodies are small
-            // enough to arrive with their headers).
+            // A keep-alive HTTP/1.1 server answering `{}` to each whole request (its headers,
+            // then `content-length` bytes of body).
             tokio::spawn(async move {
+                let mut pending = Vec::new();
                 let mut buf = vec![0u8; 64 * 1024];
-                while let Ok(n) = socket.read(&mut buf).await {
-                    if n == 0 {
-                        return;
+                loop {
+                    while let Some(end) = request_end(&pending) {
+                        pending.drain(..end);
+                        let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                        if socket.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
                     }
-                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
-                    if socket.write_all(answer.as_bytes()).await.is_err() {
-                        return;
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => pending.extend_from_slice(&buf[..n]),
                     }
                 }
             });
@@ -143,4 +148,18 @@ async fn endpoints_share_one_client_and_its_connections() {
         assert_eq!(answer.response.text().await.unwrap(), "{}");
     }
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// Where the first whole HTTP request in `bytes` ends, if it is all there.
+fn request_end(bytes: &[u8]) -> Option<usize> {
+    let head = bytes.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let length = String::from_utf8_lossy(&bytes[..head])
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    (bytes.len() >= head + length).then_some(head + length)
 }
