@@ -93,8 +93,8 @@ fn checkpointer(path: &str) -> Option<std::sync::mpsc::Sender<()>> {
 }
 
 /// Writes waiting for a commit (group commit). One writer at a time, the *leader*, takes all
-/// that are waiting and commits them in one transaction, each under its own savepoint so that
-/// one write's failure is its own; then it hands the lead to a writer that queued meanwhile.
+/// that are waiting and commits them in one transaction (see [`commit_group`]: one write's
+/// failure stays its own); then it hands the lead to a writer that queued meanwhile.
 /// A writer who finds no leader leads at once: alone, a write costs no handoff at all.
 #[derive(Default)]
 struct Group {
