@@ -208,10 +208,10 @@ fn main() {
 }
 
 /// The floor of an HTTP hop on our stack: an axum handler that forwards the body to the fake
-/// through reqwest (as the providers do) and returns its answer: no key, no agency, no
+/// through the providers' shared reqwest client and returns its answer: no key, no agency, no
 /// database. What the agency adds beyond it is its own work.
 async fn bare_proxy(upstream: String) -> SocketAddr {
-    let client = reqwest::Client::new();
+    let client = agency_providers::http::shared_client(Duration::from_secs(10)).unwrap();
     let app = axum::Router::new().route(
         "/v1/chat/completions",
         axum::routing::post(move |body: Bytes| {
