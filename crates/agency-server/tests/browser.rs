@@ -19,6 +19,7 @@ use agency_fakes::{Fake, openai};
 use agency_providers::Providers;
 use agency_runtime::Runtime;
 use fantoccini::elements::Element;
+use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
@@ -160,32 +161,91 @@ impl Walk {
         self.c.goto(&format!("{}{path}", self.base)).await.unwrap();
     }
 
-    async fn wait(&self, css: &str) -> Element {
+    /// The element `locator` finds, once it is on the page.
+    async fn find(&self, locator: Locator<'_>) -> Element {
         self.c
             .wait()
             .at_most(PATIENCE)
-            .for_element(Locator::Css(css))
+            .for_element(locator)
             .await
-            .unwrap_or_else(|e| panic!("no `{css}` on the page: {e}"))
+            .unwrap_or_else(|e| panic!("no {locator:?} on the page: {e}"))
+    }
+
+    async fn wait(&self, css: &str) -> Element {
+        self.find(Locator::Css(css)).await
     }
 
     async fn wait_xpath(&self, xpath: &str) -> Element {
-        self.c
-            .wait()
-            .at_most(PATIENCE)
-            .for_element(Locator::XPath(xpath))
-            .await
-            .unwrap_or_else(|e| panic!("no `{xpath}` on the page: {e}"))
+        self.find(Locator::XPath(xpath)).await
+    }
+
+    /// Runs `act` until none of the elements it found went stale meanwhile. The UI re-renders
+    /// parts of the page as its state changes (a live preview, a list that refreshes), so an
+    /// element found a moment ago may be replaced before it is read or clicked; then `act`
+    /// finds it again, for up to `PATIENCE`. Any other error fails the test.
+    async fn settled<T>(&self, what: &str, act: impl AsyncFn() -> Result<T, CmdError>) -> T {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            match act().await {
+                Ok(v) => return v,
+                Err(e)
+                    if e.is_stale_element_reference() && tokio::time::Instant::now() < deadline => {
+                }
+                Err(e) => panic!("{what}: {e}"),
+            }
+        }
+    }
+
+    /// The text of the element `locator` finds.
+    async fn text(&self, locator: Locator<'_>) -> String {
+        self.settled(&format!("reading {locator:?}"), async || {
+            self.find(locator).await.text().await
+        })
+        .await
     }
 
     async fn click(&self, css: &str) {
-        self.wait(css).await.click().await.unwrap();
+        self.settled(&format!("clicking `{css}`"), async || {
+            self.wait(css).await.click().await
+        })
+        .await
     }
 
     async fn type_into(&self, css: &str, text: &str) {
-        let e = self.wait(css).await;
-        e.clear().await.unwrap();
-        e.send_keys(text).await.unwrap();
+        self.settled(&format!("typing into `{css}`"), async || {
+            let e = self.wait(css).await;
+            e.clear().await?;
+            e.send_keys(text).await
+        })
+        .await
+    }
+
+    /// The texts of the elements `css` finds now (none if there are none).
+    async fn texts(&self, css: &str) -> Vec<String> {
+        self.settled(&format!("reading `{css}`"), async || {
+            let mut out = Vec::new();
+            for e in self.c.find_all(Locator::Css(css)).await? {
+                out.push(e.text().await?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Chooses the option of the select `css` whose label is `label`.
+    async fn select_label(&self, css: &str, label: &str) {
+        self.settled(&format!("choosing `{label}` in `{css}`"), async || {
+            self.wait(css).await.select_by_label(label).await
+        })
+        .await
+    }
+
+    /// Chooses the option of the select `css` whose value is `value`.
+    async fn select_value(&self, css: &str, value: &str) {
+        self.settled(&format!("choosing `{value}` in `{css}`"), async || {
+            self.wait(css).await.select_by_value(value).await
+        })
+        .await
     }
 
     /// Saves the page as `target/screenshots/NN-name.png`.
@@ -233,12 +293,8 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.type_into("#email", "ada@example.com").await;
     w.type_into("#password", "short").await;
     w.click("#submit").await;
-    let e = w.wait("#password-error").await;
-    assert!(
-        e.text().await.unwrap().contains('8'),
-        "{}",
-        e.text().await.unwrap()
-    );
+    let e = w.text(Locator::Css("#password-error")).await;
+    assert!(e.contains('8'), "{e}");
     w.shot("signup-error").await;
     w.type_into("#password", "correct horse battery").await;
     w.click("#submit").await;
@@ -261,19 +317,12 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.type_into("#f-agents-1-name", "manager").await;
     w.click("#save").await;
     let e = w
-        .wait_xpath("//p[@id='e-agents-1-name' and not(@hidden) and string-length(.) > 0]")
+        .text(Locator::XPath(
+            "//p[@id='e-agents-1-name' and not(@hidden) and string-length(.) > 0]",
+        ))
         .await;
-    assert_eq!(
-        w.wait("#f-agents-1-name")
-            .await
-            .attr("aria-invalid")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some("true"),
-        "{}",
-        e.text().await.unwrap()
-    );
+    w.wait("#f-agents-1-name[aria-invalid='true']").await;
+    assert!(e.contains("another agent"), "{e}");
     w.shot("editor-error").await;
     w.type_into("#f-agents-1-name", "writer").await;
     w.type_into("#f-agents-1-role", "writes what is asked")
@@ -284,81 +333,41 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     let manager_add_rule = "fieldset.agent:nth-of-type(1) button[id^='add-rule-']";
     let writer_add_rule = "fieldset.agent:nth-of-type(2) button[id^='add-rule-']";
     w.click(manager_add_rule).await;
-    w.wait("#f-agents-0-rules-0-when")
-        .await
-        .select_by_value("user")
-        .await
-        .unwrap();
+    w.select_value("#f-agents-0-rules-0-when", "user").await;
     w.type_into("#f-agents-0-rules-0-action", "Please write: {{message}}")
         .await;
-    w.wait("#f-agents-0-rules-0-send_to")
-        .await
-        .select_by_label("writer")
-        .await
-        .unwrap();
+    w.select_label("#f-agents-0-rules-0-send_to", "writer")
+        .await;
     w.click(manager_add_rule).await;
-    w.wait("#f-agents-0-rules-1-when")
-        .await
-        .select_by_label("writer")
-        .await
-        .unwrap();
+    w.select_label("#f-agents-0-rules-1-when", "writer").await;
     w.type_into("#f-agents-0-rules-1-action", "Done: {{message}}")
         .await;
-    w.wait("#f-agents-0-rules-1-send_to")
-        .await
-        .select_by_value("user")
-        .await
-        .unwrap();
+    w.select_value("#f-agents-0-rules-1-send_to", "user").await;
     w.click(writer_add_rule).await;
-    w.wait("#f-agents-1-rules-0-when")
-        .await
-        .select_by_label("manager")
-        .await
-        .unwrap();
+    w.select_label("#f-agents-1-rules-0-when", "manager").await;
     w.type_into("#f-agents-1-rules-0-action", "Draft for: {{message}}")
         .await;
-    w.wait("#f-agents-1-rules-0-send_to")
-        .await
-        .select_by_label("manager")
-        .await
-        .unwrap();
+    w.select_label("#f-agents-1-rules-0-send_to", "manager")
+        .await;
 
     // The live preview shows the rule as the manager's prompt will have it.
     let prompt = w
-        .wait_xpath("//pre[contains(., 'When a message is from the user') and contains(., 'Please write: {{message}}') and contains(., '(writer)')]")
+        .text(Locator::XPath("//pre[contains(., 'When a message is from the user') and contains(., 'Please write: {{message}}') and contains(., '(writer)')]"))
         .await;
-    assert!(
-        prompt
-            .text()
-            .await
-            .unwrap()
-            .contains("Send your response to"),
-        "{}",
-        prompt.text().await.unwrap()
-    );
+    assert!(prompt.contains("Send your response to"), "{prompt}");
     w.shot("editor-preview").await;
 
     // A fan-out rule: one response to two addressees, built and unbuilt with the picker.
     w.click(writer_add_rule).await;
-    w.wait("#f-agents-1-rules-1-when")
-        .await
-        .select_by_value("user")
-        .await
-        .unwrap();
+    w.select_value("#f-agents-1-rules-1-when", "user").await;
     w.type_into("#f-agents-1-rules-1-action", "Fan out: {{message}}")
         .await;
-    w.wait("#f-agents-1-rules-1-send_to")
-        .await
-        .select_by_label("manager")
-        .await
-        .unwrap();
+    w.select_label("#f-agents-1-rules-1-send_to", "manager")
+        .await;
     w.click("fieldset.agent:nth-of-type(2) .rule:nth-of-type(2) button.add-addressee")
         .await;
-    w.wait("#f-agents-1-rules-1-send_to-1")
-        .await
-        .select_by_value("user")
-        .await
-        .unwrap();
+    w.select_value("#f-agents-1-rules-1-send_to-1", "user")
+        .await;
     w.wait_xpath("//pre[contains(., 'Fan out: {{message}}. Send your response to') and contains(., '(manager) and the user')]")
         .await;
     w.shot("editor-fan-out").await;
@@ -384,11 +393,10 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.type_into("#f-key-expires", "30d").await;
     w.click("#create-key").await;
     let key = w
-        .wait_xpath("//code[@id='new-key-value' and starts-with(., 'agk_')]")
-        .await
-        .text()
-        .await
-        .unwrap();
+        .text(Locator::XPath(
+            "//code[@id='new-key-value' and starts-with(., 'agk_')]",
+        ))
+        .await;
     w.wait("tr[data-key='ci'] .state-active").await;
     w.shot("agency-published-key").await;
 
@@ -407,17 +415,12 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.wait_xpath("//ol[@class='hops']/li[.//strong[. = 'writer → manager']]")
         .await;
     let answer = w
-        .wait_xpath("//article[contains(@class, 'done')]//p[@class='answer-text']")
+        .text(Locator::XPath(
+            "//article[contains(@class, 'done')]//p[@class='answer-text']",
+        ))
         .await;
-    assert_eq!(answer.text().await.unwrap(), ANSWER);
-    let hops =
-        w.c.find_all(Locator::Css("ol.hops li.hop .hop-route"))
-            .await
-            .unwrap();
-    let mut routes = Vec::new();
-    for h in &hops {
-        routes.push(h.text().await.unwrap());
-    }
+    assert_eq!(answer, ANSWER);
+    let routes = w.texts("ol.hops li.hop .hop-route").await;
     assert!(routes.contains(&"manager → user".to_string()), "{routes:?}");
     w.shot("playground").await;
 
@@ -460,9 +463,11 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.type_into("#f-pk-key", "sk-test-abcdwxyz").await;
     w.click("#pk-form button[type='submit']").await;
     let masked = w
-        .wait_xpath("//ul[@id='provider-keys']/li[contains(., 'openai')]/code")
+        .text(Locator::XPath(
+            "//ul[@id='provider-keys']/li[contains(., 'openai')]/code",
+        ))
         .await;
-    assert_eq!(masked.text().await.unwrap(), "…wxyz");
+    assert_eq!(masked, "…wxyz");
     w.shot("settings").await;
     w.c.set_window_size(390, 1600).await.unwrap();
     w.goto(&format!("/agencies/{agency}")).await;
@@ -483,11 +488,12 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.goto("/").await;
     w.type_into("#import-text", STUDIO).await;
     w.click("#import-form button[type='submit']").await;
-    let third = w.wait("#f-agents-2-name").await;
-    assert_eq!(
-        third.prop("value").await.unwrap().as_deref(),
-        Some("reviewer")
-    );
+    let third = w
+        .settled("reading the third agent's name", async || {
+            w.wait("#f-agents-2-name").await.prop("value").await
+        })
+        .await;
+    assert_eq!(third.as_deref(), Some("reviewer"));
     w.wait_xpath("//p[@id='published-now' and contains(., 'version 1')]")
         .await;
 
@@ -544,31 +550,17 @@ fn fake_provider(providers: &mut Providers, name: &str, fake: &Fake) {
 impl Walk {
     /// The room's messages as shown: (kind class, author, text).
     async fn messages(&self) -> Vec<(String, String, String)> {
-        let mut out = Vec::new();
-        for li in self
-            .c
-            .find_all(Locator::Css("#room-messages > li"))
-            .await
-            .unwrap()
-        {
-            let class = li.attr("class").await.unwrap().unwrap_or_default();
-            let author = li
-                .find(Locator::Css(".author"))
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
-            let text = li
-                .find(Locator::Css(".msg-text"))
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
-            out.push((class, author, text));
-        }
-        out
+        self.settled("reading the room's messages", async || {
+            let mut out = Vec::new();
+            for li in self.c.find_all(Locator::Css("#room-messages > li")).await? {
+                let class = li.attr("class").await?.unwrap_or_default();
+                let author = li.find(Locator::Css(".author")).await?.text().await?;
+                let text = li.find(Locator::Css(".msg-text")).await?.text().await?;
+                out.push((class, author, text));
+            }
+            Ok(out)
+        })
+        .await
     }
 
     /// Waits for an answer of `agent` reading `text`, attributed to it.
@@ -631,19 +623,17 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     w.type_into("#f-name", "standup").await;
     w.click("#create-room").await;
     w.wait("#room[data-ready='true']").await;
-    assert_eq!(w.wait("#room-name").await.text().await.unwrap(), "standup");
+    assert_eq!(w.text(Locator::Css("#room-name")).await, "standup");
 
     // Two agents; a model no provider serves is refused at its field.
     w.click("#add-agent-box summary").await;
     w.add_agent("alpha", "nowhere/m", "says yes").await;
     let e = w
-        .wait_xpath("//p[@id='e-model' and not(@hidden) and string-length(.) > 0]")
+        .text(Locator::XPath(
+            "//p[@id='e-model' and not(@hidden) and string-length(.) > 0]",
+        ))
         .await;
-    assert!(
-        e.text().await.unwrap().contains("nowhere/m"),
-        "{}",
-        e.text().await.unwrap()
-    );
+    assert!(e.contains("nowhere/m"), "{e}");
     w.shot(&shot("agent-error")).await;
     w.add_agent("alpha", "fa/m", "says yes").await;
     w.wait("button.pill[data-agent='alpha'][aria-pressed='true']")
@@ -662,9 +652,11 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     w.wait("#counter.over").await;
     w.click("#send").await;
     let e = w
-        .wait_xpath("//p[@id='chat-error' and not(@hidden) and contains(., '5000')]")
+        .text(Locator::XPath(
+            "//p[@id='chat-error' and not(@hidden) and contains(., '5000')]",
+        ))
         .await;
-    assert!(e.text().await.unwrap().contains("At most"));
+    assert!(e.contains("At most"), "{e}");
     w.shot(&shot("over-limit")).await;
     assert!(alpha.requests().is_empty() && beta.requests().is_empty());
 
@@ -723,23 +715,19 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     w.c.refresh().await.unwrap();
     w.wait("#room[data-ready='true']").await;
     assert_eq!(w.messages().await, before);
-    let first = w.wait("#room-messages > li:first-child").await;
-    assert!(
-        first
-            .attr("class")
-            .await
-            .unwrap()
-            .unwrap()
-            .contains("excluded")
-    );
-    let boxes =
-        w.c.find_all(Locator::Css("#room-messages input.included"))
-            .await
-            .unwrap();
-    let mut checked = Vec::new();
-    for b in &boxes {
-        checked.push(b.is_selected().await.unwrap());
-    }
+    assert!(before[0].0.contains("excluded"), "{before:?}");
+    let checked = w
+        .settled("reading the included boxes", async || {
+            let mut checked = Vec::new();
+            for b in
+                w.c.find_all(Locator::Css("#room-messages input.included"))
+                    .await?
+            {
+                checked.push(b.is_selected().await?);
+            }
+            Ok(checked)
+        })
+        .await;
     assert_eq!(
         checked,
         [false, true, true, true, true, true, true, true, true]
@@ -754,22 +742,20 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     w.shot(&shot("reloaded")).await;
 
     // A failure shows in the agent's place; Retry asks it again. (The pill answers Enter too.)
-    w.wait("button.pill[data-agent='alpha']")
-        .await
-        .send_keys(&fantoccini::key::Key::Enter.to_string())
-        .await
-        .unwrap();
+    w.settled("pressing Enter on alpha's pill", async || {
+        w.wait("button.pill[data-agent='alpha']")
+            .await
+            .send_keys(&fantoccini::key::Key::Enter.to_string())
+            .await
+    })
+    .await;
     w.wait("button.pill[data-agent='alpha'][aria-pressed='true']")
         .await;
     w.say("fourth question").await;
     let failed = w
-        .wait_xpath("//ol[@id='room-messages']/li[contains(@class, 'kind-error') and .//strong[. = 'alpha']]")
+        .text(Locator::XPath("//ol[@id='room-messages']/li[contains(@class, 'kind-error') and .//strong[. = 'alpha']]"))
         .await;
-    assert!(
-        failed.text().await.unwrap().contains("confused"),
-        "{}",
-        failed.text().await.unwrap()
-    );
+    assert!(failed.contains("confused"), "{failed}");
     w.shot(&shot("failed")).await;
     w.click("#room-messages li.kind-error button.retry").await;
     w.answer("alpha", "Alpha again").await;
@@ -867,11 +853,7 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     w.wait_xpath("//select[@id='f-agency']/option[. = 'studio']")
         .await;
     w.type_into("#f-name", "studio room").await;
-    w.wait("#f-agency")
-        .await
-        .select_by_label("studio")
-        .await
-        .unwrap();
+    w.select_label("#f-agency", "studio").await;
     w.click("#create-room").await;
     w.wait("#room[data-ready='true']").await;
     for agent in ["manager", "programmer", "reviewer"] {
@@ -935,14 +917,13 @@ async fn a_bot_is_registered_tagged_and_replied_to_in_a_room() {
     w.say(&format!("/register ferm {}/bot Fermin", bot.url))
         .await;
     let said = w
-        .wait_xpath("//ol[@id='room-messages']/li[contains(@class, 'kind-utility')]")
-        .await
-        .text()
-        .await
-        .unwrap();
+        .text(Locator::XPath(
+            "//ol[@id='room-messages']/li[contains(@class, 'kind-utility')]",
+        ))
+        .await;
     assert!(said.contains("Registered @ferm"), "{said}");
     w.wait("#caller-key:not([hidden])").await;
-    let key = w.wait("#caller-key-value").await.text().await.unwrap();
+    let key = w.text(Locator::Css("#caller-key-value")).await;
     assert!(key.starts_with("ck_"), "{key}");
     assert!(!said.contains(&key));
     w.wait("button.pill[data-agent='ferm']").await;
@@ -954,13 +935,10 @@ async fn a_bot_is_registered_tagged_and_replied_to_in_a_room() {
     w.say("@ferm temperature?").await;
     w.answer("ferm", "31 °C and steady").await;
     let reply = w
-        .wait_xpath(
+        .text(Locator::XPath(
             "//ol[@id='room-messages']/li[contains(@class, 'kind-agent')]//p[@class='reply-to']",
-        )
-        .await
-        .text()
-        .await
-        .unwrap();
+        ))
+        .await;
     assert!(reply.contains("@ferm temperature?"), "{reply}");
     assert_eq!(bot.requests()[0].headers["x-caller-key"], key);
 
@@ -1011,9 +989,11 @@ async fn a_saved_role_is_written_once_and_chosen_for_an_agent() {
     w.type_into("#d-text", "again").await;
     w.click("#save-definition").await;
     let e = w
-        .wait_xpath("//p[@id='e-d-name' and not(@hidden) and string-length(.) > 0]")
+        .text(Locator::XPath(
+            "//p[@id='e-d-name' and not(@hidden) and string-length(.) > 0]",
+        ))
         .await;
-    assert!(e.text().await.unwrap().contains("already"));
+    assert!(e.contains("already"), "{e}");
     w.c.refresh().await.unwrap();
     w.click("li[data-definition='role:critic'] button.edit")
         .await;
@@ -1034,11 +1014,7 @@ async fn a_saved_role_is_written_once_and_chosen_for_an_agent() {
     w.click("#add-agent-box summary").await;
     w.wait_xpath("//select[@id='f-role-id']/option[. = 'critic']")
         .await;
-    w.wait("#f-role-id")
-        .await
-        .select_by_label("critic")
-        .await
-        .unwrap();
+    w.select_label("#f-role-id", "critic").await;
     w.wait("#f-role[hidden]").await;
     w.type_into("#f-name", "carla").await;
     w.type_into("#f-model", "fm/m").await;
