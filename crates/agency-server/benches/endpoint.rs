@@ -211,7 +211,8 @@ fn main() {
 /// through the providers' shared reqwest client and returns its answer: no key, no agency, no
 /// database. What the agency adds beyond it is its own work.
 async fn bare_proxy(upstream: String) -> SocketAddr {
-    let client = agency_providers::http::shared_client(Duration::from_secs(10)).unwrap();
+    let settings = agency_providers::http::HttpSettings::default();
+    let client = agency_providers::http::shared_client(settings.connect_timeout).unwrap();
     let app = axum::Router::new().route(
         "/v1/chat/completions",
         axum::routing::post(move |body: Bytes| {
