@@ -74,6 +74,7 @@ pub(crate) fn parse_config(text: &str) -> Read<Vec<ProviderDraft>> {
 fn read<T>(text: &str, what: impl FnOnce(&mut Reader, &MarkedMappingNode) -> T) -> Read<T> {
     // Editors on Windows may start a file with a byte order mark; it is not part of line 1.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    bounds(text).map_err(|p| vec![p])?;
     let options = LoaderOptions::default()
         // Tells quoted scalars from plain ones, so that `"null"` is a string and `null` is not.
         .prevent_coercion(true)
@@ -100,6 +101,82 @@ fn read<T>(text: &str, what: impl FnOnce(&mut Reader, &MarkedMappingNode) -> T) 
         Ok((value, reader.positions))
     } else {
         Err(reader.problems)
+    }
+}
+
+/// An agency file larger than this is refused before it is read.
+pub const MAX_BYTES: usize = 1 << 20;
+/// Lists and mappings nested deeper than this are refused before anything recursive reads
+/// them: marked-yaml's loader recurses once per level, and a few thousand levels of `- - - …`
+/// (two bytes each) overflow a thread's stack. A real agency file nests five deep.
+pub const MAX_DEPTH: usize = 64;
+
+/// The file's size, and its nesting read off the parser's event stream (which keeps its own
+/// stack on the heap), before the recursive loader sees it. Aliases are refused here too, so a
+/// "billion laughs" never expands. A syntax error ends the check: the loader reports it, having
+/// read no deeper than this did.
+fn bounds(text: &str) -> Result<(), Problem> {
+    let problem = |mark: Option<&yaml_rust2::scanner::Marker>, message: String| Problem {
+        line: mark.map(|m| m.line()),
+        column: mark.map(|m| m.col() + 1),
+        path: String::new(),
+        message,
+    };
+    if text.len() > MAX_BYTES {
+        return Err(problem(
+            None,
+            format!(
+                "the file is {} KiB; an agency file may be at most {} KiB",
+                text.len().div_ceil(1024),
+                MAX_BYTES / 1024
+            ),
+        ));
+    }
+    let mut parser = yaml_rust2::parser::Parser::new_from_str(text);
+    let mut depth = 0usize;
+    let too_deep = |mark| {
+        problem(
+            Some(mark),
+            format!(
+                "lists and mappings nest more than {MAX_DEPTH} deep here; an agency file needs \
+                 far fewer levels"
+            ),
+        )
+    };
+    loop {
+        let (event, mark) = match parser.next_token() {
+            Ok(next) => next,
+            // The scanner's own limit on flow nesting (`[[[…`), which it reaches while looking
+            // ahead, before the events say how deep they are.
+            Err(e) if e.info().contains("recursion limit") => return Err(too_deep(e.marker())),
+            Err(_) => return Ok(()),
+        };
+        use yaml_rust2::Event;
+        let anchored = match &event {
+            Event::Alias(_) => true,
+            Event::Scalar(_, _, anchor, _)
+            | Event::SequenceStart(anchor, _)
+            | Event::MappingStart(anchor, _) => *anchor != 0,
+            _ => false,
+        };
+        if anchored {
+            return Err(problem(
+                Some(&mark),
+                "anchors and aliases (`&name`, `*name`) are not supported: write the value out"
+                    .into(),
+            ));
+        }
+        match event {
+            Event::StreamEnd => return Ok(()),
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(too_deep(&mark));
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            _ => {}
+        }
     }
 }
 

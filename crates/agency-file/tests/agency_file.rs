@@ -856,3 +856,42 @@ fn prices_are_read_exactly_and_written_back() {
         assert_eq!(p.line, Some(7), "{price}: {p:?}");
     }
 }
+
+#[test]
+fn hostile_nesting_sizes_and_aliases_are_refused_before_anything_recursive_reads_them() {
+    // Block nesting: `- - - …` on one line, and indented lists; both once overflowed the stack.
+    for text in [
+        "- ".repeat(5000),
+        "- ".repeat(200_000),
+        (0..300)
+            .map(|i| format!("{}- \n", "  ".repeat(i)))
+            .collect(),
+        (0..300).map(|i| format!("{}a:\n", " ".repeat(i))).collect(),
+        format!("name: {}", "[".repeat(100_000)),
+        format!("name: {}", "{a: ".repeat(100_000)),
+    ] {
+        let p = problem(&text);
+        assert!(p.message.contains("nest more than 64 deep"), "{p:?}");
+        assert!(p.line.is_some(), "{p:?}");
+    }
+    // 64 levels are read (and then refused for what they mean, not for their depth).
+    let e = AgencyFile::parse("deep.yaml", &format!("name: {}", "[".repeat(63))).unwrap_err();
+    assert!(!e.to_string().contains("nest more than"), "{e}");
+
+    // A "billion laughs": refused at its first anchor, never expanded.
+    let mut laughs =
+        String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    for (i, c) in ('b'..='j').enumerate() {
+        let prev = (b'a' + i as u8) as char;
+        laughs.push_str(&format!(
+            "{c}: &{c} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+        ));
+    }
+    let p = problem(&laughs);
+    assert_eq!(p.line, Some(1));
+    assert!(p.message.contains("anchors and aliases"), "{p:?}");
+
+    // A huge file, and a huge scalar in it: refused by size, with the limit named.
+    let p = problem(&format!("name: {}\n", "x".repeat(2 << 20)));
+    assert!(p.message.contains("at most 1024 KiB"), "{p:?}");
+}

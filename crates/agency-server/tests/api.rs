@@ -11,6 +11,10 @@ use agency_runtime::Runtime;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+/// What an account must not be able to do to the server or to other accounts (issue 17).
+#[path = "api/security.rs"]
+mod security;
+
 const STUDIO: &str = include_str!("../../../examples/studio.yaml");
 
 const ANSWER: &str = "Here is your reviewed build. Approved: Please review: fn main() { /* Please build: a todo app */ }";
