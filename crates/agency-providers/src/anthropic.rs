@@ -13,10 +13,9 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc::UnboundedSender;
 
-use crate::http::{Answer, Endpoint, HttpSettings, ProviderError, SseEvent};
-use crate::{Completion, Model, ModelError, ModelRequest, Provider};
+use crate::http::{Answer, Endpoint, HttpSettings, Origin, ProviderError, SseEvent};
+use crate::{Completion, Deltas, Model, ModelError, ModelRequest, Provider};
 
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -35,6 +34,8 @@ pub struct AnthropicConfig {
     /// Sent as `x-api-key`; none for proxies that add their own.
     pub api_key: Option<SecretString>,
     pub http: HttpSettings,
+    /// Who named the endpoint, which decides what it may reach.
+    pub origin: Origin,
 }
 
 impl AnthropicConfig {
@@ -44,6 +45,7 @@ impl AnthropicConfig {
             base_url: base_url.unwrap_or(ANTHROPIC_BASE_URL).to_string(),
             api_key,
             http: HttpSettings::default(),
+            origin: Origin::Operator,
         }
     }
 }
@@ -73,7 +75,7 @@ impl Anthropic {
                 "`{base_url}` is not a base URL for {name}: it must start with http:// or https://"
             )));
         }
-        let endpoint = Endpoint::new(&base_url, config.http)?;
+        let endpoint = Endpoint::named_by(config.origin, &base_url, config.http)?;
         Ok(Self {
             shared: Arc::new(Shared {
                 name: name.to_string(),
@@ -123,33 +125,38 @@ struct AnthropicModel {
 #[async_trait]
 impl Model for AnthropicModel {
     async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
-        // The whole call, reading the answer included, within the total timeout.
-        let total = self.shared.endpoint.settings().total_timeout;
-        tokio::time::timeout(total, self.call(request))
-            .await
-            .unwrap_or_else(|_| Err(self.fail(ProviderError::Timeout(crate::http::WHOLE_CALL))))
+        self.call(request).await.map_err(|e| self.fail(e))
     }
 }
 
 impl AnthropicModel {
-    async fn call(&self, request: ModelRequest) -> Result<Completion, ModelError> {
-        let streaming = request.deltas.is_some();
-        let body = self.body(&request, streaming);
-        let answer = self
-            .shared
+    async fn call(&self, request: ModelRequest) -> Result<Completion, ProviderError> {
+        let deltas = request.deltas.clone().map(Deltas::new);
+        let streamed = deltas.is_some();
+        let body = self.body(&request, streamed);
+        let read = |answer| {
+            let deltas = deltas.clone();
+            async move {
+                match deltas {
+                    None => self.read_message(answer).await,
+                    Some(deltas) => {
+                        deltas.restart();
+                        self.read_stream(answer, &deltas).await
+                    }
+                }
+            }
+        };
+        self.shared
             .endpoint
-            .post_observed(
+            .call(
                 MESSAGES_PATH,
                 &self.headers(),
                 &body,
                 request.on_retry.as_ref(),
+                streamed,
+                read,
             )
             .await
-            .map_err(|e| self.fail(e))?;
-        match &request.deltas {
-            None => self.read_message(answer).await,
-            Some(deltas) => self.read_stream(answer, deltas).await,
-        }
     }
 
     fn headers(&self) -> Vec<(&'static str, String)> {
@@ -195,24 +202,17 @@ impl AnthropicModel {
     }
 
     /// A whole `message` object.
-    async fn read_message(&self, answer: Answer) -> Result<Completion, ModelError> {
-        let bytes = self
-            .shared
-            .endpoint
-            .body(answer)
-            .await
-            .map_err(|e| self.fail(e))?;
+    async fn read_message(&self, answer: Answer) -> Result<Completion, ProviderError> {
+        let bytes = self.shared.endpoint.body(answer).await?;
         let text = String::from_utf8_lossy(&bytes);
         let message: Value = serde_json::from_str(&text).map_err(|e| {
             let start: String = text.chars().take(200).collect();
-            self.fail(ProviderError::Malformed(format!(
-                "the answer is not JSON ({e}): {start}"
-            )))
+            ProviderError::Malformed(format!("the answer is not JSON ({e}): {start}"))
         })?;
         let Some(content) = message.get("content").and_then(Value::as_array) else {
-            return Err(self.fail(ProviderError::Malformed(
+            return Err(ProviderError::Malformed(
                 "the answer has no `content` list".into(),
-            )));
+            ));
         };
         let text: String = content
             .iter()
@@ -232,21 +232,19 @@ impl AnthropicModel {
     async fn read_stream(
         &self,
         answer: Answer,
-        deltas: &UnboundedSender<String>,
-    ) -> Result<Completion, ModelError> {
+        deltas: &Deltas,
+    ) -> Result<Completion, ProviderError> {
         let mut events = self.shared.endpoint.events(answer);
         let mut text = String::new();
         let mut usage = Usage::default();
         let mut stop_reason: Option<String> = None;
         while let Some(event) = events.next().await {
-            let SseEvent { event, data } = event.map_err(|e| self.fail(e))?;
+            let SseEvent { event, data } = event?;
             let data: Value = if data.trim().is_empty() {
                 Value::Null
             } else {
                 serde_json::from_str(&data).map_err(|e| {
-                    self.fail(ProviderError::Malformed(format!(
-                        "the `{event}` event is not JSON: {e}"
-                    )))
+                    ProviderError::Malformed(format!("the `{event}` event is not JSON: {e}"))
                 })?
             };
             let kind = data.get("type").and_then(Value::as_str).unwrap_or(&event);
@@ -272,8 +270,7 @@ impl AnthropicModel {
                         && !piece.is_empty()
                     {
                         text.push_str(piece);
-                        // The caller may have stopped listening; the answer is still wanted.
-                        let _ = deltas.send(piece.to_string());
+                        deltas.push(piece);
                     }
                 }
                 "message_delta" => {
@@ -301,16 +298,16 @@ impl AnthropicModel {
                         .pointer("/error/type")
                         .and_then(Value::as_str)
                         .unwrap_or("error");
-                    return Err(self.fail(format!("the stream broke off: {message} ({kind})")));
+                    return Err(ProviderError::Broken(format!("{message} ({kind})")));
                 }
                 // `ping`, `content_block_start`, `content_block_stop`, and event types added
                 // after this was written (the API may add them at any time).
                 _ => {}
             }
         }
-        Err(self.fail(ProviderError::Malformed(
+        Err(ProviderError::Malformed(
             "the stream ended before `message_stop`".into(),
-        )))
+        ))
     }
 
     /// The completion, or an error if the model wrote no text.
@@ -319,7 +316,7 @@ impl AnthropicModel {
         text: String,
         usage: Usage,
         stop_reason: Option<&str>,
-    ) -> Result<Completion, ModelError> {
+    ) -> Result<Completion, ProviderError> {
         if stop_reason == Some("max_tokens") {
             tracing::warn!(
                 provider = %self.shared.name,
@@ -328,7 +325,7 @@ impl AnthropicModel {
             );
         }
         if text.is_empty() {
-            return Err(self.fail(format!(
+            return Err(ProviderError::Unusable(format!(
                 "the answer has no text (stop reason: {})",
                 stop_reason.unwrap_or("none")
             )));

@@ -18,8 +18,13 @@ use tokio::sync::Semaphore;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpSettings {
     pub connect_timeout: Duration,
-    /// Until the response's headers (a stream's first event has its own `idle_timeout`).
+    /// Until the response's headers of a call answered whole (which a provider sends once the
+    /// answer is written).
     pub first_byte_timeout: Duration,
+    /// Until the response's headers of a streamed call, which a provider sends at once; a
+    /// server that accepts the connection and says nothing is given up on sooner. (A stream's
+    /// first event has its own `idle_timeout`.)
+    pub stream_first_byte_timeout: Duration,
     /// The whole call, retries and reading the answer included.
     pub total_timeout: Duration,
     /// Longest silence inside a stream.
@@ -32,6 +37,9 @@ pub struct HttpSettings {
     pub max_concurrency: usize,
     /// Calls started per minute; more wait their turn.
     pub requests_per_minute: Option<NonZeroU32>,
+    /// The most an answer may hold: a body, an error body, or a whole stream. A provider's
+    /// answer is untrusted; past this it is an error, not a process out of memory.
+    pub max_answer_bytes: usize,
 }
 
 impl Default for HttpSettings {
@@ -39,6 +47,7 @@ impl Default for HttpSettings {
         Self {
             connect_timeout: Duration::from_secs(10),
             first_byte_timeout: Duration::from_secs(120),
+            stream_first_byte_timeout: Duration::from_secs(30),
             total_timeout: Duration::from_secs(600),
             idle_timeout: Duration::from_secs(60),
             max_retries: 3,
@@ -46,6 +55,7 @@ impl Default for HttpSettings {
             backoff_max: Duration::from_secs(30),
             max_concurrency: 16,
             requests_per_minute: None,
+            max_answer_bytes: 16 << 20,
         }
     }
 }
@@ -67,9 +77,17 @@ pub enum ProviderError {
     Timeout(&'static str),
     #[error("could not reach the provider: {0}")]
     Connection(String),
-    /// The answer was not in the provider's format.
+    /// The answer was not in the provider's format, or ended before it was whole.
     #[error("malformed answer: {0}")]
     Malformed(String),
+    /// The stream reported an error of the provider's part way through.
+    #[error("the stream broke off: {0}")]
+    Broken(String),
+    /// A whole, well-formed answer that holds nothing to use (a refusal, no text).
+    #[error("{0}")]
+    Unusable(String),
+    #[error("the answer is larger than {} MiB", .0 >> 20)]
+    TooLarge(usize),
     #[error("{0}")]
     Config(String),
 }
@@ -83,17 +101,37 @@ impl ProviderError {
             ProviderError::Timeout(_) => "timeout".into(),
             ProviderError::Connection(_) => "connection failed".into(),
             ProviderError::Malformed(_) => "malformed answer".into(),
+            ProviderError::Broken(_) => "stream broken off".into(),
+            ProviderError::Unusable(_) => "unusable answer".into(),
+            ProviderError::TooLarge(_) => "answer too large".into(),
             ProviderError::Config(_) => "configuration".into(),
         }
     }
 
-    /// Worth another try: the same request may succeed later.
+    /// Worth another try before any answer came: the same request may succeed later.
     pub fn retryable(&self) -> bool {
         match self {
             ProviderError::Status { status, .. } => *status == 429 || *status >= 500,
             ProviderError::Timeout(what) => *what != WHOLE_CALL,
             ProviderError::Connection(_) => true,
-            ProviderError::Malformed(_) | ProviderError::Config(_) => false,
+            ProviderError::Malformed(_)
+            | ProviderError::Broken(_)
+            | ProviderError::Unusable(_)
+            | ProviderError::TooLarge(_)
+            | ProviderError::Config(_) => false,
+        }
+    }
+
+    /// Worth one more try after an answer started coming and then failed: it came malformed
+    /// or cut short, the stream stalled, or it broke off with an error of the provider's.
+    /// A second such answer is the error.
+    fn worth_asking_again(&self) -> bool {
+        match self {
+            ProviderError::Malformed(_)
+            | ProviderError::Broken(_)
+            | ProviderError::Connection(_) => true,
+            ProviderError::Timeout(what) => *what != WHOLE_CALL,
+            _ => false,
         }
     }
 }
@@ -151,11 +189,25 @@ pub fn shared_client(connect_timeout: Duration) -> Result<reqwest::Client, Provi
     Ok(client)
 }
 
+/// Who named an endpoint, which decides what it may reach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// The server's configuration: trusted, called as written.
+    #[default]
+    Operator,
+    /// An account (its agency file or draft): public addresses only unless `allow_private`.
+    Account { allow_private: bool },
+}
+
 /// One provider's HTTP endpoint, with its limits.
 pub struct Endpoint {
     base_url: String,
     client: reqwest::Client,
     settings: HttpSettings,
+    /// Whether an error answer's own message is passed on. Off for endpoints an account
+    /// named: what reaches the account is our wording of the status, not the body of
+    /// whatever answered.
+    quote_errors: bool,
     permits: Arc<Semaphore>,
     rate: Option<Arc<DefaultDirectRateLimiter>>,
     /// Each path's URL, parsed once (parsing showed in the endpoint's profile).
@@ -166,6 +218,7 @@ pub struct Endpoint {
 pub struct Answer {
     pub response: Response,
     _permit: tokio::sync::OwnedSemaphorePermit,
+    max_bytes: usize,
 }
 
 impl Endpoint {
@@ -173,6 +226,27 @@ impl Endpoint {
     pub fn new(base_url: &str, settings: HttpSettings) -> Result<Self, ProviderError> {
         let client = shared_client(settings.connect_timeout)?;
         Ok(Self::with_client(base_url, client, settings))
+    }
+
+    /// An endpoint named by `origin`: the operator's as configured; an account's called only
+    /// on public addresses unless the operator allows others (see [`crate::net`]), with its
+    /// errors told in our words.
+    pub fn named_by(
+        origin: Origin,
+        base_url: &str,
+        settings: HttpSettings,
+    ) -> Result<Self, ProviderError> {
+        let Origin::Account { allow_private } = origin else {
+            return Self::new(base_url, settings);
+        };
+        let url = crate::net::parse_url(base_url)?;
+        if !allow_private {
+            crate::net::refuse_literal(&url)?;
+        }
+        let client = crate::net::guarded_client(settings.connect_timeout, allow_private)?;
+        let mut endpoint = Self::with_client(base_url, client, settings);
+        endpoint.quote_errors = false;
+        Ok(endpoint)
     }
 
     /// An endpoint on a client of the caller's (its own resolver, redirect policy, ...); the
@@ -186,6 +260,7 @@ impl Endpoint {
                 .requests_per_minute
                 .map(|n| Arc::new(RateLimiter::direct(Quota::per_minute(n)))),
             settings,
+            quote_errors: true,
             urls: std::sync::Mutex::default(),
         }
     }
@@ -194,42 +269,67 @@ impl Endpoint {
         &self.settings
     }
 
-    /// POSTs `body` to `path` with `headers`, retrying what is worth retrying, and returns the
-    /// first successful response. Waits for a place under the concurrency and rate limits.
-    pub async fn post(
-        &self,
-        path: &str,
-        headers: &[(&str, String)],
-        body: &Value,
-    ) -> Result<Answer, ProviderError> {
-        self.post_observed(path, headers, body, None).await
-    }
-
-    /// [`Endpoint::post`], telling `on_retry` of each retry before its wait.
-    pub async fn post_observed(
+    /// One call: POSTs `body` to `path` with `headers` and reads the answer with `read`, all
+    /// within the total timeout. What is worth retrying is retried with backoff (429, 5xx,
+    /// connection failures, no headers in time — `streamed` calls wait less for them), each
+    /// retry told to `on_retry`; an answer that came malformed, cut short, stalled or broken
+    /// off is asked for once more, as one of those attempts. Waits for a place under the
+    /// concurrency and rate limits.
+    pub async fn call<T, F>(
         &self,
         path: &str,
         headers: &[(&str, String)],
         body: &Value,
         on_retry: Option<&RetryHook>,
-    ) -> Result<Answer, ProviderError> {
-        tokio::time::timeout(
-            self.settings.total_timeout,
-            self.post_with_retries(path, headers, body, on_retry),
-        )
-        .await
-        .map_err(|_| ProviderError::Timeout("total"))?
+        streamed: bool,
+        mut read: impl FnMut(Answer) -> F,
+    ) -> Result<T, ProviderError>
+    where
+        F: std::future::Future<Output = Result<T, ProviderError>>,
+    {
+        let call = async {
+            let url = self.url(path)?;
+            let mut attempt = 0;
+            let mut asked_again = false;
+            loop {
+                let answer = self
+                    .post(&url, headers, body, on_retry, streamed, &mut attempt)
+                    .await?;
+                match read(answer).await {
+                    Err(e)
+                        if e.worth_asking_again()
+                            && !asked_again
+                            && attempt < self.settings.max_retries =>
+                    {
+                        asked_again = true;
+                        tracing::warn!(%url, attempt = attempt + 1, error = %e, "asking a provider again");
+                        announce(on_retry, attempt, Duration::ZERO, &e);
+                        attempt += 1;
+                    }
+                    done => return done,
+                }
+            }
+        };
+        tokio::time::timeout(self.settings.total_timeout, call)
+            .await
+            .map_err(|_| ProviderError::Timeout(WHOLE_CALL))?
     }
 
-    async fn post_with_retries(
+    /// The first successful response, `attempt` counting the tries.
+    async fn post(
         &self,
-        path: &str,
+        url: &reqwest::Url,
         headers: &[(&str, String)],
         body: &Value,
         on_retry: Option<&RetryHook>,
+        streamed: bool,
+        attempt: &mut u32,
     ) -> Result<Answer, ProviderError> {
-        let url = self.url(path)?;
-        let mut attempt = 0;
+        let first_byte = if streamed {
+            self.settings.stream_first_byte_timeout
+        } else {
+            self.settings.first_byte_timeout
+        };
         loop {
             let permit = self
                 .permits
@@ -254,9 +354,7 @@ impl Endpoint {
                 ));
                 request = request.header(*name, value);
             }
-            let error = match tokio::time::timeout(self.settings.first_byte_timeout, request.send())
-                .await
-            {
+            let error = match tokio::time::timeout(first_byte, request.send()).await {
                 Err(_) => ProviderError::Timeout("the first byte"),
                 Ok(Err(e)) if e.is_timeout() => ProviderError::Timeout("the connection"),
                 Ok(Err(e)) => ProviderError::Connection(error_chain(&e)),
@@ -264,25 +362,20 @@ impl Endpoint {
                     return Ok(Answer {
                         response,
                         _permit: permit,
+                        max_bytes: self.settings.max_answer_bytes,
                     });
                 }
-                Ok(Ok(response)) => status_error(response).await,
+                Ok(Ok(response)) => status_error(response, self.quote_errors).await,
             };
             drop(permit);
-            if !error.retryable() || attempt >= self.settings.max_retries {
+            if !error.retryable() || *attempt >= self.settings.max_retries {
                 return Err(error);
             }
-            let wait = self.backoff(attempt, &error);
-            tracing::warn!(%url, attempt = attempt + 1, wait_ms = wait.as_millis() as u64, %error, "retrying a provider call");
-            if let Some(hook) = on_retry {
-                hook.call(Retry {
-                    attempt: attempt + 2,
-                    wait,
-                    reason: error.kind(),
-                });
-            }
+            let wait = self.backoff(*attempt, &error);
+            tracing::warn!(%url, attempt = *attempt + 1, wait_ms = wait.as_millis() as u64, %error, "retrying a provider call");
+            announce(on_retry, *attempt, wait, &error);
             tokio::time::sleep(wait).await;
-            attempt += 1;
+            *attempt += 1;
         }
     }
 
@@ -320,7 +413,7 @@ impl Endpoint {
     }
 
     /// The whole body of a non-streamed answer; a silence longer than the idle timeout is an
-    /// error, not a hang.
+    /// error, not a hang, and so is a body past [`HttpSettings::max_answer_bytes`].
     pub async fn body(&self, mut answer: Answer) -> Result<Vec<u8>, ProviderError> {
         let mut body = Vec::new();
         loop {
@@ -328,7 +421,12 @@ impl Endpoint {
                 Err(_) => return Err(ProviderError::Timeout("the rest of the answer")),
                 Ok(Err(e)) => return Err(ProviderError::Connection(error_chain(&e))),
                 Ok(Ok(None)) => return Ok(body),
-                Ok(Ok(Some(bytes))) => body.extend_from_slice(&bytes),
+                Ok(Ok(Some(bytes))) => {
+                    if body.len() + bytes.len() > answer.max_bytes {
+                        return Err(ProviderError::TooLarge(answer.max_bytes));
+                    }
+                    body.extend_from_slice(&bytes);
+                }
             }
         }
     }
@@ -340,8 +438,22 @@ impl Endpoint {
         answer: Answer,
     ) -> Pin<Box<dyn Stream<Item = Result<SseEvent, ProviderError>> + Send>> {
         let idle = self.settings.idle_timeout;
-        let Answer { response, _permit } = answer;
-        let mut inner = response.bytes_stream().eventsource();
+        let Answer {
+            response,
+            _permit,
+            max_bytes,
+        } = answer;
+        // The stream as a whole is bounded, and with it the event the parser is buffering.
+        let mut seen = 0usize;
+        let bytes = response.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(|e| ProviderError::Connection(error_chain(&e)))?;
+            seen += chunk.len();
+            if seen > max_bytes {
+                return Err(ProviderError::TooLarge(max_bytes));
+            }
+            Ok(chunk)
+        });
+        let mut inner = bytes.eventsource();
         Box::pin(async_stream(move |tx| async move {
             let _permit = _permit;
             loop {
@@ -354,11 +466,13 @@ impl Endpoint {
                     }
                     Ok(None) => return,
                     Ok(Some(Err(e))) => {
-                        let _ = tx
-                            .send(Err(ProviderError::Malformed(format!(
-                                "broken event stream: {e}"
-                            ))))
-                            .await;
+                        let error = match e {
+                            eventsource_stream::EventStreamError::Transport(e) => e,
+                            other => {
+                                ProviderError::Malformed(format!("broken event stream: {other}"))
+                            }
+                        };
+                        let _ = tx.send(Err(error)).await;
                         return;
                     }
                     Ok(Some(Ok(event))) => {
@@ -401,12 +515,41 @@ where
     })
 }
 
-/// The error of a non-2xx response: the provider's own message (`{"error": {"message"}}` in
-/// both OpenAI's and Anthropic's bodies), or the start of the body.
-async fn status_error(response: Response) -> ProviderError {
+/// Told to `on_retry`: attempt `attempt + 2` starts after `wait`, because of `error`.
+fn announce(on_retry: Option<&RetryHook>, attempt: u32, wait: Duration, error: &ProviderError) {
+    if let Some(hook) = on_retry {
+        hook.call(Retry {
+            attempt: attempt + 2,
+            wait,
+            reason: error.kind(),
+        });
+    }
+}
+
+/// The most of an error body read for its message.
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// The error of a non-2xx response: with `quote`, the provider's own message
+/// (`{"error": {"message"}}` in both OpenAI's and Anthropic's bodies), or the start of the
+/// body; without, our words for the status.
+async fn status_error(mut response: Response, quote: bool) -> ProviderError {
     let status = response.status();
     let retry_after = retry_after(&response);
-    let text = response.text().await.unwrap_or_default();
+    if !quote {
+        return ProviderError::Status {
+            status: status.as_u16(),
+            message: our_wording(status.as_u16()).into(),
+            retry_after,
+        };
+    }
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY {
+        match response.chunk().await {
+            Ok(Some(bytes)) => body.extend_from_slice(&bytes),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&body);
     let message = serde_json::from_str::<Value>(&text)
         .ok()
         .and_then(|v| {
@@ -426,6 +569,20 @@ async fn status_error(response: Response) -> ProviderError {
         status: status.as_u16(),
         message,
         retry_after,
+    }
+}
+
+/// What an error status means, in our words: what an account is told of an endpoint it named.
+fn our_wording(status: u16) -> &'static str {
+    match status {
+        400 | 422 => "the provider refused the request",
+        401 | 403 => "the provider refused the key (check the key stored for it)",
+        404 => "the provider has no such model or path (check the model and the base URL)",
+        408 | 504 => "the provider timed out",
+        413 => "the request is too large for the provider",
+        429 => "the provider is rate limiting these calls",
+        500..=599 => "the provider failed",
+        _ => "the provider answered with an error",
     }
 }
 

@@ -17,6 +17,7 @@ use secrecy::SecretString;
 pub mod anthropic;
 pub mod bot;
 pub mod http;
+pub mod net;
 pub mod openai;
 
 /// What a model is asked: the agent, and its whole context (system prompt first).
@@ -58,6 +59,68 @@ impl ModelRequest {
     }
 }
 
+/// A call's text passed on as it streams, across the call's attempts: a stream asked for
+/// again passes on only what goes past what an earlier attempt passed on, and nothing once it
+/// differs from that, so whoever listens never sees text twice or spliced. (The call's
+/// [`Completion`] holds the text of the attempt that answered.) Clones share it.
+#[derive(Clone)]
+pub(crate) struct Deltas(Arc<std::sync::Mutex<Passed>>);
+
+struct Passed {
+    tx: tokio::sync::mpsc::UnboundedSender<String>,
+    passed: String,
+    this_attempt: String,
+    diverged: bool,
+}
+
+impl Deltas {
+    pub(crate) fn new(tx: tokio::sync::mpsc::UnboundedSender<String>) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(Passed {
+            tx,
+            passed: String::new(),
+            this_attempt: String::new(),
+            diverged: false,
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Passed> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// An attempt starts streaming from its beginning.
+    pub(crate) fn restart(&self) {
+        self.lock().this_attempt.clear();
+    }
+
+    pub(crate) fn push(&self, piece: &str) {
+        let mut p = self.lock();
+        if p.diverged {
+            return;
+        }
+        p.this_attempt.push_str(piece);
+        let Passed {
+            tx,
+            passed,
+            this_attempt: this,
+            diverged,
+        } = &mut *p;
+        if this.len() <= passed.len() {
+            *diverged = !passed.starts_with(this.as_str());
+            return;
+        }
+        if !this.starts_with(passed.as_str()) {
+            *diverged = true;
+            return;
+        }
+        let new = this[passed.len()..].to_string();
+        passed.push_str(&new);
+        // The caller may have stopped listening; the answer is still wanted.
+        let _ = tx.send(new);
+    }
+}
+
 /// A model's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Completion {
@@ -96,22 +159,29 @@ pub trait Provider: Send + Sync {
     fn model(&self, name: &str) -> Option<Arc<dyn Model>>;
 }
 
-/// The providers this server knows, by name, and how it calls webhook bots.
+/// The providers this server knows, by name, how it calls webhook bots, and how it builds the
+/// providers agencies declare.
 #[derive(Clone)]
 pub struct Providers {
     by_name: HashMap<String, Arc<dyn Provider>>,
     /// Prices by provider, then model, as their specs give them.
     prices: HashMap<String, HashMap<String, agency_core::Price>>,
     bots: Option<bot::BotClient>,
+    /// The patience every provider built from a spec starts from.
+    http: http::HttpSettings,
+    /// Whether providers accounts declare may be on loopback and private networks.
+    allow_private: bool,
 }
 
 impl Providers {
-    /// Only the built-in models; bots on public addresses only.
+    /// Only the built-in models; bots and accounts' providers on public addresses only.
     pub fn builtin() -> Self {
         let mut p = Self {
             by_name: HashMap::new(),
             prices: HashMap::new(),
             bots: bot::BotClient::new(bot::default_settings(), false).ok(),
+            http: http::HttpSettings::default(),
+            allow_private: false,
         };
         p.insert("builtin", Arc::new(Builtin));
         p
@@ -120,6 +190,28 @@ impl Providers {
     /// Calls bots with `client` (e.g. one allowed to reach private addresses).
     pub fn set_bots(&mut self, client: bot::BotClient) {
         self.bots = Some(client);
+    }
+
+    /// Lets accounts' providers and bots reach loopback and private networks: for a server on
+    /// one's own machine, never for one that hosts others' accounts.
+    pub fn allow_private_addresses(&mut self) -> Result<(), http::ProviderError> {
+        self.allow_private = true;
+        self.bots = Some(bot::BotClient::new(bot::default_settings(), true)?);
+        Ok(())
+    }
+
+    /// Whether accounts' providers may be on loopback and private networks.
+    pub fn allows_private(&self) -> bool {
+        self.allow_private
+    }
+
+    /// The patience providers built from specs start from (timeouts, retries, sizes).
+    pub fn set_http(&mut self, settings: http::HttpSettings) {
+        self.http = settings;
+    }
+
+    pub fn http(&self) -> &http::HttpSettings {
+        &self.http
     }
 
     /// How bots are called; `None` when no HTTP client could be built.
@@ -184,12 +276,15 @@ pub fn default_specs() -> Vec<ProviderSpec> {
     ]
 }
 
-/// Builds the provider a spec describes, with its key already found.
+/// Builds the provider a spec describes, with its key already found, on `settings` (its own
+/// limits on top); `origin` says who wrote the spec, which decides what it may reach.
 pub fn from_spec(
     spec: &ProviderSpec,
     api_key: Option<SecretString>,
+    settings: &http::HttpSettings,
+    origin: http::Origin,
 ) -> Result<Arc<dyn Provider>, http::ProviderError> {
-    let mut settings = http::HttpSettings::default();
+    let mut settings = settings.clone();
     if let Some(n) = spec.max_concurrency {
         settings.max_concurrency = usize::try_from(n).unwrap_or(usize::MAX);
     }
@@ -198,11 +293,13 @@ pub fn from_spec(
         ProviderKind::OpenAi => {
             let mut config = openai::OpenAiConfig::new(spec.base_url.as_deref(), api_key);
             config.http = settings;
+            config.origin = origin;
             Arc::new(openai::OpenAi::new(&spec.name, config)?)
         }
         ProviderKind::Anthropic => {
             let mut config = anthropic::AnthropicConfig::new(spec.base_url.as_deref(), api_key);
             config.http = settings;
+            config.origin = origin;
             Arc::new(anthropic::Anthropic::new(&spec.name, config)?)
         }
     })

@@ -13,8 +13,8 @@ use futures::StreamExt;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
-use crate::http::{Answer, Endpoint, HttpSettings, ProviderError};
-use crate::{Completion, Model, ModelError, ModelRequest, Provider};
+use crate::http::{Answer, Endpoint, HttpSettings, Origin, ProviderError};
+use crate::{Completion, Deltas, Model, ModelError, ModelRequest, Provider};
 
 /// OpenAI's own endpoint.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -34,6 +34,8 @@ pub struct OpenAiConfig {
     /// agency speaks that protocol. Not every compatible server supports it.
     pub structured_output: bool,
     pub http: HttpSettings,
+    /// Who named the endpoint, which decides what it may reach.
+    pub origin: Origin,
 }
 
 impl OpenAiConfig {
@@ -51,6 +53,7 @@ impl OpenAiConfig {
             base_url,
             api_key,
             http: HttpSettings::default(),
+            origin: Origin::Operator,
         }
     }
 }
@@ -94,7 +97,7 @@ impl OpenAi {
                 "{name}: the API key holds characters an HTTP header cannot carry"
             )));
         }
-        let endpoint = Endpoint::new(&base_url, config.http)?;
+        let endpoint = Endpoint::named_by(config.origin, &base_url, config.http)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 name: name.to_string(),
@@ -148,22 +151,17 @@ struct OpenAiModel {
 #[async_trait]
 impl Model for OpenAiModel {
     async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
-        let total = self.provider.endpoint.settings().total_timeout;
-        let result = match tokio::time::timeout(total, self.call(request)).await {
-            Ok(result) => result,
-            Err(_) => Err(ProviderError::Timeout(crate::http::WHOLE_CALL).to_string()),
-        };
-        result.map_err(|message| ModelError::Failed {
+        self.call(request).await.map_err(|e| ModelError::Failed {
             provider: self.provider.name.clone(),
-            message,
+            message: e.to_string(),
         })
     }
 }
 
 impl OpenAiModel {
-    async fn call(&self, request: ModelRequest) -> Result<Completion, String> {
+    async fn call(&self, request: ModelRequest) -> Result<Completion, ProviderError> {
         let p = &self.provider;
-        let body = self.body(&request)?;
+        let body = self.body(&request).map_err(ProviderError::Config)?;
         let mut headers = Vec::new();
         if let Some(key) = &p.api_key {
             headers.push((
@@ -171,23 +169,30 @@ impl OpenAiModel {
                 format!("Bearer {}", key.expose_secret().trim()),
             ));
         }
-        let answer = p
-            .endpoint
-            .post_observed(
+        let deltas = request.deltas.map(Deltas::new);
+        let streamed = deltas.is_some();
+        let read = |answer| {
+            let deltas = deltas.clone();
+            async move {
+                match deltas {
+                    None => parse_completion(&p.endpoint.body(answer).await?),
+                    Some(deltas) => {
+                        deltas.restart();
+                        self.read_stream(answer, &deltas).await
+                    }
+                }
+            }
+        };
+        p.endpoint
+            .call(
                 "/chat/completions",
                 &headers,
                 &body,
                 request.on_retry.as_ref(),
+                streamed,
+                read,
             )
             .await
-            .map_err(|e| e.to_string())?;
-        match request.deltas {
-            None => {
-                let bytes = p.endpoint.body(answer).await.map_err(|e| e.to_string())?;
-                parse_completion(&bytes)
-            }
-            Some(deltas) => self.read_stream(answer, &deltas).await,
-        }
     }
 
     /// The request body: the chat, the agent's sampling, the schema and the stream flags.
@@ -233,21 +238,23 @@ impl OpenAiModel {
     async fn read_stream(
         &self,
         answer: Answer,
-        deltas: &tokio::sync::mpsc::UnboundedSender<String>,
-    ) -> Result<Completion, String> {
+        deltas: &Deltas,
+    ) -> Result<Completion, ProviderError> {
         let mut events = self.provider.endpoint.events(answer);
         let mut text = String::new();
         let mut refusal = String::new();
         let mut usage = Usage::default();
         while let Some(event) = events.next().await {
-            let event = event.map_err(|e| e.to_string())?;
+            let event = event?;
             let data = event.data.trim();
             if data.is_empty() {
                 continue;
             }
             if data == "[DONE]" {
                 if text.is_empty() && !refusal.is_empty() {
-                    return Err(format!("the model refused: {refusal}"));
+                    return Err(ProviderError::Unusable(format!(
+                        "the model refused: {refusal}"
+                    )));
                 }
                 return Ok(Completion { text, usage });
             }
@@ -258,7 +265,7 @@ impl OpenAiModel {
                 ))
             })?;
             if let Some(error) = reported_error(&chunk) {
-                return Err(format!("error in the stream: {error}"));
+                return Err(ProviderError::Broken(error));
             }
             let Some(chunk) = chunk.as_object() else {
                 return Err(malformed(format!(
@@ -287,7 +294,7 @@ impl OpenAiModel {
                 Some(Value::String(piece)) => {
                     if !piece.is_empty() {
                         text.push_str(piece);
-                        let _ = deltas.send(piece.clone());
+                        deltas.push(piece);
                     }
                 }
                 Some(_) => {
@@ -326,7 +333,7 @@ fn reply_format() -> Value {
 }
 
 /// A non-streamed `chat.completion`.
-fn parse_completion(bytes: &[u8]) -> Result<Completion, String> {
+fn parse_completion(bytes: &[u8]) -> Result<Completion, ProviderError> {
     let body: Value = serde_json::from_slice(bytes).map_err(|e| {
         malformed(format!(
             "the body is not JSON ({e}): {}",
@@ -334,7 +341,7 @@ fn parse_completion(bytes: &[u8]) -> Result<Completion, String> {
         ))
     })?;
     if let Some(error) = reported_error(&body) {
-        return Err(format!("the provider reported an error: {error}"));
+        return Err(ProviderError::Broken(error));
     }
     let message = body
         .pointer("/choices/0/message")
@@ -348,7 +355,7 @@ fn parse_completion(bytes: &[u8]) -> Result<Completion, String> {
             .collect(),
         _ => {
             return Err(match message.get("refusal").and_then(Value::as_str) {
-                Some(refusal) => format!("the model refused: {refusal}"),
+                Some(refusal) => ProviderError::Unusable(format!("the model refused: {refusal}")),
                 None => malformed("the answer's message has no content".into()),
             });
         }
@@ -386,8 +393,8 @@ fn reported_error(body: &Value) -> Option<String> {
     })
 }
 
-fn malformed(message: String) -> String {
-    ProviderError::Malformed(message).to_string()
+fn malformed(message: String) -> ProviderError {
+    ProviderError::Malformed(message)
 }
 
 /// The start of a body, for an error message.
@@ -506,21 +513,25 @@ mod tests {
         assert!(
             parse_completion(br#"{"choices":[]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("no choices")
         );
         assert!(
             parse_completion(br#"{"choices":[{"message":{"content":null}}]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("no content")
         );
         assert!(
             parse_completion(br#"{"choices":[{"message":{"content":null,"refusal":"no"}}]}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("refused: no")
         );
         assert!(
             parse_completion(br#"{"error":{"message":"boom","code":"x"}}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("boom (x)")
         );
     }

@@ -25,6 +25,7 @@ fn settings() -> HttpSettings {
     HttpSettings {
         connect_timeout: Duration::from_secs(10),
         first_byte_timeout: Duration::from_secs(10),
+        stream_first_byte_timeout: Duration::from_secs(10),
         total_timeout: Duration::from_secs(30),
         idle_timeout: Duration::from_secs(10),
         max_retries: 2,
@@ -32,6 +33,7 @@ fn settings() -> HttpSettings {
         backoff_max: Duration::from_millis(20),
         max_concurrency: 4,
         requests_per_minute: None,
+        max_answer_bytes: 1 << 20,
     }
 }
 
@@ -328,54 +330,94 @@ async fn overloaded_for_good_fails_after_the_retries() {
     assert_eq!(fake.requests().len(), settings().max_retries as usize + 1);
 }
 
+/// A stream that breaks off, stalls or ends early is asked for once more; whoever listens sees
+/// only what goes past what the first attempt already streamed.
 #[tokio::test]
-async fn an_error_event_mid_stream_fails_the_call() {
+async fn a_broken_stream_is_asked_for_once_more_and_streams_on() {
+    for broken in [
+        fake::stream_error(&["TO boss: ", "half"]),
+        fake::stalled_stream(&["TO boss: ", "half"]),
+        fake::unfinished_stream(&["TO boss: ", "half"]),
+    ] {
+        let fake = Fake::start().await;
+        fake.push(broken);
+        fake.push(fake::stream(&["TO boss: ", "half", " and whole"], 3, 4));
+        let (req, mut rx) = streaming(request((None, None, None)));
+        let done = impatient(&fake).complete(req).await.unwrap();
+        assert_eq!(done.text, "TO boss: half and whole");
+        assert_eq!(drain(&mut rx), ["TO boss: ", "half", " and whole"]);
+        assert_eq!(fake.requests().len(), 2);
+    }
+    // A second attempt that writes something else streams nothing more: the call's text is
+    // its own, and the caller sends it whole (see the endpoint's "replaced" answer).
     let fake = Fake::start().await;
     fake.push(fake::stream_error(&["TO boss: ", "half"]));
+    fake.push(fake::stream(&["TO boss: ", "other"], 3, 4));
     let (req, mut rx) = streaming(request((None, None, None)));
-    let message = failure(model(&fake).complete(req).await);
-    assert!(message.contains("Overloaded"), "{message}");
-    assert!(message.contains("overloaded_error"), "{message}");
+    let done = impatient(&fake).complete(req).await.unwrap();
+    assert_eq!(done.text, "TO boss: other");
     assert_eq!(drain(&mut rx), ["TO boss: ", "half"]);
-    assert_eq!(fake.requests().len(), 1);
 }
 
+/// Once, then the error named: a stream that breaks twice, a stall twice, an early end twice.
 #[tokio::test]
-async fn a_stalled_stream_times_out() {
+async fn a_stream_broken_twice_fails_with_its_error() {
+    for (broken, says) in [
+        (fake::stream_error(&["TO boss: ", "half"]), "Overloaded"),
+        (fake::stalled_stream(&["TO boss: "]), "timed out"),
+        (
+            fake::unfinished_stream(&["TO boss: ", "done"]),
+            "message_stop",
+        ),
+    ] {
+        let fake = Fake::start().await;
+        fake.push(broken.clone());
+        fake.push(broken);
+        let (req, mut rx) = streaming(request((None, None, None)));
+        let message = failure(impatient(&fake).complete(req).await);
+        assert!(message.contains(says), "{message}");
+        assert_eq!(fake.requests().len(), 2);
+        assert_eq!(drain(&mut rx).concat().matches("TO boss: ").count(), 1);
+    }
     let fake = Fake::start().await;
-    fake.push(fake::stalled_stream(&["TO boss: "]));
-    let (req, mut rx) = streaming(request((None, None, None)));
+    fake.push(fake::stream_error(&["TO boss: ", "half"]));
+    fake.push(fake::stream_error(&["TO boss: ", "half"]));
+    let message = failure(
+        model(&fake)
+            .complete(streaming(request((None, None, None))).0)
+            .await,
+    );
+    assert!(message.contains("overloaded_error"), "{message}");
+}
+
+/// A model whose streams stall soon.
+fn impatient(fake: &Fake) -> Arc<dyn Model> {
     let mut config = AnthropicConfig::new(Some(&fake.url), Some(KEY.into()));
     config.http = HttpSettings {
         idle_timeout: Duration::from_millis(300),
         ..settings()
     };
-    let impatient = Anthropic::new("claude", config)
+    Anthropic::new("claude", config)
         .unwrap()
         .model(MODEL)
-        .unwrap();
-    let message = failure(impatient.complete(req).await);
-    assert!(message.contains("timed out"), "{message}");
-    assert_eq!(drain(&mut rx), ["TO boss: "]);
+        .unwrap()
 }
 
 #[tokio::test]
-async fn a_stream_without_message_stop_fails() {
+async fn a_malformed_answer_is_asked_for_once_more_then_is_a_clear_error() {
     let fake = Fake::start().await;
-    fake.push(fake::unfinished_stream(&["TO boss: ", "done"]));
-    let (req, _rx) = streaming(request((None, None, None)));
-    let message = failure(model(&fake).complete(req).await);
-    assert!(message.contains("message_stop"), "{message}");
-}
+    fake.push(fake::malformed());
+    fake.push(fake::message("TO boss: fine", 3, 2));
+    let done = model(&fake).complete(request((None, None, None))).await;
+    assert_eq!(done.unwrap().text, "TO boss: fine");
 
-#[tokio::test]
-async fn a_malformed_answer_is_a_clear_error() {
     let fake = Fake::start().await;
+    fake.push(fake::malformed());
     fake.push(fake::malformed());
     let message = failure(model(&fake).complete(request((None, None, None))).await);
     assert!(message.starts_with("malformed answer"), "{message}");
     assert!(message.contains("not JSON"), "{message}");
-    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(fake.requests().len(), 2);
 }
 
 #[tokio::test]

@@ -7,8 +7,9 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use agency_fakes::{Fake, Reply};
-use agency_providers::bot::{BotClient, BotMessage, BotRequest, BotUser, is_public};
+use agency_providers::bot::{BotClient, BotMessage, BotRequest, BotUser};
 use agency_providers::http::{HttpSettings, ProviderError};
+use agency_providers::net::is_public;
 use secrecy::SecretString;
 use serde_json::json;
 
@@ -81,7 +82,7 @@ async fn a_bot_gets_the_request_with_its_caller_key_and_its_message_comes_back()
 }
 
 #[tokio::test]
-async fn a_failing_bot_is_retried_and_a_malformed_answer_is_not() {
+async fn a_failing_bot_is_retried_and_a_malformed_answer_asked_for_once_more() {
     let fake = Fake::start().await;
     fake.push(Reply::Json {
         status: 503,
@@ -94,13 +95,14 @@ async fn a_failing_bot_is_retried_and_a_malformed_answer_is_not() {
     assert_eq!(answer, "here now");
     assert_eq!(fake.requests().len(), 2);
 
-    for (body, wanted) in [
-        ("{\"text\": \"hi\"}", "expected {\"message\""),
-        ("not json", "the bot answered `not json`"),
-        ("{\"message\": \"  \"}", "empty"),
+    // A malformed answer is asked for once more, then is the error; an empty one is not.
+    for (body, wanted, requests) in [
+        ("{\"text\": \"hi\"}", "expected {\"message\"", 2),
+        ("not json", "the bot answered `not json`", 2),
+        ("{\"message\": \"  \"}", "empty", 1),
     ] {
         let fake = Fake::start().await;
-        fake.push(Reply::Raw {
+        fake.otherwise(Reply::Raw {
             status: 200,
             content_type: "application/json".into(),
             body: body.into(),
@@ -109,10 +111,21 @@ async fn a_failing_bot_is_retried_and_a_malformed_answer_is_not() {
             .call(&format!("{}/bot", fake.url), &key(), &request(), None)
             .await
             .unwrap_err();
-        assert!(matches!(error, ProviderError::Malformed(_)), "{error:?}");
         assert!(error.to_string().contains(wanted), "{error}");
-        assert_eq!(fake.requests().len(), 1, "not retried");
+        assert_eq!(fake.requests().len(), requests, "{body}");
     }
+    // A bot's answer is bounded: past it, an error, not a server out of memory.
+    let fake = Fake::start().await;
+    fake.otherwise(Reply::Raw {
+        status: 200,
+        content_type: "application/json".into(),
+        body: format!("{{\"message\": \"{}\"}}", "x".repeat(2 << 20)),
+    });
+    let error = client()
+        .call(&format!("{}/bot", fake.url), &key(), &request(), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ProviderError::TooLarge(_)), "{error:?}");
 }
 
 #[tokio::test]
@@ -205,6 +218,7 @@ fn public_addresses_are_told_from_the_rest() {
         "fe80::1",
         "::ffff:127.0.0.1",
         "::ffff:10.0.0.1",
+        "64:ff9b::a00:1",
     ] {
         assert!(!is_public(ip.parse::<IpAddr>().unwrap()), "{ip}");
     }

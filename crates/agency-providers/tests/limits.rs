@@ -8,8 +8,13 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use agency_fakes::{Fake, openai};
-use agency_providers::http::{Endpoint, HttpSettings};
+use agency_providers::http::{Answer, Endpoint, HttpSettings, ProviderError};
 use serde_json::json;
+
+/// A call's read that keeps the answer (and with it the call's place under the limits).
+async fn answered(answer: Answer) -> Result<Answer, ProviderError> {
+    Ok(answer)
+}
 
 fn settings() -> HttpSettings {
     HttpSettings {
@@ -34,11 +39,18 @@ async fn a_busy_provider_makes_the_next_call_wait_its_turn() {
     .unwrap();
     // The first answer holds the only place until it is read (or dropped).
     let first = endpoint
-        .post("/v1/chat/completions", &[], &json!({"n": 1}))
+        .call(
+            "/v1/chat/completions",
+            &[],
+            &json!({"n": 1}),
+            None,
+            false,
+            answered,
+        )
         .await
         .unwrap();
     let body = json!({"n": 2});
-    let second = endpoint.post("/v1/chat/completions", &[], &body);
+    let second = endpoint.call("/v1/chat/completions", &[], &body, None, false, answered);
     tokio::pin!(second);
     assert!(
         tokio::time::timeout(Duration::from_millis(300), &mut second)
@@ -64,11 +76,18 @@ async fn a_rate_limited_provider_starts_no_more_calls_than_allowed() {
     )
     .unwrap();
     endpoint
-        .post("/v1/chat/completions", &[], &json!({}))
+        .call(
+            "/v1/chat/completions",
+            &[],
+            &json!({}),
+            None,
+            false,
+            answered,
+        )
         .await
         .unwrap();
     let body = json!({});
-    let next = endpoint.post("/v1/chat/completions", &[], &body);
+    let next = endpoint.call("/v1/chat/completions", &[], &body, None, false, answered);
     assert!(
         tokio::time::timeout(Duration::from_millis(300), next)
             .await
@@ -87,12 +106,26 @@ async fn credentials_are_sent_and_bad_header_values_refused() {
     fake.otherwise(openai::completion("ok", 1, 1));
     let endpoint = Endpoint::new(&fake.url, settings()).unwrap();
     endpoint
-        .post("/x", &[("authorization", "Bearer sk-1".into())], &json!({}))
+        .call(
+            "/x",
+            &[("authorization", "Bearer sk-1".into())],
+            &json!({}),
+            None,
+            false,
+            answered,
+        )
         .await
         .unwrap();
     assert_eq!(fake.requests()[0].headers["authorization"], "Bearer sk-1");
     let e = endpoint
-        .post("/x", &[("x-api-key", "bad\nvalue".into())], &json!({}))
+        .call(
+            "/x",
+            &[("x-api-key", "bad\nvalue".into())],
+            &json!({}),
+            None,
+            false,
+            answered,
+        )
         .await
         .err()
         .unwrap();
@@ -142,7 +175,14 @@ async fn endpoints_share_one_client_and_its_connections() {
     for n in 0..2 {
         let endpoint = Endpoint::new(&url, settings()).unwrap();
         let answer = endpoint
-            .post("/v1/chat/completions", &[], &json!({"n": n}))
+            .call(
+                "/v1/chat/completions",
+                &[],
+                &json!({"n": n}),
+                None,
+                false,
+                answered,
+            )
             .await
             .unwrap();
         assert_eq!(answer.response.text().await.unwrap(), "{}");

@@ -22,6 +22,7 @@ fn settings() -> HttpSettings {
     HttpSettings {
         connect_timeout: Duration::from_secs(5),
         first_byte_timeout: Duration::from_secs(10),
+        stream_first_byte_timeout: Duration::from_secs(10),
         total_timeout: Duration::from_secs(30),
         idle_timeout: Duration::from_secs(10),
         max_retries: 2,
@@ -29,6 +30,7 @@ fn settings() -> HttpSettings {
         backoff_max: Duration::from_millis(20),
         max_concurrency: 4,
         requests_per_minute: None,
+        max_answer_bytes: 1 << 20,
     }
 }
 
@@ -337,32 +339,45 @@ async fn a_stream_without_usage_counts_zero() {
     assert_eq!(done.usage, Usage::default());
 }
 
+/// A stream that ends early, reports an error or sends something not JSON is asked for once
+/// more (the first attempt's text is not streamed twice); a second such stream is the error.
 #[tokio::test]
-async fn a_stream_that_breaks_off_or_reports_an_error_fails() {
-    let fake = Fake::start().await;
-    let m = model(config(&fake, None));
-
-    fake.push(openai::truncated_stream(&["a", "b"]));
-    let (req, mut rx) = streaming(plain());
-    let message = failure(m.complete(req).await);
-    assert!(message.contains("[DONE]"), "{message}");
-    assert_eq!(drain(&mut rx), ["a", "b"]);
-
-    fake.push(openai::stream_error(&["a"], "The model is overloaded."));
-    let (req, _rx) = streaming(plain());
-    let message = failure(m.complete(req).await);
-    assert!(message.contains("The model is overloaded."), "{message}");
-
-    fake.push(Reply::Sse {
-        events: vec!["data: {not json".into(), "data: [DONE]".into()],
-        stall_after: None,
-    });
-    let (req, _rx) = streaming(plain());
-    let message = failure(m.complete(req).await);
-    assert!(message.starts_with("malformed answer:"), "{message}");
-
-    // None of these is retried: the stream had started.
-    assert_eq!(fake.requests().len(), 3);
+async fn a_stream_that_breaks_off_or_reports_an_error_is_asked_for_once_more() {
+    let broken = || {
+        [
+            (openai::truncated_stream(&["a", "b"]), "[DONE]"),
+            (
+                openai::stream_error(&["a"], "The model is overloaded."),
+                "The model is overloaded.",
+            ),
+            (
+                Reply::Sse {
+                    events: vec!["data: {not json".into(), "data: [DONE]".into()],
+                    stall_after: None,
+                },
+                "malformed answer:",
+            ),
+        ]
+    };
+    for (reply, _) in broken() {
+        let fake = Fake::start().await;
+        fake.push(reply);
+        fake.push(openai::stream(&["a", "b", "c"], 1, 3));
+        let (req, mut rx) = streaming(plain());
+        let done = model(config(&fake, None)).complete(req).await.unwrap();
+        assert_eq!(done.text, "abc");
+        assert_eq!(drain(&mut rx).concat(), "abc");
+        assert_eq!(fake.requests().len(), 2);
+    }
+    for (reply, says) in broken() {
+        let fake = Fake::start().await;
+        fake.push(reply.clone());
+        fake.push(reply);
+        let (req, _rx) = streaming(plain());
+        let message = failure(model(config(&fake, None)).complete(req).await);
+        assert!(message.contains(says), "{message}");
+        assert_eq!(fake.requests().len(), 2);
+    }
 }
 
 #[tokio::test]
@@ -452,25 +467,53 @@ async fn a_streamed_call_is_retried_before_the_stream_starts() {
 }
 
 #[tokio::test]
-async fn a_malformed_answer_is_a_clear_error() {
+async fn a_malformed_answer_is_asked_for_once_more_then_is_a_clear_error() {
     let fake = Fake::start().await;
     fake.push(openai::malformed());
+    fake.push(openai::completion("hi", 1, 1));
+    assert_eq!(
+        model(config(&fake, None))
+            .complete(plain())
+            .await
+            .unwrap()
+            .text,
+        "hi"
+    );
+
+    let fake = Fake::start().await;
+    fake.otherwise(openai::malformed());
     let message = failure(model(config(&fake, None)).complete(plain()).await);
     assert!(message.starts_with("malformed answer:"), "{message}");
     assert!(message.contains("not JSON"), "{message}");
     assert!(message.contains("upstream connect error"), "{message}");
+    assert_eq!(fake.requests().len(), 2);
+
+    for (body, says) in [
+        (json!({"id": "x", "choices": []}), "no choices"),
+        (
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": null}}]}),
+            "no content",
+        ),
+    ] {
+        let fake = Fake::start().await;
+        fake.otherwise(Reply::json(body));
+        let message = failure(model(config(&fake, None)).complete(plain()).await);
+        assert!(message.contains(says), "{message}");
+    }
+    // A refusal is an answer: asking again would be asking to be refused again.
+    let fake = Fake::start().await;
+    fake.otherwise(Reply::json(json!({"choices": [{"index": 0, "message":
+        {"role": "assistant", "content": null, "refusal": "I can't help with that."}}]})));
+    let message = failure(model(config(&fake, None)).complete(plain()).await);
+    assert!(message.contains("refused"), "{message}");
     only_request(&fake);
 
+    // An answer past the size limit is an error, not a process out of memory.
     let fake = Fake::start().await;
-    fake.push(Reply::json(json!({"id": "x", "choices": []})));
+    fake.otherwise(openai::completion(&"x".repeat(2 << 20), 1, 1));
     let message = failure(model(config(&fake, None)).complete(plain()).await);
-    assert!(message.contains("no choices"), "{message}");
-
-    fake.push(Reply::json(json!({
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": null}}]
-    })));
-    let message = failure(model(config(&fake, None)).complete(plain()).await);
-    assert!(message.contains("no content"), "{message}");
+    assert!(message.contains("larger than 1 MiB"), "{message}");
+    only_request(&fake);
 }
 
 #[tokio::test]
@@ -485,9 +528,18 @@ async fn a_completion_without_usage_counts_zero() {
 }
 
 #[tokio::test]
-async fn a_stalled_stream_times_out() {
+async fn a_stalled_stream_is_asked_for_once_more_then_times_out() {
     let fake = Fake::start().await;
     fake.push(openai::stalled_stream(&["a", "b"]));
+    fake.push(openai::stream(&["a", "b", "c"], 1, 3));
+    let mut c = config(&fake, None);
+    c.http.idle_timeout = Duration::from_millis(300);
+    let (req, mut rx) = streaming(plain());
+    assert_eq!(model(c.clone()).complete(req).await.unwrap().text, "abc");
+    assert_eq!(drain(&mut rx), ["a", "b", "c"]);
+
+    let fake = Fake::start().await;
+    fake.otherwise(openai::stalled_stream(&["a", "b"]));
     let mut c = config(&fake, None);
     c.http.idle_timeout = Duration::from_millis(300);
     let (req, mut rx) = streaming(plain());
@@ -495,7 +547,26 @@ async fn a_stalled_stream_times_out() {
     assert!(message.contains("timed out"), "{message}");
     assert!(message.contains("stream"), "{message}");
     assert_eq!(drain(&mut rx), ["a", "b"]);
-    only_request(&fake);
+    assert_eq!(fake.requests().len(), 2);
+}
+
+/// A server that takes a streamed call and sends nothing is given up on after the streamed
+/// first-byte timeout (30 s by default), not the 120 s a call answered whole may take.
+#[tokio::test]
+async fn a_silent_server_is_given_up_on_sooner_when_the_call_streams() {
+    assert_eq!(
+        HttpSettings::default().stream_first_byte_timeout,
+        Duration::from_secs(30)
+    );
+    let fake = Fake::start().await;
+    fake.otherwise(Reply::Hang);
+    let mut c = config(&fake, None);
+    c.http.stream_first_byte_timeout = Duration::from_millis(200);
+    c.http.max_retries = 1;
+    let (req, _rx) = streaming(plain());
+    let message = failure(model(c).complete(req).await);
+    assert!(message.contains("first byte"), "{message}");
+    assert_eq!(fake.requests().len(), 2);
 }
 
 #[tokio::test]

@@ -38,7 +38,7 @@ impl Runtime {
             Some(existing) => existing.id,
             None => AgencyId::new(),
         };
-        let agency = self.validate(draft, id, owner)?;
+        let agency = self.validate_to_save(draft, id, owner).await?;
         self.store.save_agency(&agency).await?;
         self.agency_changed(id);
         let body = file_of(&agency);
@@ -61,7 +61,7 @@ impl Runtime {
         draft: &AgencyDraft,
     ) -> Result<Agency, RuntimeError> {
         // A new id: another of the owner's agencies with this name is the store's conflict.
-        let agency = self.validate(draft, AgencyId::new(), owner)?;
+        let agency = self.validate_to_save(draft, AgencyId::new(), owner).await?;
         self.store
             .save_agency(&agency)
             .await
@@ -77,7 +77,7 @@ impl Runtime {
         draft: &AgencyDraft,
     ) -> Result<Agency, RuntimeError> {
         self.owned(owner, id).await?;
-        let agency = self.validate(draft, id, owner)?;
+        let agency = self.validate_to_save(draft, id, owner).await?;
         self.store
             .save_agency(&agency)
             .await

@@ -163,7 +163,21 @@ impl Runtime {
         id: AgencyId,
         owner: &str,
     ) -> Result<Agency, ValidationErrors> {
-        draft.validate(id, owner, &|m| self.providers.serves(m))
+        let agency = draft.validate(id, owner, &|m| self.providers.serves(m))?;
+        providers::account_problems(&agency, self.providers.allows_private())?;
+        Ok(agency)
+    }
+
+    /// [`Runtime::validate`], and an account's providers' host names resolved: what is saved.
+    async fn validate_to_save(
+        &self,
+        draft: &AgencyDraft,
+        id: AgencyId,
+        owner: &str,
+    ) -> Result<Agency, RuntimeError> {
+        let agency = self.validate(draft, id, owner)?;
+        providers::private_hosts(&agency, self.providers.allows_private()).await?;
+        Ok(agency)
     }
 
     /// An agency by id or by name.

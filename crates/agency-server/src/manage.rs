@@ -489,17 +489,9 @@ pub async fn put_provider_key(
             "`{provider}` is not a provider name: letters, digits, `_`, `-` and `.`"
         )));
     }
-    let source = s.rt.master_key().ok_or_else(|| {
-        ApiError::BadRequest("this server has no master key to seal provider keys with".into())
-    })?;
-    let sealed = agency_runtime::secrets::store_provider_key(
-        &**s.rt.store(),
-        source,
-        &session.owner(),
-        &provider,
-        &SecretString::from(k.key),
-    )
-    .await?;
+    let sealed =
+        s.rt.put_provider_key(&session.owner(), &provider, &SecretString::from(k.key))
+            .await?;
     Ok(Json(wire::ProviderKey {
         provider: sealed.provider.clone(),
         masked: format!("…{}", sealed.suffix),
@@ -517,10 +509,8 @@ pub async fn delete_provider_key(
     Path(provider): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let deleted =
-        s.rt.store()
-            .delete_provider_key(&session.owner(), &provider)
-            .await
-            .map_err(RuntimeError::from)?;
+        s.rt.delete_provider_key(&session.owner(), &provider)
+            .await?;
     if deleted {
         Ok(StatusCode::NO_CONTENT)
     } else {

@@ -544,7 +544,16 @@ fn fake_provider(providers: &mut Providers, name: &str, fake: &Fake) {
         requests_per_minute: None,
         prices: Vec::new(),
     };
-    providers.insert(name, agency_providers::from_spec(&spec, None).unwrap());
+    providers.insert(
+        name,
+        agency_providers::from_spec(
+            &spec,
+            None,
+            &Default::default(),
+            agency_providers::http::Origin::Operator,
+        )
+        .unwrap(),
+    );
 }
 
 impl Walk {

@@ -52,6 +52,15 @@ struct Cli {
         default_value = "agency.key"
     )]
     master_key_file: PathBuf,
+    /// Seconds a streamed model call waits for the provider's first byte before trying again
+    /// (a call answered whole waits 120).
+    #[arg(
+        long,
+        global = true,
+        env = "AGENCY_STREAM_FIRST_BYTE_TIMEOUT",
+        default_value_t = 30
+    )]
+    stream_first_byte_timeout: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -67,10 +76,15 @@ enum Command {
         /// `embedded`: a broker inside the process on 127.0.0.1:1883 (embedded://HOST:PORT).
         #[arg(long, env = "AGENCY_MQTT")]
         mqtt: Option<String>,
-        /// Let webhook bots (registered in rooms) live on loopback and private networks. Off by
-        /// default: a bot's endpoint is a URL a user gave, called from this server.
-        #[arg(long, env = "AGENCY_ALLOW_PRIVATE_BOTS")]
-        allow_private_bots: bool,
+        /// Let accounts' providers (their agencies' `base_url`s) and webhook bots live on
+        /// loopback and private networks. Off by default: those are URLs accounts gave, called
+        /// from inside this server's network. For a server on one's own machine only.
+        #[arg(
+            long,
+            alias = "allow-private-bots",
+            env = "AGENCY_ALLOW_PRIVATE_ADDRESSES"
+        )]
+        allow_private_addresses: bool,
     },
     /// Create or update an agency from a YAML (or JSON) file.
     Import { file: PathBuf },
@@ -232,15 +246,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     let specs = server_provider_specs(cli.config.as_deref())?;
     let mut base = Providers::builtin();
+    base.set_http(agency_providers::http::HttpSettings {
+        stream_first_byte_timeout: std::time::Duration::from_secs(
+            cli.stream_first_byte_timeout.max(1),
+        ),
+        ..Default::default()
+    });
     if let Command::Serve {
-        allow_private_bots: true,
+        allow_private_addresses: true,
         ..
     } = &cli.command
     {
-        base.set_bots(agency_providers::bot::BotClient::new(
-            agency_providers::bot::default_settings(),
-            true,
-        )?);
+        base.allow_private_addresses()?;
     }
     let providers =
         agency_runtime::providers::build(&base, &specs, LOCAL_OWNER, &*store, Some(&master_key))
