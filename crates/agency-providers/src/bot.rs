@@ -154,12 +154,8 @@ impl BotClient {
     }
 }
 
-/// An endpoint URL as it may be registered: `http` or `https`, with a host, no credentials.
+/// An endpoint URL as it may be registered: `http` or `https`, with a host, no credentials
+/// (the bot is called with its caller key).
 pub fn parse_endpoint(endpoint: &str) -> Result<reqwest::Url, ProviderError> {
-    crate::net::parse_url(endpoint).map_err(|e| match e {
-        ProviderError::Config(m) if m.contains("credentials") => ProviderError::Config(
-            "the endpoint must not carry credentials; the bot is called with its caller key".into(),
-        ),
-        other => other,
-    })
+    crate::net::parse_url(endpoint, "the endpoint")
 }

@@ -239,7 +239,7 @@ impl Endpoint {
         let Origin::Account { allow_private } = origin else {
             return Self::new(base_url, settings);
         };
-        let url = crate::net::parse_url(base_url)?;
+        let url = crate::net::parse_url(base_url, "the base URL")?;
         if !allow_private {
             crate::net::refuse_literal(&url)?;
         }

@@ -18,23 +18,24 @@ const LOOKUP_PATIENCE: Duration = Duration::from_secs(3);
 /// What lifts the check, for the messages that name it.
 pub const ALLOW_FLAG: &str = "--allow-private-addresses";
 
-/// An `http` or `https` URL with a host and no credentials in it.
-pub fn parse_url(text: &str) -> Result<reqwest::Url, ProviderError> {
+/// An `http` or `https` URL with a host and no credentials in it; `what` names it in errors
+/// (`the endpoint`, `the base URL`).
+pub fn parse_url(text: &str, what: &str) -> Result<reqwest::Url, ProviderError> {
     let url = reqwest::Url::parse(text.trim())
         .map_err(|e| ProviderError::Config(format!("`{text}` is not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(ProviderError::Config(format!(
-            "the URL must be http or https, not `{}:`",
+            "{what} must be an http or https URL, not `{}:`",
             url.scheme()
         )));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(ProviderError::Config("the URL has no host".into()));
+        return Err(ProviderError::Config(format!("{what} has no host")));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(ProviderError::Config(
-            "the URL must not carry credentials".into(),
-        ));
+        return Err(ProviderError::Config(format!(
+            "{what} must not carry credentials"
+        )));
     }
     Ok(url)
 }
@@ -179,10 +180,15 @@ mod tests {
             "http://[::1]/v1",
             "https://10.0.0.1",
         ] {
-            assert!(refuse_literal(&parse_url(url).unwrap()).is_err(), "{url}");
+            assert!(
+                refuse_literal(&parse_url(url, "the URL").unwrap()).is_err(),
+                "{url}"
+            );
         }
-        assert!(refuse_literal(&parse_url("https://api.example.com/v1").unwrap()).is_ok());
-        assert!(parse_url("ftp://example.com").is_err());
-        assert!(parse_url("http://user:pw@example.com").is_err());
+        assert!(
+            refuse_literal(&parse_url("https://api.example.com/v1", "the URL").unwrap()).is_ok()
+        );
+        assert!(parse_url("ftp://example.com", "the URL").is_err());
+        assert!(parse_url("http://user:pw@example.com", "the URL").is_err());
     }
 }

@@ -87,7 +87,7 @@ pub(crate) fn account_problems(
             });
         }
         if let Some(url) = spec.base_url.as_deref().filter(|_| !allow_private) {
-            let checked = agency_providers::net::parse_url(url)
+            let checked = agency_providers::net::parse_url(url, "the base URL")
                 .and_then(|url| agency_providers::net::refuse_literal(&url));
             if let Err(e) = checked {
                 problems.push(base_url_problem(spec, e));
@@ -109,7 +109,7 @@ pub(crate) async fn private_hosts(
             let Some(Ok(url)) = spec
                 .base_url
                 .as_deref()
-                .map(agency_providers::net::parse_url)
+                .map(|u| agency_providers::net::parse_url(u, "the base URL"))
             else {
                 continue;
             };

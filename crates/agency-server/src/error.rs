@@ -31,6 +31,9 @@ pub enum ApiError {
     Fields(agency_core::ValidationErrors),
     #[error("{0}")]
     BadGateway(String),
+    /// The server is at a limit of its own for now; answered with `Retry-After: 1`.
+    #[error("{0}")]
+    Unavailable(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -47,6 +50,7 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Fields(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -97,14 +101,15 @@ impl IntoResponse for ApiError {
             Json(serde_json::json!({ "error": error })),
         )
             .into_response();
-        if let ApiError::TooManyRequests {
-            retry_after: Some(wait),
-            ..
-        } = &self
-        {
+        let wait = match &self {
+            ApiError::TooManyRequests { retry_after, .. } => *retry_after,
+            ApiError::Unavailable(_) => Some(std::time::Duration::from_secs(1)),
+            _ => None,
+        };
+        if let Some(wait) = wait {
             response
                 .headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, retry_after(*wait));
+                .insert(axum::http::header::RETRY_AFTER, retry_after(wait));
         }
         response
     }

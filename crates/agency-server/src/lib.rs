@@ -8,6 +8,7 @@ pub mod auth;
 mod content;
 mod conversations;
 mod error;
+mod listen;
 mod manage;
 pub mod openai;
 pub mod openapi;
@@ -20,11 +21,11 @@ use std::sync::Arc;
 
 use agency_runtime::Runtime;
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use tokio::net::TcpListener;
 
 pub use error::ApiError;
+pub use listen::Connections;
 
 /// What every handler may use.
 #[derive(Clone)]
@@ -53,10 +54,12 @@ pub fn router(state: AppState) -> Router {
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }
 
-/// Serves until `shutdown` resolves, then finishes the requests in progress.
+/// Serves until `shutdown` resolves, then finishes the requests in progress; at most as
+/// many connections, and as patiently, as `connections` says.
 pub async fn serve(
     state: AppState,
     listener: TcpListener,
+    connections: Connections,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let auth = state.auth.clone();
@@ -69,17 +72,7 @@ pub async fn serve(
             }
         }
     });
-    // Small writes (stream chunks) go out at once instead of waiting for the peer's ACK.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    // The peer's address reaches handlers (limits on failed log-ins count per address).
-    let app = router(state.clone()).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let served = listen::serve(listener, router(state.clone()), connections, shutdown).await;
     flusher.abort();
     if let Err(e) = state.auth.flush_usage().await {
         tracing::warn!(error = %e, "cannot record API key use");

@@ -29,16 +29,18 @@ struct App {
 
 impl App {
     async fn spawn() -> App {
+        App::spawn_with(agency_server::Connections::default()).await
+    }
+
+    /// A server holding at most as many connections, as patiently, as `connections` says.
+    async fn spawn_with(connections: agency_server::Connections) -> App {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("agency.db").display());
         let store = agency_store::open(&url).await.unwrap();
         let master = agency_runtime::secrets::MasterKeySource::File(dir.path().join("agency.key"));
-        // The tests' bots run on loopback.
+        // The tests' bots and providers run on loopback.
         let mut providers = Providers::builtin();
-        providers.set_bots(
-            agency_providers::bot::BotClient::new(agency_providers::bot::default_settings(), true)
-                .unwrap(),
-        );
+        providers.allow_private_addresses().unwrap();
         let rt: Arc<Runtime> = Runtime::with_master_key(store, providers, Some(master.clone()));
 
         let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
@@ -54,6 +56,7 @@ impl App {
         tokio::spawn(agency_server::serve(
             state,
             listener,
+            connections,
             std::future::pending(),
         ));
 

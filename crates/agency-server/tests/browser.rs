@@ -130,6 +130,7 @@ async fn app_with(dir: &Path, providers: Providers) -> String {
     tokio::spawn(agency_server::serve(
         agency_server::AppState { rt, auth },
         listener,
+        agency_server::Connections::default(),
         std::future::pending(),
     ));
     format!("http://127.0.0.1:{port}")

@@ -74,6 +74,7 @@ impl App {
         tokio::spawn(agency_server::serve(
             state,
             listener,
+            agency_server::Connections::default(),
             std::future::pending(),
         ));
 

@@ -85,6 +85,18 @@ enum Command {
             env = "AGENCY_ALLOW_PRIVATE_ADDRESSES"
         )]
         allow_private_addresses: bool,
+        /// Open connections at most (lowered to what the open-file limit allows); past it, a
+        /// connection is answered 503.
+        #[arg(long, env = "AGENCY_MAX_CONNECTIONS", default_value_t = 10_000)]
+        max_connections: usize,
+        /// Open connections from one client address at most. Off by default: behind a load
+        /// balancer every connection comes from its address.
+        #[arg(long, env = "AGENCY_MAX_CONNECTIONS_PER_ADDRESS")]
+        max_connections_per_address: Option<usize>,
+        /// Seconds a client has to send a request's headers; a keep-alive connection idle
+        /// that long is closed too. Requests in progress and event streams are not cut.
+        #[arg(long, env = "AGENCY_HEADER_TIMEOUT", default_value_t = 30)]
+        header_timeout: u64,
     },
     /// Create or update an agency from a YAML (or JSON) file.
     Import { file: PathBuf },
@@ -266,7 +278,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let rt = Runtime::with_master_key(store, providers, Some(master_key));
     seed_demo(&rt).await?;
     match cli.command {
-        Command::Serve { listen, mqtt, .. } => serve(rt, &master_key_for_keys, listen, mqtt).await,
+        Command::Serve {
+            listen,
+            mqtt,
+            max_connections,
+            max_connections_per_address,
+            header_timeout,
+            ..
+        } => {
+            let connections = agency_server::Connections {
+                max: within_file_limit(max_connections),
+                max_per_address: max_connections_per_address,
+                header_timeout: std::time::Duration::from_secs(header_timeout.max(1)),
+            };
+            serve(rt, &master_key_for_keys, listen, mqtt, connections).await
+        }
         Command::Import { file } => import(&rt, &file).await,
         Command::Export { name, output } => export(&rt, &name, output).await,
         Command::List => list(&rt).await,
@@ -485,11 +511,37 @@ async fn seed_demo(rt: &Runtime) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// File descriptors kept for what is not a client's connection: the database, the providers'
+/// and bots' connections, the broker, logs.
+const RESERVED_FILES: u64 = 256;
+
+/// Raises the open-file limit as far as the system allows, and returns `wanted` lowered to
+/// what it leaves for connections: a server that runs out of descriptors stops accepting.
+fn within_file_limit(wanted: usize) -> usize {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read or raise the open-file limit");
+            return wanted;
+        }
+    };
+    let room = usize::try_from(limit.saturating_sub(RESERVED_FILES).max(16)).unwrap_or(usize::MAX);
+    if room < wanted {
+        tracing::warn!(
+            open_file_limit = limit,
+            max_connections = room,
+            "the open-file limit leaves room for fewer connections than --max-connections"
+        );
+    }
+    wanted.min(room)
+}
+
 async fn serve(
     rt: Arc<Runtime>,
     master_key: &MasterKeySource,
     listen: SocketAddr,
     mqtt: Option<String>,
+    connections: agency_server::Connections,
 ) -> anyhow::Result<()> {
     let mqtt = mqtt
         .map(|url| agency_mqtt::MqttConfig::parse(&url))
@@ -531,7 +583,7 @@ async fn serve(
         shutdown.await;
         let _ = stop.send(true);
     };
-    agency_server::serve(state, listener, shutdown).await?;
+    agency_server::serve(state, listener, connections, shutdown).await?;
     if let Some(mqtt) = mqtt {
         mqtt.await??;
     }

@@ -166,6 +166,7 @@ impl Server {
         tokio::spawn(agency_server::serve(
             state,
             listener,
+            agency_server::Connections::default(),
             std::future::pending(),
         ));
         let (stop, mqtt) = bridge(&rt, host, port, setup.share.as_deref());

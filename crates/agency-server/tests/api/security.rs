@@ -74,3 +74,161 @@ async fn hostile_bodies_get_a_clear_4xx_and_the_server_stays_up() {
     let (status, body) = app.get("/healthz").await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+/// A connection that opens and then says nothing, or trickles its headers a byte at a time,
+/// is closed after the header deadline; past the cap on open connections the server answers
+/// 503 at once — it keeps accepting — and serves again once idle ones are closed.
+#[tokio::test]
+async fn idle_and_slow_connections_are_bounded_and_the_server_keeps_answering() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = App::spawn_with(agency_server::Connections {
+        max: 40,
+        max_per_address: None,
+        header_timeout: std::time::Duration::from_secs(1),
+    })
+    .await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+
+    // A slow loris: a header byte every 100 ms, never the end of its headers.
+    let mut loris = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    loris
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let trickle = async {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            if loris.write_all(b"x").await.is_err() {
+                return;
+            }
+            let mut byte = [0u8; 1];
+            if let Ok(Ok(0) | Err(_)) =
+                tokio::time::timeout(std::time::Duration::from_millis(1), loris.read(&mut byte))
+                    .await
+            {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), trickle)
+        .await
+        .expect("the trickling connection is closed");
+
+    // The cap filled with idle connections (the test's own client holds one more, maybe).
+    let mut idle = Vec::new();
+    for _ in 0..40 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let fresh = reqwest::Client::new();
+    let res = fresh.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers()["retry-after"], "1");
+    let (status, body) = read(res).await;
+    assert!(
+        error_message(status, &body).contains("connections"),
+        "{body}"
+    );
+
+    // The idle ones are closed after the deadline, and everyone is served again.
+    let mut served = false;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if let Ok(res) = reqwest::Client::new().get(app.url("/healthz")).send().await
+            && res.status() == StatusCode::OK
+        {
+            served = true;
+            break;
+        }
+    }
+    assert!(
+        served,
+        "the server answers again once idle connections are closed"
+    );
+    for mut socket in idle {
+        let mut byte = [0u8; 1];
+        let closed =
+            tokio::time::timeout(std::time::Duration::from_secs(30), socket.read(&mut byte))
+                .await
+                .expect("closed by the server");
+        assert!(matches!(closed, Ok(0) | Err(_)), "{closed:?}");
+    }
+}
+
+/// Optionally, a cap per client address: one address cannot take every connection.
+#[tokio::test]
+async fn a_cap_per_address_answers_503_past_it() {
+    let app = App::spawn_with(agency_server::Connections {
+        max_per_address: Some(3),
+        ..agency_server::Connections::default()
+    })
+    .await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let res = reqwest::Client::new()
+        .get(app.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    drop(held);
+    let mut served = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let res = reqwest::Client::new()
+            .get(app.url("/healthz"))
+            .send()
+            .await
+            .unwrap();
+        if res.status() == StatusCode::OK {
+            served = true;
+            break;
+        }
+    }
+    assert!(served, "closed connections give their places back");
+}
+
+/// A thousand clients each holding an event stream open, with a short header deadline: none
+/// is cut, every one sees the turn that runs meanwhile, and others are still served.
+#[tokio::test]
+async fn a_thousand_open_event_streams_are_not_cut() {
+    use futures::StreamExt;
+    let app = App::spawn_with(agency_server::Connections {
+        header_timeout: std::time::Duration::from_secs(1),
+        ..agency_server::Connections::default()
+    })
+    .await;
+    // Both ends of two thousand sockets live in this process.
+    rlimit::increase_nofile_limit(8192).unwrap();
+    let conversation = app.new_conversation().await;
+    let mut streams = Vec::new();
+    for _ in 0..1000 {
+        // Each stream still open holds its connection: the next one opens another.
+        let res = app
+            .client
+            .get(app.url(&format!("/api/conversations/{conversation}/events")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        streams.push(res.bytes_stream());
+    }
+    // Longer than the header deadline: the streams are not idle connections.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let (status, _) = app.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    app.say(&conversation, "a todo app").await;
+    for stream in &mut streams {
+        let mut seen = String::new();
+        while !seen.contains("turn_finished") {
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(60), stream.next())
+                .await
+                .expect("the stream goes on")
+                .expect("the stream is not closed")
+                .unwrap();
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
