@@ -691,11 +691,16 @@ impl Runtime {
         let mut history = self.store.room_messages(room.id).await?;
         history.retain(|m| m.seq <= asking.seq);
         let history = Arc::new(history);
+        let answering: Vec<Participant> = who
+            .iter()
+            .filter_map(|id| participants.iter().find(|p| p.id == *id).cloned())
+            .collect();
+        // Recorded before any call starts: a crash from here on leaves its mark (see
+        // `Runtime::recover_rooms`).
+        let ids: Vec<ParticipantId> = answering.iter().map(|p| p.id).collect();
+        self.store.start_answers(room.id, asking.id, &ids).await?;
         let participants = Arc::new(participants);
-        for id in who {
-            let Some(agent) = participants.iter().find(|p| p.id == *id).cloned() else {
-                continue;
-            };
+        for agent in answering {
             let (rt, providers, history, participants, room, asking) = (
                 self.clone(),
                 providers.clone(),
@@ -728,7 +733,7 @@ impl Runtime {
                         (text, Some(asking.id), tagged)
                     }
                 };
-                rt.store_answer(&room, &agent, result, reply_to, tagged)
+                rt.store_answer(&room, &agent, asking.id, result, reply_to, tagged)
                     .await
             });
         }
@@ -789,6 +794,7 @@ impl Runtime {
         &self,
         room: &Room,
         agent: &Participant,
+        asked: RoomMessageId,
         result: Result<String, String>,
         reply_to: Option<RoomMessageId>,
         tagged: Vec<ParticipantId>,
@@ -817,7 +823,7 @@ impl Runtime {
             tagged: if ok { tagged } else { Vec::new() },
             created_at: Utc::now(),
         };
-        let stored = match self.store.add_room_message(message.clone()).await {
+        let stored = match self.store.add_room_answer(message.clone(), asked).await {
             Ok(m) => m,
             Err(e) => {
                 tracing::error!(room = %room.id, error = %e, "cannot store a room answer");
@@ -831,6 +837,32 @@ impl Runtime {
         };
         self.publish_room(room.id, RoomChange::Message(stored.clone()));
         stored
+    }
+
+    /// On start: every answer a crash interrupted (recorded as started, never stored) becomes
+    /// a failure in its agent's place, answering the message it was asked, so the person sees
+    /// what happened and can Retry. Returns how many. Only the process that runs rooms may
+    /// call this, before it answers anyone: another's answers in flight would look the same.
+    pub async fn recover_rooms(&self) -> Result<usize, RuntimeError> {
+        let interrupted = self.store.interrupted_answers().await?;
+        let mut recovered = 0;
+        for (room_id, asked, agent) in interrupted {
+            let Some(room) = self.store.room(room_id).await? else {
+                continue;
+            };
+            let participants = self.store.participants(room_id).await?;
+            let Some(agent) = participants.iter().find(|p| p.id == agent) else {
+                continue;
+            };
+            let text = format!(
+                "{} was answering when the server stopped; the answer was lost. Retry asks again.",
+                agent.name
+            );
+            self.store_answer(&room, agent, asked, Err(text), Some(asked), Vec::new())
+                .await;
+            recovered += 1;
+        }
+        Ok(recovered)
     }
 
     fn publish_room(&self, room: RoomId, change: RoomChange) {

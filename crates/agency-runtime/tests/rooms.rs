@@ -430,3 +430,71 @@ async fn agents_point_to_reusable_roles_and_personalities() {
         other => panic!("expected a taken name, got {other:?}"),
     }
 }
+
+/// A crash while agents answer: on the next start their answers are failures in their place,
+/// answering the person's message, and Retry asks them again. Answers stored before the crash
+/// are left as they are.
+#[tokio::test]
+async fn answers_in_flight_at_a_crash_become_failures_with_retry() {
+    let h = Harness::sqlite().await;
+    h.script("ann", vec![Act::Say("ann here")]);
+    h.script("bob", vec![Act::Hang]);
+    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
+    let ann =
+        h.rt.add_participant(OWNER, room.id, agent("ann"))
+            .await
+            .unwrap();
+    let bob =
+        h.rt.add_participant(OWNER, room.id, agent("bob"))
+            .await
+            .unwrap();
+    let posted =
+        h.rt.post_to_room(OWNER, room.id, "hello", None)
+            .await
+            .unwrap();
+    let asked = posted.message.clone();
+    // Ann answers; Bob's call is still running when the "crash" comes.
+    let mut stored = Vec::new();
+    for _ in 0..100 {
+        stored = h.rt.store().room_messages(room.id).await.unwrap();
+        if stored.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(stored.len(), 2, "{stored:?}");
+
+    // The restarted server: another runtime on the same database.
+    let restarted = Harness::on(h.url.clone(), None).await;
+    restarted.script("bob", vec![Act::Say("bob here")]);
+    assert_eq!(restarted.rt.recover_rooms().await.unwrap(), 1);
+    let messages = restarted.rt.store().room_messages(room.id).await.unwrap();
+    assert_eq!(messages.len(), 3);
+    let failure = &messages[2];
+    assert_eq!(
+        failure.author,
+        Author::Error {
+            id: bob.id,
+            name: "bob".into()
+        }
+    );
+    assert_eq!(failure.reply_to, Some(asked.id));
+    assert!(failure.text.contains("server stopped"), "{}", failure.text);
+    assert!(!failure.included);
+    assert!(messages.iter().any(|m| m.author
+        == Author::Agent {
+            id: ann.id,
+            name: "ann".into()
+        }));
+    // Nothing is left to recover, and Retry has Bob answer the person's message.
+    assert_eq!(restarted.rt.recover_rooms().await.unwrap(), 0);
+    let (_, answers) = restarted
+        .rt
+        .retry(OWNER, room.id, bob.id)
+        .await
+        .unwrap()
+        .answers()
+        .await;
+    assert_eq!(answers[0].text, "bob here");
+    assert_eq!(restarted.rt.recover_rooms().await.unwrap(), 0);
+}

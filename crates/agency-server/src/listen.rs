@@ -46,7 +46,7 @@ impl Default for Connections {
 
 /// Connections answered 503 at once, at most; past this, an over-limit connection is closed
 /// without an answer (each refusal holds a socket for a moment).
-const MAX_REFUSING: usize = 256;
+const MAX_REFUSING: usize = 64;
 /// How long a refused client has to send its request before the 503 goes out anyway.
 const REFUSAL_PATIENCE: Duration = Duration::from_secs(2);
 /// The pause after an accept error (out of file descriptors, most likely) before the next.

@@ -286,6 +286,24 @@ pub trait RoomStore: Send + Sync {
     async fn participants(&self, room: RoomId) -> Result<Vec<Participant>>;
     /// Appends the message as the room's next (its `seq` is set here) and returns it.
     async fn add_room_message(&self, message: RoomMessage) -> Result<RoomMessage>;
+    /// Records that `agents` are about to answer `asked`, until [`RoomStore::add_room_answer`]
+    /// stores each one's answer: what a crash leaves recorded, [`RoomStore::interrupted_answers`]
+    /// finds.
+    async fn start_answers(
+        &self,
+        room: RoomId,
+        asked: RoomMessageId,
+        agents: &[ParticipantId],
+    ) -> Result<()>;
+    /// Appends an agent's answer to `asked` (or its failure) as [`RoomStore::add_room_message`]
+    /// does, and in the same transaction clears its record of answering.
+    async fn add_room_answer(
+        &self,
+        message: RoomMessage,
+        asked: RoomMessageId,
+    ) -> Result<RoomMessage>;
+    /// Every answer recorded as started and never stored: `(room, asked, agent)`.
+    async fn interrupted_answers(&self) -> Result<Vec<(RoomId, RoomMessageId, ParticipantId)>>;
     /// False when the room has no such message.
     async fn set_included(&self, room: RoomId, id: RoomMessageId, included: bool) -> Result<bool>;
     /// In order.

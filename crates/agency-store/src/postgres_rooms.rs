@@ -105,34 +105,42 @@ impl RoomStore for PostgresStore {
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
-    async fn add_room_message(&self, mut m: RoomMessage) -> Result<RoomMessage> {
-        let (kind, participant, name) = author_columns(&m.author);
-        let tagged = tagged_column(&m.tagged);
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let added = sqlx::query_scalar(rooms::ADD_MESSAGE)
-                .bind(m.room.0)
-                .bind(m.id.0)
-                .bind(kind)
-                .bind(participant)
-                .bind(name)
-                .bind(&m.text)
-                .bind(m.included)
-                .bind(m.created_at)
-                .bind(m.reply_to.map(|r| r.0))
-                .bind(&tagged)
-                .fetch_one(&self.pool)
-                .await;
-            match added {
-                Ok(seq) => {
-                    m.seq = seq;
-                    return Ok(m);
-                }
-                Err(e) if unique_violation(&e) && attempt < APPEND_ATTEMPTS => continue,
-                Err(e) => return Err(e.into()),
-            }
+    async fn add_room_message(&self, m: RoomMessage) -> Result<RoomMessage> {
+        self.add_message(m, None).await
+    }
+
+    async fn start_answers(
+        &self,
+        room: RoomId,
+        asked: RoomMessageId,
+        agents: &[ParticipantId],
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for agent in agents {
+            sqlx::query(rooms::START_ANSWER)
+                .bind(room.0)
+                .bind(asked.0)
+                .bind(agent.0)
+                .execute(&mut *tx)
+                .await?;
         }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn add_room_answer(&self, m: RoomMessage, asked: RoomMessageId) -> Result<RoomMessage> {
+        self.add_message(m, Some(asked)).await
+    }
+
+    async fn interrupted_answers(&self) -> Result<Vec<(RoomId, RoomMessageId, ParticipantId)>> {
+        let rows: Vec<(uuid::Uuid, uuid::Uuid, uuid::Uuid)> =
+            sqlx::query_as(rooms::INTERRUPTED_ANSWERS)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(r, m, p)| (RoomId(r), RoomMessageId(m), ParticipantId(p)))
+            .collect())
     }
 
     async fn set_included(&self, room: RoomId, id: RoomMessageId, included: bool) -> Result<bool> {
@@ -204,5 +212,53 @@ impl RoomStore for PostgresStore {
             > 0;
         tx.commit().await?;
         Ok(gone)
+    }
+}
+
+impl PostgresStore {
+    /// Appends `m` as the room's next message (its place taken in the statement, taken again
+    /// when another took it first), and with `answering` clears its author's record of
+    /// answering that message in the same transaction.
+    async fn add_message(
+        &self,
+        mut m: RoomMessage,
+        answering: Option<RoomMessageId>,
+    ) -> Result<RoomMessage> {
+        let (kind, participant, name) = author_columns(&m.author);
+        let tagged = tagged_column(&m.tagged);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut tx = self.pool.begin().await?;
+            let added = sqlx::query_scalar(rooms::ADD_MESSAGE)
+                .bind(m.room.0)
+                .bind(m.id.0)
+                .bind(kind)
+                .bind(participant)
+                .bind(name)
+                .bind(&m.text)
+                .bind(m.included)
+                .bind(m.created_at)
+                .bind(m.reply_to.map(|r| r.0))
+                .bind(&tagged)
+                .fetch_one(&mut *tx)
+                .await;
+            let seq = match added {
+                Ok(seq) => seq,
+                Err(e) if unique_violation(&e) && attempt < APPEND_ATTEMPTS => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if let (Some(asked), Some(agent)) = (answering, m.participant()) {
+                sqlx::query(rooms::END_ANSWER)
+                    .bind(m.room.0)
+                    .bind(asked.0)
+                    .bind(agent.0)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            m.seq = seq;
+            return Ok(m);
+        }
     }
 }

@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0007_definitions.sql"),
     include_str!("../migrations/sqlite/0008_turn_cost.sql"),
     include_str!("../migrations/sqlite/0009_api_threads_conversation.sql"),
+    include_str!("../migrations/sqlite/0010_room_answering.sql"),
 ];
 
 #[path = "sqlite_accounts.rs"]

@@ -106,25 +106,54 @@ impl RoomStore for SqliteStore {
     }
 
     async fn add_room_message(&self, mut m: RoomMessage) -> Result<RoomMessage> {
-        let (kind, participant, name) = author_columns(&m.author);
+        m.seq = self.with(|conn| add_message(conn, &m))?;
+        Ok(m)
+    }
+
+    async fn start_answers(
+        &self,
+        room: RoomId,
+        asked: RoomMessageId,
+        agents: &[ParticipantId],
+    ) -> Result<()> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            for agent in agents {
+                tx.execute(rooms::START_ANSWER, params![room.0, asked.0, agent.0])?;
+            }
+            tx.commit()
+        })
+    }
+
+    async fn add_room_answer(
+        &self,
+        mut m: RoomMessage,
+        asked: RoomMessageId,
+    ) -> Result<RoomMessage> {
         m.seq = self.with(|conn| {
-            conn.prepare_cached(rooms::ADD_MESSAGE)?.query_row(
-                params![
-                    m.room.0,
-                    m.id.0,
-                    kind,
-                    participant,
-                    name,
-                    m.text,
-                    m.included,
-                    m.created_at,
-                    m.reply_to.map(|r| r.0),
-                    tagged_column(&m.tagged)
-                ],
-                |r| r.get(0),
-            )
+            let tx = conn.transaction()?;
+            let seq = add_message(&tx, &m)?;
+            if let Some(agent) = m.participant() {
+                tx.execute(rooms::END_ANSWER, params![m.room.0, asked.0, agent.0])?;
+            }
+            tx.commit()?;
+            Ok(seq)
         })?;
         Ok(m)
+    }
+
+    async fn interrupted_answers(&self) -> Result<Vec<(RoomId, RoomMessageId, ParticipantId)>> {
+        self.with(|conn| {
+            conn.prepare_cached(rooms::INTERRUPTED_ANSWERS)?
+                .query_map([], |r| {
+                    Ok((
+                        RoomId(r.get(0)?),
+                        RoomMessageId(r.get(1)?),
+                        ParticipantId(r.get(2)?),
+                    ))
+                })?
+                .collect()
+        })
     }
 
     async fn set_included(&self, room: RoomId, id: RoomMessageId, included: bool) -> Result<bool> {
@@ -191,4 +220,24 @@ impl RoomStore for SqliteStore {
             Ok(gone)
         })
     }
+}
+
+/// Appends `m` as the room's next message; its `seq`, taken in the statement.
+fn add_message(conn: &Connection, m: &RoomMessage) -> rusqlite::Result<i64> {
+    let (kind, participant, name) = author_columns(&m.author);
+    conn.prepare_cached(rooms::ADD_MESSAGE)?.query_row(
+        params![
+            m.room.0,
+            m.id.0,
+            kind,
+            participant,
+            name,
+            m.text,
+            m.included,
+            m.created_at,
+            m.reply_to.map(|r| r.0),
+            tagged_column(&m.tagged)
+        ],
+        |r| r.get(0),
+    )
 }

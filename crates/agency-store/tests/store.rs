@@ -58,6 +58,7 @@ suite!(
     accounts_and_sessions,
     rooms_participants_and_messages,
     definitions_are_pointed_to_and_outlived,
+    answers_in_flight_are_recorded_until_stored,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -823,29 +824,10 @@ async fn accounts_and_sessions(s: Arc<dyn Store>) {
 }
 
 async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
-    use agency_core::room::{Author, Bot, Participant, Room, RoomMessage, Speaker};
-    use agency_core::{ModelRef, ParticipantId, RoomId, RoomMessageId};
-    let room = Room {
-        id: RoomId::new(),
-        owner: "ada".into(),
-        name: "ideas".into(),
-        agency: None,
-        created_at: Utc::now().trunc_subsecs(6),
-    };
-    let agent = |name: &str, position: i64| Participant {
-        id: ParticipantId::new(),
-        room: room.id,
-        name: name.into(),
-        speaker: Speaker::Model(ModelRef::parse("builtin/rules").unwrap()),
-        role: Some("thinks".into()),
-        role_id: None,
-        personality: None,
-        personality_id: None,
-        instructions: Some("be brief".into()),
-        enabled: true,
-        position,
-        colour: "#2563eb".into(),
-    };
+    use agency_core::room::{Author, Bot, Participant, RoomMessage, Speaker};
+    use agency_core::{RoomId, RoomMessageId};
+    let room = new_room();
+    let agent = |name: &str, position: i64| participant(room.id, name, position);
     let (ann, bob) = (agent("ann", 0), agent("bob", 1));
     s.create_room(&room, &[ann.clone(), bob.clone()])
         .await
@@ -1062,4 +1044,94 @@ async fn definitions_are_pointed_to_and_outlived(s: Arc<dyn Store>) {
     assert_eq!(read.role.as_deref(), Some("finds every flaw"));
     assert_eq!(read.role_id, None);
     assert_eq!(read.personality_id, Some(dry.id), "the other stays");
+}
+
+/// Who is answering is recorded before the calls and cleared with each answer, in the same
+/// transaction: what is left is what a crash interrupted.
+async fn answers_in_flight_are_recorded_until_stored(s: Arc<dyn Store>) {
+    use agency_core::RoomMessageId;
+    use agency_core::room::{Author, RoomMessage};
+    let room = new_room();
+    let agent = |name: &str, position: i64| participant(room.id, name, position);
+    let (ann, bob) = (agent("ann", 0), agent("bob", 1));
+    s.create_room(&room, &[ann.clone(), bob.clone()])
+        .await
+        .unwrap();
+    let message = |author: Author| RoomMessage {
+        id: RoomMessageId::new(),
+        room: room.id,
+        seq: 0,
+        author,
+        text: "hello".into(),
+        included: true,
+        reply_to: None,
+        tagged: Vec::new(),
+        created_at: Utc::now().trunc_subsecs(6),
+    };
+    let asked = s.add_room_message(message(Author::Person)).await.unwrap();
+    s.start_answers(room.id, asked.id, &[ann.id, bob.id])
+        .await
+        .unwrap();
+    // Recording twice is harmless (a retry of the same agent for the same message).
+    s.start_answers(room.id, asked.id, &[ann.id]).await.unwrap();
+    let mut open = s.interrupted_answers().await.unwrap();
+    open.sort_by_key(|(_, _, p)| (*p == bob.id, p.0));
+    assert_eq!(
+        open,
+        vec![(room.id, asked.id, ann.id), (room.id, asked.id, bob.id)]
+    );
+    let answer = s
+        .add_room_answer(
+            message(Author::Agent {
+                id: ann.id,
+                name: "ann".into(),
+            }),
+            asked.id,
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.seq, 2);
+    assert_eq!(
+        s.interrupted_answers().await.unwrap(),
+        vec![(room.id, asked.id, bob.id)]
+    );
+    // A removed agent, or room, leaves nothing to recover.
+    assert!(s.delete_participant(room.id, bob.id).await.unwrap());
+    assert_eq!(s.interrupted_answers().await.unwrap(), vec![]);
+    s.start_answers(room.id, asked.id, &[ann.id]).await.unwrap();
+    assert!(s.delete_room(room.id).await.unwrap());
+    assert_eq!(s.interrupted_answers().await.unwrap(), vec![]);
+}
+
+fn new_room() -> agency_core::room::Room {
+    agency_core::room::Room {
+        id: agency_core::RoomId::new(),
+        owner: "ada".into(),
+        name: "ideas".into(),
+        agency: None,
+        created_at: Utc::now().trunc_subsecs(6),
+    }
+}
+
+fn participant(
+    room: agency_core::RoomId,
+    name: &str,
+    position: i64,
+) -> agency_core::room::Participant {
+    agency_core::room::Participant {
+        id: agency_core::ParticipantId::new(),
+        room,
+        name: name.into(),
+        speaker: agency_core::room::Speaker::Model(
+            agency_core::ModelRef::parse("builtin/rules").unwrap(),
+        ),
+        role: Some("thinks".into()),
+        role_id: None,
+        personality: None,
+        personality_id: None,
+        instructions: Some("be brief".into()),
+        enabled: true,
+        position,
+        colour: "#2563eb".into(),
+    }
 }

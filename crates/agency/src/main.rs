@@ -559,6 +559,13 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    let lost = rt.recover_rooms().await?;
+    if lost > 0 {
+        tracing::warn!(
+            answers = lost,
+            "room answers in flight when the server last stopped are shown as failures, with Retry"
+        );
+    }
     let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), master_key).await?;
     let auth = Arc::new(agency_runtime::keys::Authenticator::new(
         rt.store().clone(),
