@@ -85,42 +85,54 @@ const DECOY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$
 
 impl Runtime {
     /// Makes an account and logs it in. Problems name the field (`email`, `password`).
-    pub async fn sign_up(&self, email: &str, password: &str) -> Result<NewSession, RuntimeError> {
-        let email = Email::parse(email).map_err(|m| field("email", m))?;
+    ///
+    /// An email that has an account already is not said to have one: the sign-up answers as
+    /// a log-in with that password would (it logs in with the right one, and a wrong one is
+    /// a failed log-in, counted and throttled as one), so sign-up tells no one more, or
+    /// faster, than log-in does.
+    pub async fn sign_up(
+        &self,
+        email: &str,
+        password: &str,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<NewSession, RuntimeError> {
+        let parsed = Email::parse(email).map_err(|m| field("email", m))?;
         if let Some(m) = password_problem(password) {
             return Err(field("password", m));
         }
-        if self.store.user_by_email(&email).await?.is_some() {
-            return Err(field(
-                "email",
-                format!("an account with {email} exists already: log in instead"),
-            ));
+        if self.store.user_by_email(&parsed).await?.is_some() {
+            return self.log_in(email, password, client).await;
         }
         let user = User {
             id: UserId::new(),
-            email,
+            email: parsed,
             password_hash: hash_password(password.to_string()).await?,
             created_at: Utc::now(),
         };
         // Two sign-ups racing for one address: the store's unique email decides.
-        self.store.create_user(&user).await.map_err(|e| match e {
-            agency_store::StoreError::Conflict(m) => field("email", m),
-            other => other.into(),
-        })?;
-        self.new_session(user).await
+        match self.store.create_user(&user).await {
+            Err(agency_store::StoreError::Conflict(_)) => {
+                self.log_in(email, password, client).await
+            }
+            Err(other) => Err(other.into()),
+            Ok(()) => self.new_session(user).await,
+        }
     }
 
     /// Logs in; a wrong email and a wrong password get the same answer. Past the failures
-    /// allowed for the email or the `client` address (see [`crate::throttle`]) the password
-    /// is not even checked.
+    /// allowed for the email from the `client` address, or for the address (see
+    /// [`crate::throttle`]), the password is not even checked; past those for the email from
+    /// anywhere, it is checked after a wait.
     pub async fn log_in(
         &self,
         email: &str,
         password: &str,
         client: Option<std::net::IpAddr>,
     ) -> Result<NewSession, RuntimeError> {
-        if let Err(wait) = self.logins.check(email, client) {
-            return Err(RuntimeError::TooManyAttempts(wait));
+        match self.logins.check(email, client) {
+            Err(wait) => return Err(RuntimeError::TooManyAttempts(wait)),
+            Ok(delay) if !delay.is_zero() => tokio::time::sleep(delay).await,
+            Ok(_) => {}
         }
         let wrong = || {
             self.logins.failed(email, client);

@@ -71,14 +71,17 @@ fn logged_in(
 
 /// Makes an account and logs it in (sets the session cookie).
 #[utoipa::path(post, path = "/api/auth/signup", tag = "accounts", request_body = wire::Credentials,
-    responses((status = 201, body = wire::Me), (status = 422, description = "A field is not valid (`fields` names it)")))]
+    responses((status = 201, body = wire::Me), (status = 422, description = "A field is not valid (`fields` names it)"),
+        (status = 401, description = "The email has an account and this is not its password (answered as a log-in would)"),
+        (status = 429, description = "Too many failed log-ins for this email from this address, or from this address")))]
 pub async fn sign_up(
     State(s): State<AppState>,
     headers: HeaderMap,
+    ClientAddr(client): ClientAddr,
     body: Result<Json<wire::Credentials>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(c) = body?;
-    let new = s.rt.sign_up(&c.email, &c.password).await?;
+    let new = s.rt.sign_up(&c.email, &c.password, client).await?;
     Ok(logged_in(&headers, StatusCode::CREATED, new))
 }
 

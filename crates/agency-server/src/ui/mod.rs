@@ -221,12 +221,13 @@ fn logged_in(headers: &HeaderMap, new: agency_runtime::accounts::NewSession) -> 
 async fn sign_up(
     State(s): State<AppState>,
     headers: HeaderMap,
+    ClientAddr(client): ClientAddr,
     Form(f): Form<CredentialsForm>,
 ) -> Response {
     if !same_origin(&headers) {
         return cross_site();
     }
-    match s.rt.sign_up(&f.email, &f.password).await {
+    match s.rt.sign_up(&f.email, &f.password, client).await {
         Ok(new) => logged_in(&headers, new),
         Err(e) => {
             let mut page = LoginPage::new("signup");

@@ -232,3 +232,44 @@ async fn a_thousand_open_event_streams_are_not_cut() {
         }
     }
 }
+
+/// Signing up with an email that has an account says nothing of it: it is a log-in with that
+/// password, answered and throttled as one.
+#[tokio::test]
+async fn sign_up_does_not_say_that_an_email_has_an_account() {
+    let app = App::spawn().await;
+    let anon = reqwest::Client::new();
+    let post = |path: &str, password: &str| {
+        anon.post(app.url(path))
+            .json(&json!({ "email": "ADA@example.com ", "password": password }))
+            .send()
+    };
+    let (status, signed) = read(post("/api/auth/signup", "long enough").await.unwrap()).await;
+    let (login_status, logged) = read(post("/api/auth/login", "long enough").await.unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{signed}");
+    assert_eq!((status, &signed), (login_status, &logged));
+    let text = signed.to_string().to_lowercase();
+    assert!(
+        !text.contains("exist") && !text.contains("already"),
+        "{signed}"
+    );
+
+    // With the account's password it logs in, as a new account's sign-up does.
+    let (status, me) = read(
+        post("/api/auth/signup", "correct horse battery")
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{me}");
+    assert_eq!(me["email"], "ada@example.com");
+
+    // Wrong guesses through sign-up count as failed log-ins: past five, this address waits.
+    for _ in 0..4 {
+        post("/api/auth/signup", "a wrong guess").await.unwrap();
+    }
+    let res = post("/api/auth/signup", "correct horse battery")
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+}
