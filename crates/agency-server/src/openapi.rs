@@ -87,14 +87,7 @@ struct CommonErrors;
 
 impl Modify for CommonErrors {
     fn modify(&self, doc: &mut openapi::OpenApi) {
-        let error = || {
-            openapi::ResponseBuilder::new().content(
-                "application/json",
-                openapi::ContentBuilder::new()
-                    .schema(Some(openapi::Ref::from_schema_name("ErrorBody")))
-                    .build(),
-            )
-        };
+        let error = || openapi::ResponseBuilder::new().content("application/json", error_body());
         let max_mib = crate::MAX_BODY >> 20;
         for (path, item) in doc.paths.paths.iter_mut() {
             let public = PUBLIC.contains(&path.as_str());
@@ -154,14 +147,9 @@ impl Modify for CommonErrors {
                         continue;
                     };
                     if code >= 400 && response.content.is_empty() {
-                        response.content.insert(
-                            "application/json".into(),
-                            openapi::RefOr::T(
-                                openapi::ContentBuilder::new()
-                                    .schema(Some(openapi::Ref::from_schema_name("ErrorBody")))
-                                    .build(),
-                            ),
-                        );
+                        response
+                            .content
+                            .insert("application/json".into(), error_body().into());
                     }
                     if response.description.is_empty() {
                         response.description = axum::http::StatusCode::from_u16(code)
@@ -174,6 +162,13 @@ impl Modify for CommonErrors {
             }
         }
     }
+}
+
+/// `application/json` content of an error answer.
+fn error_body() -> openapi::Content {
+    openapi::ContentBuilder::new()
+        .schema(Some(openapi::Ref::from_schema_name("ErrorBody")))
+        .build()
 }
 
 /// The document, as served and committed (pretty JSON with a final newline).
