@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use agency_core::{Agency, ApiKey, KeyState};
 use agency_store::Store;
-use chrono::Utc;
+use chrono::{Datelike, Utc};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hmac::{Hmac, Mac};
@@ -91,7 +91,7 @@ pub async fn create_key(
     rate_limit_per_minute: Option<u32>,
 ) -> Result<(ApiKey, SecretString), RuntimeError> {
     let name = name.trim();
-    if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+    if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
         return Err(RuntimeError::Invalid(
             "a key's name must be 1 to 64 characters, e.g. `dev` or `prod`".into(),
         ));
@@ -105,9 +105,14 @@ pub async fn create_key(
     let now = Utc::now();
     let expires_at = match expires_in {
         None => None,
+        // Past the year 9999 a time has no RFC 3339 text to store; far sooner than `+`
+        // would overflow (and panic).
         Some(d) => Some(
-            now + chrono::Duration::from_std(d)
-                .map_err(|_| RuntimeError::Invalid("that expiry is too far away".into()))?,
+            chrono::Duration::from_std(d)
+                .ok()
+                .and_then(|d| now.checked_add_signed(d))
+                .filter(|t| t.year() <= 9999)
+                .ok_or_else(|| RuntimeError::Invalid("that expiry is too far away".into()))?,
         ),
     };
     let key = ApiKey {

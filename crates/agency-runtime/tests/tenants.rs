@@ -41,6 +41,18 @@ fn file(provider: &str) -> AgencyDraft {
         .draft
 }
 
+/// A conversation of an account's agency whose manager runs on `fake`.
+async fn conversation_on(rt: &Arc<Runtime>, fake: &Fake) -> agency_core::ConversationId {
+    let agency = rt
+        .save_agency(
+            &file(&format!("{{ kind: openai, base_url: '{}/v1' }}", fake.url)),
+            OWNER,
+        )
+        .await
+        .unwrap();
+    rt.start_conversation(&agency).await.unwrap().id
+}
+
 fn problems(result: Result<agency_core::Agency, RuntimeError>) -> Vec<(String, String)> {
     match result {
         Err(RuntimeError::Validation(v)) => v.0.into_iter().map(|e| (e.path, e.message)).collect(),
@@ -145,14 +157,7 @@ async fn key_changes_apply_to_the_next_call() {
     let fake = Fake::start().await;
     fake.otherwise(openai::completion(ANSWER, 1, 1));
     let (rt, _dir) = runtime(true).await;
-    let agency = rt
-        .save_agency(
-            &file(&format!("{{ kind: openai, base_url: '{}/v1' }}", fake.url)),
-            OWNER,
-        )
-        .await
-        .unwrap();
-    let conversation = rt.start_conversation(&agency).await.unwrap().id;
+    let conversation = conversation_on(&rt, &fake).await;
     let sent_key = |n: usize| {
         fake.requests()[n]
             .headers
@@ -184,14 +189,7 @@ async fn an_account_providers_errors_are_told_in_our_words() {
         None,
     ));
     let (rt, _dir) = runtime(true).await;
-    let agency = rt
-        .save_agency(
-            &file(&format!("{{ kind: openai, base_url: '{}/v1' }}", fake.url)),
-            OWNER,
-        )
-        .await
-        .unwrap();
-    let conversation = rt.start_conversation(&agency).await.unwrap().id;
+    let conversation = conversation_on(&rt, &fake).await;
     let error = rt
         .send(conversation, "hello".into())
         .await

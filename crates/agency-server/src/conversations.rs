@@ -71,10 +71,11 @@ pub async fn create_conversation(
     State(s): State<AppState>,
     Account(session): Account,
     Path(agency): Path<String>,
-    body: Option<Json<wire::NewConversation>>,
+    // No body, `null`, or `{"on": ...}`.
+    body: Result<Option<Json<Option<wire::NewConversation>>>, JsonRejection>,
 ) -> Result<(StatusCode, Json<wire::Conversation>), ApiError> {
+    let on = body?.and_then(|Json(b)| b).and_then(|b| b.on);
     let draft = agency_of(&s, &session, &agency).await?;
-    let on = body.and_then(|Json(b)| b.on);
     let agency = match on.as_deref().unwrap_or("draft") {
         "draft" => draft,
         "published" => (*s.rt.published_agency(draft.id).await?).clone(),

@@ -1,6 +1,6 @@
 use agency_runtime::RuntimeError;
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection, StringRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
@@ -22,6 +22,12 @@ pub enum ApiError {
     },
     #[error("{0}")]
     NotFound(String),
+    /// A body over the limit (2 MiB; the OpenAI endpoint's 4 MiB).
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// A body in a format this endpoint does not read (JSON without `Content-Type: application/json`).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("this endpoint does not take that method")]
     MethodNotAllowed,
     #[error("{0}")]
@@ -46,6 +52,8 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Fields(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -78,9 +86,35 @@ impl From<RuntimeError> for ApiError {
     }
 }
 
+/// A body or query the extractors refused: too large, not JSON, not of the shape asked for.
+/// Malformed and mistyped input is a 400 (with serde's path to the field), as it always was;
+/// size and format keep their own statuses.
+fn rejected(status: StatusCode, text: String) -> ApiError {
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(format!(
+            "the body is too large: this API reads at most {} MiB",
+            crate::MAX_BODY >> 20
+        )),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType(text),
+        _ => ApiError::BadRequest(text),
+    }
+}
+
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
-        ApiError::BadRequest(r.body_text())
+        rejected(r.status(), r.body_text())
+    }
+}
+
+impl From<StringRejection> for ApiError {
+    fn from(r: StringRejection) -> Self {
+        rejected(r.status(), r.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        rejected(r.status(), r.body_text())
     }
 }
 
@@ -89,18 +123,25 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(error = %detail, "request failed");
         }
-        let mut error = serde_json::json!({ "message": self.to_string(), "status": self.status_code().as_u16() });
-        if let ApiError::Fields(v) = &self {
-            error["fields"] =
+        let fields = match &self {
+            ApiError::Fields(v) => Some(
                 v.0.iter()
-                    .map(|e| serde_json::json!({ "path": e.path, "message": e.message }))
-                    .collect();
-        }
-        let mut response = (
-            self.status_code(),
-            Json(serde_json::json!({ "error": error })),
-        )
-            .into_response();
+                    .map(|e| crate::wire::FieldError {
+                        path: e.path.clone(),
+                        message: e.message.clone(),
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let error = crate::wire::ErrorBody {
+            error: crate::wire::ErrorDetail {
+                message: self.to_string(),
+                status: self.status_code().as_u16(),
+                fields,
+            },
+        };
+        let mut response = (self.status_code(), Json(error)).into_response();
         let wait = match &self {
             ApiError::TooManyRequests { retry_after, .. } => *retry_after,
             ApiError::Unavailable(_) => Some(std::time::Duration::from_secs(1)),

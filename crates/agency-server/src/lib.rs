@@ -34,6 +34,10 @@ pub struct AppState {
     pub auth: Arc<agency_runtime::keys::Authenticator>,
 }
 
+/// Largest request body of the management API and the pages' forms (axum's default, made
+/// explicit); the OpenAI endpoint takes more ([`openai::MAX_BODY`]).
+pub const MAX_BODY: usize = 2 * 1024 * 1024;
+
 /// How often the last use of API keys is written.
 const FLUSH_KEY_USAGE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -50,6 +54,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/openapi.json", get(openapi_json))
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }

@@ -4,7 +4,7 @@
 
 use agency_core::{ValidationError, ValidationErrors};
 use agency_runtime::RuntimeError;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, StringRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -306,7 +306,8 @@ pub async fn version(
 /// The draft as an agency file (YAML), the format `agency import` reads.
 #[utoipa::path(get, path = "/api/agencies/{agency}/export", tag = "agencies",
     params(("agency" = String, Path, description = "The agency's id or name")),
-    responses((status = 200, content_type = "application/yaml", body = String), (status = 404)))]
+    responses((status = 200, content_type = "application/yaml", body = Object,
+        description = "The agency file: a YAML mapping of `name`, `manager`, `agents`, ..."), (status = 404)))]
 pub async fn export_agency(
     State(s): State<AppState>,
     session: Session,
@@ -335,9 +336,9 @@ pub async fn export_agency(
 pub async fn import_agency(
     State(s): State<AppState>,
     Account(session): Account,
-    body: String,
+    body: Result<String, StringRejection>,
 ) -> Result<(StatusCode, Json<wire::AgencyDetail>), ApiError> {
-    let file = agency_file::AgencyFile::parse("agency file", &body).map_err(file_problems)?;
+    let file = agency_file::AgencyFile::parse("agency file", &body?).map_err(file_problems)?;
     let a = match s.rt.save_agency(&file.draft, &session.owner()).await {
         Err(RuntimeError::Validation(v)) => return Err(file_problems(file.locate(v))),
         other => other?,
@@ -473,7 +474,8 @@ pub async fn list_provider_keys(
 
 /// Stores (or replaces) the user's key for a provider, sealed at rest; it is never shown again.
 #[utoipa::path(put, path = "/api/provider-keys/{provider}", tag = "provider keys", request_body = wire::PutProviderKey,
-    params(("provider" = String, Path, description = "A provider's name, as agencies name it (`openai`)")),
+    params(("provider" = String, Path, pattern = r"^[A-Za-z0-9_.-]{1,64}$",
+        description = "A provider's name, as agencies name it (`openai`): letters, digits, `_`, `-` and `.`")),
     responses((status = 200, body = wire::ProviderKey), (status = 400)))]
 pub async fn put_provider_key(
     State(s): State<AppState>,

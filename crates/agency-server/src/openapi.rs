@@ -6,7 +6,8 @@
 
 use std::sync::OnceLock;
 
-use utoipa::OpenApi;
+use utoipa::openapi;
+use utoipa::{Modify, OpenApi};
 
 use crate::{conversations, manage, rooms, wire};
 
@@ -70,9 +71,112 @@ use crate::{conversations, manage, rooms, wire};
         rooms::delete_definition,
         rooms::events,
     ),
-    components(schemas(wire::Usage, wire::TraceEntry, wire::Turn))
+    components(schemas(wire::Usage, wire::TraceEntry, wire::Turn, wire::ErrorBody)),
+    modifiers(&CommonErrors)
 )]
 struct ApiDoc;
+
+/// Operations anyone may call; every other one needs a login session.
+const PUBLIC: &[&str] = &["/api/auth/signup", "/api/auth/login"];
+
+/// The answers that whole kinds of operations give, written once here instead of on every
+/// handler: a body the extractors refuse (400, 413, 415 for JSON), a query they refuse (400),
+/// no session (401), no CSRF token on a change (403). Every error answer gets its JSON shape
+/// (`ErrorBody`) and a description. And any request may meet a server at its limit of open
+/// connections (503).
+struct CommonErrors;
+
+impl Modify for CommonErrors {
+    fn modify(&self, doc: &mut openapi::OpenApi) {
+        let error = || openapi::ResponseBuilder::new().content("application/json", error_body());
+        let max_mib = crate::MAX_BODY >> 20;
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let public = PUBLIC.contains(&path.as_str());
+            let operations = [
+                (false, &mut item.get),
+                (true, &mut item.put),
+                (true, &mut item.post),
+                (true, &mut item.delete),
+                (true, &mut item.patch),
+            ];
+            for (changes, op) in operations {
+                let Some(op) = op.as_mut() else { continue };
+                let mut add = |status: u16, description: String| {
+                    op.responses
+                        .responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| error().description(description).build().into());
+                };
+                if let Some(openapi::RefOr::T(body)) = &op.request_body {
+                    let json = body.content.contains_key("application/json");
+                    add(
+                        400,
+                        "The body is not of the documented shape (the message says where), or \
+                         a value the server does not take"
+                            .into(),
+                    );
+                    add(413, format!("The body is larger than {max_mib} MiB"));
+                    if json {
+                        add(
+                            415,
+                            "The body is not `Content-Type: application/json`".into(),
+                        );
+                    }
+                }
+                let query = op.parameters.iter().flatten().any(|p| {
+                    matches!(p, openapi::RefOr::T(p) if p.parameter_in == openapi::path::ParameterIn::Query)
+                });
+                if query {
+                    add(400, "A query parameter is not of its type".into());
+                }
+                add(
+                    503,
+                    "The server holds as many connections as it allows; `Retry-After` says when \
+                     to try again"
+                        .into(),
+                );
+                if !public {
+                    add(401, "Not logged in, or the session has ended".into());
+                    if changes {
+                        add(
+                            403,
+                            "The session's CSRF token is not in the `x-csrf-token` header".into(),
+                        );
+                    }
+                }
+                // Every error answers `ErrorBody`; every answer is described (by its status when
+                // the handler said no more), as OpenAPI requires.
+                for (status, response) in op.responses.responses.iter_mut() {
+                    let openapi::RefOr::T(response) = response else {
+                        continue;
+                    };
+                    let Ok(code) = status.parse::<u16>() else {
+                        continue;
+                    };
+                    if code >= 400 && response.content.is_empty() {
+                        response
+                            .content
+                            .insert("application/json".into(), error_body().into());
+                    }
+                    if response.description.is_empty() {
+                        response.description = axum::http::StatusCode::from_u16(code)
+                            .ok()
+                            .and_then(|c| c.canonical_reason())
+                            .unwrap_or("Error")
+                            .to_string();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `application/json` content of an error answer.
+fn error_body() -> openapi::Content {
+    openapi::ContentBuilder::new()
+        .schema(Some(openapi::Ref::from_schema_name("ErrorBody")))
+        .build()
+}
 
 /// The document, as served and committed (pretty JSON with a final newline).
 pub fn document() -> &'static str {

@@ -7,7 +7,7 @@ use agency_core::room::DefinitionKind;
 use agency_core::{DefinitionId, ParticipantId, RoomId, RoomMessageId};
 use agency_runtime::rooms::{NewBot, NewParticipant, Posted, RoomChange};
 use agency_runtime::{Event, RuntimeError};
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{self, KeepAlive, Sse};
@@ -184,9 +184,10 @@ pub async fn post_message(
     State(s): State<AppState>,
     Account(session): Account,
     Path(room): Path<String>,
-    Query(wait): Query<wire::Wait>,
+    wait: Result<Query<wire::Wait>, QueryRejection>,
     body: Result<Json<wire::PostRoomMessage>, JsonRejection>,
 ) -> Result<(StatusCode, Json<wire::Posted>), ApiError> {
+    let Query(wait) = wait?;
     let Json(body) = body?;
     let reply_to = match body.reply_to.as_deref() {
         None => None,
@@ -354,8 +355,9 @@ pub async fn retry(
     State(s): State<AppState>,
     Account(session): Account,
     Path((room, agent)): Path<(String, String)>,
-    Query(wait): Query<wire::Wait>,
+    wait: Result<Query<wire::Wait>, QueryRejection>,
 ) -> Result<(StatusCode, Json<wire::Posted>), ApiError> {
+    let Query(wait) = wait?;
     let p =
         s.rt.retry(&session.owner(), room_id(&room)?, participant_id(&agent)?)
             .await?;

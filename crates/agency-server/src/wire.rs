@@ -7,9 +7,230 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+/// Whole numbers as JSON Schema reads them: `3` and `3.0` alike (the document's `integer` takes
+/// both, so a client that writes every number as a float is not refused).
+mod whole {
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    pub fn option<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: TryFrom<u64>,
+    {
+        let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let whole = n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 18_446_744_073_709_551_616.0)
+                .map(|f| f as u64)
+        });
+        let whole =
+            whole.ok_or_else(|| D::Error::custom(format!("`{n}` is not a whole number")))?;
+        T::try_from(whole)
+            .map(Some)
+            .map_err(|_| D::Error::custom(format!("`{n}` is too large")))
+    }
+}
+
+/// Schemas of the strings the server checks, saying what it takes (`schema_with`): a client
+/// that keeps to the document is not refused. Where a rule cannot be said exactly, the schema
+/// says less than the server takes, never more (a participant's name: ASCII letters only).
+mod text {
+    use utoipa::openapi::schema::{KnownFormat, Object, ObjectBuilder, SchemaFormat, Type};
+
+    /// Some character that is not white space, as Rust's `trim` sees it (with U+0085, which
+    /// `\s` does not mean the same in every regex dialect, so the class is spelled out).
+    const NOT_BLANK: &str =
+        r"[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+    /// Not blank, and no control character (`char::is_control`) anywhere.
+    const NAME: &str = r"^[^\x00-\x1f\x7f-\x9f]*[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\x00-\x1f\x7f-\x9f]*$";
+    /// A room participant's name: a letter, then letters, digits, `_`, `-` or `.`.
+    const HANDLE: &str = r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$";
+
+    fn string(nullable: bool) -> ObjectBuilder {
+        if nullable {
+            ObjectBuilder::new().schema_type(
+                [Type::String, Type::Null]
+                    .into_iter()
+                    .collect::<utoipa::openapi::schema::SchemaType>(),
+            )
+        } else {
+            ObjectBuilder::new().schema_type(Type::String)
+        }
+    }
+
+    fn not_blank(max: usize, description: &str) -> Object {
+        string(false)
+            .pattern(Some(NOT_BLANK))
+            .max_length(Some(max))
+            .description(Some(description))
+            .build()
+    }
+
+    fn name(max: usize, description: &str) -> Object {
+        string(false)
+            .pattern(Some(NAME))
+            .max_length(Some(max))
+            .description(Some(description))
+            .build()
+    }
+
+    fn one_of(nullable: bool, values: &[&str], description: &str) -> Object {
+        let mut values: Vec<serde_json::Value> = values.iter().map(|v| (*v).into()).collect();
+        if nullable {
+            values.push(serde_json::Value::Null);
+        }
+        string(nullable)
+            .enum_values(Some(values))
+            .description(Some(description))
+            .build()
+    }
+
+    pub fn email() -> Object {
+        string(false)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Email)))
+            .max_length(Some(254))
+            .build()
+    }
+
+    pub fn password() -> Object {
+        string(false)
+            .min_length(Some(agency_core::account::PASSWORD_MIN))
+            .max_length(Some(agency_core::account::PASSWORD_MAX))
+            .description(Some("Sign-up and new passwords: 8 to 1024 characters."))
+            .build()
+    }
+
+    pub fn key_name() -> Object {
+        name(
+            64,
+            "The key's name among the agency's keys, e.g. `prod`: 1 to 64 characters.",
+        )
+    }
+
+    pub fn expires_in() -> Object {
+        string(true)
+            .pattern(Some(r"^0*[1-9][0-9]{0,3}[smhdw]$"))
+            .description(Some(
+                "How long it lasts: a number and a unit (`s`, `m`, `h`, `d`, `w`), e.g. `15m`, \
+                 `2h`, `30d`, `1w`; none: until revoked.",
+            ))
+            .build()
+    }
+
+    pub fn turn_text() -> Object {
+        string(false)
+            .pattern(Some(NOT_BLANK))
+            .description(Some("The user's message to the manager: not blank."))
+            .build()
+    }
+
+    pub fn provider_key() -> Object {
+        not_blank(4096, "The provider's API key.")
+    }
+
+    pub fn on() -> Object {
+        one_of(
+            true,
+            &["draft", "published"],
+            "`draft` (the playground's default) or `published`.",
+        )
+    }
+
+    pub fn room_name() -> Object {
+        not_blank(100, "1 to 100 characters.")
+    }
+
+    pub fn room_message() -> Object {
+        not_blank(
+            agency_core::room::MAX_MESSAGE_CHARS,
+            "At most 5,000 characters, not blank. `@name` tags an agent; a command \
+             (`/register`, `/bots`, `/unregister`, `/help`) goes to the room's utility bot.",
+        )
+    }
+
+    pub fn id(nullable: bool, description: &str) -> Object {
+        string(nullable)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
+            .description(Some(description))
+            .build()
+    }
+
+    pub fn reply_to() -> Object {
+        id(
+            true,
+            "The id of the message this one replies to: its author is asked to answer.",
+        )
+    }
+
+    pub fn role_id() -> Object {
+        id(
+            true,
+            "A saved role's id (`/api/definitions`), instead of `role`.",
+        )
+    }
+
+    pub fn personality_id() -> Object {
+        id(true, "A saved personality's id, instead of `personality`.")
+    }
+
+    pub fn handle() -> Object {
+        string(false)
+            .pattern(Some(HANDLE))
+            .description(Some(
+                "What @mentions and tags name: a letter, then letters, digits, `_`, `-` or `.` \
+                 (at most 64).",
+            ))
+            .build()
+    }
+
+    pub fn definition_kind() -> Object {
+        one_of(false, &["role", "personality"], "`role` or `personality`.")
+    }
+
+    pub fn definition_name() -> Object {
+        name(
+            64,
+            "Unique among your definitions of its kind: 1 to 64 characters.",
+        )
+    }
+
+    pub fn definition_text() -> Object {
+        not_blank(
+            agency_core::room::MAX_DEFINITION_CHARS,
+            "At most 4,000 characters, not blank.",
+        )
+    }
+}
+
+/// Every error of this API: `{"error": {"message", "status", "fields"?}}`.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ErrorDetail {
+    pub message: String,
+    /// The HTTP status, again.
+    pub status: u16,
+    /// Each invalid field by its path (`agents[1].rules[0].send_to`), when the request's fields
+    /// were read and some are wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Vec<FieldError>>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostMessage {
+    #[schema(schema_with = text::turn_text)]
     pub text: String,
 }
 
@@ -200,8 +421,10 @@ impl Message {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Credentials {
+    #[schema(schema_with = text::email)]
     pub email: String,
     /// Sign-up: 8 to 1024 characters.
+    #[schema(schema_with = text::password)]
     pub password: String,
 }
 
@@ -209,6 +432,7 @@ pub struct Credentials {
 #[serde(deny_unknown_fields)]
 pub struct PasswordChange {
     pub current_password: String,
+    #[schema(schema_with = text::password)]
     pub new_password: String,
 }
 
@@ -235,9 +459,17 @@ pub struct AgencyDraft {
     pub protocol: String,
     /// The name of the agent who talks to the user.
     pub manager: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_hops: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub turn_deadline_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub providers: Vec<ProviderDraft>,
@@ -260,9 +492,17 @@ pub struct ProviderDraft {
     pub base_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_concurrency: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub requests_per_minute: Option<u32>,
     /// Prices by model name, in dollars per million tokens: what turns cost.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -314,7 +554,11 @@ impl Amount {
 #[serde(deny_unknown_fields)]
 pub struct AgentDraft {
     /// The number other agents address it by; given when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub id: Option<u32>,
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -327,7 +571,11 @@ pub struct AgentDraft {
     pub temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_tokens: Option<u32>,
     /// Free text of its instructions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -531,11 +779,15 @@ pub struct AgentPrompt {
 #[serde(deny_unknown_fields)]
 pub struct NewKey {
     /// The key's name among the agency's keys, e.g. `prod`.
+    #[schema(schema_with = text::key_name)]
     pub name: String,
     /// How long it lasts, e.g. `1s`, `15m`, `2h`, `30d`, `1w`; none: until revoked.
     #[serde(default)]
+    #[schema(schema_with = text::expires_in)]
     pub expires_in: Option<String>,
-    #[serde(default)]
+    /// At least 1; none: the default.
+    #[serde(default, deserialize_with = "whole::option")]
+    #[schema(minimum = 1)]
     pub rate_limit_per_minute: Option<u32>,
 }
 
@@ -593,6 +845,7 @@ pub struct ProviderKey {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutProviderKey {
+    #[schema(schema_with = text::provider_key)]
     pub key: String,
 }
 
@@ -602,6 +855,7 @@ pub struct PutProviderKey {
 pub struct NewConversation {
     /// `draft` (the playground's default) or `published`.
     #[serde(default)]
+    #[schema(schema_with = text::on)]
     pub on: Option<String>,
 }
 
@@ -668,6 +922,7 @@ impl LiveEvent {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewRoom {
+    #[schema(schema_with = text::room_name)]
     pub name: String,
     /// An agency of the user's (id or name): its agents join the room.
     #[serde(default)]
@@ -749,6 +1004,7 @@ impl From<&agency_core::room::Participant> for Participant {
 #[serde(deny_unknown_fields)]
 pub struct NewParticipant {
     /// What @mentions name: a letter, then letters, digits, `_`, `-` or `.`.
+    #[schema(schema_with = text::handle)]
     pub name: String,
     /// `provider/model`.
     pub model: String,
@@ -756,11 +1012,13 @@ pub struct NewParticipant {
     #[serde(default)]
     pub role: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = text::role_id)]
     pub role_id: Option<String>,
     /// Its own personality; or `personality_id`, a saved one.
     #[serde(default)]
     pub personality: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = text::personality_id)]
     pub personality_id: Option<String>,
     #[serde(default)]
     pub instructions: Option<String>,
@@ -793,17 +1051,22 @@ impl From<&agency_core::room::Definition> for Definition {
 #[serde(deny_unknown_fields)]
 pub struct NewDefinition {
     /// `role` or `personality`.
+    #[schema(schema_with = text::definition_kind)]
     pub kind: String,
     /// Unique among your definitions of its kind.
+    #[schema(schema_with = text::definition_name)]
     pub name: String,
     /// At most 4,000 characters.
+    #[schema(schema_with = text::definition_text)]
     pub text: String,
 }
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DefinitionEdit {
+    #[schema(schema_with = text::definition_name)]
     pub name: String,
+    #[schema(schema_with = text::definition_text)]
     pub text: String,
 }
 
@@ -860,9 +1123,11 @@ impl From<&agency_core::room::RoomMessage> for RoomMessage {
 pub struct PostRoomMessage {
     /// At most 5,000 characters. `@name` tags an agent; a command (`/register`, `/bots`,
     /// `/unregister`, `/help`) goes to the room's utility bot.
+    #[schema(schema_with = text::room_message)]
     pub text: String,
     /// The id of the message this one replies to: its author is asked to answer.
     #[serde(default)]
+    #[schema(schema_with = text::reply_to)]
     pub reply_to: Option<String>,
 }
 
@@ -891,6 +1156,7 @@ pub struct Posted {
 #[serde(deny_unknown_fields)]
 pub struct NewBot {
     /// What tags name: a letter, then letters, digits, `_`, `-` or `.`.
+    #[schema(schema_with = text::handle)]
     pub username: String,
     /// Its `http(s)` URL, called with `POST` and the header `X-CALLER-KEY`.
     pub endpoint: String,

@@ -1553,3 +1553,96 @@ async fn a_page_that_cannot_be_shown_is_a_page() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::NOT_FOUND);
 }
+
+/// What the fuzz run (tests/fuzz) found at this edge: every refusal is a 4xx in this API's
+/// error shape, with its own status for size and format, and nothing makes the server panic.
+#[tokio::test]
+async fn hostile_input_gets_a_4xx_in_the_error_shape() {
+    let app = App::spawn().await;
+    let send = |req: reqwest::RequestBuilder| async move { read(req.send().await.unwrap()).await };
+
+    // An expiry past the year 9999 panicked (`DateTime + TimeDelta` overflowed): the
+    // connection closed without an answer.
+    let keys = app.url("/api/agencies/studio/keys");
+    for far in ["15000000w", "99999999999999d"] {
+        let (status, body) = app
+            .post_json(
+                "/api/agencies/studio/keys",
+                &json!({ "name": far, "expires_in": far }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{far}: {body}");
+        assert!(error_message(status, &body).contains("too far"), "{body}");
+    }
+
+    // JSON Schema's integers include `60.0`: taken; `60.5` is not a whole number.
+    let (status, body) = app
+        .post_json(
+            "/api/agencies/studio/keys",
+            &json!({ "name": "floaty", "rate_limit_per_minute": 60.0 }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["rate_limit_per_minute"], json!(60));
+    let (status, body) = app
+        .post_json(
+            "/api/agencies/studio/keys",
+            &json!({ "name": "half", "rate_limit_per_minute": 60.5 }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        error_message(status, &body).contains("whole number"),
+        "{body}"
+    );
+
+    // Too large: 413; not JSON: 415; both in this API's shape.
+    let big = format!("{{\"name\": \"{}\"}}", "x".repeat(agency_server::MAX_BODY));
+    let (status, body) = send(
+        app.client
+            .post(&keys)
+            .header("content-type", "application/json")
+            .body(big),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert!(error_message(status, &body).contains("MiB"), "{body}");
+    let (status, body) = send(app.client.post(&keys).body("name=plain")).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    error_message(status, &body);
+
+    // An agency file that is not UTF-8, or too large.
+    let import = app.url("/api/agencies/import");
+    let (status, body) = send(app.client.post(&import).body(vec![0xff, 0xfe, 0x00])).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    error_message(status, &body);
+    let (status, body) = send(
+        app.client
+            .post(&import)
+            .body(vec![b'#'; agency_server::MAX_BODY + 1]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+
+    // A query that is not of its type was axum's plain text.
+    let (status, body) = send(app.client.post(
+        app.url("/api/rooms/01a2139c-1a47-7381-9960-a7ea641b88c5/participants/x/retry?wait=maybe"),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(error_message(status, &body).contains("wait"), "{body}");
+
+    // A new conversation's body is optional, may be `null`, and is checked when given.
+    let conversations = app.url("/api/agencies/studio/conversations");
+    let (status, body) = send(
+        app.client
+            .post(&conversations)
+            .header("content-type", "application/json")
+            .body("null"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = send(app.client.post(&conversations).json(&json!({ "at": 1 }))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(error_message(status, &body).contains("at"), "{body}");
+}

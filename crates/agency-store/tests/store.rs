@@ -826,12 +826,8 @@ async fn accounts_and_sessions(s: Arc<dyn Store>) {
 async fn rooms_participants_and_messages(s: Arc<dyn Store>) {
     use agency_core::room::{Author, Bot, Participant, RoomMessage, Speaker};
     use agency_core::{RoomId, RoomMessageId};
-    let room = new_room();
+    let (room, ann, bob) = room_of_two(&*s).await;
     let agent = |name: &str, position: i64| participant(room.id, name, position);
-    let (ann, bob) = (agent("ann", 0), agent("bob", 1));
-    s.create_room(&room, &[ann.clone(), bob.clone()])
-        .await
-        .unwrap();
     assert_eq!(s.room(room.id).await.unwrap(), Some(room.clone()));
     assert_eq!(s.rooms("ada").await.unwrap(), vec![room.clone()]);
     assert_eq!(s.rooms("bob").await.unwrap(), vec![]);
@@ -1051,12 +1047,7 @@ async fn definitions_are_pointed_to_and_outlived(s: Arc<dyn Store>) {
 async fn answers_in_flight_are_recorded_until_stored(s: Arc<dyn Store>) {
     use agency_core::RoomMessageId;
     use agency_core::room::{Author, RoomMessage};
-    let room = new_room();
-    let agent = |name: &str, position: i64| participant(room.id, name, position);
-    let (ann, bob) = (agent("ann", 0), agent("bob", 1));
-    s.create_room(&room, &[ann.clone(), bob.clone()])
-        .await
-        .unwrap();
+    let (room, ann, bob) = room_of_two(&*s).await;
     let message = |author: Author| RoomMessage {
         id: RoomMessageId::new(),
         room: room.id,
@@ -1101,6 +1092,25 @@ async fn answers_in_flight_are_recorded_until_stored(s: Arc<dyn Store>) {
     s.start_answers(room.id, asked.id, &[ann.id]).await.unwrap();
     assert!(s.delete_room(room.id).await.unwrap());
     assert_eq!(s.interrupted_answers().await.unwrap(), vec![]);
+}
+
+/// A new room with two agents, `ann` and `bob`, stored.
+async fn room_of_two(
+    s: &dyn Store,
+) -> (
+    agency_core::room::Room,
+    agency_core::room::Participant,
+    agency_core::room::Participant,
+) {
+    let room = new_room();
+    let (ann, bob) = (
+        participant(room.id, "ann", 0),
+        participant(room.id, "bob", 1),
+    );
+    s.create_room(&room, &[ann.clone(), bob.clone()])
+        .await
+        .unwrap();
+    (room, ann, bob)
 }
 
 fn new_room() -> agency_core::room::Room {
