@@ -347,7 +347,7 @@ function agentBlock(a, i) {
       el("button", { type: "button", id: "add-rule-" + a._k, onclick: () => addRule(a) }, "Add rule"),
       el("button", { type: "button", id: "up-" + a._k, disabled: i === 0, "aria-label": "Move " + (a.name || "agent") + " up", onclick: () => move(i, -1, "up-" + a._k) }, "↑ Up"),
       el("button", { type: "button", id: "down-" + a._k, disabled: i === n - 1, "aria-label": "Move " + (a.name || "agent") + " down", onclick: () => move(i, 1, "down-" + a._k) }, "↓ Down"),
-      el("button", { type: "button", class: "danger", id: "remove-" + a._k, onclick: () => removeAgent(i) }, "Remove agent"),
+      el("button", { type: "button", class: "danger", id: "remove-" + a._k, onclick: () => removeEditorAgent(i) }, "Remove agent"),
     ),
     el("p", { class: "error", id: "e-" + slug(p), hidden: true }),
   );
@@ -398,7 +398,7 @@ function addAgent() {
   changed();
 }
 
-function removeAgent(i) {
+function removeEditorAgent(i) {
   Editor.agents.splice(i, 1);
   render("add-agent");
   changed();
@@ -962,7 +962,7 @@ function renderPills() {
       ...(p.kind === "bot" ? [" ", el("small", { class: "pill-kind" }, "bot")] : []),
     );
     toggle.style.setProperty("--agent", colourOf(p.id));
-    const remove = el("button", { type: "button", class: "pill-remove", "data-agent": p.name, "aria-label": "Remove " + p.name, title: "Remove " + p.name, onclick: () => removeAgent(p) }, "×");
+    const remove = el("button", { type: "button", class: "pill-remove", "data-agent": p.name, "aria-label": "Remove " + p.name, title: "Remove " + p.name, onclick: () => removeParticipant(p) }, "×");
     return el("li", {}, toggle, remove);
   });
   if (!pills.length) pills.push(el("li", { class: "hint" }, "No agents yet: add one, or talk alone."));
@@ -981,7 +981,7 @@ async function setEnabled(p, enabled) {
   if (pill) pill.focus();
 }
 
-async function removeAgent(p) {
+async function removeParticipant(p) {
   if (!window.confirm("Remove " + p.name + " from the room? Its messages stay.")) return;
   const r = await api("DELETE", "/api/rooms/" + Room.id + "/participants/" + p.id);
   if (!r.ok) {

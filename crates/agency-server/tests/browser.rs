@@ -329,6 +329,21 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.type_into("#f-agents-1-role", "writes what is asked")
         .await;
 
+    // A third agent, added and removed again: the editor's list loses it, and nothing asks
+    // about a room (the room page's remove once took the editor's place).
+    w.click("#add-agent").await;
+    w.type_into("#f-agents-2-name", "extra").await;
+    w.click("fieldset.agent:nth-of-type(3) button[id^='remove-']")
+        .await;
+    w.wait_xpath("//body[not(.//*[@id='f-agents-2-name'])]")
+        .await;
+    assert_eq!(
+        w.c.get_alert_text().await.ok(),
+        None,
+        "no dialog is open after removing an agent in the editor"
+    );
+    w.wait("#f-agents-1-name").await;
+
     // Rules: the manager hands the user's request to the writer and the writer's draft to the
     // user; the writer answers the manager.
     let manager_add_rule = "fieldset.agent:nth-of-type(1) button[id^='add-rule-']";
