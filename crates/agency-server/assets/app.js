@@ -20,7 +20,7 @@ async function api(method, path, body, contentType) {
   let res;
   try {
     res = await fetch(path, { method, headers, body: payload, credentials: "same-origin" });
-  } catch (e) {
+  } catch {
     return { ok: false, status: 0, data: null, error: { message: "The server cannot be reached." } };
   }
   if (res.status === 401 && !path.startsWith("/api/agency/")) {
@@ -30,7 +30,7 @@ async function api(method, path, body, contentType) {
   let data = null;
   try {
     data = text ? JSON.parse(text) : null;
-  } catch (e) {
+  } catch {
     data = text;
   }
   const error = !res.ok ? ((data && data.error) || { message: res.status + " " + res.statusText }) : null;
