@@ -152,6 +152,19 @@ impl FromRequestParts<AppState> for Account {
     }
 }
 
+/// The API key an `Authorization` header carries: `Bearer KEY` (either case of `Bearer`), or
+/// the bare key.
+pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+                .unwrap_or(v)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

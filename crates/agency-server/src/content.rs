@@ -6,7 +6,7 @@ use agency_runtime::keys::AuthError;
 use axum::Json;
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, header};
+use axum::http::HeaderMap;
 use axum::routing::get;
 
 use chrono::{DateTime, Utc};
@@ -23,14 +23,7 @@ pub(crate) fn routes() -> Router<AppState> {
 
 /// The agency the request's key belongs to.
 async fn authorize(s: &AppState, headers: &HeaderMap) -> Result<agency_core::AgencyId, ApiError> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-                .unwrap_or(v)
-        });
+    let bearer = crate::auth::bearer(headers);
     match s.auth.authenticate(bearer).await {
         Ok(key) => Ok(key.agency_id),
         Err(e @ AuthError::RateLimited { retry_after, .. }) => Err(ApiError::TooManyRequests {

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::StoreError;
+use crate::rows::corrupt;
 
 pub(crate) const INSERT_ROOM: &str =
     "INSERT INTO rooms (id, owner, name, agency_id, created_at) VALUES ($1, $2, $3, $4, $5)";
@@ -69,10 +70,6 @@ pub(crate) const SET_INCLUDED: &str =
 pub(crate) const MESSAGES: &str = "SELECT room_id, seq, id, kind, participant_id, author_name, \
      text, included, created_at, reply_to, tagged FROM room_messages WHERE room_id = $1 \
      ORDER BY seq";
-
-fn corrupt(what: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(what.to_string())
-}
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct RoomRow {

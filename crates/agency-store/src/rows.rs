@@ -11,7 +11,8 @@ use uuid::Uuid;
 
 use crate::StoreError;
 
-fn corrupt(what: impl std::fmt::Display) -> StoreError {
+/// A stored value this code cannot read back.
+pub(crate) fn corrupt(what: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(what.to_string())
 }
 

@@ -17,7 +17,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -162,14 +162,7 @@ async fn authorize(
     headers: &HeaderMap,
     selector: Option<&str>,
 ) -> Result<(ApiKey, Arc<Agency>), OpenAiError> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-                .unwrap_or(v)
-        });
+    let bearer = crate::auth::bearer(headers);
     let key = s.auth.authenticate(bearer).await.map_err(auth_error)?;
     // The published version: cached, checked with one small read.
     let agency = match s.rt.published_agency(key.agency_id).await {
