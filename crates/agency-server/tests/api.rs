@@ -4,12 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
-use std::sync::Arc;
-
 use agency_providers::Providers;
-use agency_runtime::Runtime;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+
+mod common;
 
 /// What an account must not be able to do to the server or to other accounts (issue 17).
 #[path = "api/security.rs"]
@@ -35,32 +34,10 @@ impl App {
     /// A server holding at most as many connections, as patiently, as `connections` says.
     async fn spawn_with(connections: agency_server::Connections) -> App {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("agency.db").display());
-        let store = agency_store::open(&url).await.unwrap();
-        let master = agency_runtime::secrets::MasterKeySource::File(dir.path().join("agency.key"));
         // The tests' bots and providers run on loopback.
         let mut providers = Providers::builtin();
         providers.allow_private_addresses().unwrap();
-        let rt: Arc<Runtime> = Runtime::with_master_key(store, providers, Some(master.clone()));
-
-        let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
-            .await
-            .unwrap();
-        let auth = Arc::new(agency_runtime::keys::Authenticator::new(
-            rt.store().clone(),
-            keyring,
-        ));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let state = agency_server::AppState { rt, auth };
-        tokio::spawn(agency_server::serve(
-            state,
-            listener,
-            connections,
-            std::future::pending(),
-        ));
-
-        let base = format!("http://127.0.0.1:{port}");
+        let base = common::serve(dir.path(), providers, connections).await.base;
         let client = signed_up(&base, "ada@example.com").await;
         let res = client
             .post(format!("{base}/api/agencies/import"))

@@ -9,15 +9,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use agency_core::{ProviderKind, ProviderSpec};
 use agency_fakes::{Fake, openai};
 use agency_providers::Providers;
-use agency_runtime::Runtime;
 use fantoccini::elements::Element;
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -113,27 +113,9 @@ async fn app(dir: &Path) -> String {
 
 /// The real app on a fresh SQLite file, with these providers.
 async fn app_with(dir: &Path, providers: Providers) -> String {
-    let url = format!("sqlite://{}", dir.join("agency.db").display());
-    let store = agency_store::open(&url).await.unwrap();
-    // As `agency serve` makes it: the master key seals stored provider keys too.
-    let master = agency_runtime::secrets::MasterKeySource::File(dir.join("agency.key"));
-    let rt: Arc<Runtime> = Runtime::with_master_key(store, providers, Some(master.clone()));
-    let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
+    common::serve(dir, providers, agency_server::Connections::default())
         .await
-        .unwrap();
-    let auth = Arc::new(agency_runtime::keys::Authenticator::new(
-        rt.store().clone(),
-        keyring,
-    ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(agency_server::serve(
-        agency_server::AppState { rt, auth },
-        listener,
-        agency_server::Connections::default(),
-        std::future::pending(),
-    ));
-    format!("http://127.0.0.1:{port}")
+        .base
 }
 
 struct Walk {

@@ -13,14 +13,15 @@ use agency_core::{
 use agency_fakes::{Fake, openai};
 use agency_file::AgencyFile;
 use agency_providers::Providers;
-use agency_runtime::keys::{Authenticator, Keyring, create_key};
-use agency_runtime::secrets::MasterKeySource;
+use agency_runtime::keys::{Keyring, create_key};
 use agency_runtime::{LOCAL_OWNER, Runtime};
 use insta::dynamic_redaction;
 use reqwest::header::HeaderMap;
 use reqwest::{RequestBuilder, StatusCode};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
+
+mod common;
 
 const STUDIO: &str = include_str!("../../../examples/studio.yaml");
 
@@ -51,35 +52,20 @@ struct App {
 impl App {
     async fn spawn() -> App {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("agency.db").display());
-        let store = agency_store::open(&url).await.unwrap();
-        let rt: Arc<Runtime> = Runtime::new(store, Providers::builtin());
+        let served = common::serve(
+            dir.path(),
+            Providers::builtin(),
+            agency_server::Connections::default(),
+        )
+        .await;
+        let rt = served.rt;
         let file = AgencyFile::parse("examples/studio.yaml", STUDIO).unwrap();
         let studio = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
-
-        let master = MasterKeySource::File(dir.path().join("agency.key"));
-        let auth = Arc::new(Authenticator::new(
-            rt.store().clone(),
-            Keyring::load(&**rt.store(), &master).await.unwrap(),
-        ));
-        // The same stored secret, for making keys here.
-        let keyring = Keyring::load(&**rt.store(), &master).await.unwrap();
-
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let state = agency_server::AppState {
-            rt: rt.clone(),
-            auth,
-        };
-        tokio::spawn(agency_server::serve(
-            state,
-            listener,
-            agency_server::Connections::default(),
-            std::future::pending(),
-        ));
+        // The server's stored secret, for making keys here.
+        let keyring = Keyring::load(&**rt.store(), &served.master).await.unwrap();
 
         let mut app = App {
-            base: format!("http://127.0.0.1:{port}"),
+            base: served.base,
             client: reqwest::Client::new(),
             rt,
             keyring,
