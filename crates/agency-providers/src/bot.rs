@@ -100,7 +100,10 @@ impl BotClient {
     /// `allow_private`: whether endpoints on loopback and private networks may be called.
     pub fn new(settings: HttpSettings, allow_private: bool) -> Result<Self, ProviderError> {
         Ok(Self {
-            client: crate::net::guarded_client(settings.connect_timeout, allow_private)?,
+            client: crate::http::client_for(
+                crate::http::Origin::Account { allow_private },
+                settings.connect_timeout,
+            )?,
             settings,
             allow_private,
         })

@@ -168,24 +168,38 @@ impl std::fmt::Debug for RetryHook {
     }
 }
 
-/// The process's HTTP client for a connect timeout, built on first use. Building one reads
-/// the system's root certificates (6–20 ms measured here, blocking the thread), and every
+/// The process's HTTP client for a connect timeout, built on first use: the operator's
+/// (see [`client_for`]).
+pub fn shared_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+    client_for(Origin::Operator, connect_timeout)
+}
+
+/// The process's HTTP client for URLs named by `origin` (an account's are guarded, see
+/// [`crate::net::guard`]) and a connect timeout, built on first use. Building one reads the
+/// system's root certificates (6–20 ms measured here, blocking the thread), and every
 /// provider an agency declares is built again when the agency changes: they all share one
 /// client, and with it its pool of connections.
-pub fn shared_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
-    static CLIENTS: std::sync::Mutex<Vec<(Duration, reqwest::Client)>> =
-        std::sync::Mutex::new(Vec::new());
+pub fn client_for(
+    origin: Origin,
+    connect_timeout: Duration,
+) -> Result<reqwest::Client, ProviderError> {
+    type Clients = Vec<((Origin, Duration), reqwest::Client)>;
+    static CLIENTS: std::sync::Mutex<Clients> = std::sync::Mutex::new(Vec::new());
     let mut clients = CLIENTS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, client)) = clients.iter().find(|(t, _)| *t == connect_timeout) {
+    let key = (origin, connect_timeout);
+    if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
         return Ok(client.clone());
     }
-    let client = reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
+    let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
+    if let Origin::Account { allow_private } = origin {
+        builder = crate::net::guard(builder, allow_private);
+    }
+    let client = builder
         .build()
         .map_err(|e| ProviderError::Config(format!("cannot build an HTTP client: {e}")))?;
-    clients.push((connect_timeout, client.clone()));
+    clients.push((key, client.clone()));
     Ok(client)
 }
 
@@ -218,7 +232,6 @@ pub struct Endpoint {
 pub struct Answer {
     pub response: Response,
     _permit: tokio::sync::OwnedSemaphorePermit,
-    max_bytes: usize,
 }
 
 impl Endpoint {
@@ -243,7 +256,7 @@ impl Endpoint {
         if !allow_private {
             crate::net::refuse_literal(&url)?;
         }
-        let client = crate::net::guarded_client(settings.connect_timeout, allow_private)?;
+        let client = client_for(origin, settings.connect_timeout)?;
         let mut endpoint = Self::with_client(base_url, client, settings);
         endpoint.quote_errors = false;
         Ok(endpoint)
@@ -362,7 +375,6 @@ impl Endpoint {
                     return Ok(Answer {
                         response,
                         _permit: permit,
-                        max_bytes: self.settings.max_answer_bytes,
                     });
                 }
                 Ok(Ok(response)) => status_error(response, self.quote_errors).await,
@@ -422,8 +434,9 @@ impl Endpoint {
                 Ok(Err(e)) => return Err(ProviderError::Connection(error_chain(&e))),
                 Ok(Ok(None)) => return Ok(body),
                 Ok(Ok(Some(bytes))) => {
-                    if body.len() + bytes.len() > answer.max_bytes {
-                        return Err(ProviderError::TooLarge(answer.max_bytes));
+                    let max = self.settings.max_answer_bytes;
+                    if body.len() + bytes.len() > max {
+                        return Err(ProviderError::TooLarge(max));
                     }
                     body.extend_from_slice(&bytes);
                 }
@@ -438,11 +451,8 @@ impl Endpoint {
         answer: Answer,
     ) -> Pin<Box<dyn Stream<Item = Result<SseEvent, ProviderError>> + Send>> {
         let idle = self.settings.idle_timeout;
-        let Answer {
-            response,
-            _permit,
-            max_bytes,
-        } = answer;
+        let max_bytes = self.settings.max_answer_bytes;
+        let Answer { response, _permit } = answer;
         // The stream as a whole is bounded, and with it the event the parser is buffering.
         let mut seen = 0usize;
         let bytes = response.bytes_stream().map(move |chunk| {

@@ -81,30 +81,15 @@ pub(crate) fn refuse_private(ip: IpAddr) -> Result<(), ProviderError> {
 }
 
 /// A client for URLs accounts gave: no proxy, no redirects, and, unless `allow_private`, a
-/// resolver that drops non-public addresses. One per connect timeout and policy, shared (see
-/// [`crate::http::shared_client`] for why).
-pub fn guarded_client(
-    connect_timeout: Duration,
+/// resolver that drops non-public addresses.
+pub(crate) fn guard(
+    builder: reqwest::ClientBuilder,
     allow_private: bool,
-) -> Result<reqwest::Client, ProviderError> {
-    type Clients = Vec<((Duration, bool), reqwest::Client)>;
-    static CLIENTS: std::sync::Mutex<Clients> = std::sync::Mutex::new(Vec::new());
-    let mut clients = CLIENTS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let key = (connect_timeout, allow_private);
-    if let Some((_, client)) = clients.iter().find(|(k, _)| *k == key) {
-        return Ok(client.clone());
-    }
-    let client = reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
+) -> reqwest::ClientBuilder {
+    builder
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .dns_resolver(Arc::new(GuardedResolver { allow_private }))
-        .build()
-        .map_err(|e| ProviderError::Config(format!("cannot build an HTTP client: {e}")))?;
-    clients.push((key, client.clone()));
-    Ok(client)
 }
 
 /// Whether `ip` is on the public internet: not loopback, private, link-local, shared (CGNAT),
