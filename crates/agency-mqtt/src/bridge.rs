@@ -347,20 +347,27 @@ impl Bridge {
                 Err(e) => return Err(e.into()),
             }
         }
-        let agencies = self
-            .rt
-            .store()
-            .list_agencies(LOCAL_OWNER)
-            .await
-            .map_err(RuntimeError::from)?;
+        let agencies = self.rt.agencies(LOCAL_OWNER).await?;
         let found = agencies
             .into_iter()
+            .map(|a| a.agency)
             .find(|a| a.team_id() == team)
             .ok_or_else(|| MqttError::UnknownTeam(team.to_string()))?;
         if let Ok(mut t) = self.teams.lock() {
             t.insert(team.to_string(), found.id);
         }
         Ok(self.rt.published_agency(found.id).await?)
+    }
+
+    /// The agency's conversation `id`: one it did not start is not initialized.
+    async fn conversation_of(&self, agency: &Agency, id: ConversationId) -> Result<(), MqttError> {
+        match self.rt.conversation_of(agency.id, id).await {
+            Ok(_) => Ok(()),
+            Err(RuntimeError::ConversationNotFound(_)) => {
+                Err(MqttError::NotInitialized(id.to_string()))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn chat_new(
@@ -429,16 +436,7 @@ impl Bridge {
         agency
             .agent_by_handle(agent)
             .ok_or_else(|| unknown_agent(team, agent))?;
-        let c = self
-            .rt
-            .store()
-            .conversation(id)
-            .await
-            .map_err(RuntimeError::from)?;
-        match c {
-            Some(c) if c.agency_id == agency.id => {}
-            _ => return Err(MqttError::NotInitialized(id.to_string())),
-        }
+        self.conversation_of(agency, id).await?;
         let roster = agency.roster();
         let cid = id.to_string();
         let progress_topic = topic::chat_progress(team, agent, &cid);
@@ -509,16 +507,7 @@ impl Bridge {
         agency
             .agent_by_handle(agent)
             .ok_or_else(|| unknown_agent(team, agent))?;
-        let c = self
-            .rt
-            .store()
-            .conversation(id)
-            .await
-            .map_err(RuntimeError::from)?;
-        match c {
-            Some(c) if c.agency_id == agency.id => {}
-            _ => return Err(MqttError::NotInitialized(id.to_string())),
-        }
+        self.conversation_of(agency, id).await?;
         if self.rt.cancel(id) {
             Ok(())
         } else {

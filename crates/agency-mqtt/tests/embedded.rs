@@ -89,8 +89,7 @@ async fn the_spec_flow_on_the_embedded_broker() {
     assert_eq!(results, [json!(0.9), json!(0.3)]);
     let agency = server.rt.agency_by_id(
         server
-            .rt
-            .store()
+            .store
             .list_agencies(agency_runtime::LOCAL_OWNER)
             .await
             .unwrap()[0]
@@ -99,8 +98,7 @@ async fn the_spec_flow_on_the_embedded_broker() {
     let agency = agency.await.unwrap();
     let monitor = agency.agent_by_handle(&a).unwrap().id;
     let stored = server
-        .rt
-        .store()
+        .store
         .memories_since(agency.id, monitor, chrono::DateTime::UNIX_EPOCH, 100)
         .await
         .unwrap();

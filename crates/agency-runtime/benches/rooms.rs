@@ -65,7 +65,7 @@ async fn main() {
     let store = agency_store::open(&url).await.unwrap();
     let mut providers = Providers::builtin();
     providers.insert("slow", Arc::new(Slow));
-    let rt = Runtime::new(store, providers);
+    let rt = Runtime::new(store.clone(), providers);
 
     let (room, _) = rt.create_room("bench", "sixteen", None).await.unwrap();
     for i in 0..AGENTS {
@@ -124,7 +124,7 @@ async fn main() {
     )
     .await
     .unwrap();
-    let talker = rt.store().participants(big.id).await.unwrap()[0].clone();
+    let talker = store.participants(big.id).await.unwrap()[0].clone();
     for i in 0..ROOM_MESSAGES {
         let author = if i % 2 == 0 {
             Author::Person
@@ -134,7 +134,7 @@ async fn main() {
                 name: talker.name.clone(),
             }
         };
-        rt.store()
+        store
             .add_room_message(RoomMessage {
                 id: RoomMessageId::new(),
                 room: big.id,
@@ -152,9 +152,7 @@ async fn main() {
     let mut loads = Vec::new();
     for _ in 0..20 {
         let start = Instant::now();
-        let r = rt.owned_room("bench", big.id).await.unwrap();
-        let participants = rt.store().participants(r.id).await.unwrap();
-        let messages = rt.store().room_messages(r.id).await.unwrap();
+        let (_, participants, messages) = rt.room_detail("bench", big.id).await.unwrap();
         loads.push(start.elapsed());
         assert_eq!((participants.len(), messages.len()), (1, ROOM_MESSAGES));
     }

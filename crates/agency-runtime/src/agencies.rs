@@ -12,6 +12,12 @@ use chrono::Utc;
 
 use crate::{Runtime, RuntimeError};
 
+/// An agency and the version its API serves (`None`: never published).
+pub struct AgencyInfo {
+    pub agency: Agency,
+    pub published: Option<u32>,
+}
+
 /// The agency file of an agency: what a published version stores.
 pub fn file_of(agency: &Agency) -> String {
     agency_file::to_yaml(&agency.to_draft())
@@ -191,6 +197,66 @@ impl Runtime {
                 )
             })
             .collect())
+    }
+
+    /// The owner's agencies (their drafts), by name, with the versions their APIs serve.
+    pub async fn agencies(&self, owner: &str) -> Result<Vec<AgencyInfo>, RuntimeError> {
+        let agencies = self.store.list_agencies(owner).await?;
+        let mut out = Vec::with_capacity(agencies.len());
+        for agency in agencies {
+            out.push(self.with_state(agency).await?);
+        }
+        Ok(out)
+    }
+
+    /// The owner's agency (by id or name) with the version its API serves.
+    pub async fn agency_info(
+        &self,
+        owner: &str,
+        id_or_name: &str,
+    ) -> Result<AgencyInfo, RuntimeError> {
+        let agency = self.agency(owner, id_or_name).await?;
+        self.with_state(agency).await
+    }
+
+    /// The agency with the version its API serves now.
+    pub async fn with_state(&self, agency: Agency) -> Result<AgencyInfo, RuntimeError> {
+        let published = self
+            .agency_state(agency.id)
+            .await?
+            .and_then(|s| s.published);
+        Ok(AgencyInfo { agency, published })
+    }
+
+    /// Imports `draft` for `owner` the first time a database is opened with none of theirs
+    /// (`marker` names the occasion, so that deleting it later does not bring it back).
+    pub async fn seed(
+        &self,
+        marker: &str,
+        owner: &str,
+        draft: &AgencyDraft,
+    ) -> Result<(), RuntimeError> {
+        if self.store.claim_once(marker).await? && self.store.list_agencies(owner).await?.is_empty()
+        {
+            self.save_agency(draft, owner).await?;
+        }
+        Ok(())
+    }
+
+    /// The providers the agency's models are called through: the server's, and the agency's
+    /// own with their owner's keys (the agency need not be stored: `agency eval` reads files).
+    pub async fn providers_of(
+        &self,
+        agency: &Agency,
+    ) -> Result<agency_providers::Providers, RuntimeError> {
+        crate::providers::build(
+            &self.providers,
+            &agency.providers,
+            &agency.owner,
+            &*self.store,
+            self.master_key.as_ref(),
+        )
+        .await
     }
 
     /// The owner's agency `id` (its draft); another owner's looks as if it did not exist.

@@ -172,13 +172,44 @@ impl Authenticator {
         }
     }
 
-    /// The secret keys are hashed with (to make keys).
-    pub fn keyring(&self) -> &Keyring {
-        &self.keyring
+    /// Makes a key for `agency` (see [`create_key`]).
+    pub async fn create_key(
+        &self,
+        agency: &Agency,
+        name: &str,
+        expires_in: Option<Duration>,
+        rate_limit_per_minute: Option<u32>,
+    ) -> Result<(ApiKey, SecretString), RuntimeError> {
+        create_key(
+            &*self.store,
+            &self.keyring,
+            agency,
+            name,
+            expires_in,
+            rate_limit_per_minute,
+        )
+        .await
+    }
+
+    /// The agency's keys, revoked ones too (their records: never the keys).
+    pub async fn keys(&self, agency: agency_core::AgencyId) -> Result<Vec<ApiKey>, RuntimeError> {
+        Ok(self.store.api_keys(agency).await?)
+    }
+
+    /// Revokes the agency's live key named `name`: refused from now on, on this server at
+    /// once, on others within [`CACHE_FOR`]. False when it has no live key of that name.
+    pub async fn revoke(
+        &self,
+        agency: agency_core::AgencyId,
+        name: &str,
+    ) -> Result<bool, RuntimeError> {
+        let revoked = self.store.revoke_api_key(agency, name, Utc::now()).await?;
+        self.forget(agency);
+        Ok(revoked)
     }
 
     /// Forgets the cached keys of an agency, so that a revocation takes effect at once.
-    pub fn forget(&self, agency: agency_core::AgencyId) {
+    fn forget(&self, agency: agency_core::AgencyId) {
         if let Ok(mut cache) = self.cache.lock() {
             cache.retain(|_, (_, key)| key.as_ref().is_none_or(|k| k.agency_id != agency));
         }
@@ -261,6 +292,17 @@ impl Authenticator {
             self.store.touch_api_keys(&used).await?;
         }
         Ok(())
+    }
+}
+
+impl crate::Runtime {
+    /// The API keys of this server's agencies: made, listed, revoked and checked.
+    pub async fn authenticator(&self) -> Result<Authenticator, RuntimeError> {
+        let master = self.master_key.as_ref().ok_or_else(|| {
+            RuntimeError::Invalid("this server has no master key to keep API keys with".into())
+        })?;
+        let keyring = Keyring::load(&*self.store, master).await?;
+        Ok(Authenticator::new(self.store.clone(), keyring))
     }
 }
 

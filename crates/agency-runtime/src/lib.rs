@@ -8,6 +8,7 @@
 pub mod accounts;
 pub mod agencies;
 pub mod api;
+pub mod conversations;
 mod error;
 mod events;
 mod hex;
@@ -118,6 +119,19 @@ impl Runtime {
         Self::with_master_key(store, providers, None)
     }
 
+    /// A runtime whose server providers are `base` and the operator's `specs`, each key found
+    /// among the operator's stored keys, else in the variable its spec names.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        base: Providers,
+        specs: &[agency_core::ProviderSpec],
+        master_key: secrets::MasterKeySource,
+    ) -> Result<Arc<Self>, RuntimeError> {
+        let providers =
+            providers::build(&base, specs, LOCAL_OWNER, &*store, Some(&master_key)).await?;
+        Ok(Self::with_master_key(store, providers, Some(master_key)))
+    }
+
     /// A runtime that opens stored provider keys with `master_key`.
     pub fn with_master_key(
         store: Arc<dyn Store>,
@@ -136,10 +150,6 @@ impl Runtime {
             running: StdMutex::new(HashMap::new()),
             logins: throttle::LoginThrottle::new(throttle::LoginLimits::default()),
         })
-    }
-
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
     }
 
     /// What stored provider keys are sealed under, when the server has it.
@@ -252,25 +262,6 @@ impl Runtime {
             .await
     }
 
-    /// The conversation's entries, one per turn, in order (spec 002's content query).
-    pub async fn entries(
-        &self,
-        conversation: ConversationId,
-    ) -> Result<Vec<agency_core::entry::Entry>, RuntimeError> {
-        let c = self
-            .store
-            .conversation(conversation)
-            .await?
-            .ok_or(RuntimeError::ConversationNotFound(conversation))?;
-        let roster = match self.store.agency(c.agency_id).await? {
-            Some(a) => a.roster(),
-            None => agency_core::Roster::default(),
-        };
-        let turns = self.store.turns(conversation).await?;
-        let messages = self.store.messages(conversation).await?;
-        Ok(agency_core::entry::entries(&turns, &messages, &roster))
-    }
-
     /// One turn: the user's `text` to the manager, and everything until the manager answers.
     pub async fn send(
         self: &Arc<Self>,
@@ -353,7 +344,7 @@ impl Runtime {
     }
 
     /// The trace of a finished turn, from the store.
-    pub async fn trace(
+    pub(crate) async fn trace(
         &self,
         conversation: ConversationId,
         turn: TurnId,

@@ -221,9 +221,17 @@ impl Runtime {
         Ok(self.store.active_plan(agency, agent).await?)
     }
 
-    /// A memory by id.
-    pub async fn memory(&self, id: MemoryId) -> Result<Option<Memory>, RuntimeError> {
-        Ok(self.store.memory(id).await?)
+    /// `agency`'s memory `id`; another agency's is `None`, as if it did not exist.
+    pub async fn memory(
+        &self,
+        agency: AgencyId,
+        id: MemoryId,
+    ) -> Result<Option<Memory>, RuntimeError> {
+        Ok(self
+            .store
+            .memory(id)
+            .await?
+            .filter(|m| m.agency_id == agency))
     }
 
     /// One memory task for `agent`'s model: its answer's text (unwrapped from the agency's

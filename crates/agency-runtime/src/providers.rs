@@ -162,6 +162,24 @@ impl crate::Runtime {
         Ok(sealed)
     }
 
+    /// `owner`'s stored provider keys, sealed (what to show of them: their last characters).
+    pub async fn provider_keys(
+        &self,
+        owner: &str,
+    ) -> Result<Vec<agency_store::SealedKey>, RuntimeError> {
+        Ok(self.store.provider_keys(owner).await?)
+    }
+
+    /// Re-seals every stored key under a new master key (see [`secrets::rotate_master_key`]).
+    pub async fn rotate_master_key(&self) -> Result<(usize, Option<String>), RuntimeError> {
+        let source = self.master_key.as_ref().ok_or_else(|| {
+            RuntimeError::Invalid("this server has no master key to rotate".into())
+        })?;
+        let rotated = secrets::rotate_master_key(&*self.store, source).await?;
+        self.keys_changed_all();
+        Ok(rotated)
+    }
+
     /// Deletes `owner`'s key for `provider`: no call made after this sends it. False when
     /// none was stored.
     pub async fn delete_provider_key(
@@ -172,6 +190,13 @@ impl crate::Runtime {
         let deleted = self.store.delete_provider_key(owner, provider).await?;
         self.keys_changed(owner);
         Ok(deleted)
+    }
+
+    /// Forgets every agency built with stored keys.
+    fn keys_changed_all(&self) {
+        if let Ok(mut cache) = self.agencies.lock() {
+            cache.retain(|_, c| c.agency.providers.is_empty());
+        }
     }
 
     /// Forgets the agencies of `owner` built with its keys, so that their providers are built

@@ -150,6 +150,23 @@ impl Runtime {
             .ok_or(RuntimeError::RoomNotFound(id))
     }
 
+    /// The owner's rooms, newest first.
+    pub async fn rooms(&self, owner: &str) -> Result<Vec<Room>, RuntimeError> {
+        Ok(self.store.rooms(owner).await?)
+    }
+
+    /// The owner's room with its agents (in display order) and its messages (in order).
+    pub async fn room_detail(
+        &self,
+        owner: &str,
+        id: RoomId,
+    ) -> Result<(Room, Vec<Participant>, Vec<RoomMessage>), RuntimeError> {
+        let room = self.owned_room(owner, id).await?;
+        let participants = self.store.participants(id).await?;
+        let messages = self.store.room_messages(id).await?;
+        Ok((room, participants, messages))
+    }
+
     /// Deletes the owner's room with its agents and messages.
     pub async fn delete_room(&self, owner: &str, id: RoomId) -> Result<(), RuntimeError> {
         let room = self.owned_room(owner, id).await?;

@@ -15,7 +15,7 @@ use agency_runtime::secrets::MasterKeySource;
 async fn a_request_writes_its_conversation_with_its_turn_and_the_next_continues_it() {
     let h = common::Harness::sqlite().await;
     let dir = tempfile::tempdir().unwrap();
-    let store = h.rt.store().clone();
+    let store = h.store.clone();
     let agency = h
         .agency(common::draft(
             "json",

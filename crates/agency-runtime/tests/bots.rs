@@ -306,7 +306,7 @@ async fn the_utility_bot_says_what_is_wrong_and_lists_and_removes_bots() {
         assert_eq!(key, None, "{text}");
     }
     assert_eq!(
-        h.rt.store().participants(room.id).await.unwrap().len(),
+        h.store.participants(room.id).await.unwrap().len(),
         1,
         "nothing was added"
     );
@@ -322,7 +322,7 @@ async fn the_utility_bot_says_what_is_wrong_and_lists_and_removes_bots() {
     assert_eq!(said, "Unregistered @ferm.");
     assert!(h.rt.room_bots(OWNER, room.id).await.unwrap().is_empty());
     // Commands and the utility bot's answers never reach a model's context.
-    let context = h.rt.store().room_messages(room.id).await.unwrap();
+    let context = h.store.room_messages(room.id).await.unwrap();
     assert!(context.iter().all(|m| !m.included));
 }
 

@@ -93,7 +93,7 @@ async fn a_cancelled_turn_ends_at_once_and_the_conversation_goes_on() {
     // The turn's record is written; the worker's late reply is kept, and calls no one.
     gate.notify_one();
     h.rt.settle().await;
-    let turns = h.rt.store().turns(c.id).await.unwrap();
+    let turns = h.store.turns(c.id).await.unwrap();
     assert_eq!(turns.len(), 1);
     assert_eq!(turns[0].stopped_by, Some(StopReason::Cancelled));
     assert!(turns[0].finished_at.is_some() && turns[0].error.is_none());
@@ -102,7 +102,7 @@ async fn a_cancelled_turn_ends_at_once_and_the_conversation_goes_on() {
         1,
         "no model call after the cancel"
     );
-    let entries = h.rt.entries(c.id).await.unwrap();
+    let entries = h.rt.entries(c.agency_id, c.id).await.unwrap();
     assert_eq!(entries[0].stopped_by, Some(StopReason::Cancelled));
     assert_eq!(entries[0].response, None);
 
@@ -145,12 +145,12 @@ async fn cancelling_while_the_manager_itself_works() {
     // The manager's answer arrives after the cancel: stored as its reply, not the turn's answer.
     gate.notify_one();
     h.rt.settle().await;
-    let entries = h.rt.entries(c.id).await.unwrap();
+    let entries = h.rt.entries(c.agency_id, c.id).await.unwrap();
     assert_eq!(entries[0].response, None);
     let out = h.rt.send(c.id, "q2".into()).await.unwrap();
     assert_eq!(out.answer, "on time");
     assert_eq!(m.seen.lock().unwrap().len(), 2);
-    let entries = h.rt.entries(c.id).await.unwrap();
+    let entries = h.rt.entries(c.agency_id, c.id).await.unwrap();
     assert_eq!(
         entries.iter().map(|e| e.stopped_by).collect::<Vec<_>>(),
         [Some(StopReason::Cancelled), Some(StopReason::Answered)]

@@ -17,7 +17,7 @@ async fn keys_are_hashed_checked_and_limited() {
     let h = common::Harness::sqlite().await;
     let dir = tempfile::tempdir().unwrap();
     let master = MasterKeySource::File(dir.path().join("agency.key"));
-    let store = h.rt.store().clone();
+    let store = h.store.clone();
     let agency = h
         .agency(common::draft(
             "json",

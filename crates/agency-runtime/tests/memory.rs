@@ -47,7 +47,14 @@ async fn observations_are_rated_and_reflected_on_past_the_threshold() {
         r.content,
         "3 observations to act on: Pump 3 pressure exceeded the limit; The shift changed; Pump 3 is leaking"
     );
-    assert_eq!(h.rt.memory(r.id).await.unwrap(), Some(r.clone()));
+    assert_eq!(h.rt.memory(a.id, r.id).await.unwrap(), Some(r.clone()));
+    // Another agency's reader finds nothing.
+    assert_eq!(
+        h.rt.memory(agency_core::AgencyId::new(), r.id)
+            .await
+            .unwrap(),
+        None
+    );
     // The reflection led to a plan: one task per important observation.
     let made = third.plan.unwrap();
     assert!(made.new);
@@ -140,7 +147,7 @@ async fn a_model_that_cannot_rate_keeps_the_observation() {
     let broken = h.rt.observe(a.id, id("broken"), "something").await.unwrap();
     assert_eq!(broken.observation.importance, FALLBACK_IMPORTANCE);
     assert_eq!(
-        h.rt.memory(broken.observation.id).await.unwrap(),
+        h.rt.memory(a.id, broken.observation.id).await.unwrap(),
         Some(broken.observation.clone())
     );
     // Empty or unknown: refused, nothing stored.

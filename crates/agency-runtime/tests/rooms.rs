@@ -123,17 +123,17 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
         ("user", "second"),
     ];
     // The parallel answers of the first message are stored in the order they arrived.
-    let order: Vec<String> =
-        h.rt.store()
-            .room_messages(room.id)
-            .await
-            .unwrap()
-            .iter()
-            .filter_map(|m| match &m.author {
-                Author::Agent { name, .. } if m.seq <= 4 => Some(name.clone()),
-                _ => None,
-            })
-            .collect();
+    let order: Vec<String> = h
+        .store
+        .room_messages(room.id)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|m| match &m.author {
+            Author::Agent { name, .. } if m.seq <= 4 => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
     if order.iter().position(|n| n == "cy") < order.iter().position(|n| n == "ann") {
         expected.swap(0, 1);
     }
@@ -259,14 +259,14 @@ async fn solo_mode_and_limits() {
     assert!(posted.answering.is_empty());
     let (m, answers) = posted.answers().await;
     assert!(answers.is_empty());
-    assert_eq!(h.rt.store().room_messages(room.id).await.unwrap(), vec![m]);
+    assert_eq!(h.store.room_messages(room.id).await.unwrap(), vec![m]);
 
     let long = "x".repeat(MAX_MESSAGE_CHARS + 1);
     match h.rt.post_to_room(OWNER, room.id, &long, None).await {
         Err(RuntimeError::Invalid(msg)) => assert!(msg.contains("5000"), "{msg}"),
         other => panic!("expected a refusal, got {:?}", other.map(|p| p.message)),
     }
-    assert_eq!(h.rt.store().room_messages(room.id).await.unwrap().len(), 1);
+    assert_eq!(h.store.room_messages(room.id).await.unwrap().len(), 1);
 
     // Another owner's room does not exist for them; names are checked.
     assert!(matches!(
@@ -456,7 +456,7 @@ async fn answers_in_flight_at_a_crash_become_failures_with_retry() {
     // Ann answers; Bob's call is still running when the "crash" comes.
     let mut stored = Vec::new();
     for _ in 0..100 {
-        stored = h.rt.store().room_messages(room.id).await.unwrap();
+        stored = h.store.room_messages(room.id).await.unwrap();
         if stored.len() == 2 {
             break;
         }
@@ -468,7 +468,7 @@ async fn answers_in_flight_at_a_crash_become_failures_with_retry() {
     let restarted = Harness::on(h.url.clone(), None).await;
     restarted.script("bob", vec![Act::Say("bob here")]);
     assert_eq!(restarted.rt.recover_rooms().await.unwrap(), 1);
-    let messages = restarted.rt.store().room_messages(room.id).await.unwrap();
+    let messages = restarted.store.room_messages(room.id).await.unwrap();
     assert_eq!(messages.len(), 3);
     let failure = &messages[2];
     assert_eq!(

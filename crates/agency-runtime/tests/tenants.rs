@@ -15,7 +15,13 @@ use secrecy::SecretString;
 const OWNER: &str = "0193f1e6-account";
 const ANSWER: &str = r#"{"to": 0, "context": "hi"}"#;
 
-async fn runtime(allow_private: bool) -> (Arc<Runtime>, tempfile::TempDir) {
+async fn runtime(
+    allow_private: bool,
+) -> (
+    Arc<Runtime>,
+    Arc<dyn agency_store::Store>,
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("agency.db").display());
     let store = agency_store::open(&url).await.unwrap();
@@ -25,7 +31,8 @@ async fn runtime(allow_private: bool) -> (Arc<Runtime>, tempfile::TempDir) {
     }
     let master = agency_runtime::secrets::MasterKeySource::Hex(SecretString::from("42".repeat(32)));
     (
-        Runtime::with_master_key(store, providers, Some(master)),
+        Runtime::with_master_key(store.clone(), providers, Some(master)),
+        store,
         dir,
     )
 }
@@ -62,7 +69,7 @@ fn problems(result: Result<agency_core::Agency, RuntimeError>) -> Vec<(String, S
 
 #[tokio::test]
 async fn an_account_names_no_server_variable_and_no_private_address() {
-    let (rt, _dir) = runtime(false).await;
+    let (rt, _, _dir) = runtime(false).await;
     let found = problems(
         rt.save_agency(
             &file("{ kind: openai, base_url: 'http://127.0.0.1:9/v1', api_key_env: AGENCY_DB }"),
@@ -126,8 +133,8 @@ async fn a_stored_account_agency_reaches_neither_when_it_runs() {
         .validate(AgencyId::new(), OWNER, &|_| true)
         .unwrap();
 
-    let (rt, _dir) = runtime(false).await;
-    rt.store().save_agency(&agency).await.unwrap();
+    let (rt, store, _dir) = runtime(false).await;
+    store.save_agency(&agency).await.unwrap();
     let conversation = rt.start_conversation(&agency).await.unwrap();
     let error = rt.send(conversation.id, "hello".into()).await.unwrap_err();
     assert!(error.to_string().contains("loopback or private"), "{error}");
@@ -137,8 +144,8 @@ async fn a_stored_account_agency_reaches_neither_when_it_runs() {
     );
 
     // With private addresses allowed by the operator, it is called: without the variable.
-    let (rt, _dir) = runtime(true).await;
-    rt.store().save_agency(&agency).await.unwrap();
+    let (rt, store, _dir) = runtime(true).await;
+    store.save_agency(&agency).await.unwrap();
     let conversation = rt.start_conversation(&agency).await.unwrap();
     let done = rt.send(conversation.id, "hello".into()).await.unwrap();
     assert_eq!(done.answer, "hi");
@@ -156,7 +163,7 @@ async fn a_stored_account_agency_reaches_neither_when_it_runs() {
 async fn key_changes_apply_to_the_next_call() {
     let fake = Fake::start().await;
     fake.otherwise(openai::completion(ANSWER, 1, 1));
-    let (rt, _dir) = runtime(true).await;
+    let (rt, _, _dir) = runtime(true).await;
     let conversation = conversation_on(&rt, &fake).await;
     let sent_key = |n: usize| {
         fake.requests()[n]
@@ -188,7 +195,7 @@ async fn an_account_providers_errors_are_told_in_our_words() {
         "internal",
         None,
     ));
-    let (rt, _dir) = runtime(true).await;
+    let (rt, _, _dir) = runtime(true).await;
     let conversation = conversation_on(&rt, &fake).await;
     let error = rt
         .send(conversation, "hello".into())

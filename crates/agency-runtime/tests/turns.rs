@@ -59,7 +59,7 @@ async fn a_routed_turn_is_persisted_and_traced() {
         );
 
         // Everything is in the store, each agent's context its own, deliveries after their replies.
-        let all = h.rt.store().messages(c.id).await.unwrap();
+        let all = h.store.messages(c.id).await.unwrap();
         let programmer: Vec<_> = all
             .iter()
             .filter(|m| m.agent.map(|a| a.get()) == Some(143))
@@ -87,8 +87,14 @@ async fn a_routed_turn_is_persisted_and_traced() {
             _ => assert!(raw.starts_with("TO manager: "), "{raw}"),
         }
         // The stored trace is the one returned.
-        assert_eq!(h.rt.trace(c.id, out.turn_id).await.unwrap(), out.trace);
-        let turns = h.rt.store().turns(c.id).await.unwrap();
+        assert_eq!(
+            h.rt.turn(&agency.owner, c.id, out.number)
+                .await
+                .unwrap()
+                .trace,
+            out.trace
+        );
+        let turns = h.store.turns(c.id).await.unwrap();
         assert_eq!(turns[0].stopped_by, Some(StopReason::Answered));
         assert_eq!(turns[0].hops, 3);
     }
@@ -105,8 +111,7 @@ async fn a_conversation_continues_across_turns_and_restarts() {
     let out = h2.rt.send(c.id, "two".into()).await.unwrap();
     assert_eq!(out.number, 2);
     let manager_ctx: Vec<_> = h2
-        .rt
-        .store()
+        .store
         .messages(c.id)
         .await
         .unwrap()
@@ -169,7 +174,7 @@ async fn a_fan_out_runs_in_parallel() {
     let c = h.rt.start_conversation(&agency).await.unwrap();
     let mut agency = agency;
     agency.limits.turn_deadline = Duration::from_secs(60);
-    h.rt.store().save_agency(&agency).await.unwrap();
+    h.store.save_agency(&agency).await.unwrap();
     let out = tokio::time::timeout(Duration::from_secs(30), h.rt.send(c.id, "job".into()))
         .await
         .expect("alice and bob must run at the same time")
@@ -340,7 +345,7 @@ async fn the_hop_limit_stops_an_endless_exchange() {
     );
     assert!(l.last().unwrap().starts_with("manager>user:answer:"));
     assert_eq!(
-        h.rt.store().turns(c.id).await.unwrap()[0].stopped_by,
+        h.store.turns(c.id).await.unwrap()[0].stopped_by,
         Some(StopReason::MaxHops)
     );
 }
@@ -363,7 +368,7 @@ async fn a_thousand_hop_turn_completes() {
     let out = h.rt.send(c.id, "play".into()).await.unwrap();
     assert_eq!((out.stopped_by, out.hops), (StopReason::MaxHops, 1001));
     assert_eq!(
-        h.rt.store().messages(c.id).await.unwrap().len(),
+        h.store.messages(c.id).await.unwrap().len(),
         out.trace.len() + 1001 + 3
     );
 }
@@ -410,14 +415,14 @@ async fn the_deadline_makes_the_manager_answer() {
 
     // The slow reply arrives after the answer: it is kept for the next turn.
     h.rt.settle().await;
-    let ctx: Vec<_> =
-        h.rt.store()
-            .messages(c.id)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter(|m| m.agent.map(|a| a.get()) == Some(1))
-            .collect();
+    let ctx: Vec<_> = h
+        .store
+        .messages(c.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.agent.map(|a| a.get()) == Some(1))
+        .collect();
     let late = ctx.last().unwrap();
     assert_eq!(
         (late.kind, late.text.as_str()),
@@ -547,7 +552,7 @@ async fn failures_are_reported() {
         other => panic!("{other:?}"),
     }
     assert_eq!(
-        h.rt.store().turns(c.id).await.unwrap()[0].error.as_deref(),
+        h.store.turns(c.id).await.unwrap()[0].error.as_deref(),
         Some("script: HTTP 503: overloaded")
     );
 }
@@ -582,5 +587,11 @@ async fn postgres_runs_the_same_turn() {
     let c = h.rt.start_conversation(&agency).await.unwrap();
     let out = h.rt.send(c.id, "a CLI".into()).await.unwrap();
     assert_eq!(out.answer, "Done: fn main() {} // Please build: a CLI");
-    assert_eq!(h.rt.trace(c.id, out.turn_id).await.unwrap(), out.trace);
+    assert_eq!(
+        h.rt.turn(&agency.owner, c.id, out.number)
+            .await
+            .unwrap()
+            .trace,
+        out.trace
+    );
 }

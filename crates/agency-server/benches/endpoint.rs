@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use agency_core::{AgencyDraft, AgentDraft, ProviderDraft};
 use agency_fakes::{Fake, openai};
 use agency_providers::Providers;
-use agency_runtime::keys::{Authenticator, Keyring};
 use agency_runtime::secrets::MasterKeySource;
 use agency_runtime::{LOCAL_OWNER, Runtime};
 use axum::body::Bytes;
@@ -159,7 +158,8 @@ fn main() {
         let url = std::env::var("AGENCY_BENCH_DB")
             .unwrap_or_else(|_| format!("sqlite://{}", dir.path().join("bench.db").display()));
         let store = agency_store::open(&url).await.unwrap();
-        let runtime = Runtime::new(store, Providers::builtin());
+        let master = MasterKeySource::File(dir.path().join("agency.key"));
+        let runtime = Runtime::with_master_key(store, Providers::builtin(), Some(master));
         let draft = AgencyDraft {
             name: "solo".into(),
             protocol: "json".into(),
@@ -175,11 +175,9 @@ fn main() {
             ..Default::default()
         };
         let agency = runtime.save_agency(&draft, LOCAL_OWNER).await.unwrap();
-        let master = MasterKeySource::File(dir.path().join("agency.key"));
-        let keyring = Keyring::load(&**runtime.store(), &master).await.unwrap();
-        let (_, key) = agency_runtime::keys::create_key(&**runtime.store(), &keyring, &agency, "bench", None, Some(10_000_000)).await.unwrap();
+        let auth = Arc::new(runtime.authenticator().await.unwrap());
+        let (_, key) = auth.create_key(&agency, "bench", None, Some(10_000_000)).await.unwrap();
         let key = secrecy::ExposeSecret::expose_secret(&key).to_string();
-        let auth = Arc::new(Authenticator::new(runtime.store().clone(), keyring));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(agency_server::serve(agency_server::AppState { rt: runtime, auth }, listener, agency_server::Connections::default(), std::future::pending()));

@@ -8,6 +8,7 @@
 
 use agency_core::User;
 use agency_runtime::accounts::csrf_matches;
+use agency_runtime::keys::AuthError;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, header};
@@ -152,17 +153,47 @@ impl FromRequestParts<AppState> for Account {
     }
 }
 
-/// The API key an `Authorization` header carries: `Bearer KEY` (either case of `Bearer`), or
-/// the bare key.
-pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-                .unwrap_or(v)
-        })
+/// The API key a request carries (`Authorization: Bearer agk_…`), valid and within its rate
+/// limit; its use is recorded. Refused, it answers as the management API does; the OpenAI
+/// endpoint takes `Result<Key, KeyRefused>` and answers in OpenAI's shape.
+pub struct Key(pub agency_core::ApiKey);
+
+/// Why a request's key was refused.
+pub struct KeyRefused(pub AuthError);
+
+impl FromRequestParts<AppState> for Key {
+    type Rejection = KeyRefused;
+
+    async fn from_request_parts(parts: &mut Parts, s: &AppState) -> Result<Self, Self::Rejection> {
+        let bearer = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+                    .unwrap_or(v)
+            });
+        s.auth
+            .authenticate(bearer)
+            .await
+            .map(Key)
+            .map_err(KeyRefused)
+    }
+}
+
+impl axum::response::IntoResponse for KeyRefused {
+    fn into_response(self) -> axum::response::Response {
+        let e = self.0;
+        match e {
+            AuthError::RateLimited { retry_after, .. } => ApiError::TooManyRequests {
+                message: e.to_string(),
+                retry_after: Some(retry_after),
+            },
+            e => ApiError::Unauthorized(e.to_string()),
+        }
+        .into_response()
+    }
 }
 
 #[cfg(test)]

@@ -2,16 +2,15 @@
 //! and the content is fetched here with the agency's API key.
 
 use agency_core::ConversationId;
-use agency_runtime::keys::AuthError;
 use axum::Json;
 use axum::Router;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::routing::get;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::auth::Key;
 use crate::{ApiError, AppState, wire};
 
 pub(crate) fn routes() -> Router<AppState> {
@@ -21,39 +20,20 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/agents/{agent}/plan", get(plan))
 }
 
-/// The agency the request's key belongs to.
-async fn authorize(s: &AppState, headers: &HeaderMap) -> Result<agency_core::AgencyId, ApiError> {
-    let bearer = crate::auth::bearer(headers);
-    match s.auth.authenticate(bearer).await {
-        Ok(key) => Ok(key.agency_id),
-        Err(e @ AuthError::RateLimited { retry_after, .. }) => Err(ApiError::TooManyRequests {
-            message: e.to_string(),
-            retry_after: Some(retry_after),
-        }),
-        Err(e) => Err(ApiError::Unauthorized(e.to_string())),
-    }
-}
-
 /// `GET /api/conversations/{id}/entries`: one entry per turn, in order. A conversation of
 /// another agency looks as if it did not exist.
 async fn entries(
     State(s): State<AppState>,
-    headers: HeaderMap,
+    Key(key): Key,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<Entry>>, ApiError> {
-    let agency = authorize(&s, &headers).await?;
+    let agency = key.agency_id;
     let not_found = || ApiError::NotFound(format!("no conversation `{id}`"));
     let cid: ConversationId = id.parse().map_err(|_| not_found())?;
-    let c =
-        s.rt.store()
-            .conversation(cid)
-            .await
-            .map_err(agency_runtime::RuntimeError::from)?
-            .ok_or_else(not_found)?;
-    if c.agency_id != agency {
-        return Err(not_found());
-    }
-    let entries = s.rt.entries(cid).await?;
+    let entries = s.rt.entries(agency, cid).await.map_err(|e| match e {
+        agency_runtime::RuntimeError::ConversationNotFound(_) => not_found(),
+        other => other.into(),
+    })?;
     Ok(Json(entries.iter().map(Entry::from).collect()))
 }
 
@@ -96,16 +76,13 @@ impl From<&agency_core::entry::Entry> for Entry {
 /// from). A memory of another agency looks as if it did not exist.
 async fn memory(
     State(s): State<AppState>,
-    headers: HeaderMap,
+    Key(key): Key,
     Path(id): Path<String>,
 ) -> Result<Json<MemoryOut>, ApiError> {
-    let agency = authorize(&s, &headers).await?;
+    let agency = key.agency_id;
     let not_found = || ApiError::NotFound(format!("no memory `{id}`"));
     let mid: agency_core::memory::MemoryId = id.trim().parse().map_err(|_| not_found())?;
-    let m = s.rt.memory(mid).await?.ok_or_else(not_found)?;
-    if m.agency_id != agency {
-        return Err(not_found());
-    }
+    let m = s.rt.memory(agency, mid).await?.ok_or_else(not_found)?;
     let a = s.rt.agency_by_id(agency).await?;
     Ok(Json(MemoryOut::of(&m, &a)))
 }
@@ -145,10 +122,10 @@ impl MemoryOut {
 /// its tasks not cancelled and their actions; 404 when it has none.
 async fn plan(
     State(s): State<AppState>,
-    headers: HeaderMap,
+    Key(key): Key,
     Path(handle): Path<String>,
 ) -> Result<Json<PlanOut>, ApiError> {
-    let agency = authorize(&s, &headers).await?;
+    let agency = key.agency_id;
     let a = s.rt.agency_by_id(agency).await?;
     let agent = a
         .agent_by_handle(handle.trim())

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 
 use agency_core::{ConversationId, MessageKind};
-use agency_runtime::{Event, RuntimeError};
+use agency_runtime::Event;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -35,30 +35,6 @@ pub fn routes() -> Router<AppState> {
 fn conversation_id(id: &str) -> Result<ConversationId, ApiError> {
     id.parse()
         .map_err(|_| ApiError::NotFound(format!("no conversation `{id}`")))
-}
-
-/// The user's conversation and its agency's draft; another user's looks as if it did not
-/// exist.
-async fn owned(
-    s: &AppState,
-    session: &Session,
-    id: &str,
-) -> Result<(agency_core::Conversation, agency_core::Agency), ApiError> {
-    let id = conversation_id(id)?;
-    let store = s.rt.store();
-    let missing = || ApiError::NotFound(format!("no conversation {id}"));
-    let c = store
-        .conversation(id)
-        .await
-        .map_err(RuntimeError::from)?
-        .ok_or_else(missing)?;
-    let agency = store
-        .agency(c.agency_id)
-        .await
-        .map_err(RuntimeError::from)?
-        .filter(|a| a.owner == session.owner())
-        .ok_or_else(missing)?;
-    Ok((c, agency))
 }
 
 /// Starts a conversation with the agency's draft (the default: a playground) or its published
@@ -101,12 +77,7 @@ pub async fn list_conversations(
     session: Session,
     Path(agency): Path<String>,
 ) -> Result<Json<Vec<wire::Conversation>>, ApiError> {
-    let a = agency_of(&s, &session, &agency).await?;
-    let list =
-        s.rt.store()
-            .list_conversations(a.id)
-            .await
-            .map_err(RuntimeError::from)?;
+    let list = s.rt.conversations(&session.owner(), &agency).await?;
     Ok(Json(
         list.iter()
             .map(|c| wire::Conversation::new(c, Vec::new()))
@@ -123,8 +94,9 @@ pub async fn get_conversation(
     session: Session,
     Path(id): Path<String>,
 ) -> Result<Json<wire::Conversation>, ApiError> {
-    let (c, _) = owned(&s, &session, &id).await?;
-    let turns = s.rt.store().turns(c.id).await.map_err(RuntimeError::from)?;
+    let (c, turns) =
+        s.rt.conversation_turns(&session.owner(), conversation_id(&id)?)
+            .await?;
     Ok(Json(wire::Conversation::new(
         &c,
         turns.iter().map(wire::Turn::from).collect(),
@@ -141,9 +113,10 @@ pub async fn post_message(
     Path(id): Path<String>,
     body: Result<Json<wire::PostMessage>, JsonRejection>,
 ) -> Result<Json<wire::TurnResult>, ApiError> {
-    let (c, _) = owned(&s, &session, &id).await?;
+    let id = conversation_id(&id)?;
+    s.rt.conversation(&session.owner(), id).await?;
     let Json(body) = body?;
-    let out = s.rt.send(c.id, body.text).await?;
+    let out = s.rt.send(id, body.text).await?;
     Ok(Json(wire::TurnResult::from(&out)))
 }
 
@@ -156,23 +129,18 @@ pub async fn get_turn(
     session: Session,
     Path((id, number)): Path<(String, String)>,
 ) -> Result<Json<wire::TurnTrace>, ApiError> {
-    let (c, agency) = owned(&s, &session, &id).await?;
+    let id = conversation_id(&id)?;
     // Parsed here, not by the extractor, so that a bad number gets this API's JSON error.
     let number: u32 = number
         .parse()
-        .map_err(|_| ApiError::NotFound(format!("conversation {} has no turn `{number}`", c.id)))?;
-    let turns = s.rt.store().turns(c.id).await.map_err(RuntimeError::from)?;
-    let turn = turns
-        .iter()
-        .find(|t| t.number == number)
-        .ok_or_else(|| ApiError::NotFound(format!("conversation {} has no turn {number}", c.id)))?;
-    let roster = agency.roster();
-    let trace = s.rt.trace(c.id, turn.id).await?;
+        .map_err(|_| ApiError::NotFound(format!("conversation {id} has no turn `{number}`")))?;
+    let detail = s.rt.turn(&session.owner(), id, number).await?;
     Ok(Json(wire::TurnTrace {
-        turn: wire::Turn::from(turn),
-        trace: trace
+        turn: wire::Turn::from(&detail.turn),
+        trace: detail
+            .trace
             .iter()
-            .map(|e| wire::TraceEntry::new(e, &roster))
+            .map(|e| wire::TraceEntry::new(e, &detail.roster))
             .collect(),
     }))
 }
@@ -187,13 +155,9 @@ pub async fn list_messages(
     session: Session,
     Path(id): Path<String>,
 ) -> Result<Json<Vec<wire::Message>>, ApiError> {
-    let (c, agency) = owned(&s, &session, &id).await?;
-    let roster = agency.roster();
-    let messages =
-        s.rt.store()
-            .messages(c.id)
-            .await
-            .map_err(RuntimeError::from)?;
+    let (messages, roster) =
+        s.rt.messages(&session.owner(), conversation_id(&id)?)
+            .await?;
     Ok(Json(
         messages
             .iter()
@@ -214,8 +178,10 @@ pub async fn events(
     session: Session,
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<sse::Event, Infallible>>>, ApiError> {
-    let (c, agency) = owned(&s, &session, &id).await?;
-    let roster = agency.roster();
+    let owned =
+        s.rt.conversation(&session.owner(), conversation_id(&id)?)
+            .await?;
+    let (c, roster) = (owned.conversation, owned.agency.roster());
     let rx = s.rt.subscribe();
     let stream = stream_of(rx).filter_map(move |event| {
         let out = wire::LiveEvent::of(&event, c.id, &roster)

@@ -13,6 +13,7 @@ mod manage;
 pub mod openai;
 pub mod openapi;
 mod rooms;
+pub mod testing;
 mod ui;
 mod wire;
 

@@ -149,16 +149,6 @@ pub(crate) async fn agency_of(
     Ok(s.rt.agency(&session.owner(), agency).await?)
 }
 
-async fn detail(s: &AppState, a: &agency_core::Agency) -> Result<wire::AgencyDetail, ApiError> {
-    let published =
-        s.rt.store()
-            .agency_state(a.id)
-            .await
-            .map_err(RuntimeError::from)?
-            .and_then(|st| st.published);
-    Ok(wire::AgencyDetail::new(a, published))
-}
-
 /// The user's agencies, by name.
 #[utoipa::path(get, path = "/api/agencies", tag = "agencies",
     responses((status = 200, body = Vec<wire::AgencyDetail>)))]
@@ -166,16 +156,10 @@ pub async fn list_agencies(
     State(s): State<AppState>,
     session: Session,
 ) -> Result<Json<Vec<wire::AgencyDetail>>, ApiError> {
-    let agencies =
-        s.rt.store()
-            .list_agencies(&session.owner())
-            .await
-            .map_err(RuntimeError::from)?;
-    let mut out = Vec::with_capacity(agencies.len());
-    for a in &agencies {
-        out.push(detail(&s, a).await?);
-    }
-    Ok(Json(out))
+    let agencies = s.rt.agencies(&session.owner()).await?;
+    Ok(Json(
+        agencies.iter().map(wire::AgencyDetail::from).collect(),
+    ))
 }
 
 /// Creates an agency: a draft, not reachable through its API until it is published.
@@ -188,7 +172,15 @@ pub async fn create_agency(
 ) -> Result<(StatusCode, Json<wire::AgencyDetail>), ApiError> {
     let Json(draft) = body?;
     let a = s.rt.create_agency(&session.owner(), &draft.into()).await?;
-    Ok((StatusCode::CREATED, Json(wire::AgencyDetail::new(&a, None))))
+    Ok((
+        StatusCode::CREATED,
+        Json(wire::AgencyDetail::from(
+            &agency_runtime::agencies::AgencyInfo {
+                agency: a,
+                published: None,
+            },
+        )),
+    ))
 }
 
 /// An agency's draft and the version its API serves.
@@ -200,8 +192,8 @@ pub async fn get_agency(
     session: Session,
     Path(agency): Path<String>,
 ) -> Result<Json<wire::AgencyDetail>, ApiError> {
-    let a = agency_of(&s, &session, &agency).await?;
-    Ok(Json(detail(&s, &a).await?))
+    let a = s.rt.agency_info(&session.owner(), &agency).await?;
+    Ok(Json(wire::AgencyDetail::from(&a)))
 }
 
 /// Replaces the draft (agents in the order given); the published version stays.
@@ -219,7 +211,7 @@ pub async fn update_agency(
     let a =
         s.rt.update_agency(&session.owner(), id, &draft.into())
             .await?;
-    Ok(Json(detail(&s, &a).await?))
+    Ok(Json(wire::AgencyDetail::from(&s.rt.with_state(a).await?)))
 }
 
 /// Deletes the agency with its versions, conversations and keys.
@@ -343,7 +335,10 @@ pub async fn import_agency(
         Err(RuntimeError::Validation(v)) => return Err(file_problems(file.locate(v))),
         other => other?,
     };
-    Ok((StatusCode::CREATED, Json(detail(&s, &a).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(wire::AgencyDetail::from(&s.rt.with_state(a).await?)),
+    ))
 }
 
 /// An agency file's problems, each with its place.
@@ -373,11 +368,7 @@ pub async fn list_keys(
     Path(agency): Path<String>,
 ) -> Result<Json<Vec<wire::ApiKey>>, ApiError> {
     let a = agency_of(&s, &session, &agency).await?;
-    let keys =
-        s.rt.store()
-            .api_keys(a.id)
-            .await
-            .map_err(RuntimeError::from)?;
+    let keys = s.auth.keys(a.id).await?;
     Ok(Json(keys.iter().map(wire::ApiKey::from).collect()))
 }
 
@@ -406,15 +397,10 @@ pub async fn create_key(
             ))
         })?),
     };
-    let (key, plain) = agency_runtime::keys::create_key(
-        &**s.rt.store(),
-        s.auth.keyring(),
-        &a,
-        &k.name,
-        expires_in,
-        k.rate_limit_per_minute,
-    )
-    .await?;
+    let (key, plain) = s
+        .auth
+        .create_key(&a, &k.name, expires_in, k.rate_limit_per_minute)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(wire::CreatedKey {
@@ -434,18 +420,12 @@ pub async fn revoke_key(
     Path((agency, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     let a = agency_of(&s, &session, &agency).await?;
-    let revoked =
-        s.rt.store()
-            .revoke_api_key(a.id, &name, chrono::Utc::now())
-            .await
-            .map_err(RuntimeError::from)?;
-    if !revoked {
+    if !s.auth.revoke(a.id, &name).await? {
         return Err(ApiError::NotFound(format!(
             "agency `{}` has no live key named `{name}`",
             a.name
         )));
     }
-    s.auth.forget(a.id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -456,11 +436,7 @@ pub async fn list_provider_keys(
     State(s): State<AppState>,
     session: Session,
 ) -> Result<Json<Vec<wire::ProviderKey>>, ApiError> {
-    let keys =
-        s.rt.store()
-            .provider_keys(&session.owner())
-            .await
-            .map_err(RuntimeError::from)?;
+    let keys = s.rt.provider_keys(&session.owner()).await?;
     Ok(Json(
         keys.iter()
             .map(|k| wire::ProviderKey {

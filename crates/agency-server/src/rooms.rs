@@ -72,16 +72,7 @@ fn participant_id(id: &str) -> Result<ParticipantId, ApiError> {
 }
 
 async fn detail(s: &AppState, owner: &str, room: RoomId) -> Result<wire::RoomDetail, ApiError> {
-    let room = s.rt.owned_room(owner, room).await?;
-    let store = s.rt.store();
-    let participants = store
-        .participants(room.id)
-        .await
-        .map_err(RuntimeError::from)?;
-    let messages = store
-        .room_messages(room.id)
-        .await
-        .map_err(RuntimeError::from)?;
+    let (room, participants, messages) = s.rt.room_detail(owner, room).await?;
     Ok(wire::RoomDetail {
         room: wire::Room::from(&room),
         participants: participants.iter().map(wire::Participant::from).collect(),
@@ -95,11 +86,7 @@ pub async fn list_rooms(
     State(s): State<AppState>,
     session: Session,
 ) -> Result<Json<Vec<wire::Room>>, ApiError> {
-    let rooms =
-        s.rt.store()
-            .rooms(&session.owner())
-            .await
-            .map_err(RuntimeError::from)?;
+    let rooms = s.rt.rooms(&session.owner()).await?;
     Ok(Json(rooms.iter().map(wire::Room::from).collect()))
 }
 

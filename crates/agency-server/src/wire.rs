@@ -729,12 +729,12 @@ pub struct AgencyDetail {
     pub draft: AgencyDraft,
 }
 
-impl AgencyDetail {
-    pub fn new(a: &agency_core::Agency, published_version: Option<u32>) -> Self {
+impl From<&agency_runtime::agencies::AgencyInfo> for AgencyDetail {
+    fn from(a: &agency_runtime::agencies::AgencyInfo) -> Self {
         Self {
-            id: a.id.to_string(),
-            published_version,
-            draft: a.to_draft().into(),
+            id: a.agency.id.to_string(),
+            published_version: a.published,
+            draft: a.agency.to_draft().into(),
         }
     }
 }

@@ -8,8 +8,6 @@ use agency_providers::Providers;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-mod common;
-
 /// What an account must not be able to do to the server or to other accounts (issue 17).
 #[path = "api/security.rs"]
 mod security;
@@ -37,7 +35,10 @@ impl App {
         // The tests' bots and providers run on loopback.
         let mut providers = Providers::builtin();
         providers.allow_private_addresses().unwrap();
-        let base = common::serve(dir.path(), providers, connections).await.base;
+        let base = agency_server::testing::serve(dir.path(), providers, connections)
+            .await
+            .unwrap()
+            .base;
         let client = signed_up(&base, "ada@example.com").await;
         let res = client
             .post(format!("{base}/api/agencies/import"))

@@ -9,8 +9,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -113,8 +111,9 @@ async fn app(dir: &Path) -> String {
 
 /// The real app on a fresh SQLite file, with these providers.
 async fn app_with(dir: &Path, providers: Providers) -> String {
-    common::serve(dir, providers, agency_server::Connections::default())
+    agency_server::testing::serve(dir, providers, agency_server::Connections::default())
         .await
+        .unwrap()
         .base
 }
 

@@ -13,15 +13,12 @@ use agency_core::{
 use agency_fakes::{Fake, openai};
 use agency_file::AgencyFile;
 use agency_providers::Providers;
-use agency_runtime::keys::{Keyring, create_key};
 use agency_runtime::{LOCAL_OWNER, Runtime};
 use insta::dynamic_redaction;
 use reqwest::header::HeaderMap;
 use reqwest::{RequestBuilder, StatusCode};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
-
-mod common;
 
 const STUDIO: &str = include_str!("../../../examples/studio.yaml");
 
@@ -42,7 +39,8 @@ struct App {
     base: String,
     client: reqwest::Client,
     rt: Arc<Runtime>,
-    keyring: Keyring,
+    store: Arc<dyn agency_store::Store>,
+    auth: Arc<agency_runtime::keys::Authenticator>,
     studio: Agency,
     /// A key of the studio, with the default rate limit.
     key: String,
@@ -52,23 +50,23 @@ struct App {
 impl App {
     async fn spawn() -> App {
         let dir = tempfile::tempdir().unwrap();
-        let served = common::serve(
+        let served = agency_server::testing::serve(
             dir.path(),
             Providers::builtin(),
             agency_server::Connections::default(),
         )
-        .await;
+        .await
+        .unwrap();
         let rt = served.rt;
         let file = AgencyFile::parse("examples/studio.yaml", STUDIO).unwrap();
         let studio = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
-        // The server's stored secret, for making keys here.
-        let keyring = Keyring::load(&**rt.store(), &served.master).await.unwrap();
 
         let mut app = App {
             base: served.base,
             client: reqwest::Client::new(),
             rt,
-            keyring,
+            store: served.store,
+            auth: served.auth,
             studio,
             key: String::new(),
             _dir: dir,
@@ -95,16 +93,11 @@ impl App {
         expires_in: Option<Duration>,
         rate_limit: Option<u32>,
     ) -> String {
-        let (_, plain) = create_key(
-            &**self.rt.store(),
-            &self.keyring,
-            agency,
-            name,
-            expires_in,
-            rate_limit,
-        )
-        .await
-        .unwrap();
+        let (_, plain) = self
+            .auth
+            .create_key(agency, name, expires_in, rate_limit)
+            .await
+            .unwrap();
         plain.expose_secret().to_string()
     }
 
@@ -141,8 +134,7 @@ impl App {
     }
 
     async fn turns(&self, c: ConversationId) -> Vec<u32> {
-        self.rt
-            .store()
+        self.store
             .turns(c)
             .await
             .unwrap()
@@ -153,8 +145,7 @@ impl App {
 
     /// The texts of the user's inputs in the manager's context, in order.
     async fn inputs(&self, c: ConversationId) -> Vec<String> {
-        self.rt
-            .store()
+        self.store
             .messages(c)
             .await
             .unwrap()
@@ -400,7 +391,7 @@ async fn a_completion_answers_like_openai() {
 
     // The conversation is real, the studio's, with one turn.
     let c = r.conversation();
-    let conv = app.rt.store().conversation(c).await.unwrap().unwrap();
+    let conv = app.store.conversation(c).await.unwrap().unwrap();
     assert_eq!(conv.agency_id, app.studio.id);
     assert_eq!(app.turns(c).await, [1]);
     assert_eq!(app.inputs(c).await, ["a todo app"]);
@@ -794,8 +785,7 @@ async fn errors_have_openais_shape() {
 
     // None of that started a conversation.
     assert!(
-        app.rt
-            .store()
+        app.store
             .list_conversations(app.studio.id)
             .await
             .unwrap()
@@ -875,7 +865,7 @@ async fn agency_paths_work_like_v1() {
         // Each a new conversation of the studio.
         let c = r.conversation();
         assert_ne!(c, v1.conversation());
-        let conv = app.rt.store().conversation(c).await.unwrap().unwrap();
+        let conv = app.store.conversation(c).await.unwrap().unwrap();
         assert_eq!(conv.agency_id, app.studio.id, "{path}");
 
         // Streamed too.
@@ -931,8 +921,7 @@ async fn a_key_reaches_only_its_own_agency() {
     assert_eq!(ok.content(), answer("a todo app"));
     let gallery_conversation = ok.conversation();
     let conv = app
-        .rt
-        .store()
+        .store
         .conversation(gallery_conversation)
         .await
         .unwrap()
@@ -1153,8 +1142,7 @@ async fn the_conversation_header_names_the_conversation() {
     .await;
     r.error(StatusCode::NOT_FOUND, Some("conversation_not_found"), None);
     assert!(
-        app.rt
-            .store()
+        app.store
             .conversation(GHOST.parse().unwrap())
             .await
             .unwrap()
@@ -1174,8 +1162,7 @@ async fn the_conversation_header_names_the_conversation() {
     }
     assert_eq!(app.turns(c).await, [1, 2, 3, 4]);
     assert_eq!(
-        app.rt
-            .store()
+        app.store
             .list_conversations(app.studio.id)
             .await
             .unwrap()
@@ -1195,7 +1182,7 @@ async fn a_system_message_reaches_only_the_manager() {
     assert!(!r.text.contains("Zorglub"), "{}", r.text);
     let c = r.conversation();
 
-    let messages = app.rt.store().messages(c).await.unwrap();
+    let messages = app.store.messages(c).await.unwrap();
     let manager = app.studio.manager;
     assert_eq!(manager, AgentId::new(4522).unwrap());
     let prompts: Vec<_> = messages
@@ -1255,8 +1242,7 @@ async fn a_revoked_key_is_refused() {
     assert_eq!(r.content(), answer("a todo app"));
 
     assert!(
-        app.rt
-            .store()
+        app.store
             .revoke_api_key(app.studio.id, "doomed", chrono::Utc::now())
             .await
             .unwrap()

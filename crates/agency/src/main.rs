@@ -10,7 +10,7 @@ use std::sync::Arc;
 use agency_core::{Agency, ConversationId, MessageKind};
 use agency_file::AgencyFile;
 use agency_providers::Providers;
-use agency_runtime::secrets::{self, MASTER_KEY_ENV, MasterKeySource};
+use agency_runtime::secrets::{MASTER_KEY_ENV, MasterKeySource};
 use agency_runtime::{Event, LOCAL_OWNER, Runtime, RuntimeError, TurnOutcome};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -242,10 +242,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         _ => MasterKeySource::File(cli.master_key_file.clone()),
     };
     let store = agency_store::open(&cli.db).await?;
+    // Before the server's providers are built: building them may need the keys these repair.
+    let repair = || {
+        Runtime::with_master_key(
+            store.clone(),
+            Providers::builtin(),
+            Some(master_key.clone()),
+        )
+    };
     match &cli.command {
-        Command::ProviderKey(c) => return provider_key(&*store, &master_key, c).await,
+        Command::ProviderKey(c) => return provider_key(&repair(), c).await,
         Command::MasterKey(MasterKeyCommand::Rotate) => {
-            let (n, new_key) = secrets::rotate_master_key(&*store, &master_key).await?;
+            let (n, new_key) = repair().rotate_master_key().await?;
             match new_key {
                 None => println!("rotated the master key; re-sealed {n} stored key(s)"),
                 Some(hex) => println!(
@@ -271,12 +279,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     {
         base.allow_private_addresses()?;
     }
-    let providers =
-        agency_runtime::providers::build(&base, &specs, LOCAL_OWNER, &*store, Some(&master_key))
-            .await?;
-    let master_key_for_keys = master_key.clone();
-    let rt = Runtime::with_master_key(store, providers, Some(master_key));
-    seed_demo(&rt).await?;
+    let rt = Runtime::open(store, base, &specs, master_key).await?;
+    // The demo agency, the first time a database is opened.
+    let demo = AgencyFile::parse("examples/studio.yaml", DEMO)?;
+    rt.seed("demo-agency-imported", LOCAL_OWNER, &demo.draft)
+        .await?;
     match cli.command {
         Command::Serve {
             listen,
@@ -291,12 +298,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 max_per_address: max_connections_per_address,
                 header_timeout: std::time::Duration::from_secs(header_timeout.max(1)),
             };
-            serve(rt, &master_key_for_keys, listen, mqtt, connections).await
+            serve(rt, listen, mqtt, connections).await
         }
         Command::Import { file } => import(&rt, &file).await,
         Command::Export { name, output } => export(&rt, &name, output).await,
         Command::List => list(&rt).await,
-        Command::Keys(command) => keys(&rt, &master_key_for_keys, command).await,
+        Command::Keys(command) => keys(&rt, command).await,
         // Handled above, before the runtime starts.
         Command::ProviderKey(_) | Command::MasterKey(_) => Ok(()),
         Command::Eval {
@@ -337,7 +344,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 json,
                 html,
             };
-            evaluate(&rt, &master_key_for_keys, run, &*embedder).await
+            evaluate(&rt, run, &*embedder).await
         }
         Command::Chat {
             name,
@@ -347,13 +354,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let agency = rt.agency(LOCAL_OWNER, &name).await?;
             let conversation = match conversation {
-                Some(id) => {
-                    let c = rt.store().conversation(id).await?;
-                    match c {
-                        Some(c) if c.agency_id == agency.id => id,
-                        _ => bail!("agency `{name}` has no conversation {id}"),
+                Some(id) => match rt.conversation_of(agency.id, id).await {
+                    Ok(c) => c.id,
+                    Err(agency_runtime::RuntimeError::ConversationNotFound(_)) => {
+                        bail!("agency `{name}` has no conversation {id}")
                     }
-                }
+                    Err(e) => return Err(e.into()),
+                },
                 None => rt.start_conversation(&agency).await?.id,
             };
             let result = match message {
@@ -383,12 +390,8 @@ fn server_provider_specs(
     Ok(specs)
 }
 
-async fn keys(
-    rt: &Runtime,
-    master_key: &MasterKeySource,
-    command: KeysCommand,
-) -> anyhow::Result<()> {
-    let store = rt.store();
+async fn keys(rt: &Runtime, command: KeysCommand) -> anyhow::Result<()> {
+    let auth = rt.authenticator().await?;
     match command {
         KeysCommand::Create {
             agency,
@@ -397,11 +400,9 @@ async fn keys(
             rate_limit,
         } => {
             let agency = rt.agency(LOCAL_OWNER, &agency).await?;
-            let keyring = agency_runtime::keys::Keyring::load(&**store, master_key).await?;
-            let (key, plain) = agency_runtime::keys::create_key(
-                &**store, &keyring, &agency, &name, expires_in, rate_limit,
-            )
-            .await?;
+            let (key, plain) = auth
+                .create_key(&agency, &name, expires_in, rate_limit)
+                .await?;
             eprintln!(
                 "created key `{}` for {} ({} requests/minute{}). It is shown this once:",
                 key.name,
@@ -415,7 +416,7 @@ async fn keys(
         }
         KeysCommand::List { agency } => {
             let agency = rt.agency(LOCAL_OWNER, &agency).await?;
-            let keys = store.api_keys(agency.id).await?;
+            let keys = auth.keys(agency.id).await?;
             if keys.is_empty() {
                 println!(
                     "no keys: `agency keys create {} --name dev` makes one",
@@ -446,10 +447,7 @@ async fn keys(
         }
         KeysCommand::Revoke { agency, name } => {
             let agency = rt.agency(LOCAL_OWNER, &agency).await?;
-            if store
-                .revoke_api_key(agency.id, &name, chrono::Utc::now())
-                .await?
-            {
+            if auth.revoke(agency.id, &name).await? {
                 println!("revoked key `{name}` of {}", agency.name);
             } else {
                 bail!("{} has no unrevoked key named `{name}`", agency.name);
@@ -459,11 +457,7 @@ async fn keys(
     Ok(())
 }
 
-async fn provider_key(
-    store: &dyn agency_store::Store,
-    master_key: &MasterKeySource,
-    command: &ProviderKeyCommand,
-) -> anyhow::Result<()> {
+async fn provider_key(rt: &Runtime, command: &ProviderKeyCommand) -> anyhow::Result<()> {
     match command {
         ProviderKeyCommand::Set { name } => {
             let mut key = String::new();
@@ -471,12 +465,11 @@ async fn provider_key(
                 .read_line(&mut key)
                 .context("cannot read the key from standard input")?;
             let key = SecretString::from(key.trim().to_string());
-            let sealed =
-                secrets::store_provider_key(store, master_key, LOCAL_OWNER, name, &key).await?;
+            let sealed = rt.put_provider_key(LOCAL_OWNER, name, &key).await?;
             println!("stored the key for `{name}` (…{}), sealed", sealed.suffix);
         }
         ProviderKeyCommand::List => {
-            let keys = store.provider_keys(LOCAL_OWNER).await?;
+            let keys = rt.provider_keys(LOCAL_OWNER).await?;
             if keys.is_empty() {
                 println!("no stored provider keys");
             }
@@ -490,23 +483,12 @@ async fn provider_key(
             }
         }
         ProviderKeyCommand::Delete { name } => {
-            if store.delete_provider_key(LOCAL_OWNER, name).await? {
+            if rt.delete_provider_key(LOCAL_OWNER, name).await? {
                 println!("deleted the key for `{name}`");
             } else {
                 bail!("no key is stored for `{name}`");
             }
         }
-    }
-    Ok(())
-}
-
-/// Imports the demo agency the first time an empty database is opened.
-async fn seed_demo(rt: &Runtime) -> anyhow::Result<()> {
-    if rt.store().claim_once("demo-agency-imported").await?
-        && rt.store().list_agencies(LOCAL_OWNER).await?.is_empty()
-    {
-        let file = AgencyFile::parse("examples/studio.yaml", DEMO)?;
-        rt.save_agency(&file.draft, LOCAL_OWNER).await?;
     }
     Ok(())
 }
@@ -538,7 +520,6 @@ fn within_file_limit(wanted: usize) -> usize {
 
 async fn serve(
     rt: Arc<Runtime>,
-    master_key: &MasterKeySource,
     listen: SocketAddr,
     mqtt: Option<String>,
     connections: agency_server::Connections,
@@ -566,11 +547,7 @@ async fn serve(
             "room answers in flight when the server last stopped are shown as failures, with Retry"
         );
     }
-    let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), master_key).await?;
-    let auth = Arc::new(agency_runtime::keys::Authenticator::new(
-        rt.store().clone(),
-        keyring,
-    ));
+    let auth = Arc::new(rt.authenticator().await?);
     let addr = listener.local_addr()?;
     let shutdown = shutdown_signal()?;
     tracing::info!("listening on http://{addr}");
@@ -647,7 +624,12 @@ async fn export(rt: &Runtime, name: &str, output: Option<PathBuf>) -> anyhow::Re
 }
 
 async fn list(rt: &Runtime) -> anyhow::Result<()> {
-    let agencies = rt.store().list_agencies(LOCAL_OWNER).await?;
+    let agencies: Vec<_> = rt
+        .agencies(LOCAL_OWNER)
+        .await?
+        .into_iter()
+        .map(|a| a.agency)
+        .collect();
     if agencies.is_empty() {
         println!("no agencies yet: `agency import FILE` adds one");
     }
@@ -785,7 +767,6 @@ struct EvalRun {
 
 async fn evaluate(
     rt: &Runtime,
-    master_key: &MasterKeySource,
     run: EvalRun,
     embedder: &dyn agency_eval::Embedder,
 ) -> anyhow::Result<()> {
@@ -828,7 +809,7 @@ async fn evaluate(
         });
     }
     for spec in &run.agents {
-        contestants.push(eval_agent(rt, master_key, spec).await?);
+        contestants.push(eval_agent(rt, spec).await?);
     }
     let bar = agency_eval::Bar::new();
     let cards = agency_eval::evaluate(&transcript, &person, &contestants, embedder, &bar).await?;
@@ -855,11 +836,7 @@ async fn evaluate(
 }
 
 /// `AGENCY:AGENT` as a contestant: the agent's model, with its role and instructions.
-async fn eval_agent(
-    rt: &Runtime,
-    master_key: &MasterKeySource,
-    spec: &str,
-) -> anyhow::Result<agency_eval::Contestant> {
+async fn eval_agent(rt: &Runtime, spec: &str) -> anyhow::Result<agency_eval::Contestant> {
     let Some((agency_ref, agent_name)) = spec.rsplit_once(':') else {
         bail!("--agent {spec}: write AGENCY:AGENT, e.g. examples/studio.yaml:reviewer");
     };
@@ -879,14 +856,7 @@ async fn eval_agent(
         .iter()
         .find(|a| a.name == agent_name || a.handle.as_deref() == Some(agent_name))
         .ok_or_else(|| anyhow::anyhow!("agency `{}` has no agent `{agent_name}`", agency.name))?;
-    let providers = agency_runtime::providers::build(
-        rt.providers(),
-        &agency.providers,
-        LOCAL_OWNER,
-        &**rt.store(),
-        Some(master_key),
-    )
-    .await?;
+    let providers = rt.providers_of(&agency).await?;
     let answerer = providers
         .resolve(&agent.model)
         .ok_or_else(|| anyhow::anyhow!("no provider serves `{}`", agent.model))?;

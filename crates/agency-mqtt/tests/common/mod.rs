@@ -6,12 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agency_runtime::secrets::MasterKeySource;
 use agency_runtime::{LOCAL_OWNER, Runtime};
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -95,6 +94,8 @@ pub struct Setup {
 
 pub struct Server {
     pub rt: Arc<Runtime>,
+    /// The runtime's store, for tests to look at what it wrote.
+    pub store: Arc<dyn agency_store::Store>,
     pub http: String,
     pub key: String,
     pub team: String,
@@ -137,41 +138,29 @@ impl Server {
 
     pub async fn start_with(host: &str, port: u16, setup: Setup) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let db = format!("sqlite://{}", dir.path().join("agency.db").display());
-        let store = agency_store::open(&db).await.unwrap();
-        let rt = Runtime::new(store, providers(&setup.providers));
+        let served = agency_server::testing::serve(
+            dir.path(),
+            providers(&setup.providers),
+            agency_server::Connections::default(),
+        )
+        .await
+        .unwrap();
+        let rt = served.rt;
         let id = unique();
         let (name, team) = (format!("plant-{id}"), format!("PLANT-{id}"));
         let yaml = setup.yaml.unwrap_or(agency_yaml)(&name, &team);
         let file = agency_file::AgencyFile::parse("plant.yaml", &yaml).unwrap();
         let agency = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
-        let master = MasterKeySource::Hex(SecretString::from("11".repeat(32)));
-        let keyring = agency_runtime::keys::Keyring::load(&**rt.store(), &master)
+        let (_, key) = served
+            .auth
+            .create_key(&agency, "test", None, None)
             .await
             .unwrap();
-        let (_, key) =
-            agency_runtime::keys::create_key(&**rt.store(), &keyring, &agency, "test", None, None)
-                .await
-                .unwrap();
-        let auth = Arc::new(agency_runtime::keys::Authenticator::new(
-            rt.store().clone(),
-            keyring,
-        ));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let http = format!("http://{}", listener.local_addr().unwrap());
-        let state = agency_server::AppState {
-            rt: rt.clone(),
-            auth,
-        };
-        tokio::spawn(agency_server::serve(
-            state,
-            listener,
-            agency_server::Connections::default(),
-            std::future::pending(),
-        ));
+        let http = served.base;
         let (stop, mqtt) = bridge(&rt, host, port, setup.share.as_deref());
         Server {
             rt,
+            store: served.store,
             http,
             key: key.expose_secret().to_string(),
             team,
@@ -189,10 +178,11 @@ impl Server {
     /// sessions and caches) and a bridge with its own client id, in the same share group.
     /// It serves no HTTP (`http` and `key` are this server's).
     pub async fn peer(&self, host: &str, port: u16) -> Server {
-        let rt = Runtime::new(self.rt.store().clone(), providers(&self.providers));
+        let rt = Runtime::new(self.store.clone(), providers(&self.providers));
         let (stop, mqtt) = bridge(&rt, host, port, self.share.as_deref());
         Server {
             rt,
+            store: self.store.clone(),
             http: self.http.clone(),
             key: self.key.clone(),
             team: self.team.clone(),

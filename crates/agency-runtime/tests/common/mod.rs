@@ -118,6 +118,8 @@ impl Provider for Scripts {
 
 pub struct Harness {
     pub rt: Arc<Runtime>,
+    /// The runtime's store, for tests to look at what it wrote.
+    pub store: Arc<dyn agency_store::Store>,
     pub scripts: Arc<Scripts>,
     pub url: String,
     _dir: Option<tempfile::TempDir>,
@@ -153,7 +155,8 @@ impl Harness {
             "42".repeat(32),
         ));
         Self {
-            rt: Runtime::with_master_key(store, providers, Some(master)),
+            rt: Runtime::with_master_key(store.clone(), providers, Some(master)),
+            store,
             scripts,
             url,
             _dir: dir,

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use agency_core::{Agency, ApiKey, ConversationId, Role, StopReason};
 use agency_runtime::api::{ChatTurn, Opened};
-use agency_runtime::keys::AuthError;
 use agency_runtime::{RuntimeError, TurnOutcome};
 use axum::Router;
 use axum::body::Bytes;
@@ -27,6 +26,8 @@ use tracing::Instrument;
 use types::{ChatRequest, Content};
 
 use crate::AppState;
+use crate::auth::{Key, KeyRefused};
+use agency_runtime::keys::AuthError;
 
 /// Largest request body: a long history of long messages, but not unbounded.
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -64,10 +65,11 @@ async fn request_id(request: axum::extract::Request, next: axum::middleware::Nex
 
 async fn v1_chat(
     State(s): State<AppState>,
+    key: Result<Key, KeyRefused>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    chat(s, None, headers, body)
+    chat(s, None, key, headers, body)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
@@ -75,43 +77,47 @@ async fn v1_chat(
 async fn agency_chat(
     State(s): State<AppState>,
     Path(agency): Path<String>,
+    key: Result<Key, KeyRefused>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    chat(s, Some(agency), headers, body)
+    chat(s, Some(agency), key, headers, body)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn v1_models(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, &headers, None).await?;
+async fn v1_models(
+    State(s): State<AppState>,
+    key: Result<Key, KeyRefused>,
+) -> Result<Response, OpenAiError> {
+    let (_, agency) = authorize(&s, key, None).await?;
     Ok(axum::Json(model_list(&agency)).into_response())
 }
 
 async fn v1_model(
     State(s): State<AppState>,
     Path(model): Path<String>,
-    headers: HeaderMap,
+    key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, &headers, Some(&model)).await?;
+    let (_, agency) = authorize(&s, key, Some(&model)).await?;
     Ok(axum::Json(model_of(&agency)).into_response())
 }
 
 async fn agency_models(
     State(s): State<AppState>,
     Path(agency): Path<String>,
-    headers: HeaderMap,
+    key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, &headers, Some(&agency)).await?;
+    let (_, agency) = authorize(&s, key, Some(&agency)).await?;
     Ok(axum::Json(model_list(&agency)).into_response())
 }
 
 async fn agency_model(
     State(s): State<AppState>,
     Path((agency, model)): Path<(String, String)>,
-    headers: HeaderMap,
+    key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, &headers, Some(&agency)).await?;
+    let (_, agency) = authorize(&s, key, Some(&agency)).await?;
     if !names(&agency, &model) {
         return Err(OpenAiError::model_not_found(&model));
     }
@@ -159,11 +165,10 @@ fn names(agency: &Agency, selector: &str) -> bool {
 /// key reaches only its own, and others look as if they did not exist).
 async fn authorize(
     s: &AppState,
-    headers: &HeaderMap,
+    key: Result<Key, KeyRefused>,
     selector: Option<&str>,
 ) -> Result<(ApiKey, Arc<Agency>), OpenAiError> {
-    let bearer = crate::auth::bearer(headers);
-    let key = s.auth.authenticate(bearer).await.map_err(auth_error)?;
+    let Key(key) = key.map_err(|KeyRefused(e)| auth_error(e))?;
     // The published version: cached, checked with one small read.
     let agency = match s.rt.published_agency(key.agency_id).await {
         Ok(agency) => agency,
@@ -252,6 +257,7 @@ fn named_conversation(headers: &HeaderMap) -> Result<Option<ConversationId>, Ope
 async fn chat(
     s: AppState,
     path_agency: Option<String>,
+    key: Result<Key, KeyRefused>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
@@ -268,7 +274,7 @@ async fn chat(
         }
     })?;
     // Like OpenAI: the key first, then the body.
-    let bearer_check = authorize(&s, &headers, None).await?;
+    let bearer_check = authorize(&s, key, None).await?;
     let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
         OpenAiError::invalid(
             format!("We could not parse the JSON body of your request: {e}"),

@@ -318,25 +318,17 @@ struct HomePage {
 }
 
 async fn home_page(s: &AppState, session: &Session) -> Result<HomePage, ApiError> {
-    let store = s.rt.store();
-    let list = store
-        .list_agencies(&session.owner())
-        .await
-        .map_err(agency_runtime::RuntimeError::from)?;
-    let mut agencies = Vec::with_capacity(list.len());
-    for a in &list {
-        let published = store
-            .agency_state(a.id)
-            .await
-            .map_err(agency_runtime::RuntimeError::from)?
-            .and_then(|st| st.published);
-        agencies.push(AgencyRow {
-            id: a.id.to_string(),
-            name: a.name.clone(),
-            agents: a.agents.len(),
-            published,
-        });
-    }
+    let agencies =
+        s.rt.agencies(&session.owner())
+            .await?
+            .into_iter()
+            .map(|a| AgencyRow {
+                id: a.agency.id.to_string(),
+                name: a.agency.name,
+                agents: a.agency.agents.len(),
+                published: a.published,
+            })
+            .collect();
     Ok(HomePage {
         layout: Layout::of(session),
         agencies,
@@ -447,21 +439,15 @@ async fn playground_page(
     Page(session): Page,
     Path(agency): Path<String>,
 ) -> Response {
-    let a = match crate::manage::agency_of(&s, &session, &agency).await {
+    let a = match s.rt.agency_info(&session.owner(), &agency).await {
         Ok(a) => a,
-        Err(e) => return error_page(&session, e),
-    };
-    let published = match s.rt.store().agency_state(a.id).await {
-        Ok(st) => st.and_then(|st| st.published),
-        Err(e) => {
-            return error_page(&session, agency_runtime::RuntimeError::from(e).into());
-        }
+        Err(e) => return error_page(&session, e.into()),
     };
     render(&PlaygroundPage {
         layout: Layout::of(&session),
-        id: a.id.to_string(),
-        name: a.name.clone(),
-        published,
+        id: a.agency.id.to_string(),
+        name: a.agency.name,
+        published: a.published,
     })
 }
 

@@ -1,0 +1,58 @@
+//! The real app for tests (this crate's and the crates' beside it), started the way
+//! `agency serve` starts it: a fresh SQLite file and master key in a folder of the test's, on
+//! 127.0.0.1 and a free port.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agency_providers::Providers;
+use agency_runtime::Runtime;
+use agency_runtime::keys::Authenticator;
+use agency_runtime::secrets::MasterKeySource;
+
+use crate::{AppState, Connections};
+
+/// A server running until the test's runtime ends.
+pub struct Served {
+    pub base: String,
+    pub rt: Arc<Runtime>,
+    /// What stored keys (provider keys, the API keys' secret) are sealed under.
+    pub master: MasterKeySource,
+    /// The runtime's store, for tests to look at what it wrote.
+    pub store: Arc<dyn agency_store::Store>,
+    /// The server's API keys, for tests to make some.
+    pub auth: Arc<Authenticator>,
+}
+
+/// Serves on `providers` with its database and master key in `dir`, holding connections as
+/// `connections` says.
+pub async fn serve(
+    dir: &Path,
+    providers: Providers,
+    connections: Connections,
+) -> Result<Served, Box<dyn std::error::Error + Send + Sync>> {
+    let url = format!("sqlite://{}", dir.join("agency.db").display());
+    let store = agency_store::open(&url).await?;
+    let master = MasterKeySource::File(dir.join("agency.key"));
+    let rt = Runtime::with_master_key(store.clone(), providers, Some(master.clone()));
+    let auth = Arc::new(rt.authenticator().await?);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let state = AppState {
+        rt: rt.clone(),
+        auth: auth.clone(),
+    };
+    tokio::spawn(crate::serve(
+        state,
+        listener,
+        connections,
+        std::future::pending(),
+    ));
+    Ok(Served {
+        base,
+        rt,
+        master,
+        store,
+        auth,
+    })
+}
