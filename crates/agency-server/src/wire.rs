@@ -1081,6 +1081,9 @@ pub struct RoomMessage {
     pub agent_id: Option<String>,
     pub agent: Option<String>,
     pub text: String,
+    /// A person's command for the room's utility bot (`/register`, ...), as the server reads
+    /// one: the utility bot answers it, and it is never in a context.
+    pub command: bool,
     pub included: bool,
     /// The id of the message this one replies to.
     pub reply_to: Option<String>,
@@ -1109,6 +1112,8 @@ impl From<&agency_core::room::RoomMessage> for RoomMessage {
             agent_id,
             agent,
             text: m.text.clone(),
+            command: matches!(m.author, Author::Person)
+                && agency_core::room::command(&m.text).is_some(),
             included: m.included,
             reply_to: m.reply_to.map(|r| r.to_string()),
             tagged: m.tagged.iter().map(ToString::to_string).collect(),

@@ -9,7 +9,7 @@ import { clearErrors, general, showError, showFieldErrors } from "./errors.js";
 /**
  * A message as the API sends it.
  * @typedef {{ id: string, seq: number, kind: string, agent_id: string | null, agent: string | null, text: string,
- *   included: boolean, reply_to: string | null, tagged: string[], created_at: string }} Message
+ *   command: boolean, included: boolean, reply_to: string | null, tagged: string[], created_at: string }} Message
  */
 /**
  * An agent in the room (a model's, or a webhook bot).
@@ -34,7 +34,8 @@ const room = {
   replyTo: null,
 };
 
-const LIMIT = 5000;
+/** The longest message the server takes, in characters: its rule, rendered by the template. */
+const LIMIT = Number(data("message", "maxChars"));
 
 /**
  * A participant's colour if it is one (`#rgb` … `#rrggbbaa`), else the muted one.
@@ -111,14 +112,6 @@ function showMessage(m) {
 }
 
 /**
- * A command for the room's utility bot (`/register ...`), as the server reads one.
- * @param {{ kind: string, text: string }} m
- */
-function isCommand(m) {
-  return m.kind === "person" && /^\s*\/\p{L}/u.test(m.text);
-}
-
-/**
  * Who wrote a message, as the room shows it.
  * @param {Message} m
  */
@@ -148,7 +141,7 @@ function buildMessage(m) {
   if (m.kind === "agent" || m.kind === "error") li.style.setProperty("--agent", colourOf(m.agent_id));
   /** @type {HTMLInputElement | null} */
   let box = null;
-  if (m.kind === "utility" || isCommand(m)) {
+  if (m.kind === "utility" || m.command) {
     // Commands and the utility bot's answers are never in a context.
   } else if (m.kind === "error") {
     head.append(" ", el("span", { class: "badge danger" }, "failed"));
@@ -364,9 +357,8 @@ async function sendToRoom(ev) {
     updateCounter();
     replyTo(null);
     if (posted.caller_key) showCallerKey(text.trim().split(/\s+/)[1].replace(/^@/, ""), posted.caller_key);
-    const command = isCommand({ kind: "person", text });
     const names = posted.answering.map((id) => (room.agents.get(id) || { name: "?" }).name);
-    status("chat-status", command ? "The utility bot answered." : names.length ? "Answering: " + names.join(", ") + "." : "No agent is asked: your message is stored.");
+    status("chat-status", posted.message.command ? "The utility bot answered." : names.length ? "Answering: " + names.join(", ") + "." : "No agent is asked: your message is stored.");
   } finally {
     button.disabled = false;
   }

@@ -513,6 +513,8 @@ async fn rooms_page(Page(session): Page) -> Response {
 struct RoomPage {
     layout: Layout,
     id: String,
+    /// The longest message the server takes, in characters (the core's rule, not a copy).
+    max_chars: usize,
 }
 
 async fn room_page(Page(session): Page, Path(id): Path<String>) -> Response {
@@ -520,6 +522,7 @@ async fn room_page(Page(session): Page, Path(id): Path<String>) -> Response {
     render(&RoomPage {
         layout: Layout::of(&session),
         id,
+        max_chars: agency_core::room::MAX_MESSAGE_CHARS,
     })
 }
 
