@@ -14,6 +14,7 @@ use axum::{Json, Router};
 use futures::{Stream, StreamExt};
 
 use crate::auth::{Account, Session};
+use crate::events::ConversationEvent;
 use crate::manage::agency_of;
 use crate::{ApiError, AppState, wire};
 
@@ -169,7 +170,8 @@ pub async fn list_messages(
 
 /// The conversation's turns as they happen, as server-sent events: `turn_started`,
 /// `agent_started`, `hop` (a message reached a context, or the user), `turn_finished`,
-/// `turn_failed`; each `data` is JSON.
+/// `turn_failed`; each `data` is JSON. The schema `ConversationEvent` gives each event's name
+/// and data.
 #[utoipa::path(get, path = "/api/conversations/{id}/events", tag = "conversations",
     params(("id" = String, Path)),
     responses((status = 200, content_type = "text/event-stream", description = "Events, as they happen"), (status = 404)))]
@@ -184,9 +186,8 @@ pub async fn events(
     let (c, roster) = (owned.conversation, owned.agency.roster());
     let rx = s.rt.subscribe();
     let stream = stream_of(rx).filter_map(move |event| {
-        let out = wire::LiveEvent::of(&event, c.id, &roster)
-            .map(|(name, data)| Ok(sse::Event::default().event(name).data(data.to_string())));
-        std::future::ready(out)
+        let out = ConversationEvent::of(&event, c.id, &roster).and_then(|e| e.sse());
+        std::future::ready(out.map(Ok))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }

@@ -8,6 +8,7 @@ pub mod auth;
 mod content;
 mod conversations;
 mod error;
+mod events;
 mod listen;
 mod manage;
 pub mod openai;

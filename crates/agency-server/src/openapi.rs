@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use utoipa::openapi;
 use utoipa::{Modify, OpenApi};
 
-use crate::{conversations, manage, rooms, wire};
+use crate::{conversations, events, manage, rooms, wire};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -71,7 +71,14 @@ use crate::{conversations, manage, rooms, wire};
         rooms::delete_definition,
         rooms::events,
     ),
-    components(schemas(wire::Usage, wire::TraceEntry, wire::Turn, wire::ErrorBody)),
+    components(schemas(
+        wire::Usage,
+        wire::TraceEntry,
+        wire::Turn,
+        wire::ErrorBody,
+        events::ConversationEvent,
+        events::RoomEvent
+    )),
     modifiers(&CommonErrors)
 )]
 struct ApiDoc;

@@ -5,7 +5,7 @@ use std::convert::Infallible;
 
 use agency_core::room::DefinitionKind;
 use agency_core::{DefinitionId, ParticipantId, RoomId, RoomMessageId};
-use agency_runtime::rooms::{NewBot, NewParticipant, Posted, RoomChange};
+use agency_runtime::rooms::{NewBot, NewParticipant, Posted};
 use agency_runtime::{Event, RuntimeError};
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -16,6 +16,7 @@ use axum::{Json, Router};
 use futures::{Stream, StreamExt};
 
 use crate::auth::{Account, Session};
+use crate::events::RoomEvent;
 use crate::{ApiError, AppState, wire};
 
 pub fn routes() -> Router<AppState> {
@@ -353,7 +354,8 @@ pub async fn retry(
 
 /// Everything that happens in the room, as server-sent events: `message` (stored: the
 /// person's, an answer, or a failure), `agent_started`, `delta` (an answer's text as it
-/// streams), `included`, `participants` (the agents changed: read the room again).
+/// streams), `included`, `participants` (the agents changed: read the room again). The schema
+/// `RoomEvent` gives each event's name and data.
 #[utoipa::path(get, path = "/api/rooms/{room}/events", tag = "rooms", params(("room" = String, Path)),
     responses((status = 200, content_type = "text/event-stream", description = "Events, as they happen"), (status = 404)))]
 pub async fn events(
@@ -364,33 +366,12 @@ pub async fn events(
     let room = s.rt.owned_room(&session.owner(), room_id(&room)?).await?;
     let stream = crate::conversations::stream_of(s.rt.subscribe()).filter_map(move |event| {
         let out = match event {
-            Event::Room { room: r, change } if r == room.id => Some(live(&change)),
+            Event::Room { room: r, change } if r == room.id => RoomEvent::from(&change).sse(),
             _ => None,
         };
-        std::future::ready(
-            out.map(|(name, data)| Ok(sse::Event::default().event(name).data(data.to_string()))),
-        )
+        std::future::ready(out.map(Ok))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
-}
-
-fn live(change: &RoomChange) -> (&'static str, serde_json::Value) {
-    use serde_json::json;
-    match change {
-        RoomChange::Message(m) => (
-            "message",
-            serde_json::to_value(wire::RoomMessage::from(m)).unwrap_or_default(),
-        ),
-        RoomChange::AgentStarted(a) => ("agent_started", json!({ "agent": a.to_string() })),
-        RoomChange::Delta { agent, text } => {
-            ("delta", json!({ "agent": agent.to_string(), "text": text }))
-        }
-        RoomChange::Included { message, included } => (
-            "included",
-            json!({ "message": message.to_string(), "included": included }),
-        ),
-        RoomChange::Participants => ("participants", json!({})),
-    }
 }
 
 /// Your reusable roles and personalities, roles first, by name.

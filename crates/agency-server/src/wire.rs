@@ -859,64 +859,6 @@ pub struct NewConversation {
     pub on: Option<String>,
 }
 
-/// A conversation's live events, as the SSE stream sends them: the event's name and its data.
-pub struct LiveEvent;
-
-impl LiveEvent {
-    /// `None` for another conversation's events.
-    pub fn of(
-        event: &agency_runtime::Event,
-        conversation: agency_core::ConversationId,
-        roster: &Roster,
-    ) -> Option<(&'static str, serde_json::Value)> {
-        use agency_runtime::Event as E;
-        use serde_json::json;
-        match event {
-            E::TurnStarted {
-                conversation: c,
-                turn,
-                number,
-            } if *c == conversation => Some((
-                "turn_started",
-                json!({ "turn": turn.to_string(), "number": number }),
-            )),
-            E::AgentStarted {
-                conversation: c,
-                turn,
-                agent,
-            } if *c == conversation => Some((
-                "agent_started",
-                json!({ "turn": turn.to_string(), "agent": roster.display(Some(*agent)) }),
-            )),
-            E::Hop {
-                conversation: c,
-                turn,
-                entry,
-            } if *c == conversation => Some((
-                "hop",
-                json!({ "turn": turn.to_string(), "hop": serde_json::to_value(TraceEntry::new(entry, roster)).unwrap_or_default() }),
-            )),
-            E::TurnFinished {
-                conversation: c,
-                turn,
-                stopped_by,
-            } if *c == conversation => Some((
-                "turn_finished",
-                json!({ "turn": turn.to_string(), "stopped_by": stopped_by.as_str() }),
-            )),
-            E::TurnFailed {
-                conversation: c,
-                turn,
-                error,
-            } if *c == conversation => Some((
-                "turn_failed",
-                json!({ "turn": turn.to_string(), "error": error }),
-            )),
-            _ => None,
-        }
-    }
-}
-
 // ---- Roundtable rooms ----
 
 #[derive(Deserialize, ToSchema)]
@@ -1081,6 +1023,9 @@ pub struct RoomMessage {
     pub agent_id: Option<String>,
     pub agent: Option<String>,
     pub text: String,
+    /// A person's command for the room's utility bot (`/register`, ...), as the server reads
+    /// one: the utility bot answers it, and it is never in a context.
+    pub command: bool,
     pub included: bool,
     /// The id of the message this one replies to.
     pub reply_to: Option<String>,
@@ -1109,6 +1054,8 @@ impl From<&agency_core::room::RoomMessage> for RoomMessage {
             agent_id,
             agent,
             text: m.text.clone(),
+            command: matches!(m.author, Author::Person)
+                && agency_core::room::command(&m.text).is_some(),
             included: m.included,
             reply_to: m.reply_to.map(|r| r.to_string()),
             tagged: m.tagged.iter().map(ToString::to_string).collect(),

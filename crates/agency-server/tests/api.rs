@@ -1192,6 +1192,7 @@ async fn a_room_of_the_studio_answers_in_parallel_and_keeps_its_flags() {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{posted}");
     assert_eq!(posted["message"]["kind"], json!("person"));
+    assert_eq!(posted["message"]["command"], json!(false));
     assert_eq!(posted["answering"].as_array().unwrap().len(), 3);
     let answers = posted["answers"].as_array().unwrap();
     assert_eq!(answers.len(), 3, "{posted}");
@@ -1379,6 +1380,9 @@ async fn a_bot_registered_in_a_room_is_called_when_tagged_or_replied_to() {
     assert_eq!(status, StatusCode::CREATED, "{posted}");
     let qa_key = posted["caller_key"].as_str().unwrap();
     assert_eq!(posted["answers"][0]["kind"], json!("utility"));
+    // The server says what a command is, so the page need not copy its rule.
+    assert_eq!(posted["message"]["command"], json!(true));
+    assert_eq!(posted["answers"][0]["command"], json!(false));
     let (_, detail) = app.get(&format!("/api/rooms/{room}")).await;
     assert!(!detail.to_string().contains(qa_key), "{detail}");
 

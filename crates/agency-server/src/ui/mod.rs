@@ -2,9 +2,11 @@
 //! JavaScript (`assets/`, embedded in the binary with rust-embed, served under `/static`).
 //!
 //! Pages are shells: the server renders the layout, the logged-in user and the session's CSRF
-//! token (`<meta name="csrf-token">`), and `app.js` fills in the agency editor, keys,
-//! playground, conversation browser, rooms and settings by calling the JSON API (`/api/...`) with the
-//! `x-csrf-token` header. Only what must work before a session exists is plain HTML forms:
+//! token (`<meta name="csrf-token">`), and each page's own ES module (`assets/js/<page>.js`,
+//! served as it is: no build step) fills in the agency editor, keys, playground, conversation
+//! browser, rooms and settings by calling the JSON API (`/api/...`) with the `x-csrf-token`
+//! header; the modules they share (`api.js`, `dom.js`, `errors.js`, ...) are imported by
+//! relative paths. Only what must work before a session exists is plain HTML forms:
 //! sign-up and log-in, plus log-out and "new agency" (forms with a `csrf_token` field).
 //!
 //! **CSRF on the pre-login forms** (sign-up, log-in): there is no session yet to tie a token to,
@@ -41,13 +43,15 @@ pub fn routes() -> Router<AppState> {
         .route("/settings", get(settings_page))
         .route("/rooms", get(rooms_page))
         .route("/rooms/{id}", get(room_page))
-        .route("/static/{file}", get(asset))
+        .route("/static/{*file}", get(asset))
 }
 
 #[derive(rust_embed::RustEmbed)]
 #[folder = "assets/"]
 struct Assets;
 
+/// An embedded asset by its path under `assets/` (`app.css`, `js/room.js`), with its type: ES
+/// modules need a JavaScript one. Nothing is cached without asking again (`no-cache`).
 async fn asset(Path(file): Path<String>) -> Response {
     let Some(f) = Assets::get(&file) else {
         return (StatusCode::NOT_FOUND, "no such file").into_response();
@@ -495,6 +499,8 @@ async fn rooms_page(Page(session): Page) -> Response {
 struct RoomPage {
     layout: Layout,
     id: String,
+    /// The longest message the server takes, in characters (the core's rule, not a copy).
+    max_chars: usize,
 }
 
 async fn room_page(Page(session): Page, Path(id): Path<String>) -> Response {
@@ -502,6 +508,7 @@ async fn room_page(Page(session): Page, Path(id): Path<String>) -> Response {
     render(&RoomPage {
         layout: Layout::of(&session),
         id,
+        max_chars: agency_core::room::MAX_MESSAGE_CHARS,
     })
 }
 
@@ -544,5 +551,67 @@ mod tests {
         // Not a browser posting another site's page.
         assert!(same_origin(&headers(&[host])));
         assert!(!same_origin(&headers(&[])));
+    }
+
+    #[tokio::test]
+    async fn modules_are_served_as_javascript_and_asked_for_again() {
+        for file in ["js/room.js", "js/api.js", "app.css"] {
+            let r = asset(Path(file.to_string())).await;
+            assert_eq!(r.status(), StatusCode::OK, "{file}");
+            let js = file.ends_with(".js");
+            assert_eq!(
+                r.headers()[header::CONTENT_TYPE],
+                if js {
+                    "text/javascript; charset=utf-8"
+                } else {
+                    "text/css; charset=utf-8"
+                },
+                "{file}"
+            );
+            assert_eq!(r.headers()[header::CACHE_CONTROL], "no-cache", "{file}");
+        }
+        let missing = asset(Path("js/nothing.js".to_string())).await;
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    }
+
+    /// The embedded text of `js/<name>`, which must exist.
+    fn module(name: &str) -> String {
+        let f = Assets::get(&format!("js/{name}")).unwrap_or_else(|| panic!("no js/{name}"));
+        String::from_utf8(f.data.into_owned()).unwrap()
+    }
+
+    /// What a page or a module loads resolves to an embedded module: every
+    /// `<script type="module" src="/static/js/...">` of the templates and every relative
+    /// `import ... from "./x.js"` (`import("./x.js")` in a JSDoc type included), so a renamed or
+    /// missing module fails here rather than in a browser.
+    #[test]
+    fn every_script_and_import_resolves_to_an_embedded_module() {
+        let templates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates");
+        let mut pages = 0;
+        for entry in std::fs::read_dir(templates).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for (i, _) in text.match_indices("<script") {
+                let tag = &text[i..i + text[i..].find('>').unwrap()];
+                assert!(tag.contains(r#"type="module""#), "{tag}");
+                let src = tag.split(r#"src="/static/js/"#).nth(1).unwrap();
+                module(&src[..src.find('"').unwrap()]);
+                pages += 1;
+            }
+        }
+        assert!(
+            pages >= 7,
+            "the pages that fill themselves in load their modules"
+        );
+        let mut imports = 0;
+        for file in Assets::iter().filter(|f| f.starts_with("js/")) {
+            let text = module(&file["js/".len()..]);
+            assert!(text.starts_with("// @ts-check"), "{file} is type-checked");
+            for (i, _) in text.match_indices("\"./") {
+                let name = &text[i + 3..];
+                module(&name[..name.find('"').unwrap()]);
+                imports += 1;
+            }
+        }
+        assert!(imports > 0);
     }
 }

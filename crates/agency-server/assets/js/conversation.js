@@ -1,0 +1,93 @@
+// @ts-check
+// The conversation browser: a conversation's turns, and each agent's context as it saw it.
+
+import { api } from "./api.js";
+import { $, data, el } from "./dom.js";
+import { general } from "./errors.js";
+import { tokens, when } from "./format.js";
+
+/**
+ * @typedef {{ number: number, started_at: string, hops: number, usage: import("./format.js").Usage,
+ *   cost_usd: string | null, error: string | null, stopped_by: string | null }} Turn
+ */
+/**
+ * @typedef {{ agent: string | null, role: string, kind: string, from: string | null, to: string | null,
+ *   text: string, included: boolean, usage: import("./format.js").Usage | null, latency_ms: number | null }} Message
+ */
+
+/**
+ * @param {{ created_at: string, version: number | null, agency_id: string, turns: Turn[] }} conversation
+ * @param {Message[] | null} messages null when they could not be read
+ */
+function show(conversation, messages) {
+  $("conversation-meta").replaceChildren(
+    "Started " + when(conversation.created_at) + ", " + (conversation.version === null ? "on the draft. " : "on version " + conversation.version + ". "),
+    el("a", { href: "/agencies/" + conversation.agency_id }, "Its agency"),
+  );
+  const body = $("c-turns", HTMLTableElement).tBodies[0];
+  body.replaceChildren(
+    ...conversation.turns.map((t) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, t.number),
+        el("td", {}, when(t.started_at)),
+        el("td", {}, t.hops),
+        el("td", {}, t.usage.prompt_tokens),
+        el("td", {}, t.usage.completion_tokens),
+        el("td", {}, t.usage.total_tokens),
+        el("td", { title: t.cost_usd === null ? "A model it called has no price: set prices on its provider in the agency file." : "" }, t.cost_usd === null ? "—" : "$" + t.cost_usd),
+        el("td", {}, t.error ? "error: " + t.error : t.stopped_by || "running"),
+      ),
+    ),
+  );
+  if (!messages) return;
+  /** @type {Map<string, Message[]>} */
+  const groups = new Map();
+  for (const msg of messages) {
+    const who = msg.agent === null ? "The user's transcript" : msg.agent;
+    const group = groups.get(who) || [];
+    if (!groups.has(who)) groups.set(who, group);
+    group.push(msg);
+  }
+  $("contexts").replaceChildren(
+    ...[...groups].map(([who, list]) =>
+      el(
+        "section",
+        { class: "card context", "data-agent": who },
+        el("h3", {}, who),
+        el(
+          "ol",
+          { class: "messages" },
+          ...list.map((x) =>
+            el(
+              "li",
+              { class: "msg role-" + x.role + (x.included ? "" : " excluded") },
+              el(
+                "p",
+                { class: "msg-head" },
+                el("span", { class: "badge" }, x.role),
+                " ",
+                x.kind,
+                x.role !== "system" && (x.from || x.to) ? " · " + (x.from || "user") + " → " + (x.to || "user") : "",
+                x.usage ? " · " + tokens(x.usage) : "",
+                x.latency_ms !== null && x.latency_ms !== undefined ? " · " + x.latency_ms + " ms" : "",
+              ),
+              x.role === "system"
+                ? el("details", {}, el("summary", {}, "System prompt"), el("pre", { class: "msg-text" }, x.text))
+                : el("pre", { class: "msg-text" }, x.text),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+const id = data("conversation", "id");
+const [c, m] = await Promise.all([api("GET", "/api/conversations/" + id), api("GET", "/api/conversations/" + id + "/messages")]);
+if (!c.ok) {
+  general(c.error.message);
+} else {
+  show(c.data, m.ok ? m.data : null);
+}
