@@ -1,0 +1,198 @@
+//! The command line: what each command takes (clap). What they do is in `commands/`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use agency_core::ConversationId;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "agency",
+    version,
+    about = "A team of LLM agents behind one endpoint"
+)]
+pub struct Cli {
+    /// Database URL: sqlite://PATH or postgres://USER@HOST/DB.
+    #[arg(
+        long,
+        global = true,
+        env = "AGENCY_DB",
+        default_value = "sqlite://agency.db"
+    )]
+    pub db: String,
+    /// Server configuration: the providers every agency can use (YAML, as an agency file's
+    /// `providers:`).
+    #[arg(long, global = true, env = "AGENCY_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The master key that seals stored provider keys and the API keys' secret (created, mode
+    /// 0600, by the first `serve` or the first key made). `AGENCY_MASTER_KEY` (64 hex digits)
+    /// takes precedence.
+    #[arg(
+        long,
+        global = true,
+        env = "AGENCY_MASTER_KEY_FILE",
+        default_value = "agency.key"
+    )]
+    pub master_key_file: PathBuf,
+    /// Seconds a streamed model call waits for the provider's first byte before trying again
+    /// (a call answered whole waits 120).
+    #[arg(
+        long,
+        global = true,
+        env = "AGENCY_STREAM_FIRST_BYTE_TIMEOUT",
+        default_value_t = 30
+    )]
+    pub stream_first_byte_timeout: u64,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Start the HTTP server.
+    Serve {
+        #[arg(long, env = "AGENCY_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Also speak the XMAGS MQTT protocol through this broker:
+        /// mqtt://[USER[:PASSWORD]@]HOST[:PORT][?client_id=ID&share=GROUP], or mqtts://; or
+        /// `embedded`: a broker inside the process on 127.0.0.1:1883 (embedded://HOST:PORT).
+        #[arg(long, env = "AGENCY_MQTT")]
+        mqtt: Option<String>,
+        /// Let accounts' providers (their agencies' `base_url`s) and webhook bots live on
+        /// loopback and private networks. Off by default: those are URLs accounts gave, called
+        /// from inside this server's network. For a server on one's own machine only.
+        #[arg(
+            long,
+            alias = "allow-private-bots",
+            env = "AGENCY_ALLOW_PRIVATE_ADDRESSES"
+        )]
+        allow_private_addresses: bool,
+        /// Open connections at most (lowered to what the open-file limit allows); past it, a
+        /// connection is answered 503.
+        #[arg(long, env = "AGENCY_MAX_CONNECTIONS", default_value_t = 10_000)]
+        max_connections: usize,
+        /// Open connections from one client address at most. Off by default: behind a load
+        /// balancer every connection comes from its address.
+        #[arg(long, env = "AGENCY_MAX_CONNECTIONS_PER_ADDRESS")]
+        max_connections_per_address: Option<usize>,
+        /// Seconds a client has to send a request's headers; a keep-alive connection idle
+        /// that long is closed too. Requests in progress and event streams are not cut.
+        #[arg(long, env = "AGENCY_HEADER_TIMEOUT", default_value_t = 30)]
+        header_timeout: u64,
+    },
+    /// Create or update an agency from a YAML (or JSON) file.
+    Import { file: PathBuf },
+    /// Print an agency as YAML.
+    Export {
+        name: String,
+        /// Write to this file instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// List the agencies.
+    List,
+    /// Talk to an agency: one turn with --message, else a terminal chat showing the agents' trace.
+    Chat {
+        name: String,
+        #[arg(short, long)]
+        message: Option<String>,
+        /// With --message: print the turn as JSON.
+        #[arg(long, requires = "message")]
+        json: bool,
+        /// Continue this conversation instead of starting one.
+        #[arg(long)]
+        conversation: Option<ConversationId>,
+    },
+    /// API keys for an agency's OpenAI-compatible endpoint.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Provider API keys stored in the database, sealed under the master key.
+    #[command(subcommand)]
+    ProviderKey(ProviderKeyCommand),
+    /// The master key that seals stored provider keys.
+    #[command(subcommand)]
+    MasterKey(MasterKeyCommand),
+    /// Score bots against a real conversation: every reply of PERSON in TRANSCRIPT is asked
+    /// of each bot, given what came before it, and its answer is compared with the original
+    /// by embedding similarity (see docs/eval.md).
+    Eval(EvalArgs),
+}
+
+#[derive(Subcommand)]
+pub enum KeysCommand {
+    /// Make a key for AGENCY; it is printed once and stored only as a keyed hash.
+    Create {
+        agency: String,
+        #[arg(long)]
+        name: String,
+        /// How long it lasts: `1s`, `15m`, `12h`, `30d`, `1w` (default: until revoked).
+        #[arg(long, value_parser = parse_duration)]
+        expires_in: Option<std::time::Duration>,
+        /// Requests per minute (default 600).
+        #[arg(long)]
+        rate_limit: Option<u32>,
+    },
+    /// The agency's keys: name, prefix, created, expires, last used, revoked.
+    List { agency: String },
+    /// Revoke the agency's key NAME.
+    Revoke { agency: String, name: String },
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    agency_core::apikey::parse_duration(s)
+        .ok_or_else(|| format!("`{s}` is not a duration: write e.g. 90s, 15m, 12h, 30d or 2w"))
+}
+
+#[derive(Subcommand)]
+pub enum ProviderKeyCommand {
+    /// Store the key for provider NAME, read from standard input (e.g. `printf %s "$KEY" |
+    /// agency provider-key set openai`). It is never printed again.
+    Set { name: String },
+    /// The stored keys, masked.
+    List,
+    /// Forget the key for provider NAME.
+    Delete { name: String },
+}
+
+#[derive(Subcommand)]
+pub enum MasterKeyCommand {
+    /// Make a new master key and re-seal every stored provider key under it.
+    Rotate,
+}
+
+/// What `agency eval` is asked to do.
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// A transcript: JSON `{"users": [...], "messages": [...]}`.
+    pub transcript: PathBuf,
+    /// Whom the bots emulate: a user's id or username in the transcript.
+    #[arg(long)]
+    pub person: String,
+    /// A webhook bot's endpoint, `URL` or `LABEL=URL` (repeatable). Endpoints on this
+    /// machine and private networks are allowed: these are your own bots.
+    #[arg(long = "bot")]
+    pub bots: Vec<String>,
+    /// The caller key endpoint bots are sent in `X-CALLER-KEY`.
+    #[arg(long, env = "AGENCY_BOT_KEY", hide_env_values = true)]
+    pub bot_key: Option<String>,
+    /// One of our agents, `AGENCY:AGENT` (repeatable): AGENCY an agency file or the name
+    /// of an imported agency, AGENT one of its agents.
+    #[arg(long = "agent")]
+    pub agents: Vec<String>,
+    /// An OpenAI-compatible embeddings endpoint (`…/v1`), its key in
+    /// `AGENCY_EMBEDDINGS_KEY`. Without it, all-MiniLM-L6-v2 runs on this machine.
+    #[arg(long)]
+    pub embeddings_url: Option<String>,
+    #[arg(long, default_value = "text-embedding-3-small")]
+    pub embeddings_model: String,
+    /// The local model's folder (config.json, tokenizer.json, model.safetensors).
+    #[arg(long, env = "AGENCY_EMBEDDINGS_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the report as an HTML page with a chart.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+}

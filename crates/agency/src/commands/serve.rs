@@ -1,0 +1,108 @@
+//! `agency serve`: the HTTP server, with MQTT when asked.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use agency_runtime::Runtime;
+use anyhow::Context;
+
+/// File descriptors kept for what is not a client's connection: the database, the providers'
+/// and bots' connections, the broker, logs.
+const RESERVED_FILES: u64 = 256;
+
+/// Raises the open-file limit as far as the system allows, and returns `wanted` lowered to
+/// what it leaves for connections: a server that runs out of descriptors stops accepting.
+pub fn within_file_limit(wanted: usize) -> usize {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read or raise the open-file limit");
+            return wanted;
+        }
+    };
+    let room = usize::try_from(limit.saturating_sub(RESERVED_FILES).max(16)).unwrap_or(usize::MAX);
+    if room < wanted {
+        tracing::warn!(
+            open_file_limit = limit,
+            max_connections = room,
+            "the open-file limit leaves room for fewer connections than --max-connections"
+        );
+    }
+    wanted.min(room)
+}
+
+pub async fn serve(
+    rt: Arc<Runtime>,
+    listen: SocketAddr,
+    mqtt: Option<String>,
+    connections: agency_server::Connections,
+) -> anyhow::Result<()> {
+    let mqtt = mqtt
+        .map(|url| agency_mqtt::MqttConfig::parse(&url))
+        .transpose()?;
+    if let Some(config) = &mqtt {
+        agency_mqtt::start_broker(config)?;
+        if config.embedded {
+            println!(
+                "agency: MQTT broker on mqtt://{}:{}",
+                config.host, config.port
+            );
+        }
+    }
+    // The port first: a server that cannot start makes no key files.
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let lost = rt.recover_rooms().await?;
+    if lost > 0 {
+        tracing::warn!(
+            answers = lost,
+            "room answers in flight when the server last stopped are shown as failures, with Retry"
+        );
+    }
+    let auth = Arc::new(rt.authenticator().await?);
+    let addr = listener.local_addr()?;
+    let shutdown = shutdown_signal()?;
+    tracing::info!("listening on http://{addr}");
+    println!("agency: listening on http://{addr}");
+    let state = agency_server::AppState {
+        rt: rt.clone(),
+        auth,
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mqtt = mqtt.map(|config| {
+        let mut stopped = stopped.clone();
+        tokio::spawn(agency_mqtt::serve(rt.clone(), config, async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }))
+    });
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
+    agency_server::serve(state, listener, connections, shutdown).await?;
+    if let Some(mqtt) = mqtt {
+        mqtt.await??;
+    }
+    rt.settle().await;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what service managers send). Armed before the server says it
+/// is listening, so no signal slips past.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    let ctrl_c = tokio::spawn(tokio::signal::ctrl_c());
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down: finishing requests in progress");
+    })
+}
