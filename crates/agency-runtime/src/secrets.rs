@@ -3,7 +3,9 @@
 //! open). The master key comes from `AGENCY_MASTER_KEY` (64 hex digits) or from a file, created
 //! with mode 0600 the first time a key is stored.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use agency_store::{SealedKey, Store};
 use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng, Payload};
@@ -24,6 +26,10 @@ pub enum MasterKeySource {
     /// A file holding 64 hex digits; created (mode 0600) when first needed.
     File(PathBuf),
 }
+
+/// Key files as last read, with when they were written and their length.
+type ReadKeys = HashMap<PathBuf, ((std::time::SystemTime, u64), SecretBox<[u8; 32]>)>;
+static READ: std::sync::LazyLock<Mutex<ReadKeys>> = std::sync::LazyLock::new(Default::default);
 
 /// The 32-byte key every stored provider key is sealed under.
 pub struct MasterKey(SecretBox<[u8; 32]>);
@@ -53,21 +59,47 @@ impl MasterKey {
         crate::hex::encode(self.0.expose_secret())
     }
 
-    /// Loads the key; `None` when it is a file that does not exist yet.
+    /// Loads the key; `None` when it is a file that does not exist yet. A file is read once
+    /// and again only when it changes (a rotation by another process), so the calls that need
+    /// the key — every bot call derives its caller key — cost a `stat`, not a read.
     pub fn load(source: &MasterKeySource) -> Result<Option<Self>, RuntimeError> {
         match source {
             MasterKeySource::Hex(hex) => Self::from_hex(hex.expose_secret()).map(Some),
-            MasterKeySource::File(path) => match std::fs::read_to_string(path) {
-                Ok(text) => Self::from_hex(&text)
-                    .map(Some)
-                    .map_err(|e| invalid(format!("{}: {e}", path.display()))),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(invalid(format!(
-                    "cannot read the master key {}: {e}",
-                    path.display()
-                ))),
-            },
+            MasterKeySource::File(path) => Self::load_file(path),
         }
+    }
+
+    fn load_file(path: &Path) -> Result<Option<Self>, RuntimeError> {
+        let unreadable = |e: std::io::Error| {
+            invalid(format!(
+                "cannot read the master key {}: {e}",
+                path.display()
+            ))
+        };
+        let stamp = match std::fs::metadata(path) {
+            Ok(m) => (m.modified().map_err(unreadable)?, m.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(unreadable(e)),
+        };
+        let mut read = READ
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((at, key)) = read.get(path)
+            && *at == stamp
+        {
+            return Ok(Some(Self(SecretBox::new(Box::new(*key.expose_secret())))));
+        }
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(unreadable(e)),
+        };
+        let key = Self::from_hex(&text).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+        read.insert(
+            path.to_path_buf(),
+            (stamp, SecretBox::new(Box::new(*key.0.expose_secret()))),
+        );
+        Ok(Some(key))
     }
 
     /// Loads the key, creating its file (mode 0600) when there is none yet.
@@ -336,5 +368,36 @@ mod tests {
         assert!(MasterKey::load(&MasterKeySource::Hex(SecretString::from("abc"))).is_err());
         let hex = MasterKeySource::Hex(SecretString::from(k.to_hex()));
         assert_eq!(MasterKey::load(&hex).unwrap().unwrap().to_hex(), k.to_hex());
+    }
+
+    #[test]
+    fn a_key_file_is_read_again_only_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agency.key");
+        let source = MasterKeySource::File(path.clone());
+        let first = MasterKey::load_or_create(&source).unwrap().to_hex();
+        assert_eq!(MasterKey::load(&source).unwrap().unwrap().to_hex(), first);
+        let written = std::fs::metadata(&path).unwrap().modified().unwrap();
+        // Other bytes under the same stamp (time and length): what was read is kept.
+        let other = MasterKey::generate().to_hex();
+        let original = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, format!("{other}{}", &original[other.len()..])).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(written)
+            .unwrap();
+        assert_eq!(MasterKey::load(&source).unwrap().unwrap().to_hex(), first);
+        // A file written again (a rotation) is read again.
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(written + std::time::Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(MasterKey::load(&source).unwrap().unwrap().to_hex(), other);
+        std::fs::remove_file(&path).unwrap();
+        assert!(MasterKey::load(&source).unwrap().is_none());
     }
 }
