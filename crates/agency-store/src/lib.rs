@@ -16,12 +16,8 @@ use agency_core::{
 };
 use async_trait::async_trait;
 
-mod memory;
-mod memory_sql;
 mod postgres;
-mod rooms;
-mod rows;
-mod sql;
+mod shared;
 mod sqlite;
 
 pub use postgres::PostgresStore;

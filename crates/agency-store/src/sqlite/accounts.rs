@@ -6,8 +6,9 @@ use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::rows::{self, UserRow};
-use crate::{AccountStore, Result, StoreError, sql};
+use crate::shared::rows::{self, UserRow};
+use crate::shared::sql;
+use crate::{AccountStore, Result, StoreError};
 
 impl SqliteStore {
     fn one_user(&self, query: &str, key: &str) -> Result<Option<User>> {

@@ -15,33 +15,33 @@ use chrono::Utc;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use crate::rows::{self, AgencyRow, AgentRow, MessageRow, TurnRow, agencies_of, blocks_json};
+use crate::shared::rows::{
+    self, AgencyRow, AgentRow, MessageRow, TurnRow, agencies_of, blocks_json,
+};
 use agency_core::Published;
 
+use crate::shared::sql;
 use crate::{
     AgencyState, AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore,
-    SettingsStore, StoreError, Write, redact, sql,
+    SettingsStore, StoreError, Write, redact,
 };
 
 /// Schema versions, applied in order; `PRAGMA user_version` records how many ran.
 const MIGRATIONS: &[&str] = &[
-    include_str!("../migrations/sqlite/0001_init.sql"),
-    include_str!("../migrations/sqlite/0002_memory.sql"),
-    include_str!("../migrations/sqlite/0003_plans.sql"),
-    include_str!("../migrations/sqlite/0004_accounts.sql"),
-    include_str!("../migrations/sqlite/0005_rooms.sql"),
-    include_str!("../migrations/sqlite/0006_bots.sql"),
-    include_str!("../migrations/sqlite/0007_definitions.sql"),
-    include_str!("../migrations/sqlite/0008_turn_cost.sql"),
-    include_str!("../migrations/sqlite/0009_api_threads_conversation.sql"),
-    include_str!("../migrations/sqlite/0010_room_answering.sql"),
+    include_str!("../../migrations/sqlite/0001_init.sql"),
+    include_str!("../../migrations/sqlite/0002_memory.sql"),
+    include_str!("../../migrations/sqlite/0003_plans.sql"),
+    include_str!("../../migrations/sqlite/0004_accounts.sql"),
+    include_str!("../../migrations/sqlite/0005_rooms.sql"),
+    include_str!("../../migrations/sqlite/0006_bots.sql"),
+    include_str!("../../migrations/sqlite/0007_definitions.sql"),
+    include_str!("../../migrations/sqlite/0008_turn_cost.sql"),
+    include_str!("../../migrations/sqlite/0009_api_threads_conversation.sql"),
+    include_str!("../../migrations/sqlite/0010_room_answering.sql"),
 ];
 
-#[path = "sqlite_accounts.rs"]
 mod accounts;
-#[path = "sqlite_memory.rs"]
 mod memory;
-#[path = "sqlite_rooms.rs"]
 mod rooms;
 
 pub struct SqliteStore {
@@ -876,7 +876,7 @@ mod tests {
     /// in the wrong places on SQLite alone.
     #[test]
     fn shared_sql_names_its_parameters_in_order() {
-        for (i, line) in include_str!("sql.rs").lines().enumerate() {
+        for (i, line) in include_str!("../shared/sql.rs").lines().enumerate() {
             let mut seen: Vec<u32> = Vec::new();
             for part in line.split('$').skip(1) {
                 let digits: String = part.chars().take_while(char::is_ascii_digit).collect();

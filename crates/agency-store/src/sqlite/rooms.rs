@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::rooms::{
+use crate::shared::rooms::{
     self, DefinitionRow, ParticipantRow, RoomMessageRow, RoomRow, author_columns, persona_columns,
     speaker_columns, tagged_column,
 };

@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{PostgresStore, unique_violation};
-use crate::memory::{ActionRow, MemoryRow, PlanRow, PlanRows, TaskRow, plan_of};
-use crate::{MemoryStore, Result, StoreError, memory_sql as sql};
+use crate::shared::memory::{ActionRow, MemoryRow, PlanRow, PlanRows, TaskRow, plan_of};
+use crate::shared::memory_sql as sql;
+use crate::{MemoryStore, Result, StoreError};
 
 impl PostgresStore {
     async fn sources_of(&self, id: uuid::Uuid) -> Result<Vec<uuid::Uuid>> {

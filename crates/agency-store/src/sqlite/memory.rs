@@ -8,10 +8,11 @@ use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::memory::{
+use crate::shared::memory::{
     MemoryRow, PlanRows, plan_of, sqlite_action_row, sqlite_plan_row, sqlite_row, sqlite_task_row,
 };
-use crate::{MemoryStore, Result, StoreError, memory_sql as sql};
+use crate::shared::memory_sql as sql;
+use crate::{MemoryStore, Result, StoreError};
 
 fn sources(conn: &rusqlite::Connection, id: uuid::Uuid) -> rusqlite::Result<Vec<uuid::Uuid>> {
     conn.prepare_cached(sql::SOURCES_OF)?

@@ -9,21 +9,19 @@ use chrono::Utc;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool, Postgres, QueryBuilder};
 
-use crate::rows::{
+use crate::shared::rows::{
     AgencyRow, AgentRow, ConversationRow, MessageRow, TurnRow, agencies_of, blocks_json,
 };
 use agency_core::Published;
 
+use crate::shared::sql;
 use crate::{
     AgencyState, AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore,
-    SettingsStore, StoreError, Write, redact, sql,
+    SettingsStore, StoreError, Write, redact,
 };
 
-#[path = "postgres_accounts.rs"]
 mod accounts;
-#[path = "postgres_memory.rs"]
 mod memory;
-#[path = "postgres_rooms.rs"]
 mod rooms;
 
 pub struct PostgresStore {
@@ -110,14 +108,14 @@ impl AgencyStore for PostgresStore {
             .bind(agency.protocol.as_str())
             .bind(i64::from(agency.manager.get()))
             .bind(i64::from(agency.limits.max_hops))
-            .bind(crate::rows::deadline_ms(agency))
-            .bind(crate::rows::providers_json(&agency.providers))
+            .bind(crate::shared::rows::deadline_ms(agency))
+            .bind(crate::shared::rows::providers_json(&agency.providers))
             .bind(now)
             .bind(now)
             .execute(&mut *tx)
             .await;
         match saved {
-            Err(e) if unique_violation(&e) => return Err(crate::rows::name_taken(agency)),
+            Err(e) if unique_violation(&e) => return Err(crate::shared::rows::name_taken(agency)),
             other => other?,
         };
         sqlx::query(sql::DELETE_AGENTS)
@@ -133,7 +131,7 @@ impl AgencyStore for PostgresStore {
                 .bind(&a.handle)
                 .bind(&a.role)
                 .bind(a.model.to_string())
-                .bind(crate::rows::settings_json(a))
+                .bind(crate::shared::rows::settings_json(a))
                 .bind(blocks_json(&a.blocks))
                 .execute(&mut *tx)
                 .await?;
@@ -155,7 +153,7 @@ impl AgencyStore for PostgresStore {
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await?;
-        state.map(crate::rows::agency_state).transpose()
+        state.map(crate::shared::rows::agency_state).transpose()
     }
 
     async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>> {
@@ -213,7 +211,7 @@ impl AgencyStore for PostgresStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        crate::rows::published(version, at)
+        crate::shared::rows::published(version, at)
     }
 
     async fn version(&self, id: AgencyId, version: u32) -> Result<Option<(Published, String)>> {
@@ -222,7 +220,7 @@ impl AgencyStore for PostgresStore {
             .bind(i64::from(version))
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|(v, at, body)| Ok((crate::rows::published(v, at)?, body)))
+        row.map(|(v, at, body)| Ok((crate::shared::rows::published(v, at)?, body)))
             .transpose()
     }
 
@@ -232,7 +230,7 @@ impl AgencyStore for PostgresStore {
             .fetch_all(&self.pool)
             .await?;
         rows.into_iter()
-            .map(|(v, at)| crate::rows::published(v, at))
+            .map(|(v, at)| crate::shared::rows::published(v, at))
             .collect()
     }
 }
@@ -401,7 +399,7 @@ impl SecretStore for PostgresStore {
     }
 
     async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>> {
-        let row: Option<crate::rows::SealedKeyRow> = sqlx::query_as(sql::PROVIDER_KEY)
+        let row: Option<crate::shared::rows::SealedKeyRow> = sqlx::query_as(sql::PROVIDER_KEY)
             .bind(owner)
             .bind(provider)
             .fetch_optional(&self.pool)
@@ -410,15 +408,16 @@ impl SecretStore for PostgresStore {
     }
 
     async fn provider_keys(&self, owner: &str) -> Result<Vec<SealedKey>> {
-        let rows: Vec<crate::rows::SealedKeyRow> = sqlx::query_as(sql::PROVIDER_KEYS_OF_OWNER)
-            .bind(owner)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows: Vec<crate::shared::rows::SealedKeyRow> =
+            sqlx::query_as(sql::PROVIDER_KEYS_OF_OWNER)
+                .bind(owner)
+                .fetch_all(&self.pool)
+                .await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
     async fn all_provider_keys(&self) -> Result<Vec<SealedKey>> {
-        let rows: Vec<crate::rows::SealedKeyRow> = sqlx::query_as(sql::ALL_PROVIDER_KEYS)
+        let rows: Vec<crate::shared::rows::SealedKeyRow> = sqlx::query_as(sql::ALL_PROVIDER_KEYS)
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(Into::into).collect())
@@ -466,13 +465,13 @@ impl KeyStore for PostgresStore {
             .execute(&self.pool)
             .await;
         match done {
-            Err(e) if unique_violation(&e) => Err(crate::rows::key_name_taken(k)),
+            Err(e) if unique_violation(&e) => Err(crate::shared::rows::key_name_taken(k)),
             other => other.map(|_| ()).map_err(Into::into),
         }
     }
 
     async fn api_key_by_hash(&self, hash: &str) -> Result<Option<agency_core::ApiKey>> {
-        let row: Option<crate::rows::ApiKeyRow> = sqlx::query_as(sql::API_KEY_BY_HASH)
+        let row: Option<crate::shared::rows::ApiKeyRow> = sqlx::query_as(sql::API_KEY_BY_HASH)
             .bind(hash)
             .fetch_optional(&self.pool)
             .await?;
@@ -480,7 +479,7 @@ impl KeyStore for PostgresStore {
     }
 
     async fn api_keys(&self, agency: AgencyId) -> Result<Vec<agency_core::ApiKey>> {
-        let rows: Vec<crate::rows::ApiKeyRow> = sqlx::query_as(sql::API_KEYS_OF_AGENCY)
+        let rows: Vec<crate::shared::rows::ApiKeyRow> = sqlx::query_as(sql::API_KEYS_OF_AGENCY)
             .bind(agency.0)
             .fetch_all(&self.pool)
             .await?;

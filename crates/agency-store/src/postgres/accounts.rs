@@ -5,8 +5,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{PostgresStore, unique_violation};
-use crate::rows::{UserRow, email_taken};
-use crate::{AccountStore, Result, sql};
+use crate::shared::rows::{UserRow, email_taken};
+use crate::shared::sql;
+use crate::{AccountStore, Result};
 
 impl PostgresStore {
     async fn one_user(&self, query: &'static str, key: String) -> Result<Option<User>> {

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::StoreError;
-use crate::rows::corrupt;
+use crate::shared::rows::corrupt;
 
 pub(crate) const INSERT_ROOM: &str =
     "INSERT INTO rooms (id, owner, name, agency_id, created_at) VALUES ($1, $2, $3, $4, $5)";
