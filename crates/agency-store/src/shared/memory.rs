@@ -51,18 +51,6 @@ impl MemoryRow {
     }
 }
 
-pub(crate) fn sqlite_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryRow> {
-    Ok(MemoryRow {
-        id: r.get(0)?,
-        agency_id: r.get(1)?,
-        agent_id: r.get(2)?,
-        kind: r.get(3)?,
-        content: r.get(4)?,
-        importance: r.get(5)?,
-        created_at: r.get(6)?,
-    })
-}
-
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct PlanRow {
     pub id: uuid::Uuid,
@@ -166,34 +154,5 @@ pub(crate) fn plan_of(row: PlanRow, tasks: Vec<TaskRow>, actions: Vec<ActionRow>
         tasks: out,
         created_at: row.created_at,
         updated_at: row.updated_at,
-    })
-}
-
-pub(crate) fn sqlite_plan_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PlanRow> {
-    Ok(PlanRow {
-        id: r.get(0)?,
-        agency_id: r.get(1)?,
-        agent_id: r.get(2)?,
-        reflection_id: r.get(3)?,
-        status: r.get(4)?,
-        active: r.get(5)?,
-        created_at: r.get(6)?,
-        updated_at: r.get(7)?,
-    })
-}
-
-pub(crate) fn sqlite_task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
-    Ok(TaskRow {
-        id: r.get(0)?,
-        description: r.get(1)?,
-        status: r.get(2)?,
-    })
-}
-
-pub(crate) fn sqlite_action_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActionRow> {
-    Ok(ActionRow {
-        task_id: r.get(0)?,
-        name: r.get(1)?,
-        parameters: r.get(2)?,
     })
 }

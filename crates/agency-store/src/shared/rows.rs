@@ -491,94 +491,6 @@ impl TryFrom<TurnRow> for TurnRecord {
     }
 }
 
-/// Reading the same rows from SQLite (rusqlite), column by column.
-pub(crate) mod sqlite {
-    use rusqlite::Row;
-
-    use super::*;
-
-    pub(crate) fn agency(r: &Row<'_>) -> rusqlite::Result<AgencyRow> {
-        Ok(AgencyRow {
-            id: r.get("id")?,
-            owner: r.get("owner")?,
-            name: r.get("name")?,
-            handle: r.get("handle")?,
-            protocol: r.get("protocol")?,
-            manager: r.get("manager")?,
-            max_hops: r.get("max_hops")?,
-            deadline_ms: r.get("deadline_ms")?,
-            providers: r.get("providers")?,
-        })
-    }
-
-    pub(crate) fn agent(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
-        Ok(AgentRow {
-            agency_id: r.get("agency_id")?,
-            id: r.get("id")?,
-            name: r.get("name")?,
-            handle: r.get("handle")?,
-            role: r.get("role")?,
-            model: r.get("model")?,
-            sampling: r.get("sampling")?,
-            blocks: r.get("blocks")?,
-        })
-    }
-
-    pub(crate) fn user(r: &Row<'_>) -> rusqlite::Result<super::UserRow> {
-        Ok(super::UserRow {
-            id: r.get(0)?,
-            email: r.get(1)?,
-            password_hash: r.get(2)?,
-            created_at: r.get(3)?,
-        })
-    }
-
-    pub(crate) fn conversation(r: &Row<'_>) -> rusqlite::Result<ConversationRow> {
-        Ok(ConversationRow {
-            id: r.get("id")?,
-            agency_id: r.get("agency_id")?,
-            version: r.get("version")?,
-            created_at: r.get("created_at")?,
-        })
-    }
-
-    pub(crate) fn message(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
-        Ok(MessageRow {
-            id: r.get("id")?,
-            conversation_id: r.get("conversation_id")?,
-            turn_id: r.get("turn_id")?,
-            seq: r.get("seq")?,
-            agent_id: r.get("agent_id")?,
-            kind: r.get("kind")?,
-            linked_message_id: r.get("linked_message_id")?,
-            from_agent: r.get("from_agent")?,
-            to_agent: r.get("to_agent")?,
-            text: r.get("text")?,
-            prompt_tokens: r.get("prompt_tokens")?,
-            completion_tokens: r.get("completion_tokens")?,
-            latency_ms: r.get("latency_ms")?,
-            included: r.get("included")?,
-            created_at: r.get("created_at")?,
-        })
-    }
-
-    pub(crate) fn turn(r: &Row<'_>) -> rusqlite::Result<TurnRow> {
-        Ok(TurnRow {
-            id: r.get("id")?,
-            conversation_id: r.get("conversation_id")?,
-            number: r.get("number")?,
-            started_at: r.get("started_at")?,
-            finished_at: r.get("finished_at")?,
-            stopped_by: r.get("stopped_by")?,
-            hops: r.get("hops")?,
-            prompt_tokens: r.get("prompt_tokens")?,
-            completion_tokens: r.get("completion_tokens")?,
-            error: r.get("error")?,
-            cost_pico: r.get("cost_pico")?,
-        })
-    }
-}
-
 #[derive(sqlx::FromRow)]
 pub(crate) struct SealedKeyRow {
     pub owner: String,
@@ -600,17 +512,6 @@ impl From<SealedKeyRow> for crate::SealedKey {
             created_at: r.created_at,
         }
     }
-}
-
-pub(crate) fn sealed_key_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<SealedKeyRow> {
-    Ok(SealedKeyRow {
-        owner: r.get("owner")?,
-        provider: r.get("provider")?,
-        nonce: r.get("nonce")?,
-        sealed: r.get("sealed")?,
-        suffix: r.get("suffix")?,
-        created_at: r.get("created_at")?,
-    })
 }
 
 #[derive(sqlx::FromRow)]
@@ -643,21 +544,6 @@ impl TryFrom<ApiKeyRow> for agency_core::ApiKey {
             revoked_at: r.revoked_at,
         })
     }
-}
-
-pub(crate) fn api_key_sqlite(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRow> {
-    Ok(ApiKeyRow {
-        id: r.get("id")?,
-        agency_id: r.get("agency_id")?,
-        name: r.get("name")?,
-        prefix: r.get("prefix")?,
-        hash: r.get("hash")?,
-        rate_limit_per_minute: r.get("rate_limit_per_minute")?,
-        created_at: r.get("created_at")?,
-        expires_at: r.get("expires_at")?,
-        last_used_at: r.get("last_used_at")?,
-        revoked_at: r.get("revoked_at")?,
-    })
 }
 
 pub(crate) fn key_name_taken(key: &agency_core::ApiKey) -> StoreError {

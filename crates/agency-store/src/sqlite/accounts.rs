@@ -3,7 +3,7 @@
 use agency_core::{Email, LoginSession, PasswordHash, User, UserId};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, Row, params};
 
 use super::{SqliteStore, unique_violation};
 use crate::shared::rows::{self, UserRow};
@@ -14,7 +14,7 @@ impl SqliteStore {
     fn one_user(&self, query: &str, key: &str) -> Result<Option<User>> {
         let row: Option<UserRow> = self.with(|conn| {
             conn.prepare_cached(query)?
-                .query_row([key], rows::sqlite::user)
+                .query_row([key], user_row)
                 .optional()
         })?;
         row.map(TryInto::try_into).transpose()
@@ -69,7 +69,7 @@ impl AccountStore for SqliteStore {
     async fn session_user(&self, token_hash: &str, now: DateTime<Utc>) -> Result<Option<User>> {
         let row: Option<UserRow> = self.with(|conn| {
             conn.prepare_cached(sql::SESSION_USER)?
-                .query_row(params![token_hash, now], rows::sqlite::user)
+                .query_row(params![token_hash, now], user_row)
                 .optional()
         })?;
         row.map(TryInto::try_into).transpose()
@@ -84,4 +84,13 @@ impl AccountStore for SqliteStore {
         self.with(|conn| conn.execute(sql::DELETE_OTHER_SESSIONS, params![user.to_string(), keep]))
             .map(|_| ())
     }
+}
+
+fn user_row(r: &Row<'_>) -> rusqlite::Result<UserRow> {
+    Ok(UserRow {
+        id: r.get(0)?,
+        email: r.get(1)?,
+        password_hash: r.get(2)?,
+        created_at: r.get(3)?,
+    })
 }

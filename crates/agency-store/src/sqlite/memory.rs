@@ -5,12 +5,10 @@ use agency_core::memory::{Memory, MemoryId};
 use agency_core::plan::Plan;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, Row, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::shared::memory::{
-    MemoryRow, PlanRows, plan_of, sqlite_action_row, sqlite_plan_row, sqlite_row, sqlite_task_row,
-};
+use crate::shared::memory::{ActionRow, MemoryRow, PlanRow, PlanRows, TaskRow, plan_of};
 use crate::shared::memory_sql as sql;
 use crate::{MemoryStore, Result, StoreError};
 
@@ -49,7 +47,7 @@ impl MemoryStore for SqliteStore {
         let found = self.with(|conn| {
             let row = conn
                 .prepare_cached(sql::MEMORY_BY_ID)?
-                .query_row([id.0], sqlite_row)
+                .query_row([id.0], memory_row)
                 .optional()?;
             match row {
                 None => Ok(None),
@@ -73,7 +71,7 @@ impl MemoryStore for SqliteStore {
                 .prepare_cached(sql::MEMORIES_SINCE)?
                 .query_map(
                     params![agency.0, i64::from(agent.get()), since, i64::from(limit)],
-                    sqlite_row,
+                    memory_row,
                 )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             rows.into_iter()
@@ -136,18 +134,18 @@ impl MemoryStore for SqliteStore {
         let found = self.with(|conn| {
             let row = conn
                 .prepare_cached(sql::ACTIVE_PLAN)?
-                .query_row(params![agency.0, i64::from(agent.get())], sqlite_plan_row)
+                .query_row(params![agency.0, i64::from(agent.get())], plan_row)
                 .optional()?;
             let Some(row) = row else {
                 return Ok(None);
             };
             let tasks = conn
                 .prepare_cached(sql::PLAN_TASKS)?
-                .query_map([row.id], sqlite_task_row)?
+                .query_map([row.id], task_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let actions = conn
                 .prepare_cached(sql::PLAN_ACTIONS)?
-                .query_map([row.id], sqlite_action_row)?
+                .query_map([row.id], action_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(Some((row, tasks, actions)))
         })?;
@@ -155,4 +153,45 @@ impl MemoryStore for SqliteStore {
             .map(|(row, tasks, actions)| plan_of(row, tasks, actions))
             .transpose()
     }
+}
+
+fn memory_row(r: &Row<'_>) -> rusqlite::Result<MemoryRow> {
+    Ok(MemoryRow {
+        id: r.get(0)?,
+        agency_id: r.get(1)?,
+        agent_id: r.get(2)?,
+        kind: r.get(3)?,
+        content: r.get(4)?,
+        importance: r.get(5)?,
+        created_at: r.get(6)?,
+    })
+}
+
+fn plan_row(r: &Row<'_>) -> rusqlite::Result<PlanRow> {
+    Ok(PlanRow {
+        id: r.get(0)?,
+        agency_id: r.get(1)?,
+        agent_id: r.get(2)?,
+        reflection_id: r.get(3)?,
+        status: r.get(4)?,
+        active: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+    })
+}
+
+fn task_row(r: &Row<'_>) -> rusqlite::Result<TaskRow> {
+    Ok(TaskRow {
+        id: r.get(0)?,
+        description: r.get(1)?,
+        status: r.get(2)?,
+    })
+}
+
+fn action_row(r: &Row<'_>) -> rusqlite::Result<ActionRow> {
+    Ok(ActionRow {
+        task_id: r.get(0)?,
+        name: r.get(1)?,
+        parameters: r.get(2)?,
+    })
 }

@@ -12,11 +12,12 @@ use std::time::Duration;
 use agency_core::{Agency, AgencyId, Conversation, ConversationId, Message, TurnId, TurnRecord};
 use async_trait::async_trait;
 use chrono::Utc;
-use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
 use crate::shared::rows::{
-    self, AgencyRow, AgentRow, MessageRow, TurnRow, agencies_of, blocks_json,
+    self, AgencyRow, AgentRow, ApiKeyRow, ConversationRow, MessageRow, SealedKeyRow, TurnRow,
+    agencies_of, blocks_json,
 };
 use agency_core::Published;
 
@@ -264,7 +265,7 @@ impl SqliteStore {
         let Some(row) = row else { return Ok(None) };
         let agents = conn
             .prepare_cached(sql::AGENTS_OF_AGENCY)?
-            .query_map([row.id], rows::sqlite::agent)?
+            .query_map([row.id], agent_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(Some((row, agents)))
     }
@@ -459,7 +460,7 @@ impl AgencyStore for SqliteStore {
         let rows = self.with(|conn| {
             let row = conn
                 .prepare_cached(sql::AGENCY_BY_ID)?
-                .query_row([id.0], rows::sqlite::agency)
+                .query_row([id.0], agency_row)
                 .optional()?;
             self.one_agency(conn, row)
         })?;
@@ -481,7 +482,7 @@ impl AgencyStore for SqliteStore {
         let rows = self.with(|conn| {
             let row = conn
                 .prepare_cached(sql::AGENCY_BY_NAME)?
-                .query_row(params![owner, name], rows::sqlite::agency)
+                .query_row(params![owner, name], agency_row)
                 .optional()?;
             self.one_agency(conn, row)
         })?;
@@ -492,11 +493,11 @@ impl AgencyStore for SqliteStore {
         let (rows, agents) = self.with(|conn| {
             let rows = conn
                 .prepare_cached(sql::AGENCIES_OF_OWNER)?
-                .query_map([owner], rows::sqlite::agency)?
+                .query_map([owner], agency_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let agents = conn
                 .prepare_cached(sql::AGENTS_OF_OWNER)?
-                .query_map([owner], rows::sqlite::agent)?
+                .query_map([owner], agent_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok((rows, agents))
         })?;
@@ -582,7 +583,7 @@ impl ConversationStore for SqliteStore {
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
         let row = self.with(|conn| {
             conn.prepare_cached(sql::CONVERSATION)?
-                .query_row([id.0], rows::sqlite::conversation)
+                .query_row([id.0], conversation_row)
                 .optional()
         })?;
         row.map(TryInto::try_into).transpose()
@@ -591,7 +592,7 @@ impl ConversationStore for SqliteStore {
     async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>> {
         let rows = self.with(|conn| {
             conn.prepare_cached(sql::CONVERSATIONS_OF_AGENCY)?
-                .query_map([agency.0], rows::sqlite::conversation)?
+                .query_map([agency.0], conversation_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
@@ -600,7 +601,7 @@ impl ConversationStore for SqliteStore {
     async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
         let rows = self.with_long(|conn| {
             conn.prepare_cached(sql::MESSAGES_OF_CONVERSATION)?
-                .query_map([conversation.0], rows::sqlite::message)?
+                .query_map([conversation.0], message_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
@@ -613,7 +614,7 @@ impl ConversationStore for SqliteStore {
     ) -> Result<Vec<Message>> {
         let rows = self.with_long(|conn| {
             conn.prepare_cached(sql::MESSAGES_OF_TURN)?
-                .query_map([conversation.0, turn.0], rows::sqlite::message)?
+                .query_map([conversation.0, turn.0], message_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
@@ -622,7 +623,7 @@ impl ConversationStore for SqliteStore {
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
         let rows = self.with(|conn| {
             conn.prepare_cached(sql::TURNS_OF_CONVERSATION)?
-                .query_map([conversation.0], rows::sqlite::turn)?
+                .query_map([conversation.0], turn_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
@@ -677,7 +678,7 @@ impl SecretStore for SqliteStore {
     async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>> {
         let row = self.with(|conn| {
             conn.prepare_cached(sql::PROVIDER_KEY)?
-                .query_row(params![owner, provider], rows::sealed_key_sqlite)
+                .query_row(params![owner, provider], sealed_key_row)
                 .optional()
         })?;
         Ok(row.map(Into::into))
@@ -686,7 +687,7 @@ impl SecretStore for SqliteStore {
     async fn provider_keys(&self, owner: &str) -> Result<Vec<SealedKey>> {
         let rows = self.with(|conn| {
             conn.prepare_cached(sql::PROVIDER_KEYS_OF_OWNER)?
-                .query_map([owner], rows::sealed_key_sqlite)?
+                .query_map([owner], sealed_key_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         Ok(rows.into_iter().map(Into::into).collect())
@@ -695,7 +696,7 @@ impl SecretStore for SqliteStore {
     async fn all_provider_keys(&self) -> Result<Vec<SealedKey>> {
         let rows = self.with(|conn| {
             conn.prepare_cached(sql::ALL_PROVIDER_KEYS)?
-                .query_map([], rows::sealed_key_sqlite)?
+                .query_map([], sealed_key_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         Ok(rows.into_iter().map(Into::into).collect())
@@ -749,7 +750,7 @@ impl KeyStore for SqliteStore {
     async fn api_key_by_hash(&self, hash: &str) -> Result<Option<agency_core::ApiKey>> {
         let row = self.with(|conn| {
             conn.prepare_cached(sql::API_KEY_BY_HASH)?
-                .query_row([hash], rows::api_key_sqlite)
+                .query_row([hash], api_key_row)
                 .optional()
         })?;
         row.map(TryInto::try_into).transpose()
@@ -758,7 +759,7 @@ impl KeyStore for SqliteStore {
     async fn api_keys(&self, agency: AgencyId) -> Result<Vec<agency_core::ApiKey>> {
         let rows = self.with(|conn| {
             conn.prepare_cached(sql::API_KEYS_OF_AGENCY)?
-                .query_map([agency.0], rows::api_key_sqlite)?
+                .query_map([agency.0], api_key_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
@@ -798,6 +799,104 @@ impl KeyStore for SqliteStore {
             tx.commit()
         })
     }
+}
+
+fn agency_row(r: &Row<'_>) -> rusqlite::Result<AgencyRow> {
+    Ok(AgencyRow {
+        id: r.get("id")?,
+        owner: r.get("owner")?,
+        name: r.get("name")?,
+        handle: r.get("handle")?,
+        protocol: r.get("protocol")?,
+        manager: r.get("manager")?,
+        max_hops: r.get("max_hops")?,
+        deadline_ms: r.get("deadline_ms")?,
+        providers: r.get("providers")?,
+    })
+}
+
+fn agent_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
+    Ok(AgentRow {
+        agency_id: r.get("agency_id")?,
+        id: r.get("id")?,
+        name: r.get("name")?,
+        handle: r.get("handle")?,
+        role: r.get("role")?,
+        model: r.get("model")?,
+        sampling: r.get("sampling")?,
+        blocks: r.get("blocks")?,
+    })
+}
+
+fn conversation_row(r: &Row<'_>) -> rusqlite::Result<ConversationRow> {
+    Ok(ConversationRow {
+        id: r.get("id")?,
+        agency_id: r.get("agency_id")?,
+        version: r.get("version")?,
+        created_at: r.get("created_at")?,
+    })
+}
+
+fn message_row(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
+    Ok(MessageRow {
+        id: r.get("id")?,
+        conversation_id: r.get("conversation_id")?,
+        turn_id: r.get("turn_id")?,
+        seq: r.get("seq")?,
+        agent_id: r.get("agent_id")?,
+        kind: r.get("kind")?,
+        linked_message_id: r.get("linked_message_id")?,
+        from_agent: r.get("from_agent")?,
+        to_agent: r.get("to_agent")?,
+        text: r.get("text")?,
+        prompt_tokens: r.get("prompt_tokens")?,
+        completion_tokens: r.get("completion_tokens")?,
+        latency_ms: r.get("latency_ms")?,
+        included: r.get("included")?,
+        created_at: r.get("created_at")?,
+    })
+}
+
+fn turn_row(r: &Row<'_>) -> rusqlite::Result<TurnRow> {
+    Ok(TurnRow {
+        id: r.get("id")?,
+        conversation_id: r.get("conversation_id")?,
+        number: r.get("number")?,
+        started_at: r.get("started_at")?,
+        finished_at: r.get("finished_at")?,
+        stopped_by: r.get("stopped_by")?,
+        hops: r.get("hops")?,
+        prompt_tokens: r.get("prompt_tokens")?,
+        completion_tokens: r.get("completion_tokens")?,
+        error: r.get("error")?,
+        cost_pico: r.get("cost_pico")?,
+    })
+}
+
+fn sealed_key_row(r: &Row<'_>) -> rusqlite::Result<SealedKeyRow> {
+    Ok(SealedKeyRow {
+        owner: r.get("owner")?,
+        provider: r.get("provider")?,
+        nonce: r.get("nonce")?,
+        sealed: r.get("sealed")?,
+        suffix: r.get("suffix")?,
+        created_at: r.get("created_at")?,
+    })
+}
+
+fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKeyRow> {
+    Ok(ApiKeyRow {
+        id: r.get("id")?,
+        agency_id: r.get("agency_id")?,
+        name: r.get("name")?,
+        prefix: r.get("prefix")?,
+        hash: r.get("hash")?,
+        rate_limit_per_minute: r.get("rate_limit_per_minute")?,
+        created_at: r.get("created_at")?,
+        expires_at: r.get("expires_at")?,
+        last_used_at: r.get("last_used_at")?,
+        revoked_at: r.get("revoked_at")?,
+    })
 }
 
 #[cfg(test)]
