@@ -9,12 +9,11 @@ use chrono::Utc;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool, Postgres, QueryBuilder};
 
-use crate::shared::rows::{
-    AgencyRow, AgentRow, ConversationRow, MessageRow, TurnRow, agencies_of, blocks_json,
-};
 use agency_core::Published;
 
-use crate::shared::sql;
+use crate::shared::agencies::{self, AgencyRow, AgentRow, agencies_of, blocks_json};
+use crate::shared::conversations::{self, ConversationRow, MessageRow, TurnRow};
+use crate::shared::{keys, secrets, settings};
 use crate::{
     AgencyState, AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore,
     SettingsStore, StoreError, Write, redact,
@@ -58,7 +57,7 @@ impl PostgresStore {
 
     async fn one_agency(&self, row: Option<AgencyRow>) -> Result<Option<Agency>> {
         let Some(row) = row else { return Ok(None) };
-        let agents: Vec<AgentRow> = sqlx::query_as(sql::AGENTS_OF_AGENCY)
+        let agents: Vec<AgentRow> = sqlx::query_as(agencies::AGENTS_OF_AGENCY)
             .bind(row.id)
             .fetch_all(&self.pool)
             .await?;
@@ -68,7 +67,7 @@ impl PostgresStore {
 
 /// One multi-row INSERT of `messages`.
 fn insert_messages(messages: &[Message]) -> QueryBuilder<Postgres> {
-    let mut q = QueryBuilder::<Postgres>::new(sql::INSERT_MESSAGES);
+    let mut q = QueryBuilder::<Postgres>::new(conversations::INSERT_MESSAGES);
     q.push_values(messages, |mut b, m| {
         let r = MessageRow::from(m);
         b.push_bind(r.id)
@@ -100,7 +99,7 @@ impl AgencyStore for PostgresStore {
     async fn save_agency(&self, agency: &Agency) -> Result<()> {
         let now = Utc::now();
         let mut tx = self.pool.begin().await?;
-        let saved = sqlx::query(sql::SAVE_AGENCY)
+        let saved = sqlx::query(agencies::SAVE_AGENCY)
             .bind(agency.id.0)
             .bind(&agency.owner)
             .bind(&agency.name)
@@ -108,22 +107,22 @@ impl AgencyStore for PostgresStore {
             .bind(agency.protocol.as_str())
             .bind(i64::from(agency.manager.get()))
             .bind(i64::from(agency.limits.max_hops))
-            .bind(crate::shared::rows::deadline_ms(agency))
-            .bind(crate::shared::rows::providers_json(&agency.providers))
+            .bind(agencies::deadline_ms(agency))
+            .bind(agencies::providers_json(&agency.providers))
             .bind(now)
             .bind(now)
             .execute(&mut *tx)
             .await;
         match saved {
-            Err(e) if unique_violation(&e) => return Err(crate::shared::rows::name_taken(agency)),
+            Err(e) if unique_violation(&e) => return Err(agencies::name_taken(agency)),
             other => other?,
         };
-        sqlx::query(sql::DELETE_AGENTS)
+        sqlx::query(agencies::DELETE_AGENTS)
             .bind(agency.id.0)
             .execute(&mut *tx)
             .await?;
         for (position, a) in (0i64..).zip(&agency.agents) {
-            sqlx::query(sql::INSERT_AGENT)
+            sqlx::query(agencies::INSERT_AGENT)
                 .bind(agency.id.0)
                 .bind(i64::from(a.id.get()))
                 .bind(position)
@@ -131,7 +130,7 @@ impl AgencyStore for PostgresStore {
                 .bind(&a.handle)
                 .bind(&a.role)
                 .bind(a.model.to_string())
-                .bind(crate::shared::rows::settings_json(a))
+                .bind(agencies::settings_json(a))
                 .bind(blocks_json(&a.blocks))
                 .execute(&mut *tx)
                 .await?;
@@ -141,7 +140,7 @@ impl AgencyStore for PostgresStore {
     }
 
     async fn agency(&self, id: AgencyId) -> Result<Option<Agency>> {
-        let row = sqlx::query_as(sql::AGENCY_BY_ID)
+        let row = sqlx::query_as(agencies::AGENCY_BY_ID)
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await?;
@@ -149,15 +148,15 @@ impl AgencyStore for PostgresStore {
     }
 
     async fn agency_state(&self, id: AgencyId) -> Result<Option<AgencyState>> {
-        let state: Option<(i64, Option<i64>)> = sqlx::query_as(sql::AGENCY_STATE)
+        let state: Option<(i64, Option<i64>)> = sqlx::query_as(agencies::AGENCY_STATE)
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await?;
-        state.map(crate::shared::rows::agency_state).transpose()
+        state.map(agencies::agency_state).transpose()
     }
 
     async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>> {
-        let row = sqlx::query_as(sql::AGENCY_BY_NAME)
+        let row = sqlx::query_as(agencies::AGENCY_BY_NAME)
             .bind(owner)
             .bind(name)
             .fetch_optional(&self.pool)
@@ -166,11 +165,11 @@ impl AgencyStore for PostgresStore {
     }
 
     async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>> {
-        let rows: Vec<AgencyRow> = sqlx::query_as(sql::AGENCIES_OF_OWNER)
+        let rows: Vec<AgencyRow> = sqlx::query_as(agencies::AGENCIES_OF_OWNER)
             .bind(owner)
             .fetch_all(&self.pool)
             .await?;
-        let agents: Vec<AgentRow> = sqlx::query_as(sql::AGENTS_OF_OWNER)
+        let agents: Vec<AgentRow> = sqlx::query_as(agencies::AGENTS_OF_OWNER)
             .bind(owner)
             .fetch_all(&self.pool)
             .await?;
@@ -178,7 +177,7 @@ impl AgencyStore for PostgresStore {
     }
 
     async fn delete_agency(&self, id: AgencyId) -> Result<bool> {
-        let done = sqlx::query(sql::DELETE_AGENCY)
+        let done = sqlx::query(agencies::DELETE_AGENCY)
             .bind(id.0)
             .execute(&self.pool)
             .await?;
@@ -192,18 +191,18 @@ impl AgencyStore for PostgresStore {
         at: chrono::DateTime<Utc>,
     ) -> Result<Published> {
         let mut tx = self.pool.begin().await?;
-        let bumped = sqlx::query(sql::BUMP_REVISION)
+        let bumped = sqlx::query(agencies::BUMP_REVISION)
             .bind(id.0)
             .execute(&mut *tx)
             .await?;
         if bumped.rows_affected() == 0 {
             return Err(StoreError::Conflict(format!("no agency {id}")));
         }
-        let version: i64 = sqlx::query_scalar(sql::NEXT_VERSION)
+        let version: i64 = sqlx::query_scalar(agencies::NEXT_VERSION)
             .bind(id.0)
             .fetch_one(&mut *tx)
             .await?;
-        sqlx::query(sql::INSERT_VERSION)
+        sqlx::query(agencies::INSERT_VERSION)
             .bind(id.0)
             .bind(version)
             .bind(body)
@@ -211,26 +210,26 @@ impl AgencyStore for PostgresStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        crate::shared::rows::published(version, at)
+        agencies::published(version, at)
     }
 
     async fn version(&self, id: AgencyId, version: u32) -> Result<Option<(Published, String)>> {
-        let row: Option<(i64, chrono::DateTime<Utc>, String)> = sqlx::query_as(sql::VERSION)
+        let row: Option<(i64, chrono::DateTime<Utc>, String)> = sqlx::query_as(agencies::VERSION)
             .bind(id.0)
             .bind(i64::from(version))
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|(v, at, body)| Ok((crate::shared::rows::published(v, at)?, body)))
+        row.map(|(v, at, body)| Ok((agencies::published(v, at)?, body)))
             .transpose()
     }
 
     async fn versions(&self, id: AgencyId) -> Result<Vec<Published>> {
-        let rows: Vec<(i64, chrono::DateTime<Utc>)> = sqlx::query_as(sql::VERSIONS)
+        let rows: Vec<(i64, chrono::DateTime<Utc>)> = sqlx::query_as(agencies::VERSIONS)
             .bind(id.0)
             .fetch_all(&self.pool)
             .await?;
         rows.into_iter()
-            .map(|(v, at)| crate::shared::rows::published(v, at))
+            .map(|(v, at)| agencies::published(v, at))
             .collect()
     }
 }
@@ -256,7 +255,7 @@ impl ConversationStore for PostgresStore {
             w => {
                 let mut tx = self.pool.begin().await?;
                 if let Some(c) = &w.conversation {
-                    sqlx::query(sql::INSERT_CONVERSATION)
+                    sqlx::query(conversations::INSERT_CONVERSATION)
                         .bind(c.id.0)
                         .bind(c.agency_id.0)
                         .bind(c.version.map(i64::from))
@@ -269,7 +268,7 @@ impl ConversationStore for PostgresStore {
                 }
                 if let Some(t) = &w.turn {
                     let r = TurnRow::from(t);
-                    sqlx::query(sql::SAVE_TURN)
+                    sqlx::query(conversations::SAVE_TURN)
                         .bind(r.id)
                         .bind(r.conversation_id)
                         .bind(r.number)
@@ -285,13 +284,13 @@ impl ConversationStore for PostgresStore {
                         .await?;
                 }
                 if let Some(t) = &w.thread {
-                    sqlx::query(sql::DROP_API_THREADS)
+                    sqlx::query(conversations::DROP_API_THREADS)
                         .bind(t.key)
                         .bind(&t.hash)
                         .bind(t.conversation.0)
                         .execute(&mut *tx)
                         .await?;
-                    sqlx::query(sql::PUT_API_THREAD)
+                    sqlx::query(conversations::PUT_API_THREAD)
                         .bind(t.key)
                         .bind(&t.hash)
                         .bind(t.conversation.0)
@@ -305,7 +304,7 @@ impl ConversationStore for PostgresStore {
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
-        let row: Option<ConversationRow> = sqlx::query_as(sql::CONVERSATION)
+        let row: Option<ConversationRow> = sqlx::query_as(conversations::CONVERSATION)
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await?;
@@ -313,7 +312,7 @@ impl ConversationStore for PostgresStore {
     }
 
     async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>> {
-        let rows: Vec<ConversationRow> = sqlx::query_as(sql::CONVERSATIONS_OF_AGENCY)
+        let rows: Vec<ConversationRow> = sqlx::query_as(conversations::CONVERSATIONS_OF_AGENCY)
             .bind(agency.0)
             .fetch_all(&self.pool)
             .await?;
@@ -321,7 +320,7 @@ impl ConversationStore for PostgresStore {
     }
 
     async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
-        let rows: Vec<MessageRow> = sqlx::query_as(sql::MESSAGES_OF_CONVERSATION)
+        let rows: Vec<MessageRow> = sqlx::query_as(conversations::MESSAGES_OF_CONVERSATION)
             .bind(conversation.0)
             .fetch_all(&self.pool)
             .await?;
@@ -333,7 +332,7 @@ impl ConversationStore for PostgresStore {
         conversation: ConversationId,
         turn: TurnId,
     ) -> Result<Vec<Message>> {
-        let rows: Vec<MessageRow> = sqlx::query_as(sql::MESSAGES_OF_TURN)
+        let rows: Vec<MessageRow> = sqlx::query_as(conversations::MESSAGES_OF_TURN)
             .bind(conversation.0)
             .bind(turn.0)
             .fetch_all(&self.pool)
@@ -342,7 +341,7 @@ impl ConversationStore for PostgresStore {
     }
 
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
-        let rows: Vec<TurnRow> = sqlx::query_as(sql::TURNS_OF_CONVERSATION)
+        let rows: Vec<TurnRow> = sqlx::query_as(conversations::TURNS_OF_CONVERSATION)
             .bind(conversation.0)
             .fetch_all(&self.pool)
             .await?;
@@ -353,7 +352,7 @@ impl ConversationStore for PostgresStore {
 #[async_trait]
 impl SettingsStore for PostgresStore {
     async fn claim_once(&self, key: &str) -> Result<bool> {
-        let done = sqlx::query(sql::CLAIM_SETTING)
+        let done = sqlx::query(settings::CLAIM_SETTING)
             .bind(key)
             .bind(Utc::now().to_rfc3339())
             .execute(&self.pool)
@@ -362,7 +361,7 @@ impl SettingsStore for PostgresStore {
     }
 
     async fn is_claimed(&self, key: &str) -> Result<bool> {
-        Ok(sqlx::query(sql::SETTING_EXISTS)
+        Ok(sqlx::query(settings::SETTING_EXISTS)
             .bind(key)
             .fetch_optional(&self.pool)
             .await?
@@ -373,7 +372,7 @@ impl SettingsStore for PostgresStore {
 #[async_trait]
 impl SecretStore for PostgresStore {
     async fn put_provider_key(&self, k: &SealedKey) -> Result<()> {
-        sqlx::query(sql::PUT_PROVIDER_KEY)
+        sqlx::query(secrets::PUT_PROVIDER_KEY)
             .bind(&k.owner)
             .bind(&k.provider)
             .bind(&k.nonce)
@@ -386,7 +385,7 @@ impl SecretStore for PostgresStore {
     }
 
     async fn add_provider_key(&self, k: &SealedKey) -> Result<bool> {
-        let done = sqlx::query(sql::ADD_PROVIDER_KEY)
+        let done = sqlx::query(secrets::ADD_PROVIDER_KEY)
             .bind(&k.owner)
             .bind(&k.provider)
             .bind(&k.nonce)
@@ -399,7 +398,7 @@ impl SecretStore for PostgresStore {
     }
 
     async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>> {
-        let row: Option<crate::shared::rows::SealedKeyRow> = sqlx::query_as(sql::PROVIDER_KEY)
+        let row: Option<secrets::SealedKeyRow> = sqlx::query_as(secrets::PROVIDER_KEY)
             .bind(owner)
             .bind(provider)
             .fetch_optional(&self.pool)
@@ -408,16 +407,15 @@ impl SecretStore for PostgresStore {
     }
 
     async fn provider_keys(&self, owner: &str) -> Result<Vec<SealedKey>> {
-        let rows: Vec<crate::shared::rows::SealedKeyRow> =
-            sqlx::query_as(sql::PROVIDER_KEYS_OF_OWNER)
-                .bind(owner)
-                .fetch_all(&self.pool)
-                .await?;
+        let rows: Vec<secrets::SealedKeyRow> = sqlx::query_as(secrets::PROVIDER_KEYS_OF_OWNER)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
     async fn all_provider_keys(&self) -> Result<Vec<SealedKey>> {
-        let rows: Vec<crate::shared::rows::SealedKeyRow> = sqlx::query_as(sql::ALL_PROVIDER_KEYS)
+        let rows: Vec<secrets::SealedKeyRow> = sqlx::query_as(secrets::ALL_PROVIDER_KEYS)
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(Into::into).collect())
@@ -426,7 +424,7 @@ impl SecretStore for PostgresStore {
     async fn reseal_provider_keys(&self, keys: &[SealedKey]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         for k in keys {
-            sqlx::query(sql::RESEAL_PROVIDER_KEY)
+            sqlx::query(secrets::RESEAL_PROVIDER_KEY)
                 .bind(&k.nonce)
                 .bind(&k.sealed)
                 .bind(&k.owner)
@@ -439,7 +437,7 @@ impl SecretStore for PostgresStore {
     }
 
     async fn delete_provider_key(&self, owner: &str, provider: &str) -> Result<bool> {
-        let done = sqlx::query(sql::DELETE_PROVIDER_KEY)
+        let done = sqlx::query(secrets::DELETE_PROVIDER_KEY)
             .bind(owner)
             .bind(provider)
             .execute(&self.pool)
@@ -451,7 +449,7 @@ impl SecretStore for PostgresStore {
 #[async_trait]
 impl KeyStore for PostgresStore {
     async fn create_api_key(&self, k: &agency_core::ApiKey) -> Result<()> {
-        let done = sqlx::query(sql::INSERT_API_KEY)
+        let done = sqlx::query(keys::INSERT_API_KEY)
             .bind(k.id)
             .bind(k.agency_id.0)
             .bind(&k.name)
@@ -465,13 +463,13 @@ impl KeyStore for PostgresStore {
             .execute(&self.pool)
             .await;
         match done {
-            Err(e) if unique_violation(&e) => Err(crate::shared::rows::key_name_taken(k)),
+            Err(e) if unique_violation(&e) => Err(keys::key_name_taken(k)),
             other => other.map(|_| ()).map_err(Into::into),
         }
     }
 
     async fn api_key_by_hash(&self, hash: &str) -> Result<Option<agency_core::ApiKey>> {
-        let row: Option<crate::shared::rows::ApiKeyRow> = sqlx::query_as(sql::API_KEY_BY_HASH)
+        let row: Option<keys::ApiKeyRow> = sqlx::query_as(keys::API_KEY_BY_HASH)
             .bind(hash)
             .fetch_optional(&self.pool)
             .await?;
@@ -479,7 +477,7 @@ impl KeyStore for PostgresStore {
     }
 
     async fn api_keys(&self, agency: AgencyId) -> Result<Vec<agency_core::ApiKey>> {
-        let rows: Vec<crate::shared::rows::ApiKeyRow> = sqlx::query_as(sql::API_KEYS_OF_AGENCY)
+        let rows: Vec<keys::ApiKeyRow> = sqlx::query_as(keys::API_KEYS_OF_AGENCY)
             .bind(agency.0)
             .fetch_all(&self.pool)
             .await?;
@@ -492,7 +490,7 @@ impl KeyStore for PostgresStore {
         name: &str,
         at: chrono::DateTime<Utc>,
     ) -> Result<bool> {
-        let done = sqlx::query(sql::REVOKE_API_KEY)
+        let done = sqlx::query(keys::REVOKE_API_KEY)
             .bind(at)
             .bind(agency.0)
             .bind(name)
@@ -502,7 +500,7 @@ impl KeyStore for PostgresStore {
     }
 
     async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>> {
-        let id: Option<uuid::Uuid> = sqlx::query_scalar(sql::API_THREAD)
+        let id: Option<uuid::Uuid> = sqlx::query_scalar(keys::API_THREAD)
             .bind(key)
             .bind(hash)
             .fetch_optional(&self.pool)
@@ -513,7 +511,7 @@ impl KeyStore for PostgresStore {
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         for (id, at) in used {
-            sqlx::query(sql::TOUCH_API_KEY)
+            sqlx::query(keys::TOUCH_API_KEY)
                 .bind(at)
                 .bind(id)
                 .execute(&mut *tx)

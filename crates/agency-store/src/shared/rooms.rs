@@ -7,8 +7,8 @@ use agency_core::{AgencyId, DefinitionId, ModelRef, ParticipantId, RoomId, RoomM
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::corrupt;
 use crate::StoreError;
-use crate::shared::rows::corrupt;
 
 pub(crate) const INSERT_ROOM: &str =
     "INSERT INTO rooms (id, owner, name, agency_id, created_at) VALUES ($1, $2, $3, $4, $5)";

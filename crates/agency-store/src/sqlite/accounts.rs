@@ -6,8 +6,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::shared::rows::{self, UserRow};
-use crate::shared::sql;
+use crate::shared::accounts::{self, UserRow};
 use crate::{AccountStore, Result, StoreError};
 
 impl SqliteStore {
@@ -26,7 +25,7 @@ impl AccountStore for SqliteStore {
     async fn create_user(&self, user: &User) -> Result<()> {
         let created = self.with(|conn| {
             conn.execute(
-                sql::INSERT_USER,
+                accounts::INSERT_USER,
                 params![
                     user.id.to_string(),
                     user.email.as_str(),
@@ -37,29 +36,29 @@ impl AccountStore for SqliteStore {
         });
         match created {
             Err(StoreError::Sqlite(e)) if unique_violation(&e) => {
-                Err(rows::email_taken(&user.email))
+                Err(accounts::email_taken(&user.email))
             }
             other => other.map(|_| ()),
         }
     }
 
     async fn user(&self, id: UserId) -> Result<Option<User>> {
-        self.one_user(sql::USER_BY_ID, &id.to_string())
+        self.one_user(accounts::USER_BY_ID, &id.to_string())
     }
 
     async fn user_by_email(&self, email: &Email) -> Result<Option<User>> {
-        self.one_user(sql::USER_BY_EMAIL, email.as_str())
+        self.one_user(accounts::USER_BY_EMAIL, email.as_str())
     }
 
     async fn set_password(&self, id: UserId, hash: &PasswordHash) -> Result<()> {
-        self.with(|conn| conn.execute(sql::SET_PASSWORD, params![hash.0, id.to_string()]))
+        self.with(|conn| conn.execute(accounts::SET_PASSWORD, params![hash.0, id.to_string()]))
             .map(|_| ())
     }
 
     async fn create_session(&self, s: &LoginSession) -> Result<()> {
         self.with(|conn| {
             conn.execute(
-                sql::INSERT_SESSION,
+                accounts::INSERT_SESSION,
                 params![s.token_hash, s.user.to_string(), s.created_at, s.expires_at],
             )
         })
@@ -68,7 +67,7 @@ impl AccountStore for SqliteStore {
 
     async fn session_user(&self, token_hash: &str, now: DateTime<Utc>) -> Result<Option<User>> {
         let row: Option<UserRow> = self.with(|conn| {
-            conn.prepare_cached(sql::SESSION_USER)?
+            conn.prepare_cached(accounts::SESSION_USER)?
                 .query_row(params![token_hash, now], user_row)
                 .optional()
         })?;
@@ -76,13 +75,18 @@ impl AccountStore for SqliteStore {
     }
 
     async fn delete_session(&self, token_hash: &str) -> Result<()> {
-        self.with(|conn| conn.execute(sql::DELETE_SESSION, [token_hash]))
+        self.with(|conn| conn.execute(accounts::DELETE_SESSION, [token_hash]))
             .map(|_| ())
     }
 
     async fn delete_other_sessions(&self, user: UserId, keep: &str) -> Result<()> {
-        self.with(|conn| conn.execute(sql::DELETE_OTHER_SESSIONS, params![user.to_string(), keep]))
-            .map(|_| ())
+        self.with(|conn| {
+            conn.execute(
+                accounts::DELETE_OTHER_SESSIONS,
+                params![user.to_string(), keep],
+            )
+        })
+        .map(|_| ())
     }
 }
 

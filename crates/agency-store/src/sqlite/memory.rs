@@ -8,12 +8,11 @@ use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::shared::memory::{ActionRow, MemoryRow, PlanRow, PlanRows, TaskRow, plan_of};
-use crate::shared::memory_sql as sql;
+use crate::shared::memory::{self, ActionRow, MemoryRow, PlanRow, PlanRows, TaskRow, plan_of};
 use crate::{MemoryStore, Result, StoreError};
 
 fn sources(conn: &rusqlite::Connection, id: uuid::Uuid) -> rusqlite::Result<Vec<uuid::Uuid>> {
-    conn.prepare_cached(sql::SOURCES_OF)?
+    conn.prepare_cached(memory::SOURCES_OF)?
         .query_map([id], |r| r.get(0))?
         .collect()
 }
@@ -25,7 +24,7 @@ impl MemoryStore for SqliteStore {
         self.with(|conn| {
             let tx = conn.transaction()?;
             tx.execute(
-                sql::INSERT_MEMORY,
+                memory::INSERT_MEMORY,
                 params![
                     row.id,
                     row.agency_id,
@@ -37,7 +36,7 @@ impl MemoryStore for SqliteStore {
                 ],
             )?;
             for (position, source) in (0i64..).zip(&memory.sources) {
-                tx.execute(sql::INSERT_SOURCE, params![row.id, source.0, position])?;
+                tx.execute(memory::INSERT_SOURCE, params![row.id, source.0, position])?;
             }
             tx.commit()
         })
@@ -46,7 +45,7 @@ impl MemoryStore for SqliteStore {
     async fn memory(&self, id: MemoryId) -> Result<Option<Memory>> {
         let found = self.with(|conn| {
             let row = conn
-                .prepare_cached(sql::MEMORY_BY_ID)?
+                .prepare_cached(memory::MEMORY_BY_ID)?
                 .query_row([id.0], memory_row)
                 .optional()?;
             match row {
@@ -68,7 +67,7 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Vec<Memory>> {
         let rows = self.with_long(|conn| {
             let rows = conn
-                .prepare_cached(sql::MEMORIES_SINCE)?
+                .prepare_cached(memory::MEMORIES_SINCE)?
                 .query_map(
                     params![agency.0, i64::from(agent.get()), since, i64::from(limit)],
                     memory_row,
@@ -89,7 +88,7 @@ impl MemoryStore for SqliteStore {
         let saved = self.with(|conn| {
             let tx = conn.transaction()?;
             tx.execute(
-                sql::UPSERT_PLAN,
+                memory::UPSERT_PLAN,
                 params![
                     p.id,
                     p.agency_id,
@@ -102,17 +101,17 @@ impl MemoryStore for SqliteStore {
                     p.updated_at
                 ],
             )?;
-            tx.execute(sql::DELETE_PLAN_ACTIONS, [p.id])?;
-            tx.execute(sql::DELETE_PLAN_TASKS, [p.id])?;
+            tx.execute(memory::DELETE_PLAN_ACTIONS, [p.id])?;
+            tx.execute(memory::DELETE_PLAN_TASKS, [p.id])?;
             for (id, position, description, status) in &rows.tasks {
                 tx.execute(
-                    sql::INSERT_PLAN_TASK,
+                    memory::INSERT_PLAN_TASK,
                     params![id, p.id, position, description, status],
                 )?;
             }
             for (task, position, name, parameters) in &rows.actions {
                 tx.execute(
-                    sql::INSERT_PLAN_ACTION,
+                    memory::INSERT_PLAN_ACTION,
                     params![task, position, name, parameters],
                 )?;
             }
@@ -133,18 +132,18 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Option<Plan>> {
         let found = self.with(|conn| {
             let row = conn
-                .prepare_cached(sql::ACTIVE_PLAN)?
+                .prepare_cached(memory::ACTIVE_PLAN)?
                 .query_row(params![agency.0, i64::from(agent.get())], plan_row)
                 .optional()?;
             let Some(row) = row else {
                 return Ok(None);
             };
             let tasks = conn
-                .prepare_cached(sql::PLAN_TASKS)?
+                .prepare_cached(memory::PLAN_TASKS)?
                 .query_map([row.id], task_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let actions = conn
-                .prepare_cached(sql::PLAN_ACTIONS)?
+                .prepare_cached(memory::PLAN_ACTIONS)?
                 .query_map([row.id], action_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(Some((row, tasks, actions)))

@@ -15,13 +15,13 @@ use chrono::Utc;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use crate::shared::rows::{
-    self, AgencyRow, AgentRow, ApiKeyRow, ConversationRow, MessageRow, SealedKeyRow, TurnRow,
-    agencies_of, blocks_json,
-};
 use agency_core::Published;
 
-use crate::shared::sql;
+use crate::shared::agencies::{self, AgencyRow, AgentRow, agencies_of, blocks_json};
+use crate::shared::conversations::{self, ConversationRow, MessageRow, TurnRow};
+use crate::shared::keys::{self, ApiKeyRow};
+use crate::shared::secrets::{self, SealedKeyRow};
+use crate::shared::settings;
 use crate::{
     AgencyState, AgencyStore, ConversationStore, KeyStore, Result, SealedKey, SecretStore,
     SettingsStore, StoreError, Write, redact,
@@ -264,7 +264,7 @@ impl SqliteStore {
     ) -> rusqlite::Result<Option<(AgencyRow, Vec<AgentRow>)>> {
         let Some(row) = row else { return Ok(None) };
         let agents = conn
-            .prepare_cached(sql::AGENTS_OF_AGENCY)?
+            .prepare_cached(agencies::AGENTS_OF_AGENCY)?
             .query_map([row.id], agent_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(Some((row, agents)))
@@ -354,11 +354,11 @@ fn commit_group(conn: &mut Connection, writes: &[&Write]) -> rusqlite::Result<Ve
 
 fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
     if let Some(c) = &w.conversation {
-        conn.prepare_cached(sql::INSERT_CONVERSATION)?
+        conn.prepare_cached(conversations::INSERT_CONVERSATION)?
             .execute(params![c.id.0, c.agency_id.0, c.version, c.created_at])?;
     }
     if !w.messages.is_empty() {
-        let mut insert = conn.prepare_cached(sql::INSERT_MESSAGE)?;
+        let mut insert = conn.prepare_cached(conversations::INSERT_MESSAGE)?;
         for m in &w.messages {
             let r = MessageRow::from(m);
             insert.execute(params![
@@ -383,28 +383,26 @@ fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
     }
     if let Some(t) = &w.turn {
         let r = TurnRow::from(t);
-        conn.prepare_cached(sql::SAVE_TURN)?.execute(params![
-            r.id,
-            r.conversation_id,
-            r.number,
-            r.started_at,
-            r.finished_at,
-            r.stopped_by,
-            r.hops,
-            r.prompt_tokens,
-            r.completion_tokens,
-            r.error,
-            r.cost_pico
-        ])?;
+        conn.prepare_cached(conversations::SAVE_TURN)?
+            .execute(params![
+                r.id,
+                r.conversation_id,
+                r.number,
+                r.started_at,
+                r.finished_at,
+                r.stopped_by,
+                r.hops,
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.error,
+                r.cost_pico
+            ])?;
     }
     if let Some(t) = &w.thread {
-        conn.prepare_cached(sql::DROP_API_THREADS)?
+        conn.prepare_cached(conversations::DROP_API_THREADS)?
             .execute(params![t.key, t.hash, t.conversation.0])?;
-        conn.prepare_cached(sql::PUT_API_THREAD)?.execute(params![
-            t.key,
-            t.hash,
-            t.conversation.0
-        ])?;
+        conn.prepare_cached(conversations::PUT_API_THREAD)?
+            .execute(params![t.key, t.hash, t.conversation.0])?;
     }
     Ok(())
 }
@@ -416,7 +414,7 @@ impl AgencyStore for SqliteStore {
         let saved = self.with(|conn| {
             let tx = conn.transaction()?;
             tx.execute(
-                sql::SAVE_AGENCY,
+                agencies::SAVE_AGENCY,
                 params![
                     agency.id.0,
                     agency.owner,
@@ -425,15 +423,15 @@ impl AgencyStore for SqliteStore {
                     agency.protocol.as_str(),
                     i64::from(agency.manager.get()),
                     i64::from(agency.limits.max_hops),
-                    rows::deadline_ms(agency),
-                    rows::providers_json(&agency.providers),
+                    agencies::deadline_ms(agency),
+                    agencies::providers_json(&agency.providers),
                     now,
                     now
                 ],
             )?;
-            tx.execute(sql::DELETE_AGENTS, [agency.id.0])?;
+            tx.execute(agencies::DELETE_AGENTS, [agency.id.0])?;
             {
-                let mut insert = tx.prepare_cached(sql::INSERT_AGENT)?;
+                let mut insert = tx.prepare_cached(agencies::INSERT_AGENT)?;
                 for (position, a) in (0i64..).zip(&agency.agents) {
                     insert.execute(params![
                         agency.id.0,
@@ -443,7 +441,7 @@ impl AgencyStore for SqliteStore {
                         a.handle,
                         a.role,
                         a.model.to_string(),
-                        rows::settings_json(a),
+                        agencies::settings_json(a),
                         blocks_json(&a.blocks)
                     ])?;
                 }
@@ -451,7 +449,7 @@ impl AgencyStore for SqliteStore {
             tx.commit()
         });
         match saved {
-            Err(StoreError::Sqlite(e)) if unique_violation(&e) => Err(rows::name_taken(agency)),
+            Err(StoreError::Sqlite(e)) if unique_violation(&e) => Err(agencies::name_taken(agency)),
             other => other,
         }
     }
@@ -459,7 +457,7 @@ impl AgencyStore for SqliteStore {
     async fn agency(&self, id: AgencyId) -> Result<Option<Agency>> {
         let rows = self.with(|conn| {
             let row = conn
-                .prepare_cached(sql::AGENCY_BY_ID)?
+                .prepare_cached(agencies::AGENCY_BY_ID)?
                 .query_row([id.0], agency_row)
                 .optional()?;
             self.one_agency(conn, row)
@@ -469,19 +467,19 @@ impl AgencyStore for SqliteStore {
 
     async fn agency_state(&self, id: AgencyId) -> Result<Option<AgencyState>> {
         let state = self.with(|conn| {
-            conn.prepare_cached(sql::AGENCY_STATE)?
+            conn.prepare_cached(agencies::AGENCY_STATE)?
                 .query_row([id.0], |r| {
                     Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
                 })
                 .optional()
         })?;
-        state.map(rows::agency_state).transpose()
+        state.map(agencies::agency_state).transpose()
     }
 
     async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>> {
         let rows = self.with(|conn| {
             let row = conn
-                .prepare_cached(sql::AGENCY_BY_NAME)?
+                .prepare_cached(agencies::AGENCY_BY_NAME)?
                 .query_row(params![owner, name], agency_row)
                 .optional()?;
             self.one_agency(conn, row)
@@ -492,11 +490,11 @@ impl AgencyStore for SqliteStore {
     async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>> {
         let (rows, agents) = self.with(|conn| {
             let rows = conn
-                .prepare_cached(sql::AGENCIES_OF_OWNER)?
+                .prepare_cached(agencies::AGENCIES_OF_OWNER)?
                 .query_map([owner], agency_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let agents = conn
-                .prepare_cached(sql::AGENTS_OF_OWNER)?
+                .prepare_cached(agencies::AGENTS_OF_OWNER)?
                 .query_map([owner], agent_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok((rows, agents))
@@ -505,7 +503,7 @@ impl AgencyStore for SqliteStore {
     }
 
     async fn delete_agency(&self, id: AgencyId) -> Result<bool> {
-        self.with(|conn| Ok(conn.execute(sql::DELETE_AGENCY, [id.0])? > 0))
+        self.with(|conn| Ok(conn.execute(agencies::DELETE_AGENCY, [id.0])? > 0))
     }
 
     async fn publish(
@@ -516,38 +514,38 @@ impl AgencyStore for SqliteStore {
     ) -> Result<Published> {
         let version = self.with(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            if tx.execute(sql::BUMP_REVISION, [id.0])? == 0 {
+            if tx.execute(agencies::BUMP_REVISION, [id.0])? == 0 {
                 return Ok(None);
             }
-            let version: i64 = tx.query_row(sql::NEXT_VERSION, [id.0], |r| r.get(0))?;
-            tx.execute(sql::INSERT_VERSION, params![id.0, version, body, at])?;
+            let version: i64 = tx.query_row(agencies::NEXT_VERSION, [id.0], |r| r.get(0))?;
+            tx.execute(agencies::INSERT_VERSION, params![id.0, version, body, at])?;
             tx.commit()?;
             Ok(Some(version))
         })?;
         let version = version.ok_or_else(|| StoreError::Conflict(format!("no agency {id}")))?;
-        rows::published(version, at)
+        agencies::published(version, at)
     }
 
     async fn version(&self, id: AgencyId, version: u32) -> Result<Option<(Published, String)>> {
         let row = self.with(|conn| {
-            conn.prepare_cached(sql::VERSION)?
+            conn.prepare_cached(agencies::VERSION)?
                 .query_row(params![id.0, version], |r| {
                     Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get::<_, String>(2)?))
                 })
                 .optional()
         })?;
-        row.map(|(v, at, body)| Ok((rows::published(v, at)?, body)))
+        row.map(|(v, at, body)| Ok((agencies::published(v, at)?, body)))
             .transpose()
     }
 
     async fn versions(&self, id: AgencyId) -> Result<Vec<Published>> {
         let rows = self.with(|conn| {
-            conn.prepare_cached(sql::VERSIONS)?
+            conn.prepare_cached(agencies::VERSIONS)?
                 .query_map([id.0], |r| Ok((r.get::<_, i64>(0)?, r.get(1)?)))?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
         rows.into_iter()
-            .map(|(v, at)| rows::published(v, at))
+            .map(|(v, at)| agencies::published(v, at))
             .collect()
     }
 }
@@ -582,7 +580,7 @@ impl ConversationStore for SqliteStore {
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
         let row = self.with(|conn| {
-            conn.prepare_cached(sql::CONVERSATION)?
+            conn.prepare_cached(conversations::CONVERSATION)?
                 .query_row([id.0], conversation_row)
                 .optional()
         })?;
@@ -591,7 +589,7 @@ impl ConversationStore for SqliteStore {
 
     async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>> {
         let rows = self.with(|conn| {
-            conn.prepare_cached(sql::CONVERSATIONS_OF_AGENCY)?
+            conn.prepare_cached(conversations::CONVERSATIONS_OF_AGENCY)?
                 .query_map([agency.0], conversation_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
@@ -600,7 +598,7 @@ impl ConversationStore for SqliteStore {
 
     async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
         let rows = self.with_long(|conn| {
-            conn.prepare_cached(sql::MESSAGES_OF_CONVERSATION)?
+            conn.prepare_cached(conversations::MESSAGES_OF_CONVERSATION)?
                 .query_map([conversation.0], message_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
@@ -613,7 +611,7 @@ impl ConversationStore for SqliteStore {
         turn: TurnId,
     ) -> Result<Vec<Message>> {
         let rows = self.with_long(|conn| {
-            conn.prepare_cached(sql::MESSAGES_OF_TURN)?
+            conn.prepare_cached(conversations::MESSAGES_OF_TURN)?
                 .query_map([conversation.0, turn.0], message_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
@@ -622,7 +620,7 @@ impl ConversationStore for SqliteStore {
 
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
         let rows = self.with(|conn| {
-            conn.prepare_cached(sql::TURNS_OF_CONVERSATION)?
+            conn.prepare_cached(conversations::TURNS_OF_CONVERSATION)?
                 .query_map([conversation.0], turn_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
@@ -634,14 +632,14 @@ impl ConversationStore for SqliteStore {
 impl SettingsStore for SqliteStore {
     async fn claim_once(&self, key: &str) -> Result<bool> {
         let n = self.with(|conn| {
-            conn.prepare_cached(sql::CLAIM_SETTING)?
+            conn.prepare_cached(settings::CLAIM_SETTING)?
                 .execute(params![key, Utc::now().to_rfc3339()])
         })?;
         Ok(n == 1)
     }
 
     async fn is_claimed(&self, key: &str) -> Result<bool> {
-        self.with(|conn| conn.prepare_cached(sql::SETTING_EXISTS)?.exists([key]))
+        self.with(|conn| conn.prepare_cached(settings::SETTING_EXISTS)?.exists([key]))
     }
 }
 
@@ -649,35 +647,37 @@ impl SettingsStore for SqliteStore {
 impl SecretStore for SqliteStore {
     async fn put_provider_key(&self, k: &SealedKey) -> Result<()> {
         self.with(|conn| {
-            conn.prepare_cached(sql::PUT_PROVIDER_KEY)?.execute(params![
-                k.owner,
-                k.provider,
-                k.nonce,
-                k.sealed,
-                k.suffix,
-                k.created_at
-            ])
+            conn.prepare_cached(secrets::PUT_PROVIDER_KEY)?
+                .execute(params![
+                    k.owner,
+                    k.provider,
+                    k.nonce,
+                    k.sealed,
+                    k.suffix,
+                    k.created_at
+                ])
         })?;
         Ok(())
     }
 
     async fn add_provider_key(&self, k: &SealedKey) -> Result<bool> {
         let n = self.with(|conn| {
-            conn.prepare_cached(sql::ADD_PROVIDER_KEY)?.execute(params![
-                k.owner,
-                k.provider,
-                k.nonce,
-                k.sealed,
-                k.suffix,
-                k.created_at
-            ])
+            conn.prepare_cached(secrets::ADD_PROVIDER_KEY)?
+                .execute(params![
+                    k.owner,
+                    k.provider,
+                    k.nonce,
+                    k.sealed,
+                    k.suffix,
+                    k.created_at
+                ])
         })?;
         Ok(n == 1)
     }
 
     async fn provider_key(&self, owner: &str, provider: &str) -> Result<Option<SealedKey>> {
         let row = self.with(|conn| {
-            conn.prepare_cached(sql::PROVIDER_KEY)?
+            conn.prepare_cached(secrets::PROVIDER_KEY)?
                 .query_row(params![owner, provider], sealed_key_row)
                 .optional()
         })?;
@@ -686,7 +686,7 @@ impl SecretStore for SqliteStore {
 
     async fn provider_keys(&self, owner: &str) -> Result<Vec<SealedKey>> {
         let rows = self.with(|conn| {
-            conn.prepare_cached(sql::PROVIDER_KEYS_OF_OWNER)?
+            conn.prepare_cached(secrets::PROVIDER_KEYS_OF_OWNER)?
                 .query_map([owner], sealed_key_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
@@ -695,7 +695,7 @@ impl SecretStore for SqliteStore {
 
     async fn all_provider_keys(&self) -> Result<Vec<SealedKey>> {
         let rows = self.with(|conn| {
-            conn.prepare_cached(sql::ALL_PROVIDER_KEYS)?
+            conn.prepare_cached(secrets::ALL_PROVIDER_KEYS)?
                 .query_map([], sealed_key_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
@@ -706,7 +706,7 @@ impl SecretStore for SqliteStore {
         self.with(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             {
-                let mut update = tx.prepare_cached(sql::RESEAL_PROVIDER_KEY)?;
+                let mut update = tx.prepare_cached(secrets::RESEAL_PROVIDER_KEY)?;
                 for k in keys {
                     update.execute(params![k.nonce, k.sealed, k.owner, k.provider])?;
                 }
@@ -717,7 +717,7 @@ impl SecretStore for SqliteStore {
 
     async fn delete_provider_key(&self, owner: &str, provider: &str) -> Result<bool> {
         let n = self.with(|conn| {
-            conn.prepare_cached(sql::DELETE_PROVIDER_KEY)?
+            conn.prepare_cached(secrets::DELETE_PROVIDER_KEY)?
                 .execute(params![owner, provider])
         })?;
         Ok(n == 1)
@@ -728,7 +728,7 @@ impl SecretStore for SqliteStore {
 impl KeyStore for SqliteStore {
     async fn create_api_key(&self, k: &agency_core::ApiKey) -> Result<()> {
         let done = self.with(|conn| {
-            conn.prepare_cached(sql::INSERT_API_KEY)?.execute(params![
+            conn.prepare_cached(keys::INSERT_API_KEY)?.execute(params![
                 k.id,
                 k.agency_id.0,
                 k.name,
@@ -742,14 +742,14 @@ impl KeyStore for SqliteStore {
             ])
         });
         match done {
-            Err(StoreError::Sqlite(e)) if unique_violation(&e) => Err(rows::key_name_taken(k)),
+            Err(StoreError::Sqlite(e)) if unique_violation(&e) => Err(keys::key_name_taken(k)),
             other => other.map(|_| ()),
         }
     }
 
     async fn api_key_by_hash(&self, hash: &str) -> Result<Option<agency_core::ApiKey>> {
         let row = self.with(|conn| {
-            conn.prepare_cached(sql::API_KEY_BY_HASH)?
+            conn.prepare_cached(keys::API_KEY_BY_HASH)?
                 .query_row([hash], api_key_row)
                 .optional()
         })?;
@@ -758,7 +758,7 @@ impl KeyStore for SqliteStore {
 
     async fn api_keys(&self, agency: AgencyId) -> Result<Vec<agency_core::ApiKey>> {
         let rows = self.with(|conn| {
-            conn.prepare_cached(sql::API_KEYS_OF_AGENCY)?
+            conn.prepare_cached(keys::API_KEYS_OF_AGENCY)?
                 .query_map([agency.0], api_key_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
@@ -772,7 +772,7 @@ impl KeyStore for SqliteStore {
         at: chrono::DateTime<Utc>,
     ) -> Result<bool> {
         let n = self.with(|conn| {
-            conn.prepare_cached(sql::REVOKE_API_KEY)?
+            conn.prepare_cached(keys::REVOKE_API_KEY)?
                 .execute(params![at, agency.0, name])
         })?;
         Ok(n > 0)
@@ -780,7 +780,7 @@ impl KeyStore for SqliteStore {
 
     async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>> {
         let id: Option<uuid::Uuid> = self.with(|conn| {
-            conn.prepare_cached(sql::API_THREAD)?
+            conn.prepare_cached(keys::API_THREAD)?
                 .query_row(params![key, hash], |r| r.get(0))
                 .optional()
         })?;
@@ -791,7 +791,7 @@ impl KeyStore for SqliteStore {
         self.with(|conn| {
             let tx = conn.transaction()?;
             {
-                let mut touch = tx.prepare_cached(sql::TOUCH_API_KEY)?;
+                let mut touch = tx.prepare_cached(keys::TOUCH_API_KEY)?;
                 for (id, at) in used {
                     touch.execute(params![at, id])?;
                 }
@@ -953,9 +953,12 @@ mod tests {
         let store = SqliteStore::open("sqlite::memory:").await.unwrap();
         let plan: Vec<String> = store
             .with(|c| {
-                c.prepare(&format!("EXPLAIN QUERY PLAN {}", sql::DROP_API_THREADS))?
-                    .query_map(params![b"k".to_vec(), "h", b"c".to_vec()], |r| r.get(3))?
-                    .collect()
+                c.prepare(&format!(
+                    "EXPLAIN QUERY PLAN {}",
+                    conversations::DROP_API_THREADS
+                ))?
+                .query_map(params![b"k".to_vec(), "h", b"c".to_vec()], |r| r.get(3))?
+                .collect()
             })
             .unwrap();
         let lookups: Vec<&String> = plan.iter().filter(|l| l.contains("api_threads")).collect();
@@ -975,17 +978,30 @@ mod tests {
     /// in the wrong places on SQLite alone.
     #[test]
     fn shared_sql_names_its_parameters_in_order() {
-        for (i, line) in include_str!("../shared/sql.rs").lines().enumerate() {
-            let mut seen: Vec<u32> = Vec::new();
-            for part in line.split('$').skip(1) {
-                let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
-                if let Ok(n) = digits.parse::<u32>()
-                    && !seen.contains(&n)
-                {
-                    seen.push(n);
+        let files = [
+            ("agencies.rs", include_str!("../shared/agencies.rs")),
+            ("accounts.rs", include_str!("../shared/accounts.rs")),
+            (
+                "conversations.rs",
+                include_str!("../shared/conversations.rs"),
+            ),
+            ("settings.rs", include_str!("../shared/settings.rs")),
+            ("secrets.rs", include_str!("../shared/secrets.rs")),
+            ("keys.rs", include_str!("../shared/keys.rs")),
+        ];
+        for (file, text) in files {
+            for (i, line) in text.lines().enumerate() {
+                let mut seen: Vec<u32> = Vec::new();
+                for part in line.split('$').skip(1) {
+                    let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+                    if let Ok(n) = digits.parse::<u32>()
+                        && !seen.contains(&n)
+                    {
+                        seen.push(n);
+                    }
                 }
+                assert!(seen.is_sorted(), "{file} line {}: {line}", i + 1);
             }
-            assert!(seen.is_sorted(), "sql.rs line {}: {line}", i + 1);
         }
     }
 }

@@ -1,35 +1,75 @@
-//! Rows as the database holds them, and their conversion to and from the domain.
+//! Agencies, their agents and their published versions: the SQL and the rows.
 
-use agency_core::{
-    Agency, AgencyId, Agent, AgentId, Block, Conversation, ConversationId, Limits, Message,
-    MessageId, MessageKind, ModelRef, Party, Protocol, Recipient, StopReason, TurnId, TurnRecord,
-    Usage,
-};
+use agency_core::{Agency, AgencyId, Agent, Block, Limits, ModelRef, Party, Protocol, Recipient};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::{agent_id, corrupt, u32_of};
 use crate::StoreError;
 
-/// A stored value this code cannot read back.
-pub(crate) fn corrupt(what: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(what.to_string())
+macro_rules! agency_columns {
+    () => {
+        "id, owner, name, handle, protocol, manager, max_hops, deadline_ms, providers"
+    };
 }
-
-fn agent_id(n: i64) -> Result<AgentId, StoreError> {
-    u32::try_from(n)
-        .ok()
-        .and_then(AgentId::new)
-        .ok_or_else(|| corrupt(format!("agent id {n}")))
+macro_rules! agent_columns {
+    () => {
+        "agents.agency_id, agents.id, agents.name, agents.handle, agents.role, agents.model, \
+         agents.sampling, agents.blocks"
+    };
 }
-
-fn opt_agent(n: Option<i64>) -> Result<Option<AgentId>, StoreError> {
-    n.map(agent_id).transpose()
-}
-
-fn u32_of(n: i64, what: &str) -> Result<u32, StoreError> {
-    u32::try_from(n).map_err(|_| corrupt(format!("{what} {n}")))
-}
+pub(crate) const SAVE_AGENCY: &str = concat!(
+    "INSERT INTO agencies (",
+    agency_columns!(),
+    ", created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, name = excluded.name, \
+     handle = excluded.handle, protocol = excluded.protocol, manager = excluded.manager, \
+     max_hops = excluded.max_hops, deadline_ms = excluded.deadline_ms, \
+     providers = excluded.providers, revision = agencies.revision + 1, \
+     updated_at = excluded.updated_at"
+);
+pub(crate) const DELETE_AGENTS: &str = "DELETE FROM agents WHERE agency_id = $1";
+pub(crate) const INSERT_AGENT: &str = "INSERT INTO agents (agency_id, id, position, name, handle, role, model, \
+     sampling, blocks) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+pub(crate) const AGENCY_BY_ID: &str =
+    concat!("SELECT ", agency_columns!(), " FROM agencies WHERE id = $1");
+pub(crate) const AGENCY_STATE: &str = "SELECT revision, \
+     (SELECT MAX(version) FROM agency_versions WHERE agency_id = $1) FROM agencies WHERE id = $1";
+pub(crate) const DELETE_AGENCY: &str = "DELETE FROM agencies WHERE id = $1";
+/// Moves the revision; it also locks the agency's row, so that publications take their
+/// numbers ([`NEXT_VERSION`], a statement of its own to see the last one committed) in turn.
+pub(crate) const BUMP_REVISION: &str = "UPDATE agencies SET revision = revision + 1 WHERE id = $1";
+pub(crate) const NEXT_VERSION: &str =
+    "SELECT COALESCE(MAX(version), 0) + 1 FROM agency_versions WHERE agency_id = $1";
+pub(crate) const INSERT_VERSION: &str =
+    "INSERT INTO agency_versions (agency_id, version, body, published_at) VALUES ($1, $2, $3, $4)";
+pub(crate) const VERSION: &str =
+    "SELECT version, published_at, body FROM agency_versions WHERE agency_id = $1 AND version = $2";
+pub(crate) const VERSIONS: &str = "SELECT version, published_at FROM agency_versions \
+     WHERE agency_id = $1 ORDER BY version DESC";
+pub(crate) const AGENCY_BY_NAME: &str = concat!(
+    "SELECT ",
+    agency_columns!(),
+    " FROM agencies WHERE owner = $1 AND name = $2"
+);
+pub(crate) const AGENCIES_OF_OWNER: &str = concat!(
+    "SELECT ",
+    agency_columns!(),
+    " FROM agencies WHERE owner = $1 ORDER BY name"
+);
+pub(crate) const AGENTS_OF_AGENCY: &str = concat!(
+    "SELECT ",
+    agent_columns!(),
+    " FROM agents WHERE agency_id = $1 ORDER BY position"
+);
+pub(crate) const AGENTS_OF_OWNER: &str = concat!(
+    "SELECT ",
+    agent_columns!(),
+    " FROM agents JOIN agencies ON agencies.id = agents.agency_id \
+     WHERE agencies.owner = $1 ORDER BY agents.agency_id, agents.position"
+);
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct AgencyRow {
@@ -306,249 +346,4 @@ pub(crate) fn published(
         version: u32_of(version, "version")?,
         published_at,
     })
-}
-
-pub(crate) fn email_taken(email: &agency_core::Email) -> StoreError {
-    StoreError::Conflict(format!(
-        "an account with {email} exists already: log in instead"
-    ))
-}
-
-#[derive(sqlx::FromRow)]
-pub(crate) struct UserRow {
-    pub id: String,
-    pub email: String,
-    pub password_hash: String,
-    pub created_at: DateTime<Utc>,
-}
-
-impl TryFrom<UserRow> for agency_core::User {
-    type Error = StoreError;
-    fn try_from(r: UserRow) -> Result<Self, StoreError> {
-        Ok(agency_core::User {
-            id: r
-                .id
-                .parse()
-                .map_err(|_| corrupt(format!("user id {}", r.id)))?,
-            email: agency_core::Email::parse(&r.email).map_err(corrupt)?,
-            password_hash: agency_core::PasswordHash(r.password_hash),
-            created_at: r.created_at,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-pub(crate) struct ConversationRow {
-    pub id: Uuid,
-    pub agency_id: Uuid,
-    pub version: Option<i64>,
-    pub created_at: DateTime<Utc>,
-}
-
-impl TryFrom<ConversationRow> for Conversation {
-    type Error = StoreError;
-    fn try_from(r: ConversationRow) -> Result<Self, StoreError> {
-        Ok(Conversation {
-            id: ConversationId(r.id),
-            agency_id: AgencyId(r.agency_id),
-            version: r.version.map(|v| u32_of(v, "version")).transpose()?,
-            created_at: r.created_at,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-pub(crate) struct MessageRow {
-    pub id: Uuid,
-    pub conversation_id: Uuid,
-    pub turn_id: Option<Uuid>,
-    pub seq: i64,
-    pub agent_id: Option<i64>,
-    pub kind: String,
-    pub linked_message_id: Option<Uuid>,
-    pub from_agent: Option<i64>,
-    pub to_agent: Option<i64>,
-    pub text: String,
-    pub prompt_tokens: Option<i64>,
-    pub completion_tokens: Option<i64>,
-    pub latency_ms: Option<i64>,
-    pub included: bool,
-    pub created_at: DateTime<Utc>,
-}
-
-impl From<&Message> for MessageRow {
-    fn from(m: &Message) -> Self {
-        Self {
-            id: m.id.0,
-            conversation_id: m.conversation_id.0,
-            turn_id: m.turn_id.map(|t| t.0),
-            seq: m.seq,
-            agent_id: m.agent.map(|a| i64::from(a.get())),
-            kind: m.kind.as_str().to_string(),
-            linked_message_id: m.linked.map(|l| l.0),
-            from_agent: m.from.map(|a| i64::from(a.get())),
-            to_agent: m.to.map(|a| i64::from(a.get())),
-            text: m.text.clone(),
-            prompt_tokens: m.usage.map(|u| i64::from(u.prompt_tokens)),
-            completion_tokens: m.usage.map(|u| i64::from(u.completion_tokens)),
-            latency_ms: m.latency_ms.map(i64::from),
-            included: m.included,
-            created_at: m.created_at,
-        }
-    }
-}
-
-impl TryFrom<MessageRow> for Message {
-    type Error = StoreError;
-    fn try_from(r: MessageRow) -> Result<Self, StoreError> {
-        let usage = match (r.prompt_tokens, r.completion_tokens) {
-            (Some(p), Some(c)) => Some(Usage {
-                prompt_tokens: u32_of(p, "prompt_tokens")?,
-                completion_tokens: u32_of(c, "completion_tokens")?,
-            }),
-            _ => None,
-        };
-        Ok(Message {
-            id: MessageId(r.id),
-            conversation_id: ConversationId(r.conversation_id),
-            turn_id: r.turn_id.map(TurnId),
-            seq: r.seq,
-            agent: opt_agent(r.agent_id)?,
-            kind: MessageKind::parse(&r.kind).ok_or_else(|| corrupt(&r.kind))?,
-            linked: r.linked_message_id.map(MessageId),
-            from: opt_agent(r.from_agent)?,
-            to: opt_agent(r.to_agent)?,
-            text: r.text,
-            usage,
-            latency_ms: r.latency_ms.map(|l| u32_of(l, "latency_ms")).transpose()?,
-            included: r.included,
-            created_at: r.created_at,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-pub(crate) struct TurnRow {
-    pub id: Uuid,
-    pub conversation_id: Uuid,
-    pub number: i64,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub stopped_by: Option<String>,
-    pub hops: i64,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub error: Option<String>,
-    pub cost_pico: Option<i64>,
-}
-
-impl From<&TurnRecord> for TurnRow {
-    fn from(t: &TurnRecord) -> Self {
-        Self {
-            id: t.id.0,
-            conversation_id: t.conversation_id.0,
-            number: i64::from(t.number),
-            started_at: t.started_at,
-            finished_at: t.finished_at,
-            stopped_by: t.stopped_by.map(|s| s.as_str().to_string()),
-            hops: i64::from(t.hops),
-            prompt_tokens: i64::from(t.usage.prompt_tokens),
-            completion_tokens: i64::from(t.usage.completion_tokens),
-            error: t.error.clone(),
-            cost_pico: t.cost.map(|c| i64::try_from(c.0).unwrap_or(i64::MAX)),
-        }
-    }
-}
-
-impl TryFrom<TurnRow> for TurnRecord {
-    type Error = StoreError;
-    fn try_from(r: TurnRow) -> Result<Self, StoreError> {
-        Ok(TurnRecord {
-            id: TurnId(r.id),
-            conversation_id: ConversationId(r.conversation_id),
-            number: u32_of(r.number, "turn number")?,
-            started_at: r.started_at,
-            finished_at: r.finished_at,
-            stopped_by: r
-                .stopped_by
-                .map(|s| StopReason::parse(&s).ok_or_else(|| corrupt(&s)))
-                .transpose()?,
-            hops: u32_of(r.hops, "hops")?,
-            usage: Usage {
-                prompt_tokens: u32_of(r.prompt_tokens, "prompt_tokens")?,
-                completion_tokens: u32_of(r.completion_tokens, "completion_tokens")?,
-            },
-            cost: r
-                .cost_pico
-                .map(|c| {
-                    u64::try_from(c)
-                        .map(agency_core::Cost)
-                        .map_err(|_| corrupt(c))
-                })
-                .transpose()?,
-            error: r.error,
-        })
-    }
-}
-
-#[derive(sqlx::FromRow)]
-pub(crate) struct SealedKeyRow {
-    pub owner: String,
-    pub provider: String,
-    pub nonce: Vec<u8>,
-    pub sealed: Vec<u8>,
-    pub suffix: String,
-    pub created_at: DateTime<Utc>,
-}
-
-impl From<SealedKeyRow> for crate::SealedKey {
-    fn from(r: SealedKeyRow) -> Self {
-        crate::SealedKey {
-            owner: r.owner,
-            provider: r.provider,
-            nonce: r.nonce,
-            sealed: r.sealed,
-            suffix: r.suffix,
-            created_at: r.created_at,
-        }
-    }
-}
-
-#[derive(sqlx::FromRow)]
-pub(crate) struct ApiKeyRow {
-    pub id: Uuid,
-    pub agency_id: Uuid,
-    pub name: String,
-    pub prefix: String,
-    pub hash: String,
-    pub rate_limit_per_minute: i64,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub last_used_at: Option<DateTime<Utc>>,
-    pub revoked_at: Option<DateTime<Utc>>,
-}
-
-impl TryFrom<ApiKeyRow> for agency_core::ApiKey {
-    type Error = StoreError;
-    fn try_from(r: ApiKeyRow) -> Result<Self, StoreError> {
-        Ok(agency_core::ApiKey {
-            id: r.id,
-            agency_id: AgencyId(r.agency_id),
-            name: r.name,
-            prefix: r.prefix,
-            hash: r.hash,
-            rate_limit_per_minute: u32_of(r.rate_limit_per_minute, "rate_limit_per_minute")?,
-            created_at: r.created_at,
-            expires_at: r.expires_at,
-            last_used_at: r.last_used_at,
-            revoked_at: r.revoked_at,
-        })
-    }
-}
-
-pub(crate) fn key_name_taken(key: &agency_core::ApiKey) -> StoreError {
-    StoreError::Conflict(format!(
-        "the agency already has a key named `{}`; revoke it or choose another name",
-        key.name
-    ))
 }
