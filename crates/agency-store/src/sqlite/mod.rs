@@ -122,38 +122,3 @@ fn unique_violation(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation
         && f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE)
 }
-
-#[cfg(test)]
-mod tests {
-    /// SQLite numbers `$N` parameters in the order they first appear, while they are bound by
-    /// position: SQL shared with PostgreSQL must name them in ascending order, or values land
-    /// in the wrong places on SQLite alone.
-    #[test]
-    fn shared_sql_names_its_parameters_in_order() {
-        let files = [
-            ("agencies.rs", include_str!("../shared/agencies.rs")),
-            ("accounts.rs", include_str!("../shared/accounts.rs")),
-            (
-                "conversations.rs",
-                include_str!("../shared/conversations.rs"),
-            ),
-            ("settings.rs", include_str!("../shared/settings.rs")),
-            ("secrets.rs", include_str!("../shared/secrets.rs")),
-            ("keys.rs", include_str!("../shared/keys.rs")),
-        ];
-        for (file, text) in files {
-            for (i, line) in text.lines().enumerate() {
-                let mut seen: Vec<u32> = Vec::new();
-                for part in line.split('$').skip(1) {
-                    let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
-                    if let Ok(n) = digits.parse::<u32>()
-                        && !seen.contains(&n)
-                    {
-                        seen.push(n);
-                    }
-                }
-                assert!(seen.is_sorted(), "{file} line {}: {line}", i + 1);
-            }
-        }
-    }
-}
