@@ -1,7 +1,9 @@
 //! Persistence: one trait per area, SQLite and PostgreSQL behind them.
 //!
 //! The backend is chosen from the URL scheme (`sqlite://`, `postgres://`). Both run the same
-//! SQL text ([`sql`]) and the same row conversions ([`rows`]); each has its own migrations.
+//! SQL text and the same row conversions (`shared/<area>.rs`); each has a folder of its own
+//! (`sqlite/`, `postgres/`) with one file per area, the same names throughout, and its own
+//! migrations.
 //! PostgreSQL goes through sqlx; SQLite through rusqlite, called in place: a statement takes
 //! microseconds, far less than handing it to a worker thread would (see ARCHITECTURE.md).
 //! Queries are built at run time, so building needs no database.
@@ -16,12 +18,8 @@ use agency_core::{
 };
 use async_trait::async_trait;
 
-mod memory;
-mod memory_sql;
 mod postgres;
-mod rooms;
-mod rows;
-mod sql;
+mod shared;
 mod sqlite;
 
 pub use postgres::PostgresStore;

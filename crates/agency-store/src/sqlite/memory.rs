@@ -5,16 +5,14 @@ use agency_core::memory::{Memory, MemoryId};
 use agency_core::plan::Plan;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, Row, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::memory::{
-    MemoryRow, PlanRows, plan_of, sqlite_action_row, sqlite_plan_row, sqlite_row, sqlite_task_row,
-};
-use crate::{MemoryStore, Result, StoreError, memory_sql as sql};
+use crate::shared::memory::{self, ActionRow, MemoryRow, PlanRow, PlanRows, TaskRow, plan_of};
+use crate::{MemoryStore, Result, StoreError};
 
 fn sources(conn: &rusqlite::Connection, id: uuid::Uuid) -> rusqlite::Result<Vec<uuid::Uuid>> {
-    conn.prepare_cached(sql::SOURCES_OF)?
+    conn.prepare_cached(memory::SOURCES_OF)?
         .query_map([id], |r| r.get(0))?
         .collect()
 }
@@ -26,7 +24,7 @@ impl MemoryStore for SqliteStore {
         self.with(|conn| {
             let tx = conn.transaction()?;
             tx.execute(
-                sql::INSERT_MEMORY,
+                memory::INSERT_MEMORY,
                 params![
                     row.id,
                     row.agency_id,
@@ -38,7 +36,7 @@ impl MemoryStore for SqliteStore {
                 ],
             )?;
             for (position, source) in (0i64..).zip(&memory.sources) {
-                tx.execute(sql::INSERT_SOURCE, params![row.id, source.0, position])?;
+                tx.execute(memory::INSERT_SOURCE, params![row.id, source.0, position])?;
             }
             tx.commit()
         })
@@ -47,8 +45,8 @@ impl MemoryStore for SqliteStore {
     async fn memory(&self, id: MemoryId) -> Result<Option<Memory>> {
         let found = self.with(|conn| {
             let row = conn
-                .prepare_cached(sql::MEMORY_BY_ID)?
-                .query_row([id.0], sqlite_row)
+                .prepare_cached(memory::MEMORY_BY_ID)?
+                .query_row([id.0], memory_row)
                 .optional()?;
             match row {
                 None => Ok(None),
@@ -69,10 +67,10 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Vec<Memory>> {
         let rows = self.with_long(|conn| {
             let rows = conn
-                .prepare_cached(sql::MEMORIES_SINCE)?
+                .prepare_cached(memory::MEMORIES_SINCE)?
                 .query_map(
                     params![agency.0, i64::from(agent.get()), since, i64::from(limit)],
-                    sqlite_row,
+                    memory_row,
                 )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             rows.into_iter()
@@ -90,7 +88,7 @@ impl MemoryStore for SqliteStore {
         let saved = self.with(|conn| {
             let tx = conn.transaction()?;
             tx.execute(
-                sql::UPSERT_PLAN,
+                memory::UPSERT_PLAN,
                 params![
                     p.id,
                     p.agency_id,
@@ -103,17 +101,17 @@ impl MemoryStore for SqliteStore {
                     p.updated_at
                 ],
             )?;
-            tx.execute(sql::DELETE_PLAN_ACTIONS, [p.id])?;
-            tx.execute(sql::DELETE_PLAN_TASKS, [p.id])?;
+            tx.execute(memory::DELETE_PLAN_ACTIONS, [p.id])?;
+            tx.execute(memory::DELETE_PLAN_TASKS, [p.id])?;
             for (id, position, description, status) in &rows.tasks {
                 tx.execute(
-                    sql::INSERT_PLAN_TASK,
+                    memory::INSERT_PLAN_TASK,
                     params![id, p.id, position, description, status],
                 )?;
             }
             for (task, position, name, parameters) in &rows.actions {
                 tx.execute(
-                    sql::INSERT_PLAN_ACTION,
+                    memory::INSERT_PLAN_ACTION,
                     params![task, position, name, parameters],
                 )?;
             }
@@ -134,19 +132,19 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Option<Plan>> {
         let found = self.with(|conn| {
             let row = conn
-                .prepare_cached(sql::ACTIVE_PLAN)?
-                .query_row(params![agency.0, i64::from(agent.get())], sqlite_plan_row)
+                .prepare_cached(memory::ACTIVE_PLAN)?
+                .query_row(params![agency.0, i64::from(agent.get())], plan_row)
                 .optional()?;
             let Some(row) = row else {
                 return Ok(None);
             };
             let tasks = conn
-                .prepare_cached(sql::PLAN_TASKS)?
-                .query_map([row.id], sqlite_task_row)?
+                .prepare_cached(memory::PLAN_TASKS)?
+                .query_map([row.id], task_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let actions = conn
-                .prepare_cached(sql::PLAN_ACTIONS)?
-                .query_map([row.id], sqlite_action_row)?
+                .prepare_cached(memory::PLAN_ACTIONS)?
+                .query_map([row.id], action_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(Some((row, tasks, actions)))
         })?;
@@ -154,4 +152,45 @@ impl MemoryStore for SqliteStore {
             .map(|(row, tasks, actions)| plan_of(row, tasks, actions))
             .transpose()
     }
+}
+
+fn memory_row(r: &Row<'_>) -> rusqlite::Result<MemoryRow> {
+    Ok(MemoryRow {
+        id: r.get(0)?,
+        agency_id: r.get(1)?,
+        agent_id: r.get(2)?,
+        kind: r.get(3)?,
+        content: r.get(4)?,
+        importance: r.get(5)?,
+        created_at: r.get(6)?,
+    })
+}
+
+fn plan_row(r: &Row<'_>) -> rusqlite::Result<PlanRow> {
+    Ok(PlanRow {
+        id: r.get(0)?,
+        agency_id: r.get(1)?,
+        agent_id: r.get(2)?,
+        reflection_id: r.get(3)?,
+        status: r.get(4)?,
+        active: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+    })
+}
+
+fn task_row(r: &Row<'_>) -> rusqlite::Result<TaskRow> {
+    Ok(TaskRow {
+        id: r.get(0)?,
+        description: r.get(1)?,
+        status: r.get(2)?,
+    })
+}
+
+fn action_row(r: &Row<'_>) -> rusqlite::Result<ActionRow> {
+    Ok(ActionRow {
+        task_id: r.get(0)?,
+        name: r.get(1)?,
+        parameters: r.get(2)?,
+    })
 }

@@ -7,8 +7,8 @@ use agency_core::{AgencyId, DefinitionId, ModelRef, ParticipantId, RoomId, RoomM
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::corrupt;
 use crate::StoreError;
-use crate::rows::corrupt;
 
 pub(crate) const INSERT_ROOM: &str =
     "INSERT INTO rooms (id, owner, name, agency_id, created_at) VALUES ($1, $2, $3, $4, $5)";
@@ -269,68 +269,6 @@ impl TryFrom<RoomMessageRow> for RoomMessage {
             reply_to: r.reply_to.map(RoomMessageId),
             tagged: parse_tagged(&r.tagged)?,
             created_at: r.created_at,
-        })
-    }
-}
-
-pub(crate) mod sqlite {
-    use rusqlite::Row;
-
-    use super::*;
-
-    pub(crate) fn room(r: &Row<'_>) -> rusqlite::Result<RoomRow> {
-        Ok(RoomRow {
-            id: r.get(0)?,
-            owner: r.get(1)?,
-            name: r.get(2)?,
-            agency_id: r.get(3)?,
-            created_at: r.get(4)?,
-        })
-    }
-
-    pub(crate) fn participant(r: &Row<'_>) -> rusqlite::Result<ParticipantRow> {
-        Ok(ParticipantRow {
-            id: r.get(0)?,
-            room_id: r.get(1)?,
-            name: r.get(2)?,
-            model: r.get(3)?,
-            role: r.get(4)?,
-            personality: r.get(5)?,
-            instructions: r.get(6)?,
-            enabled: r.get(7)?,
-            position: r.get(8)?,
-            colour: r.get(9)?,
-            bot_endpoint: r.get(10)?,
-            bot_emulates: r.get(11)?,
-            role_id: r.get(12)?,
-            personality_id: r.get(13)?,
-        })
-    }
-
-    pub(crate) fn definition(r: &Row<'_>) -> rusqlite::Result<DefinitionRow> {
-        Ok(DefinitionRow {
-            id: r.get(0)?,
-            owner: r.get(1)?,
-            kind: r.get(2)?,
-            name: r.get(3)?,
-            text: r.get(4)?,
-            created_at: r.get(5)?,
-        })
-    }
-
-    pub(crate) fn message(r: &Row<'_>) -> rusqlite::Result<RoomMessageRow> {
-        Ok(RoomMessageRow {
-            room_id: r.get(0)?,
-            seq: r.get(1)?,
-            id: r.get(2)?,
-            kind: r.get(3)?,
-            participant_id: r.get(4)?,
-            author_name: r.get(5)?,
-            text: r.get(6)?,
-            included: r.get(7)?,
-            created_at: r.get(8)?,
-            reply_to: r.get(9)?,
-            tagged: r.get(10)?,
         })
     }
 }

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{PostgresStore, unique_violation};
-use crate::rows::{UserRow, email_taken};
-use crate::{AccountStore, Result, sql};
+use crate::shared::accounts::{self, UserRow, email_taken};
+use crate::{AccountStore, Result};
 
 impl PostgresStore {
     async fn one_user(&self, query: &'static str, key: String) -> Result<Option<User>> {
@@ -21,7 +21,7 @@ impl PostgresStore {
 #[async_trait]
 impl AccountStore for PostgresStore {
     async fn create_user(&self, user: &User) -> Result<()> {
-        let created = sqlx::query(sql::INSERT_USER)
+        let created = sqlx::query(accounts::INSERT_USER)
             .bind(user.id.to_string())
             .bind(user.email.as_str())
             .bind(&user.password_hash.0)
@@ -35,16 +35,16 @@ impl AccountStore for PostgresStore {
     }
 
     async fn user(&self, id: UserId) -> Result<Option<User>> {
-        self.one_user(sql::USER_BY_ID, id.to_string()).await
+        self.one_user(accounts::USER_BY_ID, id.to_string()).await
     }
 
     async fn user_by_email(&self, email: &Email) -> Result<Option<User>> {
-        self.one_user(sql::USER_BY_EMAIL, email.as_str().to_string())
+        self.one_user(accounts::USER_BY_EMAIL, email.as_str().to_string())
             .await
     }
 
     async fn set_password(&self, id: UserId, hash: &PasswordHash) -> Result<()> {
-        sqlx::query(sql::SET_PASSWORD)
+        sqlx::query(accounts::SET_PASSWORD)
             .bind(&hash.0)
             .bind(id.to_string())
             .execute(&self.pool)
@@ -53,7 +53,7 @@ impl AccountStore for PostgresStore {
     }
 
     async fn create_session(&self, s: &LoginSession) -> Result<()> {
-        sqlx::query(sql::INSERT_SESSION)
+        sqlx::query(accounts::INSERT_SESSION)
             .bind(&s.token_hash)
             .bind(s.user.to_string())
             .bind(s.created_at)
@@ -64,7 +64,7 @@ impl AccountStore for PostgresStore {
     }
 
     async fn session_user(&self, token_hash: &str, now: DateTime<Utc>) -> Result<Option<User>> {
-        let row: Option<UserRow> = sqlx::query_as(sql::SESSION_USER)
+        let row: Option<UserRow> = sqlx::query_as(accounts::SESSION_USER)
             .bind(token_hash)
             .bind(now)
             .fetch_optional(&self.pool)
@@ -73,7 +73,7 @@ impl AccountStore for PostgresStore {
     }
 
     async fn delete_session(&self, token_hash: &str) -> Result<()> {
-        sqlx::query(sql::DELETE_SESSION)
+        sqlx::query(accounts::DELETE_SESSION)
             .bind(token_hash)
             .execute(&self.pool)
             .await?;
@@ -81,7 +81,7 @@ impl AccountStore for PostgresStore {
     }
 
     async fn delete_other_sessions(&self, user: UserId, keep: &str) -> Result<()> {
-        sqlx::query(sql::DELETE_OTHER_SESSIONS)
+        sqlx::query(accounts::DELETE_OTHER_SESSIONS)
             .bind(user.to_string())
             .bind(keep)
             .execute(&self.pool)

@@ -3,17 +3,17 @@
 use agency_core::{Email, LoginSession, PasswordHash, User, UserId};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, Row, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::rows::{self, UserRow};
-use crate::{AccountStore, Result, StoreError, sql};
+use crate::shared::accounts::{self, UserRow};
+use crate::{AccountStore, Result, StoreError};
 
 impl SqliteStore {
     fn one_user(&self, query: &str, key: &str) -> Result<Option<User>> {
         let row: Option<UserRow> = self.with(|conn| {
             conn.prepare_cached(query)?
-                .query_row([key], rows::sqlite::user)
+                .query_row([key], user_row)
                 .optional()
         })?;
         row.map(TryInto::try_into).transpose()
@@ -25,7 +25,7 @@ impl AccountStore for SqliteStore {
     async fn create_user(&self, user: &User) -> Result<()> {
         let created = self.with(|conn| {
             conn.execute(
-                sql::INSERT_USER,
+                accounts::INSERT_USER,
                 params![
                     user.id.to_string(),
                     user.email.as_str(),
@@ -36,29 +36,29 @@ impl AccountStore for SqliteStore {
         });
         match created {
             Err(StoreError::Sqlite(e)) if unique_violation(&e) => {
-                Err(rows::email_taken(&user.email))
+                Err(accounts::email_taken(&user.email))
             }
             other => other.map(|_| ()),
         }
     }
 
     async fn user(&self, id: UserId) -> Result<Option<User>> {
-        self.one_user(sql::USER_BY_ID, &id.to_string())
+        self.one_user(accounts::USER_BY_ID, &id.to_string())
     }
 
     async fn user_by_email(&self, email: &Email) -> Result<Option<User>> {
-        self.one_user(sql::USER_BY_EMAIL, email.as_str())
+        self.one_user(accounts::USER_BY_EMAIL, email.as_str())
     }
 
     async fn set_password(&self, id: UserId, hash: &PasswordHash) -> Result<()> {
-        self.with(|conn| conn.execute(sql::SET_PASSWORD, params![hash.0, id.to_string()]))
+        self.with(|conn| conn.execute(accounts::SET_PASSWORD, params![hash.0, id.to_string()]))
             .map(|_| ())
     }
 
     async fn create_session(&self, s: &LoginSession) -> Result<()> {
         self.with(|conn| {
             conn.execute(
-                sql::INSERT_SESSION,
+                accounts::INSERT_SESSION,
                 params![s.token_hash, s.user.to_string(), s.created_at, s.expires_at],
             )
         })
@@ -67,20 +67,34 @@ impl AccountStore for SqliteStore {
 
     async fn session_user(&self, token_hash: &str, now: DateTime<Utc>) -> Result<Option<User>> {
         let row: Option<UserRow> = self.with(|conn| {
-            conn.prepare_cached(sql::SESSION_USER)?
-                .query_row(params![token_hash, now], rows::sqlite::user)
+            conn.prepare_cached(accounts::SESSION_USER)?
+                .query_row(params![token_hash, now], user_row)
                 .optional()
         })?;
         row.map(TryInto::try_into).transpose()
     }
 
     async fn delete_session(&self, token_hash: &str) -> Result<()> {
-        self.with(|conn| conn.execute(sql::DELETE_SESSION, [token_hash]))
+        self.with(|conn| conn.execute(accounts::DELETE_SESSION, [token_hash]))
             .map(|_| ())
     }
 
     async fn delete_other_sessions(&self, user: UserId, keep: &str) -> Result<()> {
-        self.with(|conn| conn.execute(sql::DELETE_OTHER_SESSIONS, params![user.to_string(), keep]))
-            .map(|_| ())
+        self.with(|conn| {
+            conn.execute(
+                accounts::DELETE_OTHER_SESSIONS,
+                params![user.to_string(), keep],
+            )
+        })
+        .map(|_| ())
     }
+}
+
+fn user_row(r: &Row<'_>) -> rusqlite::Result<UserRow> {
+    Ok(UserRow {
+        id: r.get(0)?,
+        email: r.get(1)?,
+        password_hash: r.get(2)?,
+        created_at: r.get(3)?,
+    })
 }

@@ -1,4 +1,5 @@
-//! Rows of the memory store, converted to and from the domain explicitly.
+//! Agents' memories and plans: the SQL and the rows, converted to and from the domain
+//! explicitly.
 
 use agency_core::memory::{Memory, MemoryId, MemoryKind};
 use agency_core::plan::{Action, Plan, PlanId, PlanStatus, Task, TaskId, TaskStatus};
@@ -6,6 +7,30 @@ use agency_core::{AgencyId, AgentId};
 use chrono::{DateTime, Utc};
 
 use crate::{Result, StoreError};
+
+pub(crate) const INSERT_MEMORY: &str = "INSERT INTO memories (id, agency_id, agent_id, kind, content, importance, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+pub(crate) const INSERT_SOURCE: &str =
+    "INSERT INTO memory_sources (memory_id, source_id, position) VALUES ($1, $2, $3)";
+pub(crate) const MEMORY_BY_ID: &str = "SELECT id, agency_id, agent_id, kind, content, importance, created_at FROM memories WHERE id = $1";
+pub(crate) const SOURCES_OF: &str =
+    "SELECT source_id FROM memory_sources WHERE memory_id = $1 ORDER BY position";
+/// The newest `$4` memories of an agent since `$3`, newest first.
+pub(crate) const MEMORIES_SINCE: &str = "SELECT id, agency_id, agent_id, kind, content, importance, created_at FROM memories WHERE agency_id = $1 AND agent_id = $2 AND created_at > $3 ORDER BY created_at DESC, id DESC LIMIT $4";
+
+/// Plans: the plan row is written whole (inserted, or updated in place); its tasks and their
+/// actions are replaced.
+pub(crate) const UPSERT_PLAN: &str = "INSERT INTO plans (id, agency_id, agent_id, reflection_id, status, active, pddl, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+     ON CONFLICT (id) DO UPDATE SET reflection_id = excluded.reflection_id, status = excluded.status, active = excluded.active, pddl = excluded.pddl, updated_at = excluded.updated_at";
+pub(crate) const DELETE_PLAN_ACTIONS: &str =
+    "DELETE FROM plan_actions WHERE task_id IN (SELECT id FROM plan_tasks WHERE plan_id = $1)";
+pub(crate) const DELETE_PLAN_TASKS: &str = "DELETE FROM plan_tasks WHERE plan_id = $1";
+pub(crate) const INSERT_PLAN_TASK: &str = "INSERT INTO plan_tasks (id, plan_id, position, description, status) VALUES ($1, $2, $3, $4, $5)";
+pub(crate) const INSERT_PLAN_ACTION: &str =
+    "INSERT INTO plan_actions (task_id, position, name, parameters) VALUES ($1, $2, $3, $4)";
+pub(crate) const ACTIVE_PLAN: &str = "SELECT id, agency_id, agent_id, reflection_id, status, active, created_at, updated_at FROM plans WHERE agency_id = $1 AND agent_id = $2 AND active";
+pub(crate) const PLAN_TASKS: &str =
+    "SELECT id, description, status FROM plan_tasks WHERE plan_id = $1 ORDER BY position";
+pub(crate) const PLAN_ACTIONS: &str = "SELECT a.task_id, a.name, a.parameters FROM plan_actions a JOIN plan_tasks t ON t.id = a.task_id WHERE t.plan_id = $1 ORDER BY t.position, a.position";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct MemoryRow {
@@ -49,18 +74,6 @@ impl MemoryRow {
             created_at: self.created_at,
         })
     }
-}
-
-pub(crate) fn sqlite_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryRow> {
-    Ok(MemoryRow {
-        id: r.get(0)?,
-        agency_id: r.get(1)?,
-        agent_id: r.get(2)?,
-        kind: r.get(3)?,
-        content: r.get(4)?,
-        importance: r.get(5)?,
-        created_at: r.get(6)?,
-    })
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -166,34 +179,5 @@ pub(crate) fn plan_of(row: PlanRow, tasks: Vec<TaskRow>, actions: Vec<ActionRow>
         tasks: out,
         created_at: row.created_at,
         updated_at: row.updated_at,
-    })
-}
-
-pub(crate) fn sqlite_plan_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PlanRow> {
-    Ok(PlanRow {
-        id: r.get(0)?,
-        agency_id: r.get(1)?,
-        agent_id: r.get(2)?,
-        reflection_id: r.get(3)?,
-        status: r.get(4)?,
-        active: r.get(5)?,
-        created_at: r.get(6)?,
-        updated_at: r.get(7)?,
-    })
-}
-
-pub(crate) fn sqlite_task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
-    Ok(TaskRow {
-        id: r.get(0)?,
-        description: r.get(1)?,
-        status: r.get(2)?,
-    })
-}
-
-pub(crate) fn sqlite_action_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActionRow> {
-    Ok(ActionRow {
-        task_id: r.get(0)?,
-        name: r.get(1)?,
-        parameters: r.get(2)?,
     })
 }

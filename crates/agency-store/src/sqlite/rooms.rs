@@ -3,10 +3,10 @@
 use agency_core::room::{Definition, Participant, Room, RoomMessage};
 use agency_core::{DefinitionId, ParticipantId, RoomId, RoomMessageId};
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::{SqliteStore, unique_violation};
-use crate::rooms::{
+use crate::shared::rooms::{
     self, DefinitionRow, ParticipantRow, RoomMessageRow, RoomRow, author_columns, persona_columns,
     speaker_columns, tagged_column,
 };
@@ -66,7 +66,7 @@ impl RoomStore for SqliteStore {
     async fn room(&self, id: RoomId) -> Result<Option<Room>> {
         let row: Option<RoomRow> = self.with(|conn| {
             conn.prepare_cached(rooms::ROOM)?
-                .query_row([id.0], rooms::sqlite::room)
+                .query_row([id.0], room_row)
                 .optional()
         })?;
         Ok(row.map(Into::into))
@@ -75,7 +75,7 @@ impl RoomStore for SqliteStore {
     async fn rooms(&self, owner: &str) -> Result<Vec<Room>> {
         let rows: Vec<RoomRow> = self.with(|conn| {
             conn.prepare_cached(rooms::ROOMS_OF_OWNER)?
-                .query_map([owner], rooms::sqlite::room)?
+                .query_map([owner], room_row)?
                 .collect()
         })?;
         Ok(rows.into_iter().map(Into::into).collect())
@@ -99,7 +99,7 @@ impl RoomStore for SqliteStore {
     async fn participants(&self, room: RoomId) -> Result<Vec<Participant>> {
         let rows: Vec<ParticipantRow> = self.with(|conn| {
             conn.prepare_cached(rooms::PARTICIPANTS)?
-                .query_map([room.0], rooms::sqlite::participant)?
+                .query_map([room.0], participant_row)?
                 .collect()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
@@ -165,7 +165,7 @@ impl RoomStore for SqliteStore {
     async fn room_messages(&self, room: RoomId) -> Result<Vec<RoomMessage>> {
         let rows: Vec<RoomMessageRow> = self.with_long(|conn| {
             conn.prepare_cached(rooms::MESSAGES)?
-                .query_map([room.0], rooms::sqlite::message)?
+                .query_map([room.0], room_message_row)?
                 .collect()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
@@ -195,7 +195,7 @@ impl RoomStore for SqliteStore {
     async fn definition(&self, id: DefinitionId) -> Result<Option<Definition>> {
         let row: Option<DefinitionRow> = self.with(|conn| {
             conn.prepare_cached(rooms::DEFINITION)?
-                .query_row([id.0], rooms::sqlite::definition)
+                .query_row([id.0], definition_row)
                 .optional()
         })?;
         row.map(TryInto::try_into).transpose()
@@ -204,7 +204,7 @@ impl RoomStore for SqliteStore {
     async fn definitions(&self, owner: &str) -> Result<Vec<Definition>> {
         let rows: Vec<DefinitionRow> = self.with(|conn| {
             conn.prepare_cached(rooms::DEFINITIONS)?
-                .query_map([owner], rooms::sqlite::definition)?
+                .query_map([owner], definition_row)?
                 .collect()
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
@@ -240,4 +240,60 @@ fn add_message(conn: &Connection, m: &RoomMessage) -> rusqlite::Result<i64> {
         ],
         |r| r.get(0),
     )
+}
+
+fn room_row(r: &Row<'_>) -> rusqlite::Result<RoomRow> {
+    Ok(RoomRow {
+        id: r.get(0)?,
+        owner: r.get(1)?,
+        name: r.get(2)?,
+        agency_id: r.get(3)?,
+        created_at: r.get(4)?,
+    })
+}
+
+fn participant_row(r: &Row<'_>) -> rusqlite::Result<ParticipantRow> {
+    Ok(ParticipantRow {
+        id: r.get(0)?,
+        room_id: r.get(1)?,
+        name: r.get(2)?,
+        model: r.get(3)?,
+        role: r.get(4)?,
+        personality: r.get(5)?,
+        instructions: r.get(6)?,
+        enabled: r.get(7)?,
+        position: r.get(8)?,
+        colour: r.get(9)?,
+        bot_endpoint: r.get(10)?,
+        bot_emulates: r.get(11)?,
+        role_id: r.get(12)?,
+        personality_id: r.get(13)?,
+    })
+}
+
+fn definition_row(r: &Row<'_>) -> rusqlite::Result<DefinitionRow> {
+    Ok(DefinitionRow {
+        id: r.get(0)?,
+        owner: r.get(1)?,
+        kind: r.get(2)?,
+        name: r.get(3)?,
+        text: r.get(4)?,
+        created_at: r.get(5)?,
+    })
+}
+
+fn room_message_row(r: &Row<'_>) -> rusqlite::Result<RoomMessageRow> {
+    Ok(RoomMessageRow {
+        room_id: r.get(0)?,
+        seq: r.get(1)?,
+        id: r.get(2)?,
+        kind: r.get(3)?,
+        participant_id: r.get(4)?,
+        author_name: r.get(5)?,
+        text: r.get(6)?,
+        included: r.get(7)?,
+        created_at: r.get(8)?,
+        reply_to: r.get(9)?,
+        tagged: r.get(10)?,
+    })
 }

@@ -7,12 +7,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{PostgresStore, unique_violation};
-use crate::memory::{ActionRow, MemoryRow, PlanRow, PlanRows, TaskRow, plan_of};
-use crate::{MemoryStore, Result, StoreError, memory_sql as sql};
+use crate::shared::memory::{self, ActionRow, MemoryRow, PlanRow, PlanRows, TaskRow, plan_of};
+use crate::{MemoryStore, Result, StoreError};
 
 impl PostgresStore {
     async fn sources_of(&self, id: uuid::Uuid) -> Result<Vec<uuid::Uuid>> {
-        let rows: Vec<(uuid::Uuid,)> = sqlx::query_as(sql::SOURCES_OF)
+        let rows: Vec<(uuid::Uuid,)> = sqlx::query_as(memory::SOURCES_OF)
             .bind(id)
             .fetch_all(&self.pool)
             .await?;
@@ -25,7 +25,7 @@ impl MemoryStore for PostgresStore {
     async fn save_memory(&self, memory: &Memory) -> Result<()> {
         let row = MemoryRow::of(memory);
         let mut tx = self.pool.begin().await?;
-        sqlx::query(sql::INSERT_MEMORY)
+        sqlx::query(memory::INSERT_MEMORY)
             .bind(row.id)
             .bind(row.agency_id)
             .bind(row.agent_id)
@@ -36,7 +36,7 @@ impl MemoryStore for PostgresStore {
             .execute(&mut *tx)
             .await?;
         for (position, source) in (0i64..).zip(&memory.sources) {
-            sqlx::query(sql::INSERT_SOURCE)
+            sqlx::query(memory::INSERT_SOURCE)
                 .bind(row.id)
                 .bind(source.0)
                 .bind(position)
@@ -48,7 +48,7 @@ impl MemoryStore for PostgresStore {
     }
 
     async fn memory(&self, id: MemoryId) -> Result<Option<Memory>> {
-        let row: Option<MemoryRow> = sqlx::query_as(sql::MEMORY_BY_ID)
+        let row: Option<MemoryRow> = sqlx::query_as(memory::MEMORY_BY_ID)
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await?;
@@ -68,7 +68,7 @@ impl MemoryStore for PostgresStore {
         since: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<Memory>> {
-        let rows: Vec<MemoryRow> = sqlx::query_as(sql::MEMORIES_SINCE)
+        let rows: Vec<MemoryRow> = sqlx::query_as(memory::MEMORIES_SINCE)
             .bind(agency.0)
             .bind(i64::from(agent.get()))
             .bind(since)
@@ -87,7 +87,7 @@ impl MemoryStore for PostgresStore {
         let rows = PlanRows::of(plan);
         let p = &rows.plan;
         let mut tx = self.pool.begin().await?;
-        let upsert = sqlx::query(sql::UPSERT_PLAN)
+        let upsert = sqlx::query(memory::UPSERT_PLAN)
             .bind(p.id)
             .bind(p.agency_id)
             .bind(p.agent_id)
@@ -108,16 +108,16 @@ impl MemoryStore for PostgresStore {
             }
             other => other?,
         };
-        sqlx::query(sql::DELETE_PLAN_ACTIONS)
+        sqlx::query(memory::DELETE_PLAN_ACTIONS)
             .bind(p.id)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(sql::DELETE_PLAN_TASKS)
+        sqlx::query(memory::DELETE_PLAN_TASKS)
             .bind(p.id)
             .execute(&mut *tx)
             .await?;
         for (id, position, description, status) in &rows.tasks {
-            sqlx::query(sql::INSERT_PLAN_TASK)
+            sqlx::query(memory::INSERT_PLAN_TASK)
                 .bind(id)
                 .bind(p.id)
                 .bind(position)
@@ -127,7 +127,7 @@ impl MemoryStore for PostgresStore {
                 .await?;
         }
         for (task, position, name, parameters) in &rows.actions {
-            sqlx::query(sql::INSERT_PLAN_ACTION)
+            sqlx::query(memory::INSERT_PLAN_ACTION)
                 .bind(task)
                 .bind(position)
                 .bind(name)
@@ -144,7 +144,7 @@ impl MemoryStore for PostgresStore {
         agency: agency_core::AgencyId,
         agent: AgentId,
     ) -> Result<Option<Plan>> {
-        let row: Option<PlanRow> = sqlx::query_as(sql::ACTIVE_PLAN)
+        let row: Option<PlanRow> = sqlx::query_as(memory::ACTIVE_PLAN)
             .bind(agency.0)
             .bind(i64::from(agent.get()))
             .fetch_optional(&self.pool)
@@ -152,11 +152,11 @@ impl MemoryStore for PostgresStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        let tasks: Vec<TaskRow> = sqlx::query_as(sql::PLAN_TASKS)
+        let tasks: Vec<TaskRow> = sqlx::query_as(memory::PLAN_TASKS)
             .bind(row.id)
             .fetch_all(&self.pool)
             .await?;
-        let actions: Vec<ActionRow> = sqlx::query_as(sql::PLAN_ACTIONS)
+        let actions: Vec<ActionRow> = sqlx::query_as(memory::PLAN_ACTIONS)
             .bind(row.id)
             .fetch_all(&self.pool)
             .await?;

@@ -5,7 +5,7 @@ use agency_core::{DefinitionId, ParticipantId, RoomId, RoomMessageId};
 use async_trait::async_trait;
 
 use super::{PostgresStore, unique_violation};
-use crate::rooms::{
+use crate::shared::rooms::{
     self, DefinitionRow, ParticipantRow, RoomMessageRow, RoomRow, author_columns, persona_columns,
     speaker_columns, tagged_column,
 };

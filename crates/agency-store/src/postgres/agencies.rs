@@ -1,0 +1,160 @@
+//! Agencies, their agents and their published versions on PostgreSQL.
+
+use agency_core::{Agency, AgencyId, Published};
+use async_trait::async_trait;
+use chrono::Utc;
+
+use super::{PostgresStore, unique_violation};
+use crate::shared::agencies::{self, AgencyRow, AgentRow, agencies_of, blocks_json};
+use crate::{AgencyState, AgencyStore, Result, StoreError};
+
+impl PostgresStore {
+    async fn one_agency(&self, row: Option<AgencyRow>) -> Result<Option<Agency>> {
+        let Some(row) = row else { return Ok(None) };
+        let agents: Vec<AgentRow> = sqlx::query_as(agencies::AGENTS_OF_AGENCY)
+            .bind(row.id)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(agencies_of(vec![row], agents)?.pop())
+    }
+}
+
+#[async_trait]
+impl AgencyStore for PostgresStore {
+    async fn save_agency(&self, agency: &Agency) -> Result<()> {
+        let now = Utc::now();
+        let mut tx = self.pool.begin().await?;
+        let saved = sqlx::query(agencies::SAVE_AGENCY)
+            .bind(agency.id.0)
+            .bind(&agency.owner)
+            .bind(&agency.name)
+            .bind(&agency.handle)
+            .bind(agency.protocol.as_str())
+            .bind(i64::from(agency.manager.get()))
+            .bind(i64::from(agency.limits.max_hops))
+            .bind(agencies::deadline_ms(agency))
+            .bind(agencies::providers_json(&agency.providers))
+            .bind(now)
+            .bind(now)
+            .execute(&mut *tx)
+            .await;
+        match saved {
+            Err(e) if unique_violation(&e) => return Err(agencies::name_taken(agency)),
+            other => other?,
+        };
+        sqlx::query(agencies::DELETE_AGENTS)
+            .bind(agency.id.0)
+            .execute(&mut *tx)
+            .await?;
+        for (position, a) in (0i64..).zip(&agency.agents) {
+            sqlx::query(agencies::INSERT_AGENT)
+                .bind(agency.id.0)
+                .bind(i64::from(a.id.get()))
+                .bind(position)
+                .bind(&a.name)
+                .bind(&a.handle)
+                .bind(&a.role)
+                .bind(a.model.to_string())
+                .bind(agencies::settings_json(a))
+                .bind(blocks_json(&a.blocks))
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn agency(&self, id: AgencyId) -> Result<Option<Agency>> {
+        let row = sqlx::query_as(agencies::AGENCY_BY_ID)
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        self.one_agency(row).await
+    }
+
+    async fn agency_state(&self, id: AgencyId) -> Result<Option<AgencyState>> {
+        let state: Option<(i64, Option<i64>)> = sqlx::query_as(agencies::AGENCY_STATE)
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        state.map(agencies::agency_state).transpose()
+    }
+
+    async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>> {
+        let row = sqlx::query_as(agencies::AGENCY_BY_NAME)
+            .bind(owner)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        self.one_agency(row).await
+    }
+
+    async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>> {
+        let rows: Vec<AgencyRow> = sqlx::query_as(agencies::AGENCIES_OF_OWNER)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        let agents: Vec<AgentRow> = sqlx::query_as(agencies::AGENTS_OF_OWNER)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        agencies_of(rows, agents)
+    }
+
+    async fn delete_agency(&self, id: AgencyId) -> Result<bool> {
+        let done = sqlx::query(agencies::DELETE_AGENCY)
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn publish(
+        &self,
+        id: AgencyId,
+        body: &str,
+        at: chrono::DateTime<Utc>,
+    ) -> Result<Published> {
+        let mut tx = self.pool.begin().await?;
+        let bumped = sqlx::query(agencies::BUMP_REVISION)
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
+        if bumped.rows_affected() == 0 {
+            return Err(StoreError::Conflict(format!("no agency {id}")));
+        }
+        let version: i64 = sqlx::query_scalar(agencies::NEXT_VERSION)
+            .bind(id.0)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query(agencies::INSERT_VERSION)
+            .bind(id.0)
+            .bind(version)
+            .bind(body)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        agencies::published(version, at)
+    }
+
+    async fn version(&self, id: AgencyId, version: u32) -> Result<Option<(Published, String)>> {
+        let row: Option<(i64, chrono::DateTime<Utc>, String)> = sqlx::query_as(agencies::VERSION)
+            .bind(id.0)
+            .bind(i64::from(version))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|(v, at, body)| Ok((agencies::published(v, at)?, body)))
+            .transpose()
+    }
+
+    async fn versions(&self, id: AgencyId) -> Result<Vec<Published>> {
+        let rows: Vec<(i64, chrono::DateTime<Utc>)> = sqlx::query_as(agencies::VERSIONS)
+            .bind(id.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|(v, at)| agencies::published(v, at))
+            .collect()
+    }
+}

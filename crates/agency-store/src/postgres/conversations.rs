@@ -1,0 +1,152 @@
+//! Conversations, their messages and their turns on PostgreSQL.
+
+use agency_core::{AgencyId, Conversation, ConversationId, Message, TurnId, TurnRecord};
+use async_trait::async_trait;
+use sqlx::{Postgres, QueryBuilder};
+
+use super::PostgresStore;
+use crate::shared::conversations::{self, ConversationRow, MessageRow, TurnRow};
+use crate::{ConversationStore, Result, Write};
+
+/// Rows per multi-row INSERT (PostgreSQL allows 65,535 parameters; a row has 16).
+const ROWS_PER_INSERT: usize = 1_000;
+
+/// One multi-row INSERT of `messages`.
+fn insert_messages(messages: &[Message]) -> QueryBuilder<Postgres> {
+    let mut q = QueryBuilder::<Postgres>::new(conversations::INSERT_MESSAGES);
+    q.push_values(messages, |mut b, m| {
+        let r = MessageRow::from(m);
+        b.push_bind(r.id)
+            .push_bind(r.conversation_id)
+            .push_bind(r.turn_id)
+            .push_bind(r.seq)
+            .push_bind(r.agent_id)
+            .push_bind(r.kind)
+            .push_bind(r.linked_message_id)
+            .push_bind(r.from_agent)
+            .push_bind(r.to_agent)
+            .push_bind(r.text)
+            .push_bind(r.prompt_tokens)
+            .push_bind(r.completion_tokens)
+            .push_bind(r.latency_ms)
+            .push_bind(r.included)
+            .push_bind(r.created_at)
+            .push_bind(m.role().as_str());
+    });
+    q
+}
+
+#[async_trait]
+impl ConversationStore for PostgresStore {
+    async fn write(&self, write: Write) -> Result<Write> {
+        match &write {
+            w if w.is_empty() => {}
+            // One statement is atomic by itself: a hop's write needs no BEGIN/COMMIT round
+            // trips.
+            Write {
+                conversation: None,
+                messages,
+                turn: None,
+                thread: None,
+            } if messages.len() <= ROWS_PER_INSERT => {
+                insert_messages(messages)
+                    .build()
+                    .execute(&self.pool)
+                    .await?;
+            }
+            w => {
+                let mut tx = self.pool.begin().await?;
+                if let Some(c) = &w.conversation {
+                    sqlx::query(conversations::INSERT_CONVERSATION)
+                        .bind(c.id.0)
+                        .bind(c.agency_id.0)
+                        .bind(c.version.map(i64::from))
+                        .bind(c.created_at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                for chunk in w.messages.chunks(ROWS_PER_INSERT) {
+                    insert_messages(chunk).build().execute(&mut *tx).await?;
+                }
+                if let Some(t) = &w.turn {
+                    let r = TurnRow::from(t);
+                    sqlx::query(conversations::SAVE_TURN)
+                        .bind(r.id)
+                        .bind(r.conversation_id)
+                        .bind(r.number)
+                        .bind(r.started_at)
+                        .bind(r.finished_at)
+                        .bind(r.stopped_by)
+                        .bind(r.hops)
+                        .bind(r.prompt_tokens)
+                        .bind(r.completion_tokens)
+                        .bind(r.error)
+                        .bind(r.cost_pico)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some(t) = &w.thread {
+                    sqlx::query(conversations::DROP_API_THREADS)
+                        .bind(t.key)
+                        .bind(&t.hash)
+                        .bind(t.conversation.0)
+                        .execute(&mut *tx)
+                        .await?;
+                    sqlx::query(conversations::PUT_API_THREAD)
+                        .bind(t.key)
+                        .bind(&t.hash)
+                        .bind(t.conversation.0)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+            }
+        }
+        Ok(write)
+    }
+
+    async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
+        let row: Option<ConversationRow> = sqlx::query_as(conversations::CONVERSATION)
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>> {
+        let rows: Vec<ConversationRow> = sqlx::query_as(conversations::CONVERSATIONS_OF_AGENCY)
+            .bind(agency.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
+        let rows: Vec<MessageRow> = sqlx::query_as(conversations::MESSAGES_OF_CONVERSATION)
+            .bind(conversation.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn turn_messages(
+        &self,
+        conversation: ConversationId,
+        turn: TurnId,
+    ) -> Result<Vec<Message>> {
+        let rows: Vec<MessageRow> = sqlx::query_as(conversations::MESSAGES_OF_TURN)
+            .bind(conversation.0)
+            .bind(turn.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
+        let rows: Vec<TurnRow> = sqlx::query_as(conversations::TURNS_OF_CONVERSATION)
+            .bind(conversation.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+}

@@ -1,0 +1,85 @@
+//! API keys on PostgreSQL.
+
+use agency_core::{AgencyId, ConversationId};
+use async_trait::async_trait;
+use chrono::Utc;
+
+use super::{PostgresStore, unique_violation};
+use crate::shared::keys;
+use crate::{KeyStore, Result};
+
+#[async_trait]
+impl KeyStore for PostgresStore {
+    async fn create_api_key(&self, k: &agency_core::ApiKey) -> Result<()> {
+        let done = sqlx::query(keys::INSERT_API_KEY)
+            .bind(k.id)
+            .bind(k.agency_id.0)
+            .bind(&k.name)
+            .bind(&k.prefix)
+            .bind(&k.hash)
+            .bind(i64::from(k.rate_limit_per_minute))
+            .bind(k.created_at)
+            .bind(k.expires_at)
+            .bind(k.last_used_at)
+            .bind(k.revoked_at)
+            .execute(&self.pool)
+            .await;
+        match done {
+            Err(e) if unique_violation(&e) => Err(keys::key_name_taken(k)),
+            other => other.map(|_| ()).map_err(Into::into),
+        }
+    }
+
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<agency_core::ApiKey>> {
+        let row: Option<keys::ApiKeyRow> = sqlx::query_as(keys::API_KEY_BY_HASH)
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn api_keys(&self, agency: AgencyId) -> Result<Vec<agency_core::ApiKey>> {
+        let rows: Vec<keys::ApiKeyRow> = sqlx::query_as(keys::API_KEYS_OF_AGENCY)
+            .bind(agency.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn revoke_api_key(
+        &self,
+        agency: AgencyId,
+        name: &str,
+        at: chrono::DateTime<Utc>,
+    ) -> Result<bool> {
+        let done = sqlx::query(keys::REVOKE_API_KEY)
+            .bind(at)
+            .bind(agency.0)
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>> {
+        let id: Option<uuid::Uuid> = sqlx::query_scalar(keys::API_THREAD)
+            .bind(key)
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(id.map(ConversationId))
+    }
+
+    async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for (id, at) in used {
+            sqlx::query(keys::TOUCH_API_KEY)
+                .bind(at)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,225 @@
+//! Conversations, their messages, their turns and the transcript hashes that continue them:
+//! the SQL and the rows.
+
+use agency_core::{
+    AgencyId, Conversation, ConversationId, Message, MessageId, MessageKind, StopReason, TurnId,
+    TurnRecord, Usage,
+};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{corrupt, opt_agent, u32_of};
+use crate::StoreError;
+
+macro_rules! message_columns {
+    () => {
+        "id, conversation_id, turn_id, seq, agent_id, kind, linked_message_id, from_agent, \
+         to_agent, text, prompt_tokens, completion_tokens, latency_ms, included, created_at, role"
+    };
+}
+macro_rules! turn_columns {
+    () => {
+        "id, conversation_id, number, started_at, finished_at, stopped_by, hops, prompt_tokens, \
+         completion_tokens, error, cost_pico"
+    };
+}
+pub(crate) const INSERT_CONVERSATION: &str =
+    "INSERT INTO conversations (id, agency_id, version, created_at) VALUES ($1, $2, $3, $4)";
+pub(crate) const CONVERSATION: &str =
+    "SELECT id, agency_id, version, created_at FROM conversations WHERE id = $1";
+pub(crate) const CONVERSATIONS_OF_AGENCY: &str = "SELECT id, agency_id, version, created_at FROM conversations \
+     WHERE agency_id = $1 ORDER BY created_at DESC, id DESC";
+/// Followed by one `(...)` of 16 values per row.
+pub(crate) const INSERT_MESSAGES: &str =
+    concat!("INSERT INTO messages (", message_columns!(), ") ");
+pub(crate) const INSERT_MESSAGE: &str = concat!(
+    "INSERT INTO messages (",
+    message_columns!(),
+    ") \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+);
+pub(crate) const MESSAGES_OF_CONVERSATION: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 ORDER BY seq"
+);
+pub(crate) const MESSAGES_OF_TURN: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 AND turn_id = $2 ORDER BY seq"
+);
+pub(crate) const SAVE_TURN: &str = concat!(
+    "INSERT INTO turns (",
+    turn_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, \
+     stopped_by = excluded.stopped_by, hops = excluded.hops, \
+     prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, \
+     error = excluded.error, cost_pico = excluded.cost_pico"
+);
+pub(crate) const TURNS_OF_CONVERSATION: &str = concat!(
+    "SELECT ",
+    turn_columns!(),
+    " FROM turns WHERE conversation_id = $1 ORDER BY number"
+);
+/// A conversation's transcript hash replaces its earlier ones (an edited history must not
+/// continue it), and a hash names one conversation (the latest). Two index lookups (the key
+/// and hash, the conversation), never a scan of the key's threads.
+pub(crate) const DROP_API_THREADS: &str =
+    "DELETE FROM api_threads WHERE (key_id = $1 AND hash = $2) OR conversation_id = $3";
+pub(crate) const PUT_API_THREAD: &str =
+    "INSERT INTO api_threads (key_id, hash, conversation_id) VALUES ($1, $2, $3)";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ConversationRow {
+    pub id: Uuid,
+    pub agency_id: Uuid,
+    pub version: Option<i64>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<ConversationRow> for Conversation {
+    type Error = StoreError;
+    fn try_from(r: ConversationRow) -> Result<Self, StoreError> {
+        Ok(Conversation {
+            id: ConversationId(r.id),
+            agency_id: AgencyId(r.agency_id),
+            version: r.version.map(|v| u32_of(v, "version")).transpose()?,
+            created_at: r.created_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct MessageRow {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub turn_id: Option<Uuid>,
+    pub seq: i64,
+    pub agent_id: Option<i64>,
+    pub kind: String,
+    pub linked_message_id: Option<Uuid>,
+    pub from_agent: Option<i64>,
+    pub to_agent: Option<i64>,
+    pub text: String,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub latency_ms: Option<i64>,
+    pub included: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<&Message> for MessageRow {
+    fn from(m: &Message) -> Self {
+        Self {
+            id: m.id.0,
+            conversation_id: m.conversation_id.0,
+            turn_id: m.turn_id.map(|t| t.0),
+            seq: m.seq,
+            agent_id: m.agent.map(|a| i64::from(a.get())),
+            kind: m.kind.as_str().to_string(),
+            linked_message_id: m.linked.map(|l| l.0),
+            from_agent: m.from.map(|a| i64::from(a.get())),
+            to_agent: m.to.map(|a| i64::from(a.get())),
+            text: m.text.clone(),
+            prompt_tokens: m.usage.map(|u| i64::from(u.prompt_tokens)),
+            completion_tokens: m.usage.map(|u| i64::from(u.completion_tokens)),
+            latency_ms: m.latency_ms.map(i64::from),
+            included: m.included,
+            created_at: m.created_at,
+        }
+    }
+}
+
+impl TryFrom<MessageRow> for Message {
+    type Error = StoreError;
+    fn try_from(r: MessageRow) -> Result<Self, StoreError> {
+        let usage = match (r.prompt_tokens, r.completion_tokens) {
+            (Some(p), Some(c)) => Some(Usage {
+                prompt_tokens: u32_of(p, "prompt_tokens")?,
+                completion_tokens: u32_of(c, "completion_tokens")?,
+            }),
+            _ => None,
+        };
+        Ok(Message {
+            id: MessageId(r.id),
+            conversation_id: ConversationId(r.conversation_id),
+            turn_id: r.turn_id.map(TurnId),
+            seq: r.seq,
+            agent: opt_agent(r.agent_id)?,
+            kind: MessageKind::parse(&r.kind).ok_or_else(|| corrupt(&r.kind))?,
+            linked: r.linked_message_id.map(MessageId),
+            from: opt_agent(r.from_agent)?,
+            to: opt_agent(r.to_agent)?,
+            text: r.text,
+            usage,
+            latency_ms: r.latency_ms.map(|l| u32_of(l, "latency_ms")).transpose()?,
+            included: r.included,
+            created_at: r.created_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct TurnRow {
+    pub id: Uuid,
+    pub conversation_id: Uuid,
+    pub number: i64,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub stopped_by: Option<String>,
+    pub hops: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub error: Option<String>,
+    pub cost_pico: Option<i64>,
+}
+
+impl From<&TurnRecord> for TurnRow {
+    fn from(t: &TurnRecord) -> Self {
+        Self {
+            id: t.id.0,
+            conversation_id: t.conversation_id.0,
+            number: i64::from(t.number),
+            started_at: t.started_at,
+            finished_at: t.finished_at,
+            stopped_by: t.stopped_by.map(|s| s.as_str().to_string()),
+            hops: i64::from(t.hops),
+            prompt_tokens: i64::from(t.usage.prompt_tokens),
+            completion_tokens: i64::from(t.usage.completion_tokens),
+            error: t.error.clone(),
+            cost_pico: t.cost.map(|c| i64::try_from(c.0).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
+impl TryFrom<TurnRow> for TurnRecord {
+    type Error = StoreError;
+    fn try_from(r: TurnRow) -> Result<Self, StoreError> {
+        Ok(TurnRecord {
+            id: TurnId(r.id),
+            conversation_id: ConversationId(r.conversation_id),
+            number: u32_of(r.number, "turn number")?,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            stopped_by: r
+                .stopped_by
+                .map(|s| StopReason::parse(&s).ok_or_else(|| corrupt(&s)))
+                .transpose()?,
+            hops: u32_of(r.hops, "hops")?,
+            usage: Usage {
+                prompt_tokens: u32_of(r.prompt_tokens, "prompt_tokens")?,
+                completion_tokens: u32_of(r.completion_tokens, "completion_tokens")?,
+            },
+            cost: r
+                .cost_pico
+                .map(|c| {
+                    u64::try_from(c)
+                        .map(agency_core::Cost)
+                        .map_err(|_| corrupt(c))
+                })
+                .transpose()?,
+            error: r.error,
+        })
+    }
+}

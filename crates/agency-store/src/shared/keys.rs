@@ -1,0 +1,74 @@
+//! API keys, stored as keyed hashes, and the conversations their transcripts continue: the
+//! SQL and the rows.
+
+use agency_core::AgencyId;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::u32_of;
+use crate::StoreError;
+
+macro_rules! api_key_columns {
+    () => {
+        "id, agency_id, name, prefix, hash, rate_limit_per_minute, created_at, expires_at, last_used_at, revoked_at"
+    };
+}
+pub(crate) const INSERT_API_KEY: &str = concat!(
+    "INSERT INTO api_keys (",
+    api_key_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+);
+pub(crate) const API_KEY_BY_HASH: &str = concat!(
+    "SELECT ",
+    api_key_columns!(),
+    " FROM api_keys WHERE hash = $1"
+);
+pub(crate) const API_KEYS_OF_AGENCY: &str = concat!(
+    "SELECT ",
+    api_key_columns!(),
+    " FROM api_keys WHERE agency_id = $1 ORDER BY created_at, name"
+);
+pub(crate) const REVOKE_API_KEY: &str =
+    "UPDATE api_keys SET revoked_at = $1 WHERE agency_id = $2 AND name = $3 AND revoked_at IS NULL";
+pub(crate) const TOUCH_API_KEY: &str = "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)";
+pub(crate) const API_THREAD: &str =
+    "SELECT conversation_id FROM api_threads WHERE key_id = $1 AND hash = $2";
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ApiKeyRow {
+    pub id: Uuid,
+    pub agency_id: Uuid,
+    pub name: String,
+    pub prefix: String,
+    pub hash: String,
+    pub rate_limit_per_minute: i64,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<ApiKeyRow> for agency_core::ApiKey {
+    type Error = StoreError;
+    fn try_from(r: ApiKeyRow) -> Result<Self, StoreError> {
+        Ok(agency_core::ApiKey {
+            id: r.id,
+            agency_id: AgencyId(r.agency_id),
+            name: r.name,
+            prefix: r.prefix,
+            hash: r.hash,
+            rate_limit_per_minute: u32_of(r.rate_limit_per_minute, "rate_limit_per_minute")?,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            last_used_at: r.last_used_at,
+            revoked_at: r.revoked_at,
+        })
+    }
+}
+
+pub(crate) fn key_name_taken(key: &agency_core::ApiKey) -> StoreError {
+    StoreError::Conflict(format!(
+        "the agency already has a key named `{}`; revoke it or choose another name",
+        key.name
+    ))
+}

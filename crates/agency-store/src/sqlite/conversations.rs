@@ -1,0 +1,202 @@
+//! Conversations, their messages and their turns on SQLite; their writes are committed in
+//! groups (`group_commit.rs`).
+
+use agency_core::{AgencyId, Conversation, ConversationId, Message, TurnId, TurnRecord};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::SqliteStore;
+use crate::shared::conversations::{self, ConversationRow, MessageRow, TurnRow};
+use crate::{ConversationStore, Result, Write};
+
+/// Writes the rows of `w` in the caller's transaction.
+pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
+    if let Some(c) = &w.conversation {
+        conn.prepare_cached(conversations::INSERT_CONVERSATION)?
+            .execute(params![c.id.0, c.agency_id.0, c.version, c.created_at])?;
+    }
+    if !w.messages.is_empty() {
+        let mut insert = conn.prepare_cached(conversations::INSERT_MESSAGE)?;
+        for m in &w.messages {
+            let r = MessageRow::from(m);
+            insert.execute(params![
+                r.id,
+                r.conversation_id,
+                r.turn_id,
+                r.seq,
+                r.agent_id,
+                r.kind,
+                r.linked_message_id,
+                r.from_agent,
+                r.to_agent,
+                r.text,
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.latency_ms,
+                r.included,
+                r.created_at,
+                m.role().as_str()
+            ])?;
+        }
+    }
+    if let Some(t) = &w.turn {
+        let r = TurnRow::from(t);
+        conn.prepare_cached(conversations::SAVE_TURN)?
+            .execute(params![
+                r.id,
+                r.conversation_id,
+                r.number,
+                r.started_at,
+                r.finished_at,
+                r.stopped_by,
+                r.hops,
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.error,
+                r.cost_pico
+            ])?;
+    }
+    if let Some(t) = &w.thread {
+        conn.prepare_cached(conversations::DROP_API_THREADS)?
+            .execute(params![t.key, t.hash, t.conversation.0])?;
+        conn.prepare_cached(conversations::PUT_API_THREAD)?
+            .execute(params![t.key, t.hash, t.conversation.0])?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl ConversationStore for SqliteStore {
+    async fn write(&self, write: Write) -> Result<Write> {
+        self.write_in_group(write).await
+    }
+
+    async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {
+        let row = self.with(|conn| {
+            conn.prepare_cached(conversations::CONVERSATION)?
+                .query_row([id.0], conversation_row)
+                .optional()
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn list_conversations(&self, agency: AgencyId) -> Result<Vec<Conversation>> {
+        let rows = self.with(|conn| {
+            conn.prepare_cached(conversations::CONVERSATIONS_OF_AGENCY)?
+                .query_map([agency.0], conversation_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn messages(&self, conversation: ConversationId) -> Result<Vec<Message>> {
+        let rows = self.with_long(|conn| {
+            conn.prepare_cached(conversations::MESSAGES_OF_CONVERSATION)?
+                .query_map([conversation.0], message_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn turn_messages(
+        &self,
+        conversation: ConversationId,
+        turn: TurnId,
+    ) -> Result<Vec<Message>> {
+        let rows = self.with_long(|conn| {
+            conn.prepare_cached(conversations::MESSAGES_OF_TURN)?
+                .query_map([conversation.0, turn.0], message_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
+        let rows = self.with(|conn| {
+            conn.prepare_cached(conversations::TURNS_OF_CONVERSATION)?
+                .query_map([conversation.0], turn_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+}
+
+fn conversation_row(r: &Row<'_>) -> rusqlite::Result<ConversationRow> {
+    Ok(ConversationRow {
+        id: r.get("id")?,
+        agency_id: r.get("agency_id")?,
+        version: r.get("version")?,
+        created_at: r.get("created_at")?,
+    })
+}
+
+fn message_row(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
+    Ok(MessageRow {
+        id: r.get("id")?,
+        conversation_id: r.get("conversation_id")?,
+        turn_id: r.get("turn_id")?,
+        seq: r.get("seq")?,
+        agent_id: r.get("agent_id")?,
+        kind: r.get("kind")?,
+        linked_message_id: r.get("linked_message_id")?,
+        from_agent: r.get("from_agent")?,
+        to_agent: r.get("to_agent")?,
+        text: r.get("text")?,
+        prompt_tokens: r.get("prompt_tokens")?,
+        completion_tokens: r.get("completion_tokens")?,
+        latency_ms: r.get("latency_ms")?,
+        included: r.get("included")?,
+        created_at: r.get("created_at")?,
+    })
+}
+
+fn turn_row(r: &Row<'_>) -> rusqlite::Result<TurnRow> {
+    Ok(TurnRow {
+        id: r.get("id")?,
+        conversation_id: r.get("conversation_id")?,
+        number: r.get("number")?,
+        started_at: r.get("started_at")?,
+        finished_at: r.get("finished_at")?,
+        stopped_by: r.get("stopped_by")?,
+        hops: r.get("hops")?,
+        prompt_tokens: r.get("prompt_tokens")?,
+        completion_tokens: r.get("completion_tokens")?,
+        error: r.get("error")?,
+        cost_pico: r.get("cost_pico")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+    use super::*;
+
+    /// Every answer of the Chat Completions API replaces its conversation's transcript hash:
+    /// two index lookups, whatever the number of threads its key has (a scan here made each
+    /// request as slow as the key was old).
+    #[tokio::test]
+    async fn replacing_a_transcript_hash_does_not_scan_the_keys_threads() {
+        let store = SqliteStore::open("sqlite::memory:").await.unwrap();
+        let plan: Vec<String> = store
+            .with(|c| {
+                c.prepare(&format!(
+                    "EXPLAIN QUERY PLAN {}",
+                    conversations::DROP_API_THREADS
+                ))?
+                .query_map(params![b"k".to_vec(), "h", b"c".to_vec()], |r| r.get(3))?
+                .collect()
+            })
+            .unwrap();
+        let lookups: Vec<&String> = plan.iter().filter(|l| l.contains("api_threads")).collect();
+        assert_eq!(lookups.len(), 2, "{plan:?}");
+        assert!(
+            lookups.iter().any(|l| l.contains("(key_id=? AND hash=?)")),
+            "{plan:?}"
+        );
+        assert!(
+            lookups.iter().any(|l| l.contains("(conversation_id=?)")),
+            "{plan:?}"
+        );
+    }
+}

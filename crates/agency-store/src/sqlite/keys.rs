@@ -1,0 +1,102 @@
+//! API keys on SQLite.
+
+use agency_core::{AgencyId, ConversationId};
+use async_trait::async_trait;
+use chrono::Utc;
+use rusqlite::{OptionalExtension, Row, params};
+
+use super::{SqliteStore, unique_violation};
+use crate::shared::keys::{self, ApiKeyRow};
+use crate::{KeyStore, Result, StoreError};
+
+#[async_trait]
+impl KeyStore for SqliteStore {
+    async fn create_api_key(&self, k: &agency_core::ApiKey) -> Result<()> {
+        let done = self.with(|conn| {
+            conn.prepare_cached(keys::INSERT_API_KEY)?.execute(params![
+                k.id,
+                k.agency_id.0,
+                k.name,
+                k.prefix,
+                k.hash,
+                i64::from(k.rate_limit_per_minute),
+                k.created_at,
+                k.expires_at,
+                k.last_used_at,
+                k.revoked_at
+            ])
+        });
+        match done {
+            Err(StoreError::Sqlite(e)) if unique_violation(&e) => Err(keys::key_name_taken(k)),
+            other => other.map(|_| ()),
+        }
+    }
+
+    async fn api_key_by_hash(&self, hash: &str) -> Result<Option<agency_core::ApiKey>> {
+        let row = self.with(|conn| {
+            conn.prepare_cached(keys::API_KEY_BY_HASH)?
+                .query_row([hash], api_key_row)
+                .optional()
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    async fn api_keys(&self, agency: AgencyId) -> Result<Vec<agency_core::ApiKey>> {
+        let rows = self.with(|conn| {
+            conn.prepare_cached(keys::API_KEYS_OF_AGENCY)?
+                .query_map([agency.0], api_key_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    async fn revoke_api_key(
+        &self,
+        agency: AgencyId,
+        name: &str,
+        at: chrono::DateTime<Utc>,
+    ) -> Result<bool> {
+        let n = self.with(|conn| {
+            conn.prepare_cached(keys::REVOKE_API_KEY)?
+                .execute(params![at, agency.0, name])
+        })?;
+        Ok(n > 0)
+    }
+
+    async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>> {
+        let id: Option<uuid::Uuid> = self.with(|conn| {
+            conn.prepare_cached(keys::API_THREAD)?
+                .query_row(params![key, hash], |r| r.get(0))
+                .optional()
+        })?;
+        Ok(id.map(ConversationId))
+    }
+
+    async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            {
+                let mut touch = tx.prepare_cached(keys::TOUCH_API_KEY)?;
+                for (id, at) in used {
+                    touch.execute(params![at, id])?;
+                }
+            }
+            tx.commit()
+        })
+    }
+}
+
+fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKeyRow> {
+    Ok(ApiKeyRow {
+        id: r.get("id")?,
+        agency_id: r.get("agency_id")?,
+        name: r.get("name")?,
+        prefix: r.get("prefix")?,
+        hash: r.get("hash")?,
+        rate_limit_per_minute: r.get("rate_limit_per_minute")?,
+        created_at: r.get("created_at")?,
+        expires_at: r.get("expires_at")?,
+        last_used_at: r.get("last_used_at")?,
+        revoked_at: r.get("revoked_at")?,
+    })
+}

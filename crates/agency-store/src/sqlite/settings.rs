@@ -1,0 +1,24 @@
+//! Small server-wide facts on SQLite.
+
+use async_trait::async_trait;
+use chrono::Utc;
+use rusqlite::params;
+
+use super::SqliteStore;
+use crate::shared::settings;
+use crate::{Result, SettingsStore};
+
+#[async_trait]
+impl SettingsStore for SqliteStore {
+    async fn claim_once(&self, key: &str) -> Result<bool> {
+        let n = self.with(|conn| {
+            conn.prepare_cached(settings::CLAIM_SETTING)?
+                .execute(params![key, Utc::now().to_rfc3339()])
+        })?;
+        Ok(n == 1)
+    }
+
+    async fn is_claimed(&self, key: &str) -> Result<bool> {
+        self.with(|conn| conn.prepare_cached(settings::SETTING_EXISTS)?.exists([key]))
+    }
+}
