@@ -93,6 +93,7 @@ async fn the_spec_flow_on_the_embedded_broker() {
             .list_agencies(agency_runtime::LOCAL_OWNER)
             .await
             .unwrap()[0]
+            .0
             .id,
     );
     let agency = agency.await.unwrap();

@@ -201,12 +201,16 @@ impl Runtime {
 
     /// The owner's agencies (their drafts), by name, with the versions their APIs serve.
     pub async fn agencies(&self, owner: &str) -> Result<Vec<AgencyInfo>, RuntimeError> {
-        let agencies = self.store.list_agencies(owner).await?;
-        let mut out = Vec::with_capacity(agencies.len());
-        for agency in agencies {
-            out.push(self.with_state(agency).await?);
-        }
-        Ok(out)
+        Ok(self
+            .store
+            .list_agencies(owner)
+            .await?
+            .into_iter()
+            .map(|(agency, state)| AgencyInfo {
+                agency,
+                published: state.published,
+            })
+            .collect())
     }
 
     /// The owner's agency (by id or name) with the version its API serves.

@@ -63,8 +63,9 @@ pub trait AgencyStore: Send + Sync {
     /// What a cached copy is checked against, in one small read (`None`: no such agency).
     async fn agency_state(&self, id: AgencyId) -> Result<Option<AgencyState>>;
     async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>>;
-    /// The owner's agencies, by name.
-    async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>>;
+    /// The owner's agencies, by name, each with its state: a constant number of statements,
+    /// however many agencies.
+    async fn list_agencies(&self, owner: &str) -> Result<Vec<(Agency, AgencyState)>>;
     /// Deletes the agency with everything of it (agents, versions, conversations, keys);
     /// false when there was none.
     async fn delete_agency(&self, id: AgencyId) -> Result<bool>;

@@ -165,11 +165,20 @@ async fn agencies_round_trip(s: Arc<dyn Store>) {
         .await
         .unwrap()
         .into_iter()
-        .map(|a| a.name)
+        .map(|(a, _)| a.name)
         .collect();
     assert_eq!(names, ["agency-b", "studio"]);
+    s.publish(c.id, "name: agency-b", chrono::Utc::now())
+        .await
+        .unwrap();
     let listed = s.list_agencies("local").await.unwrap();
-    assert_eq!(listed[1], b, "agents are loaded with the list");
+    assert_eq!(listed[1].0, b, "agents are loaded with the list");
+    // Each with its state, as the agency's own read gives it.
+    assert_eq!(listed[0].1.published, Some(1));
+    assert_eq!(listed[1].1.published, None);
+    for (a, state) in &listed {
+        assert_eq!(Some(*state), s.agency_state(a.id).await.unwrap());
+    }
 }
 
 async fn names_are_unique_per_owner(s: Arc<dyn Store>) {

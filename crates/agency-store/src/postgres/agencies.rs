@@ -89,7 +89,7 @@ impl AgencyStore for PostgresStore {
         self.one_agency(row).await
     }
 
-    async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>> {
+    async fn list_agencies(&self, owner: &str) -> Result<Vec<(Agency, AgencyState)>> {
         let rows: Vec<AgencyRow> = sqlx::query_as(agencies::AGENCIES_OF_OWNER)
             .bind(owner)
             .fetch_all(&self.pool)
@@ -98,7 +98,11 @@ impl AgencyStore for PostgresStore {
             .bind(owner)
             .fetch_all(&self.pool)
             .await?;
-        agencies_of(rows, agents)
+        let states = sqlx::query_as(agencies::STATES_OF_OWNER)
+            .bind(owner)
+            .fetch_all(&self.pool)
+            .await?;
+        agencies::with_states(agencies_of(rows, agents)?, states)
     }
 
     async fn delete_agency(&self, id: AgencyId) -> Result<bool> {

@@ -59,6 +59,10 @@ pub(crate) const AGENCIES_OF_OWNER: &str = concat!(
     agency_columns!(),
     " FROM agencies WHERE owner = $1 ORDER BY name"
 );
+/// Each of the owner's agencies' [`AGENCY_STATE`], with its id.
+pub(crate) const STATES_OF_OWNER: &str = "SELECT id, revision, \
+     (SELECT MAX(version) FROM agency_versions WHERE agency_id = agencies.id) \
+     FROM agencies WHERE owner = $1";
 pub(crate) const AGENTS_OF_AGENCY: &str = concat!(
     "SELECT ",
     agent_columns!(),
@@ -336,6 +340,28 @@ pub(crate) fn agency_state(
         revision,
         published: published.map(|v| u32_of(v, "version")).transpose()?,
     })
+}
+
+/// Each agency with its state, read by [`STATES_OF_OWNER`] (an agency made in between reads
+/// as never published).
+pub(crate) fn with_states(
+    agencies: Vec<Agency>,
+    states: Vec<(uuid::Uuid, i64, Option<i64>)>,
+) -> Result<Vec<(Agency, crate::AgencyState)>, StoreError> {
+    let mut by_id = std::collections::HashMap::with_capacity(states.len());
+    for (id, revision, published) in states {
+        by_id.insert(id, agency_state((revision, published))?);
+    }
+    Ok(agencies
+        .into_iter()
+        .map(|a| {
+            let state = by_id.remove(&a.id.0).unwrap_or(crate::AgencyState {
+                revision: 0,
+                published: None,
+            });
+            (a, state)
+        })
+        .collect())
 }
 
 pub(crate) fn published(

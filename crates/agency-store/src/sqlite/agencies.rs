@@ -111,8 +111,8 @@ impl AgencyStore for SqliteStore {
         one(rows)
     }
 
-    async fn list_agencies(&self, owner: &str) -> Result<Vec<Agency>> {
-        let (rows, agents) = self.with(|conn| {
+    async fn list_agencies(&self, owner: &str) -> Result<Vec<(Agency, AgencyState)>> {
+        let (rows, agents, states) = self.with(|conn| {
             let rows = conn
                 .prepare_cached(agencies::AGENCIES_OF_OWNER)?
                 .query_map([owner], agency_row)?
@@ -121,9 +121,13 @@ impl AgencyStore for SqliteStore {
                 .prepare_cached(agencies::AGENTS_OF_OWNER)?
                 .query_map([owner], agent_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok((rows, agents))
+            let states = conn
+                .prepare_cached(agencies::STATES_OF_OWNER)?
+                .query_map([owner], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok((rows, agents, states))
         })?;
-        agencies_of(rows, agents)
+        agencies::with_states(agencies_of(rows, agents)?, states)
     }
 
     async fn delete_agency(&self, id: AgencyId) -> Result<bool> {
