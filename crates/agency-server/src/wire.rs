@@ -600,121 +600,62 @@ pub struct RuleDraft {
     pub send_to: Vec<String>,
 }
 
-impl From<AgencyDraft> for agency_core::AgencyDraft {
-    fn from(d: AgencyDraft) -> Self {
+/// `From` both ways between a draft's wire type and its twin in the core, which have the same
+/// fields: `fields` moved as they are, `lists` and `maps` converted item by item. A field added
+/// to either side and not here does not compile.
+macro_rules! twins {
+    ($wire:ident <-> $core:path { $($field:ident),* ; lists: $($list:ident),* ; maps: $($map:ident),* }) => {
+        impl From<$wire> for $core {
+            fn from(d: $wire) -> Self {
+                Self {
+                    $($field: d.$field,)*
+                    $($list: d.$list.into_iter().map(Into::into).collect(),)*
+                    $($map: d.$map.into_iter().map(|(k, v)| (k, v.into())).collect(),)*
+                }
+            }
+        }
+        impl From<$core> for $wire {
+            fn from(d: $core) -> Self {
+                Self {
+                    $($field: d.$field,)*
+                    $($list: d.$list.into_iter().map(Into::into).collect(),)*
+                    $($map: d.$map.into_iter().map(|(k, v)| (k, v.into())).collect(),)*
+                }
+            }
+        }
+    };
+}
+
+twins!(AgencyDraft <-> agency_core::AgencyDraft {
+    name, handle, protocol, manager, max_hops, turn_deadline_secs;
+    lists: providers, agents; maps:
+});
+twins!(ProviderDraft <-> agency_core::ProviderDraft {
+    name, kind, base_url, api_key_env, max_concurrency, requests_per_minute;
+    lists: ; maps: prices
+});
+twins!(AgentDraft <-> agency_core::AgentDraft {
+    id, name, handle, role, model, temperature, top_p, max_tokens, instructions,
+    reflection_threshold, reflection_half_life_hours;
+    lists: rules; maps:
+});
+twins!(RuleDraft <-> agency_core::RuleDraft { when, action, send_to; lists: ; maps: });
+
+/// Prices: exact decimal text in the core, numbers on the wire.
+impl From<PriceDraft> for agency_core::PriceDraft {
+    fn from(p: PriceDraft) -> Self {
         Self {
-            name: d.name,
-            handle: d.handle,
-            protocol: d.protocol,
-            manager: d.manager,
-            max_hops: d.max_hops,
-            turn_deadline_secs: d.turn_deadline_secs,
-            providers: d
-                .providers
-                .into_iter()
-                .map(|p| agency_core::ProviderDraft {
-                    name: p.name,
-                    kind: p.kind,
-                    base_url: p.base_url,
-                    api_key_env: p.api_key_env,
-                    max_concurrency: p.max_concurrency,
-                    requests_per_minute: p.requests_per_minute,
-                    prices: p
-                        .prices
-                        .into_iter()
-                        .map(|(m, price)| {
-                            let (input, output) = (price.input.text(), price.output.text());
-                            (m, agency_core::PriceDraft { input, output })
-                        })
-                        .collect(),
-                })
-                .collect(),
-            agents: d
-                .agents
-                .into_iter()
-                .map(|a| agency_core::AgentDraft {
-                    id: a.id,
-                    name: a.name,
-                    handle: a.handle,
-                    role: a.role,
-                    model: a.model,
-                    temperature: a.temperature,
-                    top_p: a.top_p,
-                    max_tokens: a.max_tokens,
-                    instructions: a.instructions,
-                    rules: a
-                        .rules
-                        .into_iter()
-                        .map(|r| agency_core::RuleDraft {
-                            when: r.when,
-                            action: r.action,
-                            send_to: r.send_to,
-                        })
-                        .collect(),
-                    reflection_threshold: a.reflection_threshold,
-                    reflection_half_life_hours: a.reflection_half_life_hours,
-                })
-                .collect(),
+            input: p.input.text(),
+            output: p.output.text(),
         }
     }
 }
 
-impl From<agency_core::AgencyDraft> for AgencyDraft {
-    fn from(d: agency_core::AgencyDraft) -> Self {
+impl From<agency_core::PriceDraft> for PriceDraft {
+    fn from(p: agency_core::PriceDraft) -> Self {
         Self {
-            name: d.name,
-            handle: d.handle,
-            protocol: d.protocol,
-            manager: d.manager,
-            max_hops: d.max_hops,
-            turn_deadline_secs: d.turn_deadline_secs,
-            providers: d
-                .providers
-                .into_iter()
-                .map(|p| ProviderDraft {
-                    name: p.name,
-                    kind: p.kind,
-                    base_url: p.base_url,
-                    api_key_env: p.api_key_env,
-                    max_concurrency: p.max_concurrency,
-                    requests_per_minute: p.requests_per_minute,
-                    prices: p
-                        .prices
-                        .into_iter()
-                        .map(|(m, price)| {
-                            let (input, output) =
-                                (Amount::of(price.input), Amount::of(price.output));
-                            (m, PriceDraft { input, output })
-                        })
-                        .collect(),
-                })
-                .collect(),
-            agents: d
-                .agents
-                .into_iter()
-                .map(|a| AgentDraft {
-                    id: a.id,
-                    name: a.name,
-                    handle: a.handle,
-                    role: a.role,
-                    model: a.model,
-                    temperature: a.temperature,
-                    top_p: a.top_p,
-                    max_tokens: a.max_tokens,
-                    instructions: a.instructions,
-                    rules: a
-                        .rules
-                        .into_iter()
-                        .map(|r| RuleDraft {
-                            when: r.when,
-                            action: r.action,
-                            send_to: r.send_to,
-                        })
-                        .collect(),
-                    reflection_threshold: a.reflection_threshold,
-                    reflection_half_life_hours: a.reflection_half_life_hours,
-                })
-                .collect(),
+            input: Amount::of(p.input),
+            output: Amount::of(p.output),
         }
     }
 }
