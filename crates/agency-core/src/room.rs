@@ -499,6 +499,72 @@ pub enum Command {
 }
 
 /// How to use the utility bot.
+/// What the utility bot answers to its commands.
+pub mod replies {
+    use super::Participant;
+
+    /// `/bots`: the room's bots, or how to add one.
+    pub fn bots(bots: &[Participant]) -> String {
+        let lines: Vec<String> = bots
+            .iter()
+            .filter_map(|p| {
+                let bot = p.bot()?;
+                let who = bot
+                    .emulates
+                    .as_deref()
+                    .map(|e| format!(" (emulating {e})"))
+                    .unwrap_or_default();
+                Some(format!("@{}{who} at {}", p.name, bot.endpoint))
+            })
+            .collect();
+        if lines.is_empty() {
+            "No bots are registered in this room. `/register <username> <endpoint> \
+             [emulated name]` adds one."
+                .to_string()
+        } else {
+            format!("Bots in this room:\n{}", lines.join("\n"))
+        }
+    }
+
+    /// `/register` done: the bot, and the last characters of its caller key (the key itself
+    /// is shown once, to whoever registered it, and never stored).
+    pub fn registered(bot: &Participant, caller_key: &str) -> String {
+        let key: Vec<char> = caller_key.chars().collect();
+        let last: String = key[key.len().saturating_sub(4)..].iter().collect();
+        format!(
+            "Registered @{}: tag it or reply to it and I call {} with the header X-CALLER-KEY. \
+             Its caller key (ending in …{last}) was shown once, to whoever registered it.",
+            bot.name,
+            bot.bot().map(|b| b.endpoint.as_str()).unwrap_or_default(),
+        )
+    }
+
+    /// `/register` refused, and why.
+    pub fn not_registered(why: &str) -> String {
+        format!("I could not register it: {why}")
+    }
+
+    /// `/register` refused for these problems of what it was given.
+    pub fn not_valid(problems: &crate::ValidationErrors) -> String {
+        let problems: Vec<String> = problems
+            .0
+            .iter()
+            .map(|e| format!("{}: {}", e.path, e.message))
+            .collect();
+        format!("I could not register it. {}", problems.join("; "))
+    }
+
+    /// `/unregister` done.
+    pub fn unregistered(bot: &Participant) -> String {
+        format!("Unregistered @{}.", bot.name)
+    }
+
+    /// `/unregister` of a bot the room does not have.
+    pub fn no_such_bot(why: &str) -> String {
+        format!("{why}; `/bots` lists them.")
+    }
+}
+
 pub const COMMANDS_HELP: &str = "I register bots in this room: `/register <username> <endpoint> \
      [emulated name]` adds one (I answer with its caller key, once), `/bots` lists them, \
      `/unregister <username>` removes one.";
@@ -598,6 +664,19 @@ mod tests {
             m.seq = seq;
         }
         ms
+    }
+
+    #[test]
+    fn the_utility_bot_lists_bots_and_shows_only_a_keys_end() {
+        assert!(replies::bots(&[agent("ada", true)]).contains("`/register"));
+        let ferm = bot("ferm");
+        assert_eq!(
+            replies::bots(std::slice::from_ref(&ferm)),
+            "Bots in this room:\n@ferm at https://bots.example.com/ferm"
+        );
+        let done = replies::registered(&ferm, "ck_0123456789abcdef");
+        assert!(done.contains("…cdef") && !done.contains("0123456789"), "{done}");
+        assert_eq!(replies::unregistered(&ferm), "Unregistered @ferm.");
     }
 
     #[test]

@@ -1,0 +1,360 @@
+//! A person's message answered: the asked agents called in parallel, each answer or failure
+//! stored and published as it arrives; Retry; what a crash left.
+
+use std::sync::Arc;
+
+use agency_core::room::{self, Author, Participant, Room, RoomMessage, Speaker};
+use agency_core::{
+    Agency, AgencyId, Agent, AgentId, ConversationId, Limits, Message, MessageId, MessageKind,
+    ModelRef, ParticipantId, Protocol, Role, RoomId, RoomMessageId, Roster, Sampling,
+};
+use agency_providers::{ModelRequest, Providers};
+use chrono::Utc;
+use tokio::task::JoinSet;
+
+use crate::{Runtime, RuntimeError};
+
+use super::*;
+
+impl Runtime {
+    /// Stores the person's message, then has the agents it asks answer it, in parallel. A
+    /// command (`/register`, ...) goes to the room's utility bot instead, and neither it nor
+    /// the answer goes into anyone's context.
+    pub async fn post_to_room(
+        self: &Arc<Self>,
+        owner: &str,
+        room: RoomId,
+        text: &str,
+        reply_to: Option<RoomMessageId>,
+    ) -> Result<Posted, RuntimeError> {
+        let text = room::check_text(text).map_err(RuntimeError::Invalid)?;
+        let room = self.owned_room(owner, room).await?;
+        let participants = self.store.participants(room.id).await?;
+        let replied = match reply_to {
+            None => None,
+            Some(id) => Some(
+                self.store
+                    .room_messages(room.id)
+                    .await?
+                    .into_iter()
+                    .find(|m| m.id == id)
+                    .ok_or_else(|| {
+                        RuntimeError::field("reply_to", format!("the room has no message {id}"))
+                    })?,
+            ),
+        };
+        let command = room::command(text);
+        let message = self
+            .store
+            .add_room_message(RoomMessage {
+                id: RoomMessageId::new(),
+                room: room.id,
+                seq: 0,
+                author: Author::Person,
+                text: text.to_string(),
+                included: command.is_none(),
+                reply_to,
+                tagged: room::mentioned(text, &participants),
+                created_at: Utc::now(),
+            })
+            .await?;
+        self.publish_room(room.id, RoomChange::Message(message.clone()));
+        if let Some(command) = command {
+            return self.utility(owner, &room, message, command).await;
+        }
+        let answering = room::responders(text, replied.as_ref(), &participants);
+        let answers = self
+            .answer(&room, participants, &answering, &message)
+            .await?;
+        Ok(Posted {
+            message,
+            answering,
+            answers,
+            caller_key: None,
+        })
+    }
+
+    /// Has one agent answer again (after a failure): the message its last failure answered,
+    /// else the person's latest message.
+    pub async fn retry(
+        self: &Arc<Self>,
+        owner: &str,
+        room: RoomId,
+        agent: ParticipantId,
+    ) -> Result<Posted, RuntimeError> {
+        let (room, _) = self.participant(owner, room, agent).await?;
+        let messages = self.store.room_messages(room.id).await?;
+        let failed_on = messages
+            .iter()
+            .rev()
+            .find(|m| matches!(&m.author, Author::Error { id, .. } if *id == agent))
+            .and_then(|m| m.reply_to);
+        let asking = messages
+            .iter()
+            .rev()
+            .find(|m| match failed_on {
+                Some(id) => m.id == id,
+                None => m.author == Author::Person && m.included,
+            })
+            .cloned()
+            .ok_or_else(|| RuntimeError::Invalid("there is no message to answer yet".into()))?;
+        let participants = self.store.participants(room.id).await?;
+        let answers = self.answer(&room, participants, &[agent], &asking).await?;
+        Ok(Posted {
+            message: asking,
+            answering: vec![agent],
+            answers,
+            caller_key: None,
+        })
+    }
+
+    /// Starts `who`'s answers to `asking`, with the room as it stood then.
+    async fn answer(
+        self: &Arc<Self>,
+        room: &Room,
+        participants: Vec<Participant>,
+        who: &[ParticipantId],
+        asking: &RoomMessage,
+    ) -> Result<JoinSet<RoomMessage>, RuntimeError> {
+        let mut answers = JoinSet::new();
+        if who.is_empty() {
+            return Ok(answers);
+        }
+        let providers = self.room_providers(room).await?;
+        let mut history = self.store.room_messages(room.id).await?;
+        history.retain(|m| m.seq <= asking.seq);
+        let history = Arc::new(history);
+        let answering: Vec<Participant> = who
+            .iter()
+            .filter_map(|id| participants.iter().find(|p| p.id == *id).cloned())
+            .collect();
+        // Recorded before any call starts: a crash from here on leaves its mark (see
+        // `Runtime::recover_rooms`).
+        let ids: Vec<ParticipantId> = answering.iter().map(|p| p.id).collect();
+        self.store.start_answers(room.id, asking.id, &ids).await?;
+        let participants = Arc::new(participants);
+        for agent in answering {
+            let (rt, providers, history, participants, room, asking) = (
+                self.clone(),
+                providers.clone(),
+                history.clone(),
+                participants.clone(),
+                room.clone(),
+                asking.clone(),
+            );
+            answers.spawn(async move {
+                rt.publish_room(room.id, RoomChange::AgentStarted(agent.id));
+                let (result, reply_to, tagged) = match &agent.speaker {
+                    Speaker::Model(model) => {
+                        let text = rt
+                            .model_answer(&room, &agent, model, &participants, &history, &providers)
+                            .await;
+                        (text, None, Vec::new())
+                    }
+                    Speaker::Bot(bot) => {
+                        let text = rt
+                            .bot_answer(
+                                &room,
+                                (&agent, bot),
+                                &asking,
+                                &participants,
+                                &history,
+                                &providers,
+                            )
+                            .await;
+                        let tagged = room::reply_tags(&asking, &history, agent.id);
+                        (text, Some(asking.id), tagged)
+                    }
+                };
+                rt.store_answer(&room, &agent, asking.id, result, reply_to, tagged)
+                    .await
+            });
+        }
+        Ok(answers)
+    }
+
+    /// A model agent's answer, its deltas published as they stream.
+    async fn model_answer(
+        &self,
+        room: &Room,
+        agent: &Participant,
+        model: &ModelRef,
+        participants: &[Participant],
+        history: &[RoomMessage],
+        providers: &Providers,
+    ) -> Result<String, String> {
+        let Some(answerer) = providers.resolve(model) else {
+            return Err(format!("no provider serves `{model}`"));
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let request = model_request(room, agent, model, participants, history, tx);
+        let call = answerer.complete(request);
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                done = &mut call => break done.map(|c| c.text).map_err(|e| e.to_string()),
+                Some(text) = rx.recv() => {
+                    self.publish_room(room.id, RoomChange::Delta { agent: agent.id, text });
+                }
+            }
+        }
+    }
+
+    /// Stores an agent's answer (or its failure, in its place) and publishes it.
+    async fn store_answer(
+        &self,
+        room: &Room,
+        agent: &Participant,
+        asked: RoomMessageId,
+        result: Result<String, String>,
+        reply_to: Option<RoomMessageId>,
+        tagged: Vec<ParticipantId>,
+    ) -> RoomMessage {
+        let author = |ok: bool| {
+            let (id, name) = (agent.id, agent.name.clone());
+            if ok {
+                Author::Agent { id, name }
+            } else {
+                Author::Error { id, name }
+            }
+        };
+        let ok = result.is_ok();
+        let text = result.unwrap_or_else(|error| {
+            tracing::warn!(room = %room.id, agent = %agent.name, %error, "a room agent failed");
+            error
+        });
+        let message = RoomMessage {
+            id: RoomMessageId::new(),
+            room: room.id,
+            seq: 0,
+            author: author(ok),
+            text,
+            included: ok,
+            reply_to,
+            tagged: if ok { tagged } else { Vec::new() },
+            created_at: Utc::now(),
+        };
+        let stored = match self.store.add_room_answer(message.clone(), asked).await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(room = %room.id, error = %e, "cannot store a room answer");
+                RoomMessage {
+                    author: author(false),
+                    text: format!("the answer could not be stored: {e}"),
+                    included: false,
+                    ..message
+                }
+            }
+        };
+        self.publish_room(room.id, RoomChange::Message(stored.clone()));
+        stored
+    }
+
+    /// On start: every answer a crash interrupted (recorded as started, never stored) becomes
+    /// a failure in its agent's place, answering the message it was asked, so the person sees
+    /// what happened and can Retry. Returns how many. Only the process that runs rooms may
+    /// call this, before it answers anyone: another's answers in flight would look the same.
+    pub async fn recover_rooms(&self) -> Result<usize, RuntimeError> {
+        let interrupted = self.store.interrupted_answers().await?;
+        let mut recovered = 0;
+        for (room_id, asked, agent) in interrupted {
+            let Some(room) = self.store.room(room_id).await? else {
+                continue;
+            };
+            let participants = self.store.participants(room_id).await?;
+            let Some(agent) = participants.iter().find(|p| p.id == agent) else {
+                continue;
+            };
+            let text = format!(
+                "{} was answering when the server stopped; the answer was lost. Retry asks again.",
+                agent.name
+            );
+            self.store_answer(&room, agent, asked, Err(text), Some(asked), Vec::new())
+                .await;
+            recovered += 1;
+        }
+        Ok(recovered)
+    }
+}
+
+/// A model call for a room agent: its room context as plain chat.
+fn model_request(
+    room: &Room,
+    agent: &Participant,
+    model: &ModelRef,
+    participants: &[Participant],
+    history: &[RoomMessage],
+    deltas: tokio::sync::mpsc::UnboundedSender<String>,
+) -> ModelRequest {
+    let chat = room::context(agent, participants, history);
+    let mut request = plain_chat_request(&room.owner, &agent.name, agent.role.clone(), model, chat);
+    request.deltas = Some(deltas);
+    request
+}
+
+/// A model call outside any routed conversation: one agent of a one-agent agency speaking
+/// plain chat (no addressing), whose context is `chat` (system prompt first). Rooms and
+/// evaluations call models this way.
+pub fn plain_chat_request(
+    owner: &str,
+    name: &str,
+    role: Option<String>,
+    model: &ModelRef,
+    chat: Vec<(Role, String)>,
+) -> ModelRequest {
+    let id = AgentId::first_free(1, |_| false);
+    let scope = uuid::Uuid::now_v7();
+    let agency = Agency {
+        id: AgencyId(scope),
+        owner: owner.to_string(),
+        name: name.to_string(),
+        handle: None,
+        protocol: Protocol::Plain,
+        manager: id,
+        limits: Limits::default(),
+        providers: Vec::new(),
+        agents: vec![Agent {
+            id,
+            name: name.to_string(),
+            handle: None,
+            role,
+            model: model.clone(),
+            sampling: Sampling::default(),
+            blocks: Vec::new(),
+            memory: Default::default(),
+        }],
+        version: None,
+    };
+    let context = chat
+        .into_iter()
+        .zip(0i64..)
+        .map(|((role, text), seq)| Message {
+            id: MessageId::new(),
+            conversation_id: ConversationId(scope),
+            turn_id: None,
+            seq,
+            agent: Some(id),
+            kind: match role {
+                Role::System => MessageKind::System,
+                Role::Assistant => MessageKind::Reply,
+                Role::User => MessageKind::Input,
+            },
+            linked: None,
+            from: None,
+            to: Some(id),
+            text,
+            usage: None,
+            latency_ms: None,
+            included: true,
+            created_at: Utc::now(),
+        })
+        .collect();
+    ModelRequest {
+        roster: Arc::new(Roster::new([(id, name.to_string())])),
+        agency: Arc::new(agency),
+        agent: id,
+        context: Arc::new(context),
+        deltas: None,
+        on_retry: None,
+    }
+}
