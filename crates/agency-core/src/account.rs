@@ -12,6 +12,19 @@ use crate::ids::UserId;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Email(String);
 
+/// Why a text is not an email address.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EmailError {
+    #[error("enter your email address")]
+    Empty,
+    #[error("an email address has at most {EMAIL_MAX} characters")]
+    TooLong,
+    #[error("an email address has no spaces")]
+    Spaces,
+    #[error("`{0}` is not an email address like name@example.com")]
+    NotAnAddress(String),
+}
+
 /// Long enough for any real address (RFC 5321's path limit).
 const EMAIL_MAX: usize = 254;
 pub const PASSWORD_MIN: usize = 8;
@@ -20,18 +33,16 @@ pub const PASSWORD_MAX: usize = 1024;
 
 impl Email {
     /// Checks the shape a person would recognise as an address: `name@domain.tld`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, EmailError> {
         let s = s.trim().to_lowercase();
         if s.is_empty() {
-            return Err("enter your email address".into());
+            return Err(EmailError::Empty);
         }
         if s.len() > EMAIL_MAX {
-            return Err(format!(
-                "an email address has at most {EMAIL_MAX} characters"
-            ));
+            return Err(EmailError::TooLong);
         }
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("an email address has no spaces".into());
+            return Err(EmailError::Spaces);
         }
         let valid = match s.split_once('@') {
             Some((local, domain)) => {
@@ -45,9 +56,7 @@ impl Email {
             None => false,
         };
         if !valid {
-            return Err(format!(
-                "`{s}` is not an email address like name@example.com"
-            ));
+            return Err(EmailError::NotAnAddress(s));
         }
         Ok(Self(s))
     }

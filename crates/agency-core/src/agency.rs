@@ -918,7 +918,7 @@ fn check_providers(drafts: &[ProviderDraft], p: &mut Problems) -> Vec<ProviderSp
             }
             let mut dollars = |field: &str, text: &str| {
                 crate::price::parse_dollars(text).unwrap_or_else(|m| {
-                    p.add(format!("{at}.{field}"), m);
+                    p.add(format!("{at}.{field}"), m.to_string());
                     0
                 })
             };

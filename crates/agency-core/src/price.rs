@@ -44,11 +44,22 @@ impl fmt::Display for Cost {
     }
 }
 
+/// Why a text is not an amount of dollars.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AmountError {
+    #[error("`{0}` is not an amount of dollars such as 2.50")]
+    NotAnAmount(String),
+    #[error("`{0}` has more than six decimals")]
+    TooPrecise(String),
+    #[error("`{0}` is more than {MAX_DOLLARS_PER_MILLION} dollars per million tokens")]
+    TooLarge(String),
+}
+
 /// Dollars written as a decimal (`2.5`, `0.15`, `10`) in micro-dollars, exactly: at most six
 /// decimals, not negative, at most [`MAX_DOLLARS_PER_MILLION`].
-pub fn parse_dollars(text: &str) -> Result<u64, String> {
+pub fn parse_dollars(text: &str) -> Result<u64, AmountError> {
     let t = text.trim();
-    let wrong = || format!("`{t}` is not an amount of dollars such as 2.50");
+    let wrong = || AmountError::NotAnAmount(t.to_string());
     let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
     if whole.is_empty() && frac.is_empty()
         || !whole.bytes().all(|b| b.is_ascii_digit())
@@ -57,24 +68,21 @@ pub fn parse_dollars(text: &str) -> Result<u64, String> {
         return Err(wrong());
     }
     if frac.len() > 6 {
-        return Err(format!("`{t}` has more than six decimals"));
+        return Err(AmountError::TooPrecise(t.to_string()));
     }
     let whole: u64 = if whole.is_empty() {
         0
     } else {
         whole.parse().map_err(|_| wrong())?
     };
+    let too_large = || AmountError::TooLarge(t.to_string());
     if whole > MAX_DOLLARS_PER_MILLION {
-        return Err(format!(
-            "`{t}` is more than {MAX_DOLLARS_PER_MILLION} dollars per million tokens"
-        ));
+        return Err(too_large());
     }
     let frac: u64 = format!("{frac:0<6}").parse().map_err(|_| wrong())?;
     let micro = whole * 1_000_000 + frac;
     if micro > MAX_DOLLARS_PER_MILLION * 1_000_000 {
-        return Err(format!(
-            "`{t}` is more than {MAX_DOLLARS_PER_MILLION} dollars per million tokens"
-        ));
+        return Err(too_large());
     }
     Ok(micro)
 }

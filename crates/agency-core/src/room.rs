@@ -210,9 +210,22 @@ impl RoomMessage {
     }
 }
 
+/// Why a participant's name or a message cannot be taken.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RoomTextError {
+    #[error("a letter, then letters, digits, `_`, `-` or `.` (at most 64): @mentions name it")]
+    BadName,
+    #[error("`{UTILITY}` is the room's utility bot")]
+    UtilityName,
+    #[error("the message is empty")]
+    EmptyMessage,
+    #[error("a message has at most {MAX_MESSAGE_CHARS} characters; this one has {0}")]
+    LongMessage(usize),
+}
+
 /// A participant's name as it may be given: a letter, then letters, digits, `_`, `-` or `.`,
 /// at most 64, and not the utility bot's.
-pub fn check_name(name: &str) -> Result<&str, String> {
+pub fn check_name(name: &str) -> Result<&str, RoomTextError> {
     let name = name.trim();
     let valid = name.chars().next().is_some_and(char::is_alphabetic)
         && name.chars().count() <= 64
@@ -220,26 +233,21 @@ pub fn check_name(name: &str) -> Result<&str, String> {
             .chars()
             .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
     if !valid {
-        Err(
-            "a letter, then letters, digits, `_`, `-` or `.` (at most 64): @mentions name it"
-                .into(),
-        )
+        Err(RoomTextError::BadName)
     } else if name.eq_ignore_ascii_case(UTILITY) {
-        Err(format!("`{UTILITY}` is the room's utility bot"))
+        Err(RoomTextError::UtilityName)
     } else {
         Ok(name)
     }
 }
 
 /// A person's message as it may be stored: not blank, at most [`MAX_MESSAGE_CHARS`].
-pub fn check_text(text: &str) -> Result<&str, String> {
+pub fn check_text(text: &str) -> Result<&str, RoomTextError> {
     let n = text.chars().count();
     if text.trim().is_empty() {
-        Err("the message is empty".into())
+        Err(RoomTextError::EmptyMessage)
     } else if n > MAX_MESSAGE_CHARS {
-        Err(format!(
-            "a message has at most {MAX_MESSAGE_CHARS} characters; this one has {n}"
-        ))
+        Err(RoomTextError::LongMessage(n))
     } else {
         Ok(text)
     }
@@ -569,9 +577,25 @@ pub const COMMANDS_HELP: &str = "I register bots in this room: `/register <usern
      [emulated name]` adds one (I answer with its caller key, once), `/bots` lists them, \
      `/unregister <username>` removes one.";
 
+/// What is wrong with a command: the utility bot answers with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    #[error(
+        "usage: `/register <username> <endpoint> [emulated name]`, e.g. \
+         `/register ada https://bots.example.com/ada Ada Lovelace`"
+    )]
+    RegisterUsage,
+    #[error("`/bots` takes no arguments")]
+    BotsUsage,
+    #[error("usage: `/unregister <username>`")]
+    UnregisterUsage,
+    #[error("I do not know `/{0}`. {COMMANDS_HELP}")]
+    Unknown(String),
+}
+
 /// The utility bot's command in `text`, if it is one (it starts with `/` and a word): the
 /// command, or what is wrong with it.
-pub fn command(text: &str) -> Option<Result<Command, String>> {
+pub fn command(text: &str) -> Option<Result<Command, CommandError>> {
     let rest = text.trim().strip_prefix('/')?;
     let mut words = rest.split_whitespace();
     let name = words.next()?;
@@ -586,22 +610,18 @@ pub fn command(text: &str) -> Option<Result<Command, String>> {
                 endpoint: (*endpoint).to_string(),
                 emulates: (!emulates.is_empty()).then(|| emulates.join(" ")),
             }),
-            _ => Err(
-                "usage: `/register <username> <endpoint> [emulated name]`, e.g. \
-                 `/register ada https://bots.example.com/ada Ada Lovelace`"
-                    .into(),
-            ),
+            _ => Err(CommandError::RegisterUsage),
         },
         "bots" if args.is_empty() => Ok(Command::Bots),
-        "bots" => Err("`/bots` takes no arguments".into()),
+        "bots" => Err(CommandError::BotsUsage),
         "unregister" => match args.as_slice() {
             [username] => Ok(Command::Unregister {
                 username: username.trim_start_matches('@').to_string(),
             }),
-            _ => Err("usage: `/unregister <username>`".into()),
+            _ => Err(CommandError::UnregisterUsage),
         },
         "help" => Ok(Command::Help),
-        other => Err(format!("I do not know `/{other}`. {COMMANDS_HELP}")),
+        other => Err(CommandError::Unknown(other.to_string())),
     })
 }
 
@@ -675,7 +695,10 @@ mod tests {
             "Bots in this room:\n@ferm at https://bots.example.com/ferm"
         );
         let done = replies::registered(&ferm, "ck_0123456789abcdef");
-        assert!(done.contains("…cdef") && !done.contains("0123456789"), "{done}");
+        assert!(
+            done.contains("…cdef") && !done.contains("0123456789"),
+            "{done}"
+        );
         assert_eq!(replies::unregistered(&ferm), "Unregistered @ferm.");
     }
 
@@ -871,7 +894,9 @@ mod tests {
                 emulates: None,
             }))
         );
-        assert!(matches!(command("/register ada"), Some(Err(e)) if e.contains("usage")));
+        assert!(
+            matches!(command("/register ada"), Some(Err(e)) if e.to_string().contains("usage"))
+        );
         assert_eq!(command("/BOTS"), Some(Ok(Command::Bots)));
         assert_eq!(
             command("/unregister @ada"),
@@ -879,8 +904,10 @@ mod tests {
                 username: "ada".into()
             }))
         );
-        assert!(matches!(command("/unregister"), Some(Err(e)) if e.contains("usage")));
-        assert!(matches!(command("/dance now"), Some(Err(e)) if e.contains("`/dance`")));
+        assert!(matches!(command("/unregister"), Some(Err(e)) if e.to_string().contains("usage")));
+        assert!(
+            matches!(command("/dance now"), Some(Err(e)) if e.to_string().contains("`/dance`"))
+        );
     }
 
     #[test]
@@ -888,7 +915,12 @@ mod tests {
         assert_eq!(check_name(" ada.l "), Ok("ada.l"));
         assert!(check_name("9lives").is_err());
         assert!(check_name("two words").is_err());
-        assert!(check_name("Utility").unwrap_err().contains("utility bot"));
+        assert!(
+            check_name("Utility")
+                .unwrap_err()
+                .to_string()
+                .contains("utility bot")
+        );
     }
 
     #[test]
@@ -910,7 +942,9 @@ mod tests {
     fn messages_have_a_length_limit_in_characters() {
         assert!(check_text("   ").is_err());
         assert!(check_text(&"é".repeat(MAX_MESSAGE_CHARS)).is_ok());
-        let long = check_text(&"x".repeat(MAX_MESSAGE_CHARS + 1)).unwrap_err();
+        let long = check_text(&"x".repeat(MAX_MESSAGE_CHARS + 1))
+            .unwrap_err()
+            .to_string();
         assert!(long.contains("5000") && long.contains("5001"), "{long}");
     }
 }

@@ -49,10 +49,6 @@ pub fn csrf_matches(session_token: &str, given: &str) -> bool {
             == 0
 }
 
-fn field(path: &str, message: impl Into<String>) -> RuntimeError {
-    RuntimeError::field(path, message)
-}
-
 async fn hash_password(password: String) -> Result<PasswordHash, RuntimeError> {
     let salt = SaltString::encode_b64(&crate::secrets::random32()[..16])
         .map_err(|e| RuntimeError::Invalid(format!("cannot make a salt: {e}")))?;
@@ -96,9 +92,9 @@ impl Runtime {
         password: &str,
         client: Option<std::net::IpAddr>,
     ) -> Result<NewSession, RuntimeError> {
-        let parsed = Email::parse(email).map_err(|m| field("email", m))?;
+        let parsed = Email::parse(email).map_err(|m| RuntimeError::field("email", m))?;
         if let Some(m) = password_problem(password) {
-            return Err(field("password", m));
+            return Err(RuntimeError::field("password", m));
         }
         if self.store.user_by_email(&parsed).await?.is_some() {
             return self.log_in(email, password, client).await;
@@ -193,13 +189,13 @@ impl Runtime {
         new: &str,
     ) -> Result<(), RuntimeError> {
         if !verify_password(current.to_string(), user.password_hash.0.clone()).await {
-            return Err(field(
+            return Err(RuntimeError::field(
                 "current_password",
                 "this is not your current password",
             ));
         }
         if let Some(m) = password_problem(new) {
-            return Err(field("new_password", m));
+            return Err(RuntimeError::field("new_password", m));
         }
         let hash = hash_password(new.to_string()).await?;
         self.store.set_password(user.id, &hash).await?;

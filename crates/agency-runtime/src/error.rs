@@ -40,10 +40,10 @@ pub enum RuntimeError {
 
 impl RuntimeError {
     /// A problem of one field, named by its path.
-    pub fn field(path: &str, message: impl Into<String>) -> Self {
+    pub fn field(path: &str, message: impl std::fmt::Display) -> Self {
         RuntimeError::Validation(ValidationErrors(vec![agency_core::ValidationError {
             path: path.to_string(),
-            message: message.into(),
+            message: message.to_string(),
         }]))
     }
 }

@@ -27,7 +27,7 @@ impl Runtime {
         text: &str,
         reply_to: Option<RoomMessageId>,
     ) -> Result<Posted, RuntimeError> {
-        let text = room::check_text(text).map_err(RuntimeError::Invalid)?;
+        let text = room::check_text(text).map_err(|e| RuntimeError::Invalid(e.to_string()))?;
         let room = self.owned_room(owner, room).await?;
         let participants = self.store.participants(room.id).await?;
         let replied = match reply_to {

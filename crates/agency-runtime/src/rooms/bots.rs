@@ -102,11 +102,11 @@ impl Runtime {
         owner: &str,
         room: &Room,
         message: RoomMessage,
-        command: Result<Command, String>,
+        command: Result<Command, room::CommandError>,
     ) -> Result<Posted, RuntimeError> {
         let mut caller_key = None;
         let text = match command {
-            Err(usage) => usage,
+            Err(usage) => usage.to_string(),
             Ok(Command::Help) => room::COMMANDS_HELP.to_string(),
             Ok(Command::Bots) => room::replies::bots(&self.room_bots(owner, room.id).await?),
             Ok(Command::Unregister { username }) => {
