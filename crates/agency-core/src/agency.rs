@@ -570,7 +570,62 @@ impl AgencyDraft {
         serves: &dyn Fn(&ModelRef) -> bool,
     ) -> Result<Agency, ValidationErrors> {
         let mut p = Problems(Vec::new());
+        let (protocol, max_hops, deadline) = self.check_settings(&mut p);
+        let providers = check_providers(&self.providers, &mut p);
+        let own_provider = |m: &ModelRef| providers.iter().any(|q| q.name == m.provider);
+        let ids = agent_ids(&self.agents, &mut p);
+        let by_name = check_agents(
+            &self.agents,
+            &ids,
+            &|m| own_provider(m) || serves(m),
+            &mut p,
+        );
+        let manager = match by_name.get(&self.manager.to_ascii_lowercase()) {
+            Some(id) => Some(*id),
+            None => {
+                p.add(
+                    "manager",
+                    format!(
+                        "`{}` is not one of the agents{}",
+                        self.manager,
+                        known(&self.agents)
+                    ),
+                );
+                None
+            }
+        };
+        let agents: Vec<Agent> = self
+            .agents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let blocks = blocks_of(i, a, ids[i], &by_name, &self.agents, &mut p);
+                agent_of(a, ids[i], blocks)
+            })
+            .collect();
 
+        match manager {
+            Some(manager) if p.0.is_empty() => Ok(Agency {
+                id,
+                owner: owner.to_string(),
+                name: self.name.clone(),
+                handle: self.handle.clone(),
+                protocol,
+                manager,
+                limits: Limits {
+                    max_hops,
+                    turn_deadline: Duration::from_secs(deadline),
+                },
+                providers,
+                agents,
+                version: None,
+            }),
+            _ => Err(ValidationErrors(p.0)),
+        }
+    }
+
+    /// The agency's own fields: its name and handle, protocol, limits, and that it has agents.
+    fn check_settings(&self, p: &mut Problems) -> (Protocol, u32, u64) {
         if let Some(m) = name_problem(&self.name) {
             p.add("name", m);
         } else if uuid::Uuid::parse_str(&self.name).is_ok() {
@@ -610,244 +665,234 @@ impl AgencyDraft {
         if self.agents.is_empty() {
             p.add("agents", "an agency needs at least one agent (its manager)");
         }
+        (protocol, max_hops, deadline)
+    }
+}
 
-        let providers = check_providers(&self.providers, &mut p);
-        let own_provider = |m: &ModelRef| providers.iter().any(|q| q.name == m.provider);
-
-        // Ids: explicit ones first, then the lowest free numbers for the rest.
-        let mut used: HashSet<u32> = HashSet::new();
-        let mut ids: Vec<Option<AgentId>> = Vec::with_capacity(self.agents.len());
-        for (i, a) in self.agents.iter().enumerate() {
-            match a.id {
-                None => ids.push(None),
-                Some(0) => {
-                    p.add(
-                        format!("agents[{i}].id"),
-                        "0 is the user; agent ids start at 1",
-                    );
-                    ids.push(None);
-                }
-                Some(n) if !used.insert(n) => {
-                    p.add(
-                        format!("agents[{i}].id"),
-                        format!("id {n} is used by another agent"),
-                    );
-                    ids.push(None);
-                }
-                Some(n) => ids.push(AgentId::new(n)),
+/// Each agent's id: the ones given first (not 0, not taken twice), then the lowest free
+/// numbers for the rest.
+fn agent_ids(agents: &[AgentDraft], p: &mut Problems) -> Vec<AgentId> {
+    // Ids: explicit ones first, then the lowest free numbers for the rest.
+    let mut used: HashSet<u32> = HashSet::new();
+    let mut ids: Vec<Option<AgentId>> = Vec::with_capacity(agents.len());
+    for (i, a) in agents.iter().enumerate() {
+        match a.id {
+            None => ids.push(None),
+            Some(0) => {
+                p.add(
+                    format!("agents[{i}].id"),
+                    "0 is the user; agent ids start at 1",
+                );
+                ids.push(None);
             }
+            Some(n) if !used.insert(n) => {
+                p.add(
+                    format!("agents[{i}].id"),
+                    format!("id {n} is used by another agent"),
+                );
+                ids.push(None);
+            }
+            Some(n) => ids.push(AgentId::new(n)),
         }
-        let ids: Vec<AgentId> = ids
-            .into_iter()
-            .map(|id| {
-                id.unwrap_or_else(|| {
-                    let id = AgentId::first_free(1, |n| used.contains(&n));
-                    used.insert(id.get());
-                    id
-                })
+    }
+    let ids: Vec<AgentId> = ids
+        .into_iter()
+        .map(|id| {
+            id.unwrap_or_else(|| {
+                let id = AgentId::first_free(1, |n| used.contains(&n));
+                used.insert(id.get());
+                id
             })
-            .collect();
+        })
+        .collect();
+    ids
+}
 
-        let mut by_name: HashMap<String, AgentId> = HashMap::new();
-        let mut handles: HashSet<&str> = HashSet::new();
-        for (i, a) in self.agents.iter().enumerate() {
-            if let Some(m) = name_problem(&a.name) {
-                p.add(format!("agents[{i}].name"), m);
-            } else if a.name.eq_ignore_ascii_case("user") || a.name.eq_ignore_ascii_case("any") {
+/// Each agent's own fields; the agents by lower-case name (for rules and the manager).
+fn check_agents(
+    agents: &[AgentDraft],
+    ids: &[AgentId],
+    known_model: &dyn Fn(&ModelRef) -> bool,
+    p: &mut Problems,
+) -> HashMap<String, AgentId> {
+    let mut by_name: HashMap<String, AgentId> = HashMap::new();
+    let mut handles: HashSet<&str> = HashSet::new();
+    for (i, a) in agents.iter().enumerate() {
+        if let Some(m) = name_problem(&a.name) {
+            p.add(format!("agents[{i}].name"), m);
+        } else if a.name.eq_ignore_ascii_case("user") || a.name.eq_ignore_ascii_case("any") {
+            p.add(
+                format!("agents[{i}].name"),
+                format!(
+                    "`{}` is reserved (it names the end user or any sender)",
+                    a.name
+                ),
+            );
+        } else if by_name
+            .insert(a.name.to_ascii_lowercase(), ids[i])
+            .is_some()
+        {
+            p.add(
+                format!("agents[{i}].name"),
+                format!(
+                    "`{}` is the name of another agent (names ignore case)",
+                    a.name
+                ),
+            );
+        }
+        if let Some(h) = &a.handle {
+            if let Some(m) = handle_problem(h) {
+                p.add(format!("agents[{i}].handle"), m);
+            } else if !handles.insert(h) {
                 p.add(
-                    format!("agents[{i}].name"),
-                    format!(
-                        "`{}` is reserved (it names the end user or any sender)",
-                        a.name
-                    ),
-                );
-            } else if by_name
-                .insert(a.name.to_ascii_lowercase(), ids[i])
-                .is_some()
-            {
-                p.add(
-                    format!("agents[{i}].name"),
-                    format!(
-                        "`{}` is the name of another agent (names ignore case)",
-                        a.name
-                    ),
+                    format!("agents[{i}].handle"),
+                    format!("`{h}` is used by another agent"),
                 );
             }
-            if let Some(h) = &a.handle {
-                if let Some(m) = handle_problem(h) {
-                    p.add(format!("agents[{i}].handle"), m);
-                } else if !handles.insert(h) {
+        }
+        match ModelRef::parse(&a.model) {
+            None => p.add(
+                format!("agents[{i}].model"),
+                format!(
+                    "`{}` is not a model reference: write `provider/model`, e.g. `builtin/rules`",
+                    a.model
+                ),
+            ),
+            Some(m) if !known_model(&m) => p.add(
+                format!("agents[{i}].model"),
+                format!("no configured provider serves `{m}`"),
+            ),
+            Some(_) => {}
+        }
+        if let Some(t) = a.temperature
+            && !(0.0..=2.0).contains(&t)
+        {
+            p.add(format!("agents[{i}].temperature"), "must be from 0 to 2");
+        }
+        if let Some(t) = a.top_p
+            && !(0.0..=1.0).contains(&t)
+        {
+            p.add(format!("agents[{i}].top_p"), "must be from 0 to 1");
+        }
+        if a.max_tokens == Some(0) {
+            p.add(format!("agents[{i}].max_tokens"), "must be at least 1");
+        }
+        let positive = |v: f64| v.is_finite() && v > 0.0 && v <= crate::memory::MAX_SETTING;
+        if let Some(t) = a.reflection_threshold
+            && !positive(t)
+        {
+            p.add(
+                format!("agents[{i}].reflection_threshold"),
+                "must be a number above 0 (the default is 2.0)",
+            );
+        }
+        if let Some(h) = a.reflection_half_life_hours
+            && !positive(h)
+        {
+            p.add(
+                format!("agents[{i}].reflection_half_life_hours"),
+                "must be a number of hours above 0 (the default is 24)",
+            );
+        }
+    }
+    by_name
+}
+
+/// An agent's blocks: its instructions, then its rules with their parties resolved.
+fn blocks_of(
+    i: usize,
+    a: &AgentDraft,
+    me: AgentId,
+    by_name: &HashMap<String, AgentId>,
+    all: &[AgentDraft],
+    p: &mut Problems,
+) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    if let Some(text) = a.instructions.as_deref().map(str::trim)
+        && !text.is_empty()
+    {
+        blocks.push(Block::Text(text.to_string()));
+    }
+    for (j, r) in a.rules.iter().enumerate() {
+        let path = format!("agents[{i}].rules[{j}]");
+        let when = match r.when.trim().to_ascii_lowercase().as_str() {
+            "any" | "anyone" | "*" => Some(Party::Any),
+            "user" => Some(Party::User),
+            other => match by_name.get(other) {
+                Some(id) if *id == me => {
                     p.add(
-                        format!("agents[{i}].handle"),
-                        format!("`{h}` is used by another agent"),
+                        format!("{path}.when"),
+                        "an agent never receives its own messages",
                     );
+                    None
                 }
-            }
-            match ModelRef::parse(&a.model) {
-                None => p.add(
-                    format!("agents[{i}].model"),
-                    format!("`{}` is not a model reference: write `provider/model`, e.g. `builtin/rules`", a.model),
-                ),
-                Some(m) if !own_provider(&m) && !serves(&m) => p.add(
-                    format!("agents[{i}].model"),
-                    format!("no configured provider serves `{m}`"),
-                ),
-                Some(_) => {}
-            }
-            if let Some(t) = a.temperature
-                && !(0.0..=2.0).contains(&t)
-            {
-                p.add(format!("agents[{i}].temperature"), "must be from 0 to 2");
-            }
-            if let Some(t) = a.top_p
-                && !(0.0..=1.0).contains(&t)
-            {
-                p.add(format!("agents[{i}].top_p"), "must be from 0 to 1");
-            }
-            if a.max_tokens == Some(0) {
-                p.add(format!("agents[{i}].max_tokens"), "must be at least 1");
-            }
-            let positive = |v: f64| v.is_finite() && v > 0.0 && v <= crate::memory::MAX_SETTING;
-            if let Some(t) = a.reflection_threshold
-                && !positive(t)
-            {
-                p.add(
-                    format!("agents[{i}].reflection_threshold"),
-                    "must be a number above 0 (the default is 2.0)",
-                );
-            }
-            if let Some(h) = a.reflection_half_life_hours
-                && !positive(h)
-            {
-                p.add(
-                    format!("agents[{i}].reflection_half_life_hours"),
-                    "must be a number of hours above 0 (the default is 24)",
-                );
-            }
-        }
-
-        let manager = match by_name.get(&self.manager.to_ascii_lowercase()) {
-            Some(id) => Some(*id),
-            None => {
-                p.add(
-                    "manager",
-                    format!(
-                        "`{}` is not one of the agents{}",
-                        self.manager,
-                        known(&self.agents)
-                    ),
-                );
-                None
-            }
+                Some(id) => Some(Party::Agent(*id)),
+                None => {
+                    p.add(
+                        format!("{path}.when"),
+                        format!(
+                            "`{}` is not `user`, `any` or one of the agents{}",
+                            r.when,
+                            known(all)
+                        ),
+                    );
+                    None
+                }
+            },
         };
-
-        let mut agents = Vec::with_capacity(self.agents.len());
-        for (i, a) in self.agents.iter().enumerate() {
-            let mut blocks = Vec::new();
-            if let Some(text) = a.instructions.as_deref().map(str::trim)
-                && !text.is_empty()
-            {
-                blocks.push(Block::Text(text.to_string()));
-            }
-            for (j, r) in a.rules.iter().enumerate() {
-                let path = format!("agents[{i}].rules[{j}]");
-                let when = match r.when.trim().to_ascii_lowercase().as_str() {
-                    "any" | "anyone" | "*" => Some(Party::Any),
-                    "user" => Some(Party::User),
-                    other => match by_name.get(other) {
-                        Some(id) if *id == ids[i] => {
-                            p.add(
-                                format!("{path}.when"),
-                                "an agent never receives its own messages",
-                            );
-                            None
-                        }
-                        Some(id) => Some(Party::Agent(*id)),
-                        None => {
-                            p.add(
-                                format!("{path}.when"),
-                                format!(
-                                    "`{}` is not `user`, `any` or one of the agents{}",
-                                    r.when,
-                                    known(&self.agents)
-                                ),
-                            );
-                            None
-                        }
-                    },
-                };
-                if r.send_to.is_empty() {
-                    p.add(format!("{path}.send_to"), "names no recipient");
-                }
-                let mut send_to = Vec::new();
-                for name in &r.send_to {
-                    let lower = name.trim().to_ascii_lowercase();
-                    if lower == "user" {
-                        send_to.push(Recipient::User);
-                    } else {
-                        match by_name.get(&lower) {
-                            Some(id) if *id == ids[i] => {
-                                p.add(format!("{path}.send_to"), "an agent cannot send to itself")
-                            }
-                            Some(id) => send_to.push(Recipient::Agent(*id)),
-                            None => p.add(
-                                format!("{path}.send_to"),
-                                format!(
-                                    "`{name}` is not `user` or one of the agents{}",
-                                    known(&self.agents)
-                                ),
-                            ),
-                        }
+        if r.send_to.is_empty() {
+            p.add(format!("{path}.send_to"), "names no recipient");
+        }
+        let mut send_to = Vec::new();
+        for name in &r.send_to {
+            let lower = name.trim().to_ascii_lowercase();
+            if lower == "user" {
+                send_to.push(Recipient::User);
+            } else {
+                match by_name.get(&lower) {
+                    Some(id) if *id == me => {
+                        p.add(format!("{path}.send_to"), "an agent cannot send to itself")
                     }
-                }
-                if let Some(when) = when {
-                    blocks.push(Block::Rule(Rule {
-                        when,
-                        action: r.action.clone(),
-                        send_to,
-                    }));
+                    Some(id) => send_to.push(Recipient::Agent(*id)),
+                    None => p.add(
+                        format!("{path}.send_to"),
+                        format!("`{name}` is not `user` or one of the agents{}", known(all)),
+                    ),
                 }
             }
-            agents.push(Agent {
-                id: ids[i],
-                name: a.name.clone(),
-                handle: a.handle.clone(),
-                role: a.role.clone().filter(|r| !r.trim().is_empty()),
-                model: ModelRef::parse(&a.model).unwrap_or(ModelRef {
-                    provider: String::new(),
-                    model: String::new(),
-                }),
-                sampling: Sampling {
-                    temperature: a.temperature,
-                    top_p: a.top_p,
-                    max_tokens: a.max_tokens,
-                },
-                blocks,
-                memory: crate::memory::MemorySettings {
-                    reflection_threshold: a.reflection_threshold,
-                    half_life_hours: a.reflection_half_life_hours,
-                },
-            });
         }
+        if let Some(when) = when {
+            blocks.push(Block::Rule(Rule {
+                when,
+                action: r.action.clone(),
+                send_to,
+            }));
+        }
+    }
+    blocks
+}
 
-        match manager {
-            Some(manager) if p.0.is_empty() => Ok(Agency {
-                id,
-                owner: owner.to_string(),
-                name: self.name.clone(),
-                handle: self.handle.clone(),
-                protocol,
-                manager,
-                limits: Limits {
-                    max_hops,
-                    turn_deadline: Duration::from_secs(deadline),
-                },
-                providers,
-                agents,
-                version: None,
-            }),
-            _ => Err(ValidationErrors(p.0)),
-        }
+/// The agent a checked draft describes.
+fn agent_of(a: &AgentDraft, id: AgentId, blocks: Vec<Block>) -> Agent {
+    Agent {
+        id,
+        name: a.name.clone(),
+        handle: a.handle.clone(),
+        role: a.role.clone().filter(|r| !r.trim().is_empty()),
+        model: ModelRef::parse(&a.model).unwrap_or(ModelRef {
+            provider: String::new(),
+            model: String::new(),
+        }),
+        sampling: Sampling {
+            temperature: a.temperature,
+            top_p: a.top_p,
+            max_tokens: a.max_tokens,
+        },
+        blocks,
+        memory: crate::memory::MemorySettings {
+            reflection_threshold: a.reflection_threshold,
+            half_life_hours: a.reflection_half_life_hours,
+        },
     }
 }
 
