@@ -43,8 +43,8 @@ struct Cli {
     /// `providers:`).
     #[arg(long, global = true, env = "AGENCY_CONFIG")]
     config: Option<PathBuf>,
-    /// The master key that seals stored provider keys (created, mode 0600, when the first key
-    /// is stored). `AGENCY_MASTER_KEY` (64 hex digits) takes precedence.
+    /// The master key that seals stored secrets (created, mode 0600, by the first `serve`, or
+    /// the first key stored). `AGENCY_MASTER_KEY` (64 hex digits) takes precedence.
     #[arg(
         long,
         global = true,
