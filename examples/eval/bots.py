@@ -54,7 +54,8 @@ if __name__ == "__main__":
                for port, answer in ((9001, copier), (9002, other))]
     for s in servers[1:]:
         threading.Thread(target=s.serve_forever, daemon=True).start()
-    print("copier on http://127.0.0.1:9001/bot, other on http://127.0.0.1:9002/bot (Ctrl-C ends)")
+    print("copier on http://127.0.0.1:9001/bot, other on http://127.0.0.1:9002/bot (Ctrl-C ends)",
+          flush=True)
     try:
         servers[0].serve_forever()
     except KeyboardInterrupt:
