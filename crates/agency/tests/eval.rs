@@ -235,7 +235,7 @@ async fn the_local_model_scores_the_bot_that_copies_above_the_one_that_does_not(
         .filter(|d| !d.is_empty())
     else {
         let why =
-            "AGENCY_EMBEDDINGS_MODEL_DIR is not set: install the model (README, `agency eval`)";
+            "AGENCY_EMBEDDINGS_MODEL_DIR is not set: install the model (docs/eval.md, Embeddings)";
         if std::env::var("CI").as_deref() == Ok("true") {
             panic!("{why}; CI=true requires it");
         }
