@@ -2,7 +2,7 @@
 // Problems shown where they belong: each field's under it (`#e-<path>`, its control `#f-<path>`),
 // the rest in the page's `#general-error`.
 
-import { find } from "./dom.js";
+import { $, find } from "./dom.js";
 
 /** @typedef {import("./api.js").ApiError} ApiError */
 
@@ -39,6 +39,19 @@ export function clearErrors(root) {
     g.textContent = "";
     g.hidden = true;
   }
+}
+
+/**
+ * The chat's input and its error slot, ready for a send: the slot emptied, the input unmarked.
+ * @returns {{ msg: HTMLTextAreaElement, slot: HTMLElement }}
+ */
+export function chatInput() {
+  const msg = $("message", HTMLTextAreaElement);
+  const slot = $("chat-error");
+  slot.hidden = true;
+  slot.textContent = "";
+  msg.removeAttribute("aria-invalid");
+  return { msg, slot };
 }
 
 /**

@@ -4,7 +4,7 @@
 
 import { api } from "./api.js";
 import { $, data, el, status, submitOnCtrlEnter } from "./dom.js";
-import { showError } from "./errors.js";
+import { chatInput, showError } from "./errors.js";
 import { cost, tokens } from "./format.js";
 
 /** @typedef {{ from: string, to: string, kind: string, text: string, usage: import("./format.js").Usage | null, latency_ms: number | null }} Hop */
@@ -86,11 +86,7 @@ function setAnswer(t, text) {
 /** @param {SubmitEvent} ev */
 async function send(ev) {
   ev.preventDefault();
-  const msg = $("message", HTMLTextAreaElement);
-  const slot = $("chat-error");
-  slot.hidden = true;
-  slot.textContent = "";
-  msg.removeAttribute("aria-invalid");
+  const { msg, slot } = chatInput();
   const text = msg.value.trim();
   if (!text) {
     showError(slot, "Write a message first.");

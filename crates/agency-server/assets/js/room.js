@@ -4,7 +4,7 @@
 
 import { api } from "./api.js";
 import { $, data, el, find, status, submitOnCtrlEnter } from "./dom.js";
-import { clearErrors, general, showError, showFieldErrors } from "./errors.js";
+import { chatInput, clearErrors, general, showError, showFieldErrors } from "./errors.js";
 
 /**
  * A message as the API sends it.
@@ -323,11 +323,7 @@ function updateCounter() {
 /** @param {SubmitEvent} ev */
 async function sendToRoom(ev) {
   ev.preventDefault();
-  const msg = $("message", HTMLTextAreaElement);
-  const slot = $("chat-error");
-  slot.hidden = true;
-  slot.textContent = "";
-  msg.removeAttribute("aria-invalid");
+  const { msg, slot } = chatInput();
   const text = msg.value;
   const problem = !text.trim() ? "Write a message first." : chars(text) > LIMIT ? "At most " + LIMIT + " characters: shorten it by " + (chars(text) - LIMIT) + "." : null;
   if (problem) {
