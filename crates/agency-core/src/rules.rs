@@ -43,6 +43,21 @@ pub fn respond(agent: &Agent, context: &[Message], roster: &Roster) -> Vec<Envel
     out
 }
 
+/// The rules model's answer to a plain chat, where no rule applies: the user's messages since
+/// the last answer, as it echoes a message no rule matches.
+pub fn echo(chat: &[(crate::Role, String)]) -> String {
+    let start = chat
+        .iter()
+        .rposition(|(role, _)| *role == crate::Role::Assistant)
+        .map_or(0, |i| i + 1);
+    chat[start..]
+        .iter()
+        .filter(|(role, _)| *role == crate::Role::User)
+        .map(|(_, text)| text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
 fn follow(agent: &Agent, m: &Message, count: usize, roster: &Roster) -> Vec<Envelope> {
     let from = match m.from {
         None => Recipient::User,
@@ -96,7 +111,26 @@ fn fill(template: &str, message: &str, from: &str, count: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::fill;
+    use super::{echo, fill};
+
+    #[test]
+    fn a_plain_chat_gets_the_users_messages_since_the_last_answer_back() {
+        use crate::Role::{Assistant, System, User};
+        let chat = |v: &[(crate::Role, &str)]| -> Vec<(crate::Role, String)> {
+            v.iter().map(|(r, t)| (*r, t.to_string())).collect()
+        };
+        assert_eq!(echo(&chat(&[(System, "be brief"), (User, "hi")])), "hi");
+        assert_eq!(
+            echo(&chat(&[
+                (User, "old"),
+                (Assistant, "ok"),
+                (User, "a"),
+                (User, "b")
+            ])),
+            "a\n\nb"
+        );
+        assert_eq!(echo(&chat(&[(User, "x"), (Assistant, "done")])), "");
+    }
 
     #[test]
     fn placeholders_fill_once() {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use agency_core::Role;
 use agency_core::eval::{Transcript, TranscriptMessage, TranscriptUser};
 use agency_providers::bot::{BotClient, BotMessage, BotRequest, BotUser};
-use agency_providers::{Model, ModelRequest};
+use agency_providers::{ChatRequest, Model};
 use secrecy::SecretString;
 
 /// A bot to evaluate.
@@ -52,13 +52,12 @@ impl Contestant {
                 .map_err(|e| e.to_string()),
             Contestant::Agent {
                 instructions,
-                model,
                 answerer,
                 ..
             } => {
-                let request = agent_request(transcript, person, before, instructions, model);
+                let request = agent_request(transcript, person, before, instructions);
                 answerer
-                    .complete(request)
+                    .chat(request)
                     .await
                     .map(|c| c.text)
                     .map_err(|e| e.to_string())
@@ -117,8 +116,7 @@ fn agent_request(
     person: &TranscriptUser,
     before: &[TranscriptMessage],
     instructions: &str,
-    model: &agency_core::ModelRef,
-) -> ModelRequest {
+) -> ChatRequest {
     let name = |id: &str| {
         transcript
             .users
@@ -143,11 +141,8 @@ fn agent_request(
             chat.push((Role::User, format!("{}: {}", name(&m.from), m.text)));
         }
     }
-    agency_runtime::rooms::plain_chat_request(
-        agency_runtime::LOCAL_OWNER,
-        &person.username,
-        None,
-        model,
-        chat,
-    )
+    ChatRequest {
+        messages: chat,
+        ..ChatRequest::default()
+    }
 }

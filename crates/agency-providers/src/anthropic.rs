@@ -15,7 +15,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
 use crate::http::{Answer, Endpoint, HttpSettings, Origin, ProviderError, SseEvent};
-use crate::{Completion, Deltas, Model, ModelError, ModelRequest, Provider};
+use crate::{ChatRequest, Completion, Deltas, Model, ModelError, Provider};
 
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -124,13 +124,13 @@ struct AnthropicModel {
 
 #[async_trait]
 impl Model for AnthropicModel {
-    async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
+    async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError> {
         self.call(request).await.map_err(|e| self.fail(e))
     }
 }
 
 impl AnthropicModel {
-    async fn call(&self, request: ModelRequest) -> Result<Completion, ProviderError> {
+    async fn call(&self, request: ChatRequest) -> Result<Completion, ProviderError> {
         let deltas = request.deltas.clone().map(Deltas::new);
         let streamed = deltas.is_some();
         let body = self.body(&request, streamed);
@@ -168,9 +168,9 @@ impl AnthropicModel {
     }
 
     /// The request body: the model, the folded context, and the agent's sampling.
-    fn body(&self, request: &ModelRequest, stream: bool) -> Value {
-        let (system, messages) = fold(request.chat());
-        let sampling = request.agent().map(|a| a.sampling).unwrap_or_default();
+    fn body(&self, request: &ChatRequest, stream: bool) -> Value {
+        let (system, messages) = fold(request.messages.clone());
+        let sampling = request.sampling;
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
         if let Some(system) = system {

@@ -35,9 +35,37 @@ pub struct ModelRequest {
     pub on_retry: Option<http::RetryHook>,
 }
 
+/// A chat model's call outside any routing: the messages (system first), how to sample, and
+/// the caller's hooks. A routed call frames itself into one ([`ModelRequest::chat_request`]);
+/// rooms and evaluations build one directly.
+#[derive(Clone, Debug, Default)]
+pub struct ChatRequest {
+    pub messages: Vec<(Role, String)>,
+    pub sampling: agency_core::Sampling,
+    /// The answer is a reply of the `json` protocol: providers that can ask for it as
+    /// structured output.
+    pub json_reply: bool,
+    /// Set when the caller streams (see [`ModelRequest::deltas`]).
+    pub deltas: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+    /// Told when an HTTP provider retries the call (see [`ModelRequest::on_retry`]).
+    pub on_retry: Option<http::RetryHook>,
+}
+
 impl ModelRequest {
     pub fn agent(&self) -> Option<&Agent> {
         self.agency.agent(self.agent)
+    }
+
+    /// The call as a chat model takes it: the context framed by the agency's protocol, the
+    /// agent's sampling, the caller's hooks.
+    pub fn chat_request(&self) -> ChatRequest {
+        ChatRequest {
+            messages: self.chat(),
+            sampling: self.agent().map(|a| a.sampling).unwrap_or_default(),
+            json_reply: self.agency.protocol == agency_core::Protocol::Json,
+            deltas: self.deltas.clone(),
+            on_retry: self.on_retry.clone(),
+        }
     }
 
     /// The context as chat messages: what a chat model is sent. Deliveries are framed by the
@@ -139,7 +167,14 @@ pub enum ModelError {
 
 #[async_trait]
 pub trait Model: Send + Sync {
-    async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError>;
+    /// A plain chat: what every chat model answers.
+    async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError>;
+
+    /// An agent's turn in a routed conversation. A chat model answers the context framed by
+    /// the agency's protocol; the rules model reads the routing itself.
+    async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
+        self.chat(request.chat_request()).await
+    }
 
     /// A call of the memory cycle (rate an observation, reflect, plan): `request`'s context
     /// already holds the task's prompt, which is all a chat model needs. A scripted model may
@@ -327,6 +362,14 @@ impl Model for RulesModel {
         let envelopes = rules::respond(agent, &request.context, &request.roster);
         Ok(Completion {
             text: protocol::format_reply(request.agency.protocol, &envelopes, &request.roster),
+            usage: Usage::default(),
+        })
+    }
+
+    /// Without rules to follow, what the person said since its last answer, back.
+    async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError> {
+        Ok(Completion {
+            text: rules::echo(&request.messages),
             usage: Usage::default(),
         })
     }

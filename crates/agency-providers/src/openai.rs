@@ -7,14 +7,14 @@
 use std::fmt;
 use std::sync::Arc;
 
-use agency_core::{Protocol, Usage};
+use agency_core::Usage;
 use async_trait::async_trait;
 use futures::StreamExt;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
 use crate::http::{Answer, Endpoint, HttpSettings, Origin, ProviderError};
-use crate::{Completion, Deltas, Model, ModelError, ModelRequest, Provider};
+use crate::{ChatRequest, Completion, Deltas, Model, ModelError, Provider};
 
 /// OpenAI's own endpoint.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -150,7 +150,7 @@ struct OpenAiModel {
 
 #[async_trait]
 impl Model for OpenAiModel {
-    async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
+    async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError> {
         self.call(request).await.map_err(|e| ModelError::Failed {
             provider: self.provider.name.clone(),
             message: e.to_string(),
@@ -159,9 +159,9 @@ impl Model for OpenAiModel {
 }
 
 impl OpenAiModel {
-    async fn call(&self, request: ModelRequest) -> Result<Completion, ProviderError> {
+    async fn call(&self, request: ChatRequest) -> Result<Completion, ProviderError> {
         let p = &self.provider;
-        let body = self.body(&request).map_err(ProviderError::Config)?;
+        let body = self.body(&request);
         let mut headers = Vec::new();
         if let Some(key) = &p.api_key {
             headers.push((
@@ -195,21 +195,18 @@ impl OpenAiModel {
             .await
     }
 
-    /// The request body: the chat, the agent's sampling, the schema and the stream flags.
-    fn body(&self, request: &ModelRequest) -> Result<Value, String> {
+    /// The request body: the chat, the sampling, the schema and the stream flags.
+    fn body(&self, request: &ChatRequest) -> Value {
         let p = &self.provider;
-        let agent = request
-            .agent()
-            .ok_or_else(|| format!("the agency has no agent #{}", request.agent.get()))?;
         let messages: Vec<Value> = request
-            .chat()
-            .into_iter()
+            .messages
+            .iter()
             .map(|(role, text)| json!({"role": role.as_str(), "content": text}))
             .collect();
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
         body.insert("messages".into(), Value::Array(messages));
-        let sampling = agent.sampling;
+        let sampling = request.sampling;
         if let Some(t) = sampling.temperature {
             body.insert("temperature".into(), json!(t));
         }
@@ -224,14 +221,14 @@ impl OpenAiModel {
             };
             body.insert(field.into(), json!(n));
         }
-        if p.structured_output && request.agency.protocol == Protocol::Json {
+        if p.structured_output && request.json_reply {
             body.insert("response_format".into(), reply_format());
         }
         if request.deltas.is_some() {
             body.insert("stream".into(), json!(true));
             body.insert("stream_options".into(), json!({"include_usage": true}));
         }
-        Ok(Value::Object(body))
+        Value::Object(body)
     }
 
     /// Reads `chat.completion.chunk` events until `[DONE]`, passing on each piece of text.
@@ -419,6 +416,7 @@ fn is_openai(url: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ModelRequest;
 
     #[test]
     fn only_api_openai_com_is_openai() {
@@ -472,8 +470,7 @@ mod tests {
             provider: provider.inner.clone(),
             model: "gpt-4o".into(),
         }
-        .body(request)
-        .unwrap()
+        .body(&request.chat_request())
     }
 
     #[test]

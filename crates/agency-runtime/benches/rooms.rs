@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use agency_core::room::{Author, RoomMessage};
 use agency_core::{RoomMessageId, Usage};
-use agency_providers::{Completion, Model, ModelError, ModelRequest, Provider, Providers};
+use agency_providers::{ChatRequest, Completion, Model, ModelError, Provider, Providers};
 use agency_runtime::Runtime;
 use agency_runtime::rooms::NewParticipant;
 use async_trait::async_trait;
@@ -28,8 +28,8 @@ struct Slow;
 
 #[async_trait]
 impl Model for Slow {
-    async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
-        let n = request.context.len();
+    async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError> {
+        let n = request.messages.len();
         drop(request);
         tokio::time::sleep(LATENCY).await;
         Ok(Completion {

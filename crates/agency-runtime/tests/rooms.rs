@@ -7,8 +7,8 @@ mod common;
 
 use std::sync::Arc;
 
+use agency_core::Role;
 use agency_core::room::{Author, MAX_MESSAGE_CHARS};
-use agency_core::{Message, MessageKind};
 use agency_runtime::RuntimeError;
 use agency_runtime::rooms::NewParticipant;
 use common::{Act, Harness};
@@ -25,10 +25,10 @@ fn agent(name: &str) -> NewParticipant {
 }
 
 /// `(role, text)` of a context the model was sent, without the system prompt.
-fn sent(ctx: &Arc<Vec<Message>>) -> Vec<(String, String)> {
-    ctx.iter()
-        .filter(|m| m.kind != MessageKind::System)
-        .map(|m| (m.role().as_str().to_string(), m.text.clone()))
+fn sent(chat: &[(Role, String)]) -> Vec<(String, String)> {
+    chat.iter()
+        .filter(|(role, _)| *role != Role::System)
+        .map(|(role, text)| (role.as_str().to_string(), text.clone()))
         .collect()
 }
 
@@ -76,18 +76,14 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
     assert!(answers.iter().all(|m| m.text == "first" && m.included));
     for s in &scripts {
         assert_eq!(
-            sent(&s.seen.lock().unwrap()[0]),
+            sent(&s.chats.lock().unwrap()[0]),
             pairs(&[("user", "hello")])
         );
     }
-    let system = scripts[0].seen.lock().unwrap()[0][0].clone();
-    assert_eq!(system.kind, MessageKind::System);
-    assert!(system.text.starts_with("You are ann,"), "{}", system.text);
-    assert!(
-        system.text.contains("bob (the bob), cy (the cy)"),
-        "{}",
-        system.text
-    );
+    let (role, system) = scripts[0].chats.lock().unwrap()[0][0].clone();
+    assert_eq!(role, Role::System);
+    assert!(system.starts_with("You are ann,"), "{system}");
+    assert!(system.contains("bob (the bob), cy (the cy)"), "{system}");
 
     // Untick the person's first message and bob's answer; disable cy.
     let bobs = answers
@@ -111,12 +107,12 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
             .await;
     assert_eq!(answers.len(), 2, "cy is disabled");
     assert_eq!(
-        scripts[2].seen.lock().unwrap().len(),
+        scripts[2].chats.lock().unwrap().len(),
         1,
         "cy received nothing"
     );
     // ann's own answer is hers (assistant); cy's is another's (user, named); the unticked are gone.
-    let ann_saw = sent(&scripts[0].seen.lock().unwrap()[1]);
+    let ann_saw = sent(&scripts[0].chats.lock().unwrap()[1]);
     let mut expected = vec![
         ("assistant", "first"),
         ("user", "cy: first"),
@@ -148,7 +144,7 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
         .unwrap()
         .answers()
         .await;
-    let cy_saw = sent(&scripts[2].seen.lock().unwrap()[1]);
+    let cy_saw = sent(&scripts[2].chats.lock().unwrap()[1]);
     let texts: Vec<&str> = cy_saw.iter().map(|(_, t)| t.as_str()).collect();
     assert!(
         texts.contains(&"second") && texts.contains(&"third"),
@@ -184,8 +180,8 @@ async fn mentions_ask_only_those_named_even_when_disabled() {
             .await;
     assert_eq!(answers.len(), 1);
     assert_eq!(answers[0].text, "from bob");
-    assert_eq!(ann.seen.lock().unwrap().len(), 0);
-    assert_eq!(bob.seen.lock().unwrap().len(), 1);
+    assert_eq!(ann.chats.lock().unwrap().len(), 0);
+    assert_eq!(bob.chats.lock().unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -326,7 +322,7 @@ async fn agents_point_to_reusable_roles_and_personalities() {
             .unwrap();
         assert_eq!(p.role.as_deref(), Some("finds the flaws"));
     }
-    let system = |s: &common::Script, i: usize| s.seen.lock().unwrap()[i][0].text.clone();
+    let system = |s: &common::Script, i: usize| s.chats.lock().unwrap()[i][0].1.clone();
     h.rt.post_to_room(OWNER, room.id, "first", None)
         .await
         .unwrap()

@@ -293,9 +293,9 @@ agents:
 
 #[async_trait::async_trait]
 impl agency_providers::Model for Gate {
-    async fn complete(
+    async fn chat(
         &self,
-        _request: agency_providers::ModelRequest,
+        _request: agency_providers::ChatRequest,
     ) -> Result<agency_providers::Completion, agency_providers::ModelError> {
         let mut open = self.open.subscribe();
         let _ = open.wait_for(|o| *o).await;

@@ -4,11 +4,8 @@
 use std::sync::Arc;
 
 use agency_core::room::{self, Author, Participant, Room, RoomMessage, Speaker};
-use agency_core::{
-    Agency, AgencyId, Agent, AgentId, ConversationId, Limits, Message, MessageId, MessageKind,
-    ModelRef, ParticipantId, Protocol, Role, RoomId, RoomMessageId, Roster, Sampling,
-};
-use agency_providers::{ModelRequest, Providers};
+use agency_core::{ModelRef, ParticipantId, RoomId, RoomMessageId};
+use agency_providers::{ChatRequest, Providers};
 use chrono::Utc;
 use tokio::task::JoinSet;
 
@@ -187,8 +184,12 @@ impl Runtime {
             return Err(format!("no provider serves `{model}`"));
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let request = model_request(room, agent, model, participants, history, tx);
-        let call = answerer.complete(request);
+        let request = ChatRequest {
+            messages: room::context(agent, participants, history),
+            deltas: Some(tx),
+            ..ChatRequest::default()
+        };
+        let call = answerer.chat(request);
         tokio::pin!(call);
         loop {
             tokio::select! {
@@ -274,87 +275,5 @@ impl Runtime {
             recovered += 1;
         }
         Ok(recovered)
-    }
-}
-
-/// A model call for a room agent: its room context as plain chat.
-fn model_request(
-    room: &Room,
-    agent: &Participant,
-    model: &ModelRef,
-    participants: &[Participant],
-    history: &[RoomMessage],
-    deltas: tokio::sync::mpsc::UnboundedSender<String>,
-) -> ModelRequest {
-    let chat = room::context(agent, participants, history);
-    let mut request = plain_chat_request(&room.owner, &agent.name, agent.role.clone(), model, chat);
-    request.deltas = Some(deltas);
-    request
-}
-
-/// A model call outside any routed conversation: one agent of a one-agent agency speaking
-/// plain chat (no addressing), whose context is `chat` (system prompt first). Rooms and
-/// evaluations call models this way.
-pub fn plain_chat_request(
-    owner: &str,
-    name: &str,
-    role: Option<String>,
-    model: &ModelRef,
-    chat: Vec<(Role, String)>,
-) -> ModelRequest {
-    let id = AgentId::first_free(1, |_| false);
-    let scope = uuid::Uuid::now_v7();
-    let agency = Agency {
-        id: AgencyId(scope),
-        owner: owner.to_string(),
-        name: name.to_string(),
-        handle: None,
-        protocol: Protocol::Plain,
-        manager: id,
-        limits: Limits::default(),
-        providers: Vec::new(),
-        agents: vec![Agent {
-            id,
-            name: name.to_string(),
-            handle: None,
-            role,
-            model: model.clone(),
-            sampling: Sampling::default(),
-            blocks: Vec::new(),
-            memory: Default::default(),
-        }],
-        version: None,
-    };
-    let context = chat
-        .into_iter()
-        .zip(0i64..)
-        .map(|((role, text), seq)| Message {
-            id: MessageId::new(),
-            conversation_id: ConversationId(scope),
-            turn_id: None,
-            seq,
-            agent: Some(id),
-            kind: match role {
-                Role::System => MessageKind::System,
-                Role::Assistant => MessageKind::Reply,
-                Role::User => MessageKind::Input,
-            },
-            linked: None,
-            from: None,
-            to: Some(id),
-            text,
-            usage: None,
-            latency_ms: None,
-            included: true,
-            created_at: Utc::now(),
-        })
-        .collect();
-    ModelRequest {
-        roster: Arc::new(Roster::new([(id, name.to_string())])),
-        agency: Arc::new(agency),
-        agent: id,
-        context: Arc::new(context),
-        deltas: None,
-        on_retry: None,
     }
 }

@@ -91,8 +91,6 @@ fn optional(s: Option<String>) -> Option<String> {
 mod answering;
 mod bots;
 
-pub use answering::plain_chat_request;
-
 impl Runtime {
     /// Makes a room; with an agency, its agents join (enabled, in its order).
     pub async fn create_room(

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agency_core::{AgencyDraft, AgentDraft, Message, MessageKind, RuleDraft};
-use agency_providers::{Completion, Model, ModelError, ModelRequest, Provider, Providers};
+use agency_providers::{
+    ChatRequest, Completion, Model, ModelError, ModelRequest, Provider, Providers,
+};
 use agency_runtime::{LOCAL_OWNER, Runtime};
 use async_trait::async_trait;
 
@@ -28,7 +30,10 @@ pub enum Act {
 #[derive(Default)]
 pub struct Script {
     acts: Mutex<Vec<Act>>,
+    /// The contexts of its routed calls.
     pub seen: Mutex<Vec<Arc<Vec<Message>>>>,
+    /// The messages of its plain chats (rooms).
+    pub chats: Mutex<Vec<Vec<(agency_core::Role, String)>>>,
     pub running: Mutex<(u32, u32)>, // (now, most at once)
 }
 
@@ -46,6 +51,18 @@ impl Model for Script {
     async fn complete(&self, request: ModelRequest) -> Result<Completion, ModelError> {
         self.seen.lock().unwrap().push(request.context.clone());
         drop(request);
+        self.play().await
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError> {
+        self.chats.lock().unwrap().push(request.messages);
+        self.play().await
+    }
+}
+
+impl Script {
+    /// The next act, played.
+    async fn play(&self) -> Result<Completion, ModelError> {
         let act = {
             let mut acts = self.acts.lock().unwrap();
             if acts.len() > 1 {
