@@ -398,16 +398,7 @@ impl Runtime {
         let providers = if agency.providers.is_empty() {
             self.providers.clone()
         } else {
-            Arc::new(
-                providers::build(
-                    &self.providers,
-                    &agency.providers,
-                    &agency.owner,
-                    &*self.store,
-                    self.master_key.as_ref(),
-                )
-                .await?,
-            )
+            Arc::new(self.providers_of(&agency).await?)
         };
         if let Ok(mut cache) = self.agencies.lock() {
             cache.insert(

@@ -21,7 +21,7 @@ pub fn is_operator(owner: &str) -> bool {
 
 /// `base` plus the providers of `specs` (replacing those of the same name), their keys found
 /// for `owner`.
-pub async fn build(
+pub(crate) async fn build(
     base: &Providers,
     specs: &[ProviderSpec],
     owner: &str,

@@ -9,9 +9,8 @@ use agency_providers::{ChatRequest, Providers};
 use chrono::Utc;
 use tokio::task::JoinSet;
 
+use super::{Posted, RoomChange};
 use crate::{Runtime, RuntimeError};
-
-use super::*;
 
 impl Runtime {
     /// Stores the person's message, then has the agents it asks answer it, in parallel. A

@@ -9,9 +9,8 @@ use chrono::Utc;
 use secrecy::SecretString;
 use tokio::task::JoinSet;
 
+use super::{NewBot, Posted, RoomChange, newcomer, optional};
 use crate::{Runtime, RuntimeError};
-
-use super::*;
 
 impl Runtime {
     /// Registers a webhook bot in the owner's room (spec 003): it answers when tagged or
