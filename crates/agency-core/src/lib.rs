@@ -20,6 +20,7 @@ pub mod protocol;
 pub mod room;
 pub mod rules;
 pub mod stream;
+pub mod tool;
 
 pub use account::{Email, LoginSession, PasswordHash, User};
 pub use agency::{
@@ -36,3 +37,4 @@ pub use message::{
     Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord, Usage, trace,
 };
 pub use price::{Cost, Price};
+pub use tool::{McpServer, Tool, ToolCall, ToolGrants, ToolPart, ToolProgress, ToolResult};

@@ -10,6 +10,8 @@ pub enum Role {
     System,
     User,
     Assistant,
+    /// A tool's result, in the context of the agent that called it.
+    Tool,
 }
 
 impl Role {
@@ -18,6 +20,7 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         }
     }
 
@@ -26,6 +29,7 @@ impl Role {
             "system" => Some(Role::System),
             "user" => Some(Role::User),
             "assistant" => Some(Role::Assistant),
+            "tool" => Some(Role::Tool),
             _ => None,
         }
     }
@@ -38,8 +42,11 @@ pub enum MessageKind {
     System,
     /// The end user's message, in the manager's context.
     Input,
-    /// What an agent's model answered, verbatim, in that agent's own context.
+    /// What an agent's model answered, verbatim, in that agent's own context (with its tool
+    /// calls, when it made some).
     Reply,
+    /// A tool's answer to one of an agent's calls, in that agent's own context.
+    ToolResult,
     /// A reply delivered into an addressee's context (linked to the reply).
     Delivery,
     /// The server telling an agent its reply could not be routed, and why.
@@ -62,6 +69,7 @@ impl MessageKind {
             | MessageKind::Correction
             | MessageKind::Guard
             | MessageKind::Failure => Role::User,
+            MessageKind::ToolResult => Role::Tool,
         }
     }
 
@@ -70,6 +78,7 @@ impl MessageKind {
             MessageKind::System => "system",
             MessageKind::Input => "input",
             MessageKind::Reply => "reply",
+            MessageKind::ToolResult => "tool_result",
             MessageKind::Delivery => "delivery",
             MessageKind::Correction => "correction",
             MessageKind::Guard => "guard",
@@ -83,6 +92,7 @@ impl MessageKind {
             "system" => MessageKind::System,
             "input" => MessageKind::Input,
             "reply" => MessageKind::Reply,
+            "tool_result" => MessageKind::ToolResult,
             "delivery" => MessageKind::Delivery,
             "correction" => MessageKind::Correction,
             "guard" => MessageKind::Guard,
@@ -133,6 +143,8 @@ pub struct Message {
     pub to: Option<AgentId>,
     /// The content. Deliveries hold the bare text; the protocol frames it for the model.
     pub text: String,
+    /// A reply's tool calls, or what a tool result answers.
+    pub tool: Option<crate::tool::ToolPart>,
     pub usage: Option<Usage>,
     pub latency_ms: Option<u32>,
     /// Whether it belongs in future contexts (rooms let a person untick messages).

@@ -37,6 +37,7 @@ pub fn respond(agent: &Agent, context: &[Message], roster: &Roster) -> Vec<Envel
             MessageKind::Correction
             | MessageKind::System
             | MessageKind::Reply
+            | MessageKind::ToolResult
             | MessageKind::Answer => {}
         }
     }

@@ -590,7 +590,7 @@ impl Bridge {
                         "model_call",
                     ),
                     MessageKind::Answer => ("answered", format!("{from} answered"), "answer"),
-                    MessageKind::System | MessageKind::Reply => return,
+                    MessageKind::System | MessageKind::Reply | MessageKind::ToolResult => return,
                 }
             }
             _ => return,

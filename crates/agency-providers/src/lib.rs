@@ -433,6 +433,7 @@ mod tests {
             from: from.and_then(AgentId::new),
             to: AgentId::new(2),
             text: text.into(),
+            tool: None,
             usage: None,
             latency_ms: None,
             included,

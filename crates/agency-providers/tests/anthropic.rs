@@ -94,6 +94,7 @@ fn request_with(sampling: Sampling, context: &[(MessageKind, Option<u32>, &str)]
             from: from.and_then(AgentId::new),
             to: AgentId::new(2),
             text: (*text).into(),
+            tool: None,
             usage: None,
             latency_ms: None,
             included: true,

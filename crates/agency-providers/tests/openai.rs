@@ -96,6 +96,7 @@ fn request(protocol: &str, sampling: Sampling) -> ModelRequest {
         from: from.and_then(AgentId::new),
         to: AgentId::new(2),
         text: text.into(),
+        tool: None,
         usage: None,
         latency_ms: None,
         included: true,

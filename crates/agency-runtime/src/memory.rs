@@ -274,6 +274,7 @@ impl Runtime {
             from: None,
             to: Some(agent),
             text,
+            tool: None,
             usage: None,
             latency_ms: None,
             included: true,

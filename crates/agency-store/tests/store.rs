@@ -218,6 +218,7 @@ fn message(c: ConversationId, turn: Option<TurnId>, seq: i64) -> Message {
         from: AgentId::new(4522),
         to: AgentId::new(143),
         text: format!("message {seq} ✓ \"quoted\"\nline two"),
+        tool: None,
         usage: Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 5,

@@ -2,8 +2,8 @@
 //! the SQL and the rows.
 
 use agency_core::{
-    AgencyId, Conversation, ConversationId, Message, MessageId, MessageKind, StopReason, TurnId,
-    TurnRecord, Usage,
+    AgencyId, Conversation, ConversationId, Message, MessageId, MessageKind, StopReason, ToolCall,
+    ToolPart, ToolResult, TurnId, TurnRecord, Usage,
 };
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -14,7 +14,7 @@ use crate::StoreError;
 macro_rules! message_columns {
     () => {
         "id, conversation_id, turn_id, seq, agent_id, kind, linked_message_id, from_agent, \
-         to_agent, text, prompt_tokens, completion_tokens, latency_ms, included, created_at, role"
+         to_agent, text, prompt_tokens, completion_tokens, latency_ms, included, created_at, role, tool"
     };
 }
 macro_rules! turn_columns {
@@ -29,14 +29,14 @@ pub(crate) const CONVERSATION: &str =
     "SELECT id, agency_id, version, created_at FROM conversations WHERE id = $1";
 pub(crate) const CONVERSATIONS_OF_AGENCY: &str = "SELECT id, agency_id, version, created_at FROM conversations \
      WHERE agency_id = $1 ORDER BY created_at DESC, id DESC";
-/// Followed by one `(...)` of 16 values per row.
+/// Followed by one `(...)` of 17 values per row.
 pub(crate) const INSERT_MESSAGES: &str =
     concat!("INSERT INTO messages (", message_columns!(), ") ");
 pub(crate) const INSERT_MESSAGE: &str = concat!(
     "INSERT INTO messages (",
     message_columns!(),
     ") \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
 );
 pub(crate) const MESSAGES_OF_CONVERSATION: &str = concat!(
     "SELECT ",
@@ -107,6 +107,8 @@ pub(crate) struct MessageRow {
     pub latency_ms: Option<i64>,
     pub included: bool,
     pub created_at: DateTime<Utc>,
+    /// [`ToolPart`] as JSON.
+    pub tool: Option<String>,
 }
 
 impl From<&Message> for MessageRow {
@@ -127,8 +129,51 @@ impl From<&Message> for MessageRow {
             latency_ms: m.latency_ms.map(i64::from),
             included: m.included,
             created_at: m.created_at,
+            tool: m.tool.as_ref().map(tool_json),
         }
     }
+}
+
+/// A message's tool part as stored: `{"calls": [{"id", "name", "arguments"}]}` or
+/// `{"result": {"call_id", "name", "is_error"}}`.
+fn tool_json(part: &ToolPart) -> String {
+    let value = match part {
+        ToolPart::Calls(calls) => serde_json::json!({
+            "calls": calls
+                .iter()
+                .map(|c| serde_json::json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+                .collect::<Vec<_>>()
+        }),
+        ToolPart::Result(r) => serde_json::json!({
+            "result": {"call_id": r.call_id, "name": r.name, "is_error": r.is_error}
+        }),
+    };
+    value.to_string()
+}
+
+fn tool_of(json: &str) -> Result<ToolPart, StoreError> {
+    let bad = || corrupt(json);
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|_| bad())?;
+    let text = |v: &serde_json::Value, k: &str| v[k].as_str().map(str::to_string).ok_or_else(bad);
+    if let Some(calls) = v["calls"].as_array() {
+        let calls = calls
+            .iter()
+            .map(|c| {
+                Ok(ToolCall {
+                    id: text(c, "id")?,
+                    name: text(c, "name")?,
+                    arguments: text(c, "arguments")?,
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
+        return Ok(ToolPart::Calls(calls));
+    }
+    let r = &v["result"];
+    Ok(ToolPart::Result(ToolResult {
+        call_id: text(r, "call_id")?,
+        name: text(r, "name")?,
+        is_error: r["is_error"].as_bool().ok_or_else(bad)?,
+    }))
 }
 
 impl TryFrom<MessageRow> for Message {
@@ -152,6 +197,7 @@ impl TryFrom<MessageRow> for Message {
             from: opt_agent(r.from_agent)?,
             to: opt_agent(r.to_agent)?,
             text: r.text,
+            tool: r.tool.as_deref().map(tool_of).transpose()?,
             usage,
             latency_ms: r.latency_ms.map(|l| u32_of(l, "latency_ms")).transpose()?,
             included: r.included,

@@ -35,7 +35,8 @@ pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
                 r.latency_ms,
                 r.included,
                 r.created_at,
-                m.role().as_str()
+                m.role().as_str(),
+                r.tool
             ])?;
         }
     }
@@ -147,6 +148,7 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
         latency_ms: r.get("latency_ms")?,
         included: r.get("included")?,
         created_at: r.get("created_at")?,
+        tool: r.get("tool")?,
     })
 }
 

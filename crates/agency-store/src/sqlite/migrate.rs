@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0008_turn_cost.sql"),
     include_str!("../../migrations/sqlite/0009_api_threads_conversation.sql"),
     include_str!("../../migrations/sqlite/0010_room_answering.sql"),
+    include_str!("../../migrations/sqlite/0011_tools.sql"),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
