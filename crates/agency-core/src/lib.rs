@@ -37,4 +37,6 @@ pub use message::{
     Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord, Usage, trace,
 };
 pub use price::{Cost, Price};
-pub use tool::{McpServer, Tool, ToolCall, ToolGrants, ToolPart, ToolProgress, ToolResult};
+pub use tool::{
+    McpServer, McpTransport, Tool, ToolCall, ToolGrants, ToolPart, ToolProgress, ToolResult,
+};

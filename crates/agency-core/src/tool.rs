@@ -82,16 +82,45 @@ impl ToolProgress {
     }
 }
 
-/// An MCP server: a process started from a command (stdio: only in the operator's
-/// configuration) or an address (Streamable HTTP).
+/// An MCP server as declared: how to reach it, and the limits of its calls.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum McpServer {
+pub struct McpServer {
+    pub transport: McpTransport,
+    /// Longest a call may run (unset: [`DEFAULT_CALL_TIMEOUT_SECS`]).
+    pub timeout_secs: Option<u64>,
+    /// Calls in flight at once (unset: [`DEFAULT_MAX_CONCURRENCY`]).
+    pub max_concurrency: Option<u32>,
+}
+
+/// Default longest call of a tool.
+pub const DEFAULT_CALL_TIMEOUT_SECS: u64 = 60;
+/// Default calls of one server in flight at once.
+pub const DEFAULT_MAX_CONCURRENCY: u32 = 16;
+
+impl McpServer {
+    pub fn new(transport: McpTransport) -> Self {
+        Self {
+            transport,
+            timeout_secs: None,
+            max_concurrency: None,
+        }
+    }
+}
+
+/// How an MCP server is reached.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum McpTransport {
+    /// The tools served in this process ([`BUILTIN_SERVER`]).
+    Builtin,
+    /// A process started from a command, spoken to over its stdin and stdout. Only the
+    /// operator's configuration may declare one: it runs on the server's machine.
     Stdio {
         command: String,
         args: Vec<String>,
         /// Variables set for the process (the operator's, so trusted).
         env: BTreeMap<String, String>,
     },
+    /// Streamable HTTP at an address.
     Http {
         url: String,
         /// Header → the server variable holding its value (operator configuration only).
