@@ -1,6 +1,7 @@
 //! The tools served in the process (`builtin/…`): an rmcp server like any other, reached over an
 //! in-memory pipe, so a built-in tool goes through the same client path as every server.
 
+use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
@@ -12,8 +13,19 @@ use crate::calc;
 const PIPE_BYTES: usize = 64 * 1024;
 
 /// The built-in tools' server.
-#[derive(Clone, Debug, Default)]
-pub struct Builtin;
+#[derive(Clone, Debug)]
+pub struct Builtin {
+    /// Built once: `#[tool_handler]` would otherwise build the router on every request.
+    tool_router: ToolRouter<Self>,
+}
+
+impl Default for Builtin {
+    fn default() -> Self {
+        Self {
+            tool_router: Self::tool_router(),
+        }
+    }
+}
 
 #[derive(Debug, Deserialize, rmcp::schemars::JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -61,7 +73,7 @@ impl Builtin {
     }
 }
 
-#[tool_handler]
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for Builtin {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
@@ -76,7 +88,7 @@ impl Builtin {
     pub fn start() -> tokio::io::DuplexStream {
         let (client, server) = tokio::io::duplex(PIPE_BYTES);
         tokio::spawn(async move {
-            match Builtin.serve(server).await {
+            match Builtin::default().serve(server).await {
                 Ok(running) => {
                     let _ = running.waiting().await;
                 }

@@ -33,9 +33,10 @@ pub struct ToolHub {
 struct Inner {
     /// Whether servers accounts declare may be on loopback and private networks.
     allow_private: bool,
-    /// A server declared by the operator and the same declared by an account are reached
-    /// apart: the account's only through the guarded client.
-    slots: Mutex<HashMap<(McpServer, Declared), Arc<Slot>>>,
+    /// By who declared them ([`Declared`] as an index): a server declared by the operator and
+    /// the same declared by an account are reached apart, the account's only through the
+    /// guarded client.
+    slots: Mutex<[HashMap<McpServer, Arc<Slot>>; 2]>,
 }
 
 /// One declared server: its connection (made and remade under the lock, so at most one
@@ -72,7 +73,7 @@ impl ToolHub {
         Self {
             inner: Arc::new(Inner {
                 allow_private: allow_private_addresses,
-                slots: Mutex::new(HashMap::new()),
+                slots: Mutex::default(),
             }),
         }
     }
@@ -180,27 +181,28 @@ impl ToolHub {
             .slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        slots
-            .entry((server.clone(), declared))
-            .or_insert_with(|| {
-                let permits = server
-                    .max_concurrency
-                    .unwrap_or(DEFAULT_MAX_CONCURRENCY)
-                    .max(1);
-                Arc::new(Slot {
-                    label: connection::label(server),
-                    timeout: Duration::from_secs(
-                        server
-                            .timeout_secs
-                            .unwrap_or(DEFAULT_CALL_TIMEOUT_SECS)
-                            .max(1),
-                    ),
-                    permits: Arc::new(Semaphore::new(permits as usize)),
-                    state: tokio::sync::Mutex::default(),
-                    attempts: AtomicU64::new(0),
-                })
-            })
-            .clone()
+        let slots = &mut slots[declared as usize];
+        if let Some(slot) = slots.get(server) {
+            return slot.clone();
+        }
+        let permits = server
+            .max_concurrency
+            .unwrap_or(DEFAULT_MAX_CONCURRENCY)
+            .max(1);
+        let slot = Arc::new(Slot {
+            label: connection::label(server),
+            timeout: Duration::from_secs(
+                server
+                    .timeout_secs
+                    .unwrap_or(DEFAULT_CALL_TIMEOUT_SECS)
+                    .max(1),
+            ),
+            permits: Arc::new(Semaphore::new(permits as usize)),
+            state: tokio::sync::Mutex::default(),
+            attempts: AtomicU64::new(0),
+        });
+        slots.insert(server.clone(), slot.clone());
+        slot
     }
 
     /// The live connection to the slot's server: the current one, or a new one when there is

@@ -34,6 +34,6 @@ pub use output::ToolOutput;
 /// Who declared an MCP server: the operator's configuration is trusted; an account is not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Declared {
-    Operator,
-    Account,
+    Operator = 0,
+    Account = 1,
 }
