@@ -4,16 +4,21 @@
 
 use std::collections::HashMap;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use agency_core::tool::{McpServer, McpTransport, Tool, ToolProgress};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken,
     ProtocolVersion, ServerNotification, SubscriptionFilter,
 };
+use rmcp::service::ClientInitializeError;
 use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, Peer, RoleClient};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
@@ -21,6 +26,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::builtin::Builtin;
 use crate::{Declared, ToolError};
+
+/// Times a broken Streamable HTTP response stream is resumed before the call fails.
+const SSE_RETRIES: usize = 3;
 
 /// Longest line of a server's stderr logged as it is; the rest of the line is dropped.
 const STDERR_LINE_BYTES: u64 = 4096;
@@ -30,6 +38,9 @@ pub(crate) struct Connection {
     service: RunningService<RoleClient, Handler>,
     /// The tool list, and the count of list changes it was fetched after.
     tools: Mutex<Option<(u64, Arc<Vec<Tool>>)>>,
+    /// A request found the connection gone while rmcp has not noticed (an HTTP server that
+    /// stopped answering leaves no stream to close): the next use reconnects.
+    broken: AtomicBool,
 }
 
 impl Connection {
@@ -39,7 +50,12 @@ impl Connection {
 
     /// Whether the connection is gone (the server exited or hung up).
     pub fn is_closed(&self) -> bool {
-        self.service.peer().is_transport_closed()
+        self.broken.load(Ordering::Acquire) || self.service.peer().is_transport_closed()
+    }
+
+    /// Makes the next use reconnect.
+    pub fn mark_broken(&self) {
+        self.broken.store(true, Ordering::Release);
     }
 
     pub fn handler(&self) -> &Handler {
@@ -209,7 +225,7 @@ pub(crate) async fn connect(
         McpTransport::Builtin => handler
             .serve_with_lifecycle(Builtin::start(), lifecycle())
             .await
-            .map_err(|e| fail(e.to_string()))?,
+            .map_err(|e| fail(handshake_error(&e)))?,
         McpTransport::Stdio { command, args, env } => {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args).envs(env).kill_on_drop(true);
@@ -223,14 +239,15 @@ pub(crate) async fn connect(
             handler
                 .serve_with_lifecycle(transport, lifecycle())
                 .await
-                .map_err(|e| fail(e.to_string()))?
+                .map_err(|e| fail(handshake_error(&e)))?
         }
         McpTransport::Http { url, headers_env } => {
             let transport = http_transport(url, headers_env, declared, allow_private).await?;
+            // The URL may carry a secret (the operator's); the messages name the host.
             handler
                 .serve_with_lifecycle(transport, lifecycle())
                 .await
-                .map_err(|e| fail(e.to_string()))?
+                .map_err(|e| fail(handshake_error(&e).replace(url.as_str(), &label)))?
         }
     };
     tracing::info!(
@@ -242,7 +259,41 @@ pub(crate) async fn connect(
     Ok(Connection {
         service,
         tools: Mutex::new(None),
+        broken: AtomicBool::new(false),
     })
+}
+
+/// Why a handshake failed, in the words of the innermost errors (connection refused, a status,
+/// a timeout) rather than rmcp's wrappers naming its transport types.
+fn handshake_error(e: &ClientInitializeError) -> String {
+    match e {
+        ClientInitializeError::TransportError { error, .. } => {
+            // reqwest's error inside rmcp's (which does not give it as its source).
+            match error
+                .error
+                .downcast_ref::<StreamableHttpError<reqwest::Error>>()
+            {
+                Some(StreamableHttpError::Client(e)) => causes(e),
+                _ => causes(error.error.as_ref()),
+            }
+        }
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => handshake_error(fallback),
+        other => other.to_string(),
+    }
+}
+
+/// An error and its sources, each said once.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ")
 }
 
 /// On a connection of the 2026-07-28 protocol, a server announces a changed tool list only on
@@ -289,7 +340,14 @@ async fn http_transport(
     use agency_providers::net;
     let what = "the MCP server's URL";
     let url = net::parse_url(url, what).map_err(|e| ToolError::Config(e.to_string()))?;
-    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+    // A broken response stream is resumed a few times within ~1.5 s, then given up, so a call
+    // in flight on a server that died fails then rather than at its timeout.
+    let mut retry = ExponentialBackoff::default();
+    retry.max_times = Some(SSE_RETRIES);
+    retry.base_duration = Duration::from_millis(200);
+    retry.max_delay = Some(Duration::from_secs(1));
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+    config.retry_config = Arc::new(retry);
     match declared {
         Declared::Operator => {
             let mut headers = HashMap::new();

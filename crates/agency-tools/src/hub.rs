@@ -92,7 +92,11 @@ impl ToolHub {
         let conn = self.connection(&slot, server, declared, deadline).await?;
         let tools = match conn.cached_tools() {
             Some(tools) => tools,
-            None => slot.list(&conn, deadline).await?,
+            None => slot.list(&conn, deadline).await.inspect_err(|e| {
+                if matches!(e, ToolError::Closed { .. }) {
+                    conn.mark_broken();
+                }
+            })?,
         };
         Ok(tools.as_ref().clone())
     }
@@ -135,7 +139,25 @@ impl ToolHub {
         let slot = self.slot(server, declared);
         let deadline = Instant::now() + slot.timeout;
         let conn = self.connection(&slot, server, declared, deadline).await?;
-        if let Some(missing) = slot.unknown_tool(&conn, tool, deadline).await? {
+        let output = self
+            .call_on(&slot, &conn, tool, arguments, progress, deadline)
+            .await;
+        if let Err(ToolError::Closed { .. }) = output {
+            conn.mark_broken();
+        }
+        output
+    }
+
+    async fn call_on(
+        &self,
+        slot: &Slot,
+        conn: &Connection,
+        tool: &str,
+        arguments: JsonObject,
+        progress: Option<UnboundedSender<ToolProgress>>,
+        deadline: Instant,
+    ) -> Result<ToolOutput, ToolError> {
+        if let Some(missing) = slot.unknown_tool(conn, tool, deadline).await? {
             return Ok(ToolOutput::error(missing));
         }
         let _permit = timeout_at(deadline, slot.permits.clone().acquire_owned())

@@ -324,6 +324,55 @@ async fn streamable_http_with_the_initialize_handshake() {
     assert_eq!(out.text, "Echo: with a header");
 }
 
+/// An HTTP server that dies fails the call in flight; once it is back (a new process, which
+/// knows nothing of the old session), calls work again.
+#[tokio::test]
+async fn an_http_server_that_dies_and_comes_back_is_reconnected() {
+    let Some(s) = servers() else { return };
+    let http = s.everything_http();
+    let port = http.port;
+    let hub = ToolHub::new(false);
+    let mut server = common::http(&http.url());
+    server.timeout_secs = Some(10);
+    let out = hub
+        .call(&server, OP, "echo", r#"{"message": "one"}"#, None)
+        .await;
+    assert_eq!(out.text, "Echo: one");
+
+    let call = {
+        let (hub, server) = (hub.clone(), server.clone());
+        tokio::spawn(async move {
+            let args = r#"{"duration": 30, "steps": 30}"#;
+            hub.call(&server, OP, "trigger-long-running-operation", args, None)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let killed = Instant::now();
+    drop(http);
+    let out = call.await.unwrap();
+    assert!(out.is_error, "{}", out.text);
+    eprintln!(
+        "in flight: {:?} after the kill: {}",
+        killed.elapsed(),
+        out.text
+    );
+    assert!(killed.elapsed() < Duration::from_secs(5));
+
+    let out = hub
+        .call(&server, OP, "echo", r#"{"message": "down"}"#, None)
+        .await;
+    assert!(out.is_error);
+    assert!(out.text.contains("Connection refused"), "{}", out.text);
+    assert!(!out.text.contains("rmcp::"), "in our words: {}", out.text);
+
+    let _back = s.everything_http_on(port);
+    let out = hub
+        .call(&server, OP, "echo", r#"{"message": "back"}"#, None)
+        .await;
+    assert_eq!(out.text, "Echo: back");
+}
+
 /// The operator's `headers_env`: each header's value read from its variable when connecting;
 /// a variable that is not set is an error that names it.
 #[tokio::test]

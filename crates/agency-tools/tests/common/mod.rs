@@ -124,7 +124,11 @@ impl Servers {
     /// server-everything serving Streamable HTTP on a free loopback port; stopped when the
     /// returned guard drops.
     pub fn everything_http(&self) -> HttpServer {
-        let port = free_port();
+        self.everything_http_on(free_port())
+    }
+
+    /// server-everything serving Streamable HTTP on `port`.
+    pub fn everything_http_on(&self, port: u16) -> HttpServer {
         let child = std::process::Command::new("node")
             .arg(self.everything_script())
             .arg("streamableHttp")
