@@ -139,62 +139,11 @@ impl ToolHub {
         let slot = self.slot(server, declared);
         let deadline = Instant::now() + slot.timeout;
         let conn = self.connection(&slot, server, declared, deadline).await?;
-        let output = self
-            .call_on(&slot, &conn, tool, arguments, progress, deadline)
-            .await;
+        let output = slot.call(&conn, tool, arguments, progress, deadline).await;
         if let Err(ToolError::Closed { .. }) = output {
             conn.mark_broken();
         }
         output
-    }
-
-    async fn call_on(
-        &self,
-        slot: &Slot,
-        conn: &Connection,
-        tool: &str,
-        arguments: JsonObject,
-        progress: Option<UnboundedSender<ToolProgress>>,
-        deadline: Instant,
-    ) -> Result<ToolOutput, ToolError> {
-        if let Some(missing) = slot.unknown_tool(conn, tool, deadline).await? {
-            return Ok(ToolOutput::error(missing));
-        }
-        let _permit = timeout_at(deadline, slot.permits.clone().acquire_owned())
-            .await
-            .map_err(|_| slot.timed_out())?
-            .map_err(|_| slot.closed())?;
-
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let request = ClientRequest::CallToolRequest(Request::new(params));
-        // On timeout rmcp sends the server `notifications/cancelled` for the request.
-        let options =
-            PeerRequestOptions::with_timeout(deadline.saturating_duration_since(Instant::now()));
-        let handle = conn
-            .peer()
-            .send_request_with_option(request, options)
-            .await
-            .map_err(|e| slot.service_error(e))?;
-        let watch = Watch {
-            peer: conn.peer().clone(),
-            handler: conn.handler().clone(),
-            id: handle.id.clone(),
-            token: handle.progress_token.clone(),
-            answered: false,
-        };
-        if let Some(progress) = progress {
-            watch.handler.watch(watch.token.clone(), progress);
-        }
-        let answer = handle.await_response().await;
-        watch.answered();
-        match answer {
-            Ok(ServerResult::CallToolResult(result)) => Ok(output::from_result(result)),
-            Ok(_) => Err(ToolError::Server {
-                server: slot.label.clone(),
-                message: "it answered the call with something other than a tool result".into(),
-            }),
-            Err(e) => Err(slot.service_error(e)),
-        }
     }
 
     fn slot(&self, server: &McpServer, declared: Declared) -> Arc<Slot> {
@@ -275,6 +224,57 @@ impl ToolHub {
 }
 
 impl Slot {
+    /// Calls `tool` on `conn`, within the server's concurrency limit and `deadline`.
+    async fn call(
+        &self,
+        conn: &Connection,
+        tool: &str,
+        arguments: JsonObject,
+        progress: Option<UnboundedSender<ToolProgress>>,
+        deadline: Instant,
+    ) -> Result<ToolOutput, ToolError> {
+        if let Some(missing) = self.unknown_tool(conn, tool, deadline).await? {
+            return Ok(ToolOutput::error(missing));
+        }
+        let _permit = timeout_at(deadline, self.permits.clone().acquire_owned())
+            .await
+            .map_err(|_| self.timed_out())?
+            .map_err(|_| self.closed())?;
+
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let request = ClientRequest::CallToolRequest(Request::new(params));
+        // On timeout rmcp sends the server `notifications/cancelled` for the request.
+        let options =
+            PeerRequestOptions::with_timeout(deadline.saturating_duration_since(Instant::now()));
+        let handle = conn
+            .peer()
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.service_error(e))?;
+        // Registered right after the request is queued, well before the server can answer it
+        // (its progress arrives after a round trip through the server).
+        let watch = Watch {
+            peer: conn.peer().clone(),
+            handler: conn.handler().clone(),
+            id: handle.id.clone(),
+            token: handle.progress_token.clone(),
+            answered: false,
+        };
+        if let Some(progress) = progress {
+            watch.handler.watch(watch.token.clone(), progress);
+        }
+        let answer = handle.await_response().await;
+        watch.answered();
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => Ok(output::from_result(result)),
+            Ok(_) => Err(ToolError::Server {
+                server: self.label.clone(),
+                message: "it answered the call with something other than a tool result".into(),
+            }),
+            Err(e) => Err(self.service_error(e)),
+        }
+    }
+
     async fn list(
         &self,
         conn: &Connection,
