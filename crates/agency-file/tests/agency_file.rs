@@ -974,7 +974,10 @@ agents:
         rule.with,
         Some(serde_json::json!({"path": "{{message}}", "n": 3, "ok": true, "s": "3"}))
     );
-    assert_eq!(file.draft.agents[0].tools, ["files/read_text_file", "builtin/*"]);
+    assert_eq!(
+        file.draft.agents[0].tools,
+        ["files/read_text_file", "builtin/*"]
+    );
     assert_eq!(file.draft.mcp_servers[0].args, ["-y", "server-filesystem"]);
     let e = validate(&file);
     let at = |path: &str| {
@@ -985,12 +988,20 @@ agents:
     };
     // From an account: no process, no server variables.
     assert_eq!(at("mcp_servers.files.command").line, Some(4));
-    assert!(at("mcp_servers.files.command").message.contains("only the server's own configuration"));
+    assert!(
+        at("mcp_servers.files.command")
+            .message
+            .contains("only the server's own configuration")
+    );
     assert_eq!(at("mcp_servers.search.headers_env").line, Some(5));
     // A rule may call only its agent's tools.
     let p = at("agents[0].rules[2].call");
     assert_eq!(p.line, Some(14));
-    assert!(p.message.contains("not one of this agent's tools"), "{}", p.message);
+    assert!(
+        p.message.contains("not one of this agent's tools"),
+        "{}",
+        p.message
+    );
     assert_eq!(e.problems.len(), 3, "{e}");
     // Written back, it reads the same.
     assert_eq!(parse(&to_yaml(&file.draft)).draft, file.draft);
