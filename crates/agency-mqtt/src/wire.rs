@@ -38,6 +38,12 @@ pub struct Progress {
     pub timestamp: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_operation: Option<String>,
+    /// While an agent executes a tool: how far the tool is, when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_percentage: Option<u8>,
+    /// While an agent executes a tool: the tool's progress count (e.g. messages received).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_sequence: Option<u64>,
 }
 
 /// `EVT/chat_response`: metadata only; the content is read over HTTP by the conversation's id.

@@ -310,23 +310,39 @@ impl Conversation {
 pub struct TraceEntry {
     pub from: String,
     pub to: String,
+    /// `input`, `delivery`, `tool_call`, `tool_result`, `correction`, `guard`, `failure` or
+    /// `answer`. A `tool_call` goes from an agent to a tool (`to`, its text the arguments); a
+    /// `tool_result` from the tool back to the agent.
     pub kind: &'static str,
     pub text: String,
     /// Of the model call that wrote it, when one did.
     pub usage: Option<Usage>,
-    /// How long that call took.
+    /// How long that call took (for a `tool_result`: how long the tool took).
     pub latency_ms: Option<u32>,
+    /// For a `tool_call` or `tool_result`: the tool (`server/tool`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The call a `tool_result` answers (and a `tool_call`'s own id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// For a `tool_result`: whether the tool failed (its text says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
 }
 
 impl TraceEntry {
     pub fn new(e: &agency_core::TraceEntry, roster: &Roster) -> Self {
+        let result = e.kind == agency_core::MessageKind::ToolResult;
         Self {
             from: e.from_name(roster).to_string(),
             to: e.to_name(roster).to_string(),
-            kind: e.kind.as_str(),
+            kind: e.kind_name(),
             text: e.text.clone(),
             usage: e.usage.map(Into::into),
             latency_ms: e.latency_ms,
+            tool: e.tool.as_ref().map(|t| t.name.clone()),
+            call_id: e.tool.as_ref().map(|t| t.call_id.clone()),
+            is_error: e.tool.as_ref().filter(|_| result).map(|t| t.is_error),
         }
     }
 }
