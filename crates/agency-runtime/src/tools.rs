@@ -125,6 +125,28 @@ impl Tools {
             .await
     }
 
+    /// Every server `agency` may use (`builtin`, its own, the operator's) with the tools it
+    /// lists, or why they could not be listed: what an editor offers.
+    pub async fn available(&self, agency: &Agency) -> Vec<(String, Result<Vec<Tool>, String>)> {
+        let mut names: Vec<String> = vec![BUILTIN_SERVER.to_string()];
+        for n in agency
+            .mcp_servers
+            .iter()
+            .map(|(n, _)| n)
+            .chain(self.operator.iter().map(|(n, _)| n))
+        {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        let listed = futures::future::join_all(names.iter().map(|n| self.listed(agency, n))).await;
+        names
+            .into_iter()
+            .zip(listed)
+            .filter_map(|(n, l)| Some((n, l?)))
+            .collect()
+    }
+
     /// The agency's tools checked against what their servers list (see
     /// [`Agency::check_tools`]).
     pub async fn check(&self, agency: &Agency) -> Result<(), ValidationErrors> {

@@ -416,6 +416,48 @@ pub struct Message {
     pub created_at: DateTime<Utc>,
 }
 
+/// An MCP server an agency may use, and its tools.
+#[derive(Serialize, ToSchema)]
+pub struct ToolServer {
+    /// What its tools' names start with (`name/tool`).
+    pub name: String,
+    pub tools: Vec<ToolInfo>,
+    /// Why its tools could not be listed now, when they could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ToolInfo {
+    /// `server/tool`: what an agent's `tools` names.
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    #[schema(value_type = Object)]
+    pub input_schema: serde_json::Value,
+}
+
+impl From<(String, Result<Vec<agency_core::Tool>, String>)> for ToolServer {
+    fn from((name, listed): (String, Result<Vec<agency_core::Tool>, String>)) -> Self {
+        let (tools, error) = match listed {
+            Ok(tools) => (tools, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        Self {
+            name,
+            tools: tools
+                .into_iter()
+                .map(|t| ToolInfo {
+                    name: t.name,
+                    description: t.description,
+                    input_schema: t.input_schema,
+                })
+                .collect(),
+            error,
+        }
+    }
+}
+
 /// A call of a tool, as the model wrote it.
 #[derive(Serialize, ToSchema)]
 pub struct ToolCall {
