@@ -33,11 +33,23 @@ pub fn respond(agent: &Agent, context: &[Message], roster: &Roster) -> Response 
         })
         .map_or(0, |i| i + 1);
     let unanswered = &context[start..];
+    // A call is never made twice: one made earlier whose result never came (the turn ended,
+    // the server stopped) is answered as failed.
     let result = |id: &str| {
-        unanswered.iter().find_map(|m| match &m.tool {
-            Some(ToolPart::Result(r)) if r.call_id == id => Some(m.text.as_str()),
-            _ => None,
-        })
+        unanswered
+            .iter()
+            .find_map(|m| match &m.tool {
+                Some(ToolPart::Result(r)) if r.call_id == id => Some(m.text.as_str()),
+                _ => None,
+            })
+            .or_else(|| {
+                let made = unanswered.iter().any(|m| {
+                    m.tool
+                        .as_ref()
+                        .is_some_and(|t| t.calls().iter().any(|c| c.id == id))
+                });
+                made.then_some(crate::tool::NO_RESULT)
+            })
     };
     let mut out = Vec::new();
     let mut calls = Vec::new();
