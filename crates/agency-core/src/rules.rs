@@ -99,18 +99,18 @@ pub fn respond(agent: &Agent, context: &[Message], roster: &Roster) -> Response 
 }
 
 /// The rules model's answer to a plain chat, where no rule applies: the user's messages since
-/// the last answer, as it echoes a message no rule matches.
-pub fn echo(chat: &[(crate::Role, String)]) -> String {
-    let start = chat
-        .iter()
-        .rposition(|(role, _)| *role == crate::Role::Assistant)
-        .map_or(0, |i| i + 1);
-    chat[start..]
-        .iter()
-        .filter(|(role, _)| *role == crate::Role::User)
-        .map(|(_, text)| text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n\n")
+/// the last answer, as it echoes a message no rule matches. `chat` is the chat's messages in
+/// order, as (who speaks, what it says).
+pub fn echo<'a>(chat: impl IntoIterator<Item = (crate::Role, &'a str)>) -> String {
+    let mut since: Vec<&str> = Vec::new();
+    for (role, text) in chat {
+        match role {
+            crate::Role::Assistant => since.clear(),
+            crate::Role::User => since.push(text),
+            _ => {}
+        }
+    }
+    since.join("\n\n")
 }
 
 fn sender(m: &Message) -> Recipient {
@@ -211,20 +211,13 @@ mod tests {
     #[test]
     fn a_plain_chat_gets_the_users_messages_since_the_last_answer_back() {
         use crate::Role::{Assistant, System, User};
-        let chat = |v: &[(crate::Role, &str)]| -> Vec<(crate::Role, String)> {
-            v.iter().map(|(r, t)| (*r, t.to_string())).collect()
-        };
-        assert_eq!(echo(&chat(&[(System, "be brief"), (User, "hi")])), "hi");
+        let chat = |v: &[(crate::Role, &'static str)]| echo(v.iter().copied());
+        assert_eq!(chat(&[(System, "be brief"), (User, "hi")]), "hi");
         assert_eq!(
-            echo(&chat(&[
-                (User, "old"),
-                (Assistant, "ok"),
-                (User, "a"),
-                (User, "b")
-            ])),
+            chat(&[(User, "old"), (Assistant, "ok"), (User, "a"), (User, "b")]),
             "a\n\nb"
         );
-        assert_eq!(echo(&chat(&[(User, "x"), (Assistant, "done")])), "");
+        assert_eq!(chat(&[(User, "x"), (Assistant, "done")]), "");
     }
 
     #[test]

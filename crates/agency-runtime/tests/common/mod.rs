@@ -57,7 +57,13 @@ impl Model for Script {
     }
 
     async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError> {
-        self.chats.lock().unwrap().push(request.messages);
+        self.chats.lock().unwrap().push(
+            request
+                .messages
+                .into_iter()
+                .map(|m| (m.role, m.text))
+                .collect(),
+        );
         self.play().await
     }
 }
