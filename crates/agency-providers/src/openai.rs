@@ -666,6 +666,43 @@ mod tests {
     }
 
     #[test]
+    fn calls_parse_from_compatible_servers_too() {
+        let names = ToolNames::new(["files/read"]);
+        // No id (some servers send none), arguments as an object, content absent.
+        let done = parse_completion(
+            br#"{"choices":[{"message":{"tool_calls":[
+                {"type":"function","function":{"name":"files__read","arguments":{"path":"a"}}},
+                {"id":"c2","type":"function","function":{"name":"nope","arguments":"{bad"}}
+            ]}}]}"#,
+            &names,
+        )
+        .unwrap();
+        assert_eq!(done.text, "");
+        assert_eq!(done.tool_calls.len(), 2);
+        assert!(done.tool_calls[0].id.starts_with("call_"));
+        assert_eq!(done.tool_calls[0].name, "files/read");
+        assert_eq!(done.tool_calls[0].arguments, r#"{"path":"a"}"#);
+        assert_eq!(done.tool_calls[1].id, "c2");
+        assert_eq!(done.tool_calls[1].name, "nope");
+        assert_eq!(done.tool_calls[1].arguments, "{bad");
+
+        // Streamed without indexes: each entry's place in its chunk.
+        let mut calls = StreamedCalls::default();
+        calls.add(&[
+            json!({"id": "a", "function": {"name": "files__read", "arguments": ""}}),
+            json!({"id": "b", "function": {"name": "x", "arguments": "["}}),
+        ]);
+        calls.add(&[
+            json!({"function": {"arguments": "{}"}}),
+            json!({"function": {"arguments": "]"}}),
+        ]);
+        let calls = calls.finish(&names);
+        assert_eq!(calls[0].name, "files/read");
+        assert_eq!(calls[0].arguments, "{}");
+        assert_eq!(calls[1].arguments, "[]");
+    }
+
+    #[test]
     fn completions_parse() {
         let parse_completion = |bytes: &[u8]| parse_completion(bytes, &ToolNames::default());
         let done = parse_completion(
