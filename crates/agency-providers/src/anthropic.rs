@@ -18,7 +18,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
 use crate::http::{Answer, Endpoint, HttpSettings, Origin, ProviderError, SseEvent};
-use crate::tools::{ToolNames, call_id, distinct, paired, schema};
+use crate::tools::{ToolNames, distinct, paired, schema};
 use crate::{ChatMessage, ChatRequest, Completion, Deltas, Model, ModelError, Provider};
 
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
@@ -472,7 +472,7 @@ impl ToolUse {
             self.json
         };
         ToolCall {
-            id: call_id(self.id),
+            id: self.id,
             name: names.from_wire(&self.name),
             arguments,
         }
@@ -490,6 +490,23 @@ fn input(arguments: &str) -> Value {
         Ok(object @ Value::Object(_)) => object,
         _ => json!({ UNPARSED_ARGUMENTS: arguments }),
     }
+}
+
+/// A call's id as the API takes it (`^[a-zA-Z0-9_-]+$`): ids another provider or a model
+/// made may hold other characters, which become `_` (the same in the call and its result).
+fn wire_id(id: &str) -> String {
+    if id.is_empty() {
+        return "call".to_string();
+    }
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// One content block of a turn.
@@ -561,13 +578,13 @@ fn blocks(m: &ChatMessage, names: Option<&ToolNames>) -> Vec<Block> {
         (Role::Assistant, Some(ToolPart::Calls(calls)), Some(names)) => {
             out.extend(text.map(Block::Text));
             out.extend(calls.iter().map(|c| Block::ToolUse {
-                id: c.id.clone(),
+                id: wire_id(&c.id),
                 name: names.to_wire(&c.name),
                 input: input(&c.arguments),
             }));
         }
         (Role::Tool, Some(ToolPart::Result(r)), Some(_)) => out.push(Block::ToolResult {
-            id: r.call_id.clone(),
+            id: wire_id(&r.call_id),
             content: text.unwrap_or_else(|| EMPTY_RESULT.to_string()),
             is_error: r.is_error,
         }),
@@ -706,6 +723,51 @@ mod tests {
         let (system, turns) = fold(&chat(&[(Role::System, "only a prompt")]), None);
         assert_eq!(system.as_deref(), Some("only a prompt"));
         assert_eq!(turns, texts(&[(Role::User, CONVERSATION_START)]));
+    }
+
+    #[test]
+    fn call_ids_become_ones_the_api_takes_in_calls_and_results_alike() {
+        use agency_core::tool::ToolResult;
+        let chat = vec![
+            ChatMessage::new(Role::User, "go"),
+            ChatMessage {
+                role: Role::Assistant,
+                text: String::new(),
+                tool: Some(ToolPart::Calls(vec![ToolCall {
+                    id: "call:1/x".into(),
+                    name: "a/b".into(),
+                    arguments: "{}".into(),
+                }])),
+            },
+            ChatMessage {
+                role: Role::Tool,
+                text: "ok".into(),
+                tool: Some(ToolPart::Result(ToolResult {
+                    call_id: "call:1/x".into(),
+                    name: "a/b".into(),
+                    is_error: false,
+                })),
+            },
+        ];
+        let names = ToolNames::new(["a/b"]);
+        let (_, turns) = fold(&chat, Some(&names));
+        assert_eq!(
+            turns[1].blocks,
+            [Block::ToolUse {
+                id: "call_1_x".into(),
+                name: "a__b".into(),
+                input: json!({}),
+            }]
+        );
+        assert_eq!(
+            turns[2].blocks,
+            [Block::ToolResult {
+                id: "call_1_x".into(),
+                content: "ok".into(),
+                is_error: false,
+            }]
+        );
+        assert_eq!(wire_id(""), "call");
     }
 
     #[test]

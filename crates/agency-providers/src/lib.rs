@@ -199,7 +199,9 @@ impl Deltas {
 }
 
 /// A model's answer: its text, and the tools it calls (qualified `server/tool` names, or the
-/// name as the model wrote it when it named no tool it was given).
+/// name as the model wrote it when it named no tool it was given). Calls carry their ids as
+/// the model sent them: empty when a server sent none, and not checked for uniqueness (the
+/// runtime makes them unique within the reply).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
     pub text: String,

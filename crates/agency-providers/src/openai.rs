@@ -421,7 +421,7 @@ impl StreamedCalls {
         self.0
             .into_values()
             .map(|c| ToolCall {
-                id: crate::tools::call_id(c.id),
+                id: c.id,
                 name: names.from_wire(&c.name),
                 arguments: c.arguments,
             })
@@ -442,12 +442,11 @@ fn parse_calls(calls: &[Value], names: &ToolNames) -> Vec<ToolCall> {
                     .unwrap_or_default()
             };
             ToolCall {
-                id: crate::tools::call_id(
-                    call.get("id")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                ),
+                id: call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
                 name: names.from_wire(field("name")),
                 arguments: function
                     .and_then(|f| f.get("arguments"))
@@ -679,7 +678,7 @@ mod tests {
         .unwrap();
         assert_eq!(done.text, "");
         assert_eq!(done.tool_calls.len(), 2);
-        assert!(done.tool_calls[0].id.starts_with("call_"));
+        assert_eq!(done.tool_calls[0].id, "");
         assert_eq!(done.tool_calls[0].name, "files/read");
         assert_eq!(done.tool_calls[0].arguments, r#"{"path":"a"}"#);
         assert_eq!(done.tool_calls[1].id, "c2");

@@ -138,16 +138,6 @@ pub fn distinct(tools: &[Tool]) -> impl Iterator<Item = &Tool> {
     tools.iter().filter(move |t| seen.insert(t.name.as_str()))
 }
 
-/// A call's id as a model sent it, or a fresh one when it sent none (some compatible servers
-/// do not): results are matched to calls by it.
-pub fn call_id(sent: String) -> String {
-    if sent.is_empty() {
-        format!("call_{:016x}", fastrand::u64(..))
-    } else {
-        sent
-    }
-}
-
 /// `chat` as the APIs take it: every assistant message's tool calls followed at once by their
 /// results, and every result right after the calls it answers.
 ///
