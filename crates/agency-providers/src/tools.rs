@@ -21,8 +21,9 @@ use crate::{ChatMessage, ChatRequest};
 /// Longest name a tool may have on the wire.
 pub const MAX_WIRE_NAME: usize = 64;
 
-/// What a model is told for a call of its own that the chat holds no result for.
-pub const MISSING_RESULT: &str = "No result: the turn ended before the tool answered.";
+/// What a model is told for a call of its own that the chat holds no result for (as the rules
+/// model is).
+pub const MISSING_RESULT: &str = agency_core::tool::NO_RESULT;
 
 /// Whether `name` may name a tool on the wire: `^[a-zA-Z0-9_-]{1,64}$`.
 pub fn is_wire_name(name: &str) -> bool {
