@@ -82,10 +82,7 @@ pub(crate) fn refuse_private(ip: IpAddr) -> Result<(), ProviderError> {
 
 /// A client for URLs accounts gave: no proxy, no redirects, and, unless `allow_private`, a
 /// resolver that drops non-public addresses.
-pub(crate) fn guard(
-    builder: reqwest::ClientBuilder,
-    allow_private: bool,
-) -> reqwest::ClientBuilder {
+pub fn guard(builder: reqwest::ClientBuilder, allow_private: bool) -> reqwest::ClientBuilder {
     builder
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
