@@ -1015,7 +1015,7 @@ fn rule_call(path: &str, r: &RuleDraft, tools: &ToolGrants, p: &mut Problems) ->
 
 /// Who declared MCP servers: the operator (the server's configuration, trusted) or an account
 /// (an agency file or draft).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Declared {
     Operator,
     Account,

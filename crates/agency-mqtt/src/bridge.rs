@@ -539,10 +539,13 @@ impl Bridge {
                 ..
             } if *conversation == id => {
                 tool = Some((progress.percent(), Some(progress.progress.max(0.0) as u64)));
-                let what = progress.message.clone().unwrap_or_else(|| match progress.total {
-                    Some(total) => format!("{name}: {} of {total}", progress.progress),
-                    None => format!("{name}: {}", progress.progress),
-                });
+                let what = progress
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| match progress.total {
+                        Some(total) => format!("{name}: {} of {total}", progress.progress),
+                        None => format!("{name}: {}", progress.progress),
+                    });
                 (
                     "processing_tool",
                     format!("{} is running {what}", roster.display(Some(*a))),

@@ -172,6 +172,8 @@ mod tests {
             message: None,
             timestamp: "2024-04-08T10:30:00Z".into(),
             current_operation: None,
+            progress_percentage: None,
+            message_sequence: None,
         };
         assert_eq!(
             serde_json::to_value(&p).ok(),
@@ -179,6 +181,18 @@ mod tests {
                 serde_json::json!({"conversation_id": "c", "agent_id": "A1", "status": "initialized", "timestamp": "2024-04-08T10:30:00Z"})
             )
         );
+        // While a tool runs, as spec 002's tool execution update.
+        let tool = Progress {
+            status: "processing_tool".into(),
+            current_operation: Some("tool_execution".into()),
+            progress_percentage: Some(100),
+            message_sequence: Some(12),
+            ..p
+        };
+        let v = serde_json::to_value(&tool).unwrap_or_default();
+        assert_eq!(v["progress_percentage"], 100);
+        assert_eq!(v["message_sequence"], 12);
+        assert_eq!(v["current_operation"], "tool_execution");
     }
 
     #[test]

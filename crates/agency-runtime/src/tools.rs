@@ -91,7 +91,9 @@ impl Tools {
         servers.dedup();
         for server in servers {
             match self.listed(agency, server).await {
-                Some(Ok(tools)) => out.extend(tools.into_iter().filter(|t| a.tools.allows(&t.name))),
+                Some(Ok(tools)) => {
+                    out.extend(tools.into_iter().filter(|t| a.tools.allows(&t.name)))
+                }
                 Some(Err(e)) => {
                     tracing::warn!(server, error = %e, "an MCP server's tools could not be listed");
                 }

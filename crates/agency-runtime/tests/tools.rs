@@ -122,10 +122,20 @@ async fn parallel_calls_unknown_tools_and_malformed_arguments_each_get_their_res
     assert_eq!(results.len(), 5, "{results:?}");
     assert_eq!(by("a"), ("a", false, "42"));
     assert_eq!(by("b"), ("b", false, "hi"));
-    assert!(by("c").1, "an unknown tool of a granted server: {:?}", by("c"));
-    assert!(by("d").1 && by("d").2.contains("not one of your tools"), "{:?}", by("d"));
+    assert!(
+        by("c").1,
+        "an unknown tool of a granted server: {:?}",
+        by("c")
+    );
+    assert!(
+        by("d").1 && by("d").2.contains("not one of your tools"),
+        "{:?}",
+        by("d")
+    );
     assert!(by("e").1, "malformed arguments: {:?}", by("e"));
-    let calls = last.iter().position(|m| m.tool.as_ref().is_some_and(|t| !t.calls().is_empty()));
+    let calls = last
+        .iter()
+        .position(|m| m.tool.as_ref().is_some_and(|t| !t.calls().is_empty()));
     let first_result = last.iter().position(|m| m.kind == MessageKind::ToolResult);
     assert_eq!(first_result, calls.map(|i| i + 1));
 }
@@ -134,13 +144,22 @@ async fn parallel_calls_unknown_tools_and_malformed_arguments_each_get_their_res
 async fn tools_are_checked_against_what_their_servers_list_when_saved() {
     let h = Harness::sqlite().await;
     let mut bad = clerk();
-    bad.tools = vec!["builtin/calculate".into(), "builtin/nosuch".into(), "nowhere/x".into()];
-    let e = h
-        .rt
-        .save_agency(&draft("json", 16, vec![bad]), LOCAL_OWNER)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("agents[0].tools[1]") && e.contains("no tool `nosuch`"), "{e}");
-    assert!(e.contains("agents[0].tools[2]") && e.contains("no MCP server is named `nowhere`"), "{e}");
+    bad.tools = vec![
+        "builtin/calculate".into(),
+        "builtin/nosuch".into(),
+        "nowhere/x".into(),
+    ];
+    let e =
+        h.rt.save_agency(&draft("json", 16, vec![bad]), LOCAL_OWNER)
+            .await
+            .unwrap_err()
+            .to_string();
+    assert!(
+        e.contains("agents[0].tools[1]") && e.contains("no tool `nosuch`"),
+        "{e}"
+    );
+    assert!(
+        e.contains("agents[0].tools[2]") && e.contains("no MCP server is named `nowhere`"),
+        "{e}"
+    );
 }

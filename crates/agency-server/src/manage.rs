@@ -273,7 +273,9 @@ pub async fn tools(
 ) -> Result<Json<Vec<wire::ToolServer>>, ApiError> {
     let id = agency_of(&s, &session, &agency).await?.id;
     let servers = s.rt.available_tools(&session.owner(), id).await?;
-    Ok(Json(servers.into_iter().map(wire::ToolServer::from).collect()))
+    Ok(Json(
+        servers.into_iter().map(wire::ToolServer::from).collect(),
+    ))
 }
 
 /// The published versions, newest first.

@@ -228,6 +228,7 @@ pub fn agent(id: u32, name: &str, model: &str, rules: &[(&str, &str, &[&str])]) 
                 when: (*when).into(),
                 action: (*action).into(),
                 send_to: to.iter().map(|s| (*s).to_string()).collect(),
+                ..Default::default()
             })
             .collect(),
         ..Default::default()

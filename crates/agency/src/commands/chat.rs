@@ -109,7 +109,11 @@ async fn chat(
                 }
                 _ => String::new(),
             };
-            let arrow = if entry.kind == MessageKind::Reply { "⚙" } else { "→" };
+            let arrow = if entry.kind == MessageKind::Reply {
+                "⚙"
+            } else {
+                "→"
+            };
             println!(
                 "  {} {arrow} {}{took}: {}",
                 entry.from_name(&roster),
