@@ -9,6 +9,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::ids::{AgencyId, AgentId};
+use crate::tool::{McpServer, McpTransport, ToolGrants};
 
 /// How agents address each other in an agency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -128,6 +129,16 @@ pub struct Rule {
     pub when: Party,
     pub action: String,
     pub send_to: Vec<Recipient>,
+    /// Call a tool first; `action` then sends its result (`{{result}}`).
+    pub call: Option<RuleCall>,
+}
+
+/// A rule's tool call: the tool (`server/tool`) and its arguments, whose strings may hold the
+/// rule's placeholders (`{{message}}`, `{{from}}`, `{{count}}`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleCall {
+    pub tool: String,
+    pub with: serde_json::Value,
 }
 
 /// One block of an agent's instructions.
@@ -160,6 +171,8 @@ pub struct Agent {
     pub blocks: Vec<Block>,
     /// When it reflects on what it observed (spec 002's memory).
     pub memory: crate::memory::MemorySettings,
+    /// The tools it may call.
+    pub tools: ToolGrants,
 }
 
 /// The wire format a provider speaks.
@@ -231,6 +244,8 @@ pub struct Agency {
     pub limits: Limits,
     /// Providers of this agency's own, beside the server's.
     pub providers: Vec<ProviderSpec>,
+    /// MCP servers of this agency's own (HTTP only), beside the server's, by name.
+    pub mcp_servers: Vec<(String, McpServer)>,
     /// In display order; ids and names are unique, the manager is one of them.
     pub agents: Vec<Agent>,
     /// The published version this is (`None`: the draft being edited).
@@ -331,6 +346,11 @@ impl Agency {
                         .collect(),
                 })
                 .collect(),
+            mcp_servers: self
+                .mcp_servers
+                .iter()
+                .map(|(name, server)| McpServerDraft::of(name, server))
+                .collect(),
             agents: self
                 .agents
                 .iter()
@@ -355,12 +375,15 @@ impl Agency {
                         reflection_threshold: a.memory.reflection_threshold,
                         reflection_half_life_hours: a.memory.half_life_hours,
                         instructions: (!text.is_empty()).then(|| text.join("\n\n")),
+                        tools: a.tools.0.clone(),
                         rules: a
                             .rules()
                             .map(|r| RuleDraft {
                                 when: party(&r.when),
                                 action: r.action.clone(),
                                 send_to: r.send_to.iter().map(recipient).collect(),
+                                call: r.call.as_ref().map(|c| c.tool.clone()),
+                                with: r.call.as_ref().map(|c| c.with.clone()),
                             })
                             .collect(),
                     }
@@ -429,7 +452,23 @@ pub struct AgencyDraft {
     pub max_hops: Option<u32>,
     pub turn_deadline_secs: Option<u64>,
     pub providers: Vec<ProviderDraft>,
+    pub mcp_servers: Vec<McpServerDraft>,
     pub agents: Vec<AgentDraft>,
+}
+
+/// An MCP server as written: a `url` (Streamable HTTP) or, in the server's own configuration
+/// only, a `command` (stdio).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct McpServerDraft {
+    pub name: String,
+    pub url: Option<String>,
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Header → the server variable holding its value.
+    pub headers_env: Vec<(String, String)>,
+    pub timeout_secs: Option<u64>,
+    pub max_concurrency: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -467,6 +506,8 @@ pub struct AgentDraft {
     pub reflection_threshold: Option<f64>,
     /// Hours in which an observation's weight halves (default 24).
     pub reflection_half_life_hours: Option<f64>,
+    /// The tools it may call: `server/tool`, or `server/*`.
+    pub tools: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -476,6 +517,9 @@ pub struct RuleDraft {
     pub action: String,
     /// Agents' names or `user`.
     pub send_to: Vec<String>,
+    /// A tool to call first (`server/tool`), with these arguments (an object).
+    pub call: Option<String>,
+    pub with: Option<serde_json::Value>,
 }
 
 /// One problem with a draft: the path of the field (`agents[1].rules[0].send_to`) and what is
@@ -572,6 +616,7 @@ impl AgencyDraft {
         let mut p = Problems(Vec::new());
         let (protocol, max_hops, deadline) = self.check_settings(&mut p);
         let providers = check_providers(&self.providers, &mut p);
+        let mcp_servers = check_mcp_servers(&self.mcp_servers, Declared::Account, &mut p);
         let own_provider = |m: &ModelRef| providers.iter().any(|q| q.name == m.provider);
         let ids = agent_ids(&self.agents, &mut p);
         let by_name = check_agents(
@@ -599,8 +644,9 @@ impl AgencyDraft {
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                let blocks = blocks_of(i, a, ids[i], &by_name, &self.agents, &mut p);
-                agent_of(a, ids[i], blocks)
+                let tools = tools_of(i, a, &mut p);
+                let blocks = blocks_of(i, a, ids[i], &by_name, &self.agents, &tools, &mut p);
+                agent_of(a, ids[i], blocks, tools)
             })
             .collect();
 
@@ -617,6 +663,7 @@ impl AgencyDraft {
                     turn_deadline: Duration::from_secs(deadline),
                 },
                 providers,
+                mcp_servers,
                 agents,
                 version: None,
             }),
@@ -805,6 +852,7 @@ fn blocks_of(
     me: AgentId,
     by_name: &HashMap<String, AgentId>,
     all: &[AgentDraft],
+    tools: &ToolGrants,
     p: &mut Problems,
 ) -> Vec<Block> {
     let mut blocks = Vec::new();
@@ -861,11 +909,13 @@ fn blocks_of(
                 }
             }
         }
+        let call = rule_call(&path, r, tools, p);
         if let Some(when) = when {
             blocks.push(Block::Rule(Rule {
                 when,
                 action: r.action.clone(),
                 send_to,
+                call,
             }));
         }
     }
@@ -873,7 +923,7 @@ fn blocks_of(
 }
 
 /// The agent a checked draft describes.
-fn agent_of(a: &AgentDraft, id: AgentId, blocks: Vec<Block>) -> Agent {
+fn agent_of(a: &AgentDraft, id: AgentId, blocks: Vec<Block>, tools: ToolGrants) -> Agent {
     Agent {
         id,
         name: a.name.clone(),
@@ -893,6 +943,305 @@ fn agent_of(a: &AgentDraft, id: AgentId, blocks: Vec<Block>) -> Agent {
             reflection_threshold: a.reflection_threshold,
             half_life_hours: a.reflection_half_life_hours,
         },
+        tools,
+    }
+}
+
+/// The agent's `tools`: each `server/tool` or `server/*`.
+fn tools_of(i: usize, a: &AgentDraft, p: &mut Problems) -> ToolGrants {
+    let mut grants = Vec::new();
+    for (k, t) in a.tools.iter().enumerate() {
+        let t = t.trim();
+        match crate::tool::split(t) {
+            Some(_) if grants.iter().any(|g| g == t) => p.add(
+                format!("agents[{i}].tools[{k}]"),
+                format!("`{t}` is listed twice"),
+            ),
+            Some(_) => grants.push(t.to_string()),
+            None => p.add(
+                format!("agents[{i}].tools[{k}]"),
+                format!(
+                    "`{t}` is not a tool: write `server/tool` (e.g. `builtin/now`), or `server/*` for every tool of a server"
+                ),
+            ),
+        }
+    }
+    ToolGrants(grants)
+}
+
+/// A rule's `call` and `with`: a tool its agent may call, and an object of arguments.
+fn rule_call(path: &str, r: &RuleDraft, tools: &ToolGrants, p: &mut Problems) -> Option<RuleCall> {
+    let Some(tool) = r.call.as_deref().map(str::trim) else {
+        if r.with.is_some() {
+            p.add(
+                format!("{path}.with"),
+                "gives arguments, but the rule has no `call`",
+            );
+        }
+        return None;
+    };
+    let mut ok = true;
+    if crate::tool::split(tool).is_none() || tool.ends_with("/*") {
+        p.add(
+            format!("{path}.call"),
+            format!("`{tool}` is not a tool: write `server/tool` (e.g. `builtin/now`)"),
+        );
+        ok = false;
+    } else if !tools.allows(tool) {
+        let listed = if tools.is_empty() {
+            "the agent lists no `tools`".to_string()
+        } else {
+            format!("its tools are {}", tools.0.join(", "))
+        };
+        p.add(
+            format!("{path}.call"),
+            format!("`{tool}` is not one of this agent's tools ({listed}): add it to the agent's `tools`"),
+        );
+        ok = false;
+    }
+    let with = r.with.clone().unwrap_or_else(|| serde_json::json!({}));
+    if !with.is_object() {
+        p.add(
+            format!("{path}.with"),
+            "must be a mapping of the tool's arguments (`with: { path: \"{{message}}\" }`)",
+        );
+        ok = false;
+    }
+    ok.then(|| RuleCall {
+        tool: tool.to_string(),
+        with,
+    })
+}
+
+/// Who declared MCP servers: the operator (the server's configuration, trusted) or an account
+/// (an agency file or draft).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Declared {
+    Operator,
+    Account,
+}
+
+/// Validates MCP servers on their own (the server's configuration declares them too).
+pub fn validate_mcp_servers(
+    drafts: &[McpServerDraft],
+    declared: Declared,
+) -> Result<Vec<(String, McpServer)>, ValidationErrors> {
+    let mut p = Problems(Vec::new());
+    let servers = check_mcp_servers(drafts, declared, &mut p);
+    if p.0.is_empty() {
+        Ok(servers)
+    } else {
+        Err(ValidationErrors(p.0))
+    }
+}
+
+fn check_mcp_servers(
+    drafts: &[McpServerDraft],
+    declared: Declared,
+    p: &mut Problems,
+) -> Vec<(String, McpServer)> {
+    let mut out: Vec<(String, McpServer)> = Vec::new();
+    for d in drafts {
+        let path = format!("mcp_servers.{}", d.name);
+        let before = p.0.len();
+        if let Some(m) = server_name_problem(&d.name) {
+            p.add(path.clone(), m);
+        } else if d.name == crate::tool::BUILTIN_SERVER {
+            p.add(
+                path.clone(),
+                "`builtin` is the server of the built-in tools: choose another name",
+            );
+        } else if out.iter().any(|(n, _)| *n == d.name) {
+            p.add(path.clone(), format!("`{}` is declared twice", d.name));
+        }
+        let operator = declared == Declared::Operator;
+        let transport = match (&d.url, &d.command) {
+            (Some(_), Some(_)) => {
+                p.add(path.clone(), "has both `url` and `command`: give one");
+                None
+            }
+            (None, None) => {
+                p.add(
+                    path.clone(),
+                    "gives neither `url` (a Streamable HTTP server) nor `command` (a stdio server)",
+                );
+                None
+            }
+            (None, Some(_)) if !operator => {
+                p.add(
+                    format!("{path}.command"),
+                    "a stdio server starts a process on the server's machine, so only the server's own configuration may declare one: give the MCP server's `url` instead",
+                );
+                None
+            }
+            (None, Some(command)) => {
+                if command.trim().is_empty() {
+                    p.add(format!("{path}.command"), "is empty");
+                }
+                if !d.headers_env.is_empty() {
+                    p.add(
+                        format!("{path}.headers_env"),
+                        "is for `url` servers; a stdio server gets `env`",
+                    );
+                }
+                Some(McpTransport::Stdio {
+                    command: command.trim().to_string(),
+                    args: d.args.clone(),
+                    env: d.env.iter().cloned().collect(),
+                })
+            }
+            (Some(url), None) => {
+                let u = url.trim();
+                let scheme_ok = ["http://", "https://"].iter().any(|s| {
+                    u.get(..s.len()).is_some_and(|x| x.eq_ignore_ascii_case(s)) && u.len() > s.len()
+                });
+                if !scheme_ok {
+                    p.add(
+                        format!("{path}.url"),
+                        format!("`{u}` is not an http:// or https:// address"),
+                    );
+                }
+                if !d.args.is_empty() || !d.env.is_empty() {
+                    p.add(
+                        path.clone(),
+                        "`args` and `env` are for a `command` (stdio) server",
+                    );
+                }
+                if !operator && !d.headers_env.is_empty() {
+                    p.add(
+                        format!("{path}.headers_env"),
+                        "names server variables, which only the server's own configuration may read",
+                    );
+                }
+                Some(McpTransport::Http {
+                    url: u.to_string(),
+                    headers_env: d.headers_env.iter().cloned().collect(),
+                })
+            }
+        };
+        if d.timeout_secs.is_some_and(|t| !(1..=3600).contains(&t)) {
+            p.add(
+                format!("{path}.timeout_secs"),
+                "must be from 1 to 3600 seconds",
+            );
+        }
+        if d.max_concurrency.is_some_and(|c| !(1..=256).contains(&c)) {
+            p.add(format!("{path}.max_concurrency"), "must be from 1 to 256");
+        }
+        if let Some(transport) = transport
+            && p.0.len() == before
+        {
+            out.push((
+                d.name.clone(),
+                McpServer {
+                    transport,
+                    timeout_secs: d.timeout_secs,
+                    max_concurrency: d.max_concurrency,
+                },
+            ));
+        }
+    }
+    out
+}
+
+/// A server's name: what `server/tool` starts with.
+fn server_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > 40 {
+        return Some("a server's name has 1 to 40 characters".into());
+    }
+    let ok = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    (!ok).then(|| {
+        format!("`{name}` may hold only lower-case letters, digits, `-` and `_` (it starts each tool's name: `{name}/tool`)")
+    })
+}
+
+impl McpServerDraft {
+    /// The draft a declared server is written back as.
+    pub fn of(name: &str, server: &McpServer) -> Self {
+        let mut d = McpServerDraft {
+            name: name.to_string(),
+            timeout_secs: server.timeout_secs,
+            max_concurrency: server.max_concurrency,
+            ..Default::default()
+        };
+        match &server.transport {
+            McpTransport::Builtin => {}
+            McpTransport::Stdio { command, args, env } => {
+                d.command = Some(command.clone());
+                d.args = args.clone();
+                d.env = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            }
+            McpTransport::Http { url, headers_env } => {
+                d.url = Some(url.clone());
+                d.headers_env = headers_env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+            }
+        }
+        d
+    }
+}
+
+/// What a server lists, for [`Agency::check_tools`]: `None` when no server has that name.
+pub type ListedTools<'a> = &'a dyn Fn(&str) -> Option<Result<Vec<String>, String>>;
+
+impl Agency {
+    /// Checks the agents' tools against what their servers list: each server exists, each
+    /// named tool is one it lists, each rule calls a listed tool. `listed(server)` gives a
+    /// server's tools, or why they could not be listed.
+    pub fn check_tools(&self, listed: ListedTools<'_>) -> Result<(), ValidationErrors> {
+        let mut p = Problems(Vec::new());
+        let known = |path: String, qualified: &str, p: &mut Problems| {
+            let Some((server, tool)) = crate::tool::split(qualified) else {
+                return;
+            };
+            match listed(server) {
+                None => p.add(
+                    path,
+                    format!("no MCP server is named `{server}`: declare it under `mcp_servers`, or use `builtin`"),
+                ),
+                Some(Err(why)) => p.add(path, format!("the tools of `{server}` could not be listed: {why}")),
+                Some(Ok(tools)) if tool != "*" && !tools.iter().any(|t| t == tool) => p.add(
+                    path,
+                    format!(
+                        "`{server}` has no tool `{tool}`; it lists {}",
+                        if tools.is_empty() { "none".to_string() } else { tools.join(", ") }
+                    ),
+                ),
+                Some(Ok(_)) => {}
+            }
+        };
+        for (i, a) in self.agents.iter().enumerate() {
+            for (k, t) in a.tools.0.iter().enumerate() {
+                known(format!("agents[{i}].tools[{k}]"), t, &mut p);
+            }
+            for (j, r) in a.rules().enumerate() {
+                if let Some(call) = &r.call {
+                    known(format!("agents[{i}].rules[{j}].call"), &call.tool, &mut p);
+                }
+            }
+        }
+        if p.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ValidationErrors(p.0))
+        }
+    }
+
+    /// Every server the agents' tools name, once each.
+    pub fn tool_servers(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for a in &self.agents {
+            for s in a.tools.servers() {
+                if !out.contains(&s) {
+                    out.push(s);
+                }
+            }
+        }
+        out
     }
 }
 
@@ -1013,6 +1362,7 @@ mod tests {
                         when: "user".into(),
                         action: "Please build: {{message}}".into(),
                         send_to: vec!["programmer".into()],
+                        ..Default::default()
                     }],
                     ..Default::default()
                 },
@@ -1095,6 +1445,7 @@ mod tests {
             when: "programmer".into(),
             action: "x".into(),
             send_to: vec!["programmer".into()],
+            ..Default::default()
         }];
         assert_eq!(
             paths(&d),

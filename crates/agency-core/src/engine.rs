@@ -16,7 +16,12 @@
 //! - once the turn has ended, replies still in flight are routed but start no calls: they wait
 //!   in their addressees' contexts for the next turn;
 //! - a cancelled turn ends at once, without an answer; what is still running returns as late
-//!   replies.
+//!   replies;
+//! - a reply with tool calls is a hop that routes nothing: its calls (those of the agent's tools;
+//!   any other gets an error result at once) run concurrently ([`Step::CallTool`]), each result
+//!   is a hop delivered to the caller alone, right after its reply, and once all are in the agent
+//!   is called again; the agent stays busy meanwhile, so what reaches it waits as for a model
+//!   call. The same call answered the same way three times in a turn is a loop.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -25,6 +30,7 @@ use crate::agency::{Agency, Protocol, Recipient, Roster};
 use crate::ids::{AgentId, MessageId};
 use crate::message::{MessageKind, StopReason};
 use crate::protocol::{self, Envelope, ReplyError};
+use crate::tool::{ToolCall, ToolGrants, ToolPart, ToolResult};
 
 /// Corrections an agent gets in a row before its raw text is passed on.
 pub const MAX_CORRECTIONS: u8 = 2;
@@ -39,6 +45,8 @@ pub struct Delivery {
     pub text: String,
     /// The reply it was made from.
     pub linked: Option<MessageId>,
+    /// For a tool result: the call it answers.
+    pub tool: Option<ToolPart>,
 }
 
 /// What the runtime must do next, in order.
@@ -48,6 +56,12 @@ pub enum Step {
     Deliver(Delivery),
     /// Call this agent's model with its whole context.
     Invoke(AgentId),
+    /// Run this tool call of `agent`'s reply; its result goes to [`TurnEngine::on_tool_result`].
+    CallTool {
+        agent: AgentId,
+        reply: MessageId,
+        call: ToolCall,
+    },
     /// The turn is over: this is the manager's answer to the user.
     Answer {
         text: String,
@@ -69,6 +83,8 @@ struct AgentState {
     /// It has been delivered something it has not been called for yet.
     unanswered: bool,
     corrections: u8,
+    /// Its tool calls still running.
+    pending_tools: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,8 +111,15 @@ pub struct TurnEngine {
     agents: Vec<(AgentId, AgentState)>,
     index: HashMap<AgentId, usize>,
     loops: LoopDetector,
+    /// Each agent's (tool, arguments, result) exchanges this turn, and how often.
+    tool_exchanges: HashMap<(AgentId, u64), u8>,
     last_addressee: Option<AgentId>,
+    tools: HashMap<AgentId, ToolGrants>,
 }
+
+/// How often an agent may make the same call and get the same result in one turn before it
+/// counts as a loop.
+pub const MAX_SAME_TOOL_EXCHANGE: u8 = 3;
 
 impl TurnEngine {
     pub fn new(agency: &Agency) -> Self {
@@ -120,7 +143,13 @@ impl TurnEngine {
             agents,
             index,
             loops: LoopDetector::default(),
+            tool_exchanges: HashMap::new(),
             last_addressee: None,
+            tools: agency
+                .agents
+                .iter()
+                .map(|a| (a.id, a.tools.clone()))
+                .collect(),
         }
     }
 
@@ -165,6 +194,7 @@ impl TurnEngine {
                 kind: MessageKind::Input,
                 text: input,
                 linked: None,
+                tool: None,
             },
             &mut steps,
         );
@@ -232,6 +262,7 @@ impl TurnEngine {
                         kind: MessageKind::Correction,
                         text,
                         linked: Some(reply),
+                        tool: None,
                     },
                     &mut steps,
                 );
@@ -283,6 +314,7 @@ impl TurnEngine {
                 kind: MessageKind::Failure,
                 text,
                 linked: None,
+                tool: None,
             },
             &mut steps,
         );
@@ -334,6 +366,124 @@ impl TurnEngine {
         steps
     }
 
+    /// `agent` replied with tool calls (and perhaps text, which routes nothing), persisted as
+    /// message `reply`.
+    pub fn on_tool_calls(
+        &mut self,
+        agent: AgentId,
+        reply: MessageId,
+        raw: &str,
+        calls: &[ToolCall],
+    ) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if !self.state(agent).is_some_and(|s| s.busy) {
+            return steps;
+        }
+        self.last_addressee = None;
+        let forced = matches!(self.phase, Phase::Finishing { forced: true, .. });
+        if self.phase == Phase::Ended || (forced && agent == self.manager) {
+            // Too late to run anything: each call gets its error result, the agent is idle.
+            let why = if self.phase == Phase::Ended {
+                "Not run: the turn had ended."
+            } else {
+                "Not run: you were told to answer now."
+            };
+            for call in calls {
+                steps.push(Step::Deliver(tool_result(
+                    agent,
+                    reply,
+                    call,
+                    why.into(),
+                    true,
+                )));
+            }
+            self.release(agent, &mut steps);
+            if self.phase != Phase::Ended {
+                self.hops += 1;
+                let reason = match self.phase {
+                    Phase::Finishing { reason, .. } => reason,
+                    _ => StopReason::Deadline,
+                };
+                let text = match raw.trim() {
+                    "" => "The agency could not finish answering in time.".to_string(),
+                    t => t.to_string(),
+                };
+                self.finish(text, reason, Some(reply), &mut steps);
+            }
+            return steps;
+        }
+        self.hops += 1;
+        let grants = self.tools.get(&agent).cloned().unwrap_or_default();
+        let mut running = 0;
+        for call in calls {
+            if grants.allows(&call.name) {
+                running += 1;
+                steps.push(Step::CallTool {
+                    agent,
+                    reply,
+                    call: call.clone(),
+                });
+            } else {
+                let text = unknown_tool(&call.name, &grants);
+                steps.push(Step::Deliver(tool_result(agent, reply, call, text, true)));
+            }
+        }
+        let s = self.state_mut(agent);
+        s.corrections = 0;
+        s.pending_tools = running;
+        s.unanswered = true;
+        if running == 0 {
+            self.release(agent, &mut steps);
+        }
+        if self.phase == Phase::Running && self.hops >= self.max_hops {
+            self.trip(StopReason::MaxHops, &mut steps);
+        }
+        self.schedule(&mut steps);
+        steps
+    }
+
+    /// A tool call of `agent`'s reply `reply` answered `text` (an error when `is_error`).
+    pub fn on_tool_result(
+        &mut self,
+        agent: AgentId,
+        reply: MessageId,
+        call: &ToolCall,
+        text: String,
+        is_error: bool,
+    ) -> Vec<Step> {
+        let mut steps = Vec::new();
+        let Some(s) = self.state(agent) else {
+            return steps;
+        };
+        if s.pending_tools == 0 {
+            return steps;
+        }
+        s.pending_tools -= 1;
+        let last = s.pending_tools == 0;
+        let mut h = DefaultHasher::new();
+        (&call.name, &call.arguments, &text, is_error).hash(&mut h);
+        steps.push(Step::Deliver(tool_result(
+            agent, reply, call, text, is_error,
+        )));
+        if last {
+            self.release(agent, &mut steps);
+        }
+        if self.phase != Phase::Ended {
+            self.hops += 1;
+            let seen = self.tool_exchanges.entry((agent, h.finish())).or_insert(0);
+            *seen += 1;
+            if self.phase == Phase::Running {
+                if *seen >= MAX_SAME_TOOL_EXCHANGE {
+                    self.trip(StopReason::Loop, &mut steps);
+                } else if self.hops >= self.max_hops {
+                    self.trip(StopReason::MaxHops, &mut steps);
+                }
+            }
+        }
+        self.schedule(&mut steps);
+        steps
+    }
+
     fn state(&mut self, id: AgentId) -> Option<&mut AgentState> {
         let i = *self.index.get(&id)?;
         Some(&mut self.agents[i].1)
@@ -350,7 +500,7 @@ impl TurnEngine {
         let Some(s) = self.state(agent) else {
             return false;
         };
-        if !s.busy {
+        if !s.busy || s.pending_tools > 0 {
             return false;
         }
         s.busy = false;
@@ -400,6 +550,7 @@ impl TurnEngine {
                     kind: MessageKind::Delivery,
                     text: e.text,
                     linked: Some(reply),
+                    tool: None,
                 },
                 steps,
             );
@@ -451,7 +602,7 @@ impl TurnEngine {
                 format!("this turn reached its limit of {} replies", self.max_hops)
             }
             StopReason::Deadline => "this turn reached its time limit".to_string(),
-            StopReason::Loop => "two agents were repeating the same exchange".to_string(),
+            StopReason::Loop => "agents were repeating the same exchange".to_string(),
             StopReason::Answered | StopReason::Cancelled => "the turn is over".to_string(),
         };
         let how = match self.protocol {
@@ -468,6 +619,7 @@ impl TurnEngine {
                     "Stop now: {why}. Do not address any other agent. Answer the user with the best answer you have, as {how}."
                 ),
                 linked: None,
+                tool: None,
             },
             steps,
         );
@@ -522,6 +674,37 @@ impl TurnEngine {
             }
         }
     }
+}
+
+/// The result of `call` for `agent`'s context.
+fn tool_result(
+    agent: AgentId,
+    reply: MessageId,
+    call: &ToolCall,
+    text: String,
+    is_error: bool,
+) -> Delivery {
+    Delivery {
+        to: agent,
+        from: None,
+        kind: MessageKind::ToolResult,
+        text,
+        linked: Some(reply),
+        tool: Some(ToolPart::Result(ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            is_error,
+        })),
+    }
+}
+
+fn unknown_tool(name: &str, grants: &ToolGrants) -> String {
+    let yours = if grants.is_empty() {
+        "you may call no tools".to_string()
+    } else {
+        format!("you may call {}", grants.0.join(", "))
+    };
+    format!("Not run: `{name}` is not one of your tools ({yours}).")
 }
 
 fn answer_text(envelopes: &[Envelope]) -> String {

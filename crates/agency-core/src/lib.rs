@@ -24,9 +24,10 @@ pub mod tool;
 
 pub use account::{Email, LoginSession, PasswordHash, User};
 pub use agency::{
-    Agency, AgencyDraft, Agent, AgentDraft, Block, Limits, ModelRef, Party, PriceDraft, Protocol,
-    ProviderDraft, ProviderKind, ProviderSpec, Published, Recipient, Roster, Rule, RuleDraft,
-    Sampling, ValidationError, ValidationErrors, validate_providers,
+    Agency, AgencyDraft, Agent, AgentDraft, Block, Declared, Limits, McpServerDraft, ModelRef,
+    Party, PriceDraft, Protocol, ProviderDraft, ProviderKind, ProviderSpec, Published, Recipient,
+    Roster, Rule, RuleCall, RuleDraft, Sampling, ValidationError, ValidationErrors,
+    validate_mcp_servers, validate_providers,
 };
 pub use apikey::{ApiKey, KeyState};
 pub use ids::{

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::ids::{AgentId, ConversationId, MessageId, TurnId};
+use crate::tool::{ToolPart, ToolResult};
 
 /// The chat role a message plays in the context it belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -205,57 +206,116 @@ impl StopReason {
     }
 }
 
-/// One step of a turn's trace: who said what to whom.
+/// One step of a turn's trace: who said what to whom, or which tool an agent called and what
+/// it answered.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceEntry {
     pub from: Option<AgentId>,
     pub to: Option<AgentId>,
+    /// [`MessageKind::Reply`] for a tool call (its text the arguments), else the message's kind.
     pub kind: MessageKind,
     pub text: String,
     /// Usage of the model call that produced it, when one did.
     pub usage: Option<Usage>,
-    /// How long that call took.
+    /// How long that call took (for a tool result: how long the tool took).
     pub latency_ms: Option<u32>,
+    /// For a tool call or result: the tool, the call's id, and whether the result is an error.
+    pub tool: Option<ToolResult>,
 }
 
 impl TraceEntry {
-    /// Who sent it: an agent's name, `user`, or `agency` for the server's own notices.
-    pub fn from_name<'a>(&self, roster: &'a crate::Roster) -> &'a str {
-        match self.kind {
-            MessageKind::Correction | MessageKind::Guard => "agency",
+    /// Who sent it: an agent's name, `user`, a tool for its result, or `agency` for the
+    /// server's own notices.
+    pub fn from_name<'a>(&'a self, roster: &'a crate::Roster) -> &'a str {
+        match (self.kind, &self.tool) {
+            (MessageKind::ToolResult, Some(t)) => &t.name,
+            (MessageKind::Correction | MessageKind::Guard, _) => "agency",
             _ => roster.display(self.from),
         }
     }
 
-    /// Who received it: an agent's name, or `user`.
-    pub fn to_name<'a>(&self, roster: &'a crate::Roster) -> &'a str {
-        roster.display(self.to)
+    /// Who received it: an agent's name, `user`, or the tool called.
+    pub fn to_name<'a>(&'a self, roster: &'a crate::Roster) -> &'a str {
+        match (self.kind, &self.tool) {
+            (MessageKind::Reply, Some(t)) => &t.name,
+            _ => roster.display(self.to),
+        }
+    }
+
+    /// What it is, as every face names it: `tool_call` for a call, else the message's kind.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            MessageKind::Reply => "tool_call",
+            kind => kind.as_str(),
+        }
+    }
+
+    /// The entries a written message adds to its turn's trace: none for a system prompt or a
+    /// reply without calls (what it says is in its deliveries), one per call of a reply that
+    /// made some, one for any other message. `call_of(reply)` gives the usage and latency of
+    /// the model call that wrote a reply.
+    pub fn of(
+        m: &Message,
+        call_of: impl Fn(MessageId) -> Option<(Usage, Option<u32>)>,
+    ) -> Vec<TraceEntry> {
+        match (m.kind, &m.tool) {
+            (MessageKind::System, _) => Vec::new(),
+            (MessageKind::Reply, Some(ToolPart::Calls(calls))) => calls
+                .iter()
+                .map(|c| TraceEntry {
+                    from: m.agent,
+                    to: None,
+                    kind: MessageKind::Reply,
+                    text: c.arguments.clone(),
+                    usage: m.usage,
+                    latency_ms: m.latency_ms,
+                    tool: Some(ToolResult {
+                        call_id: c.id.clone(),
+                        name: c.name.clone(),
+                        is_error: false,
+                    }),
+                })
+                .collect(),
+            (MessageKind::Reply, _) => Vec::new(),
+            (MessageKind::ToolResult, tool) => vec![TraceEntry {
+                from: None,
+                to: m.agent,
+                kind: m.kind,
+                text: m.text.clone(),
+                usage: None,
+                latency_ms: m.latency_ms,
+                tool: tool.as_ref().and_then(ToolPart::result).cloned(),
+            }],
+            _ => {
+                let call = m.linked.and_then(&call_of);
+                vec![TraceEntry {
+                    from: m.from,
+                    to: if m.kind == MessageKind::Answer {
+                        None
+                    } else {
+                        m.agent
+                    },
+                    kind: m.kind,
+                    text: m.text.clone(),
+                    usage: call.map(|(u, _)| u),
+                    latency_ms: call.and_then(|(_, l)| l),
+                    tool: None,
+                }]
+            }
+        }
     }
 }
 
 /// The trace of a turn from its messages (in `seq` order): the user's input, every delivery,
-/// correction, guard and failure notice, and the answer.
+/// tool call and result, correction, guard and failure notice, and the answer.
 pub fn trace(messages: &[Message]) -> Vec<TraceEntry> {
     let calls: std::collections::HashMap<MessageId, (Usage, Option<u32>)> = messages
         .iter()
         .filter_map(|m| Some((m.id, (m.usage?, m.latency_ms))))
         .collect();
-    let call_of = |id: Option<MessageId>| id.and_then(|id| calls.get(&id).copied());
     messages
         .iter()
-        .filter(|m| !matches!(m.kind, MessageKind::System | MessageKind::Reply))
-        .map(|m| TraceEntry {
-            from: m.from,
-            to: if m.kind == MessageKind::Answer {
-                None
-            } else {
-                m.agent
-            },
-            kind: m.kind,
-            text: m.text.clone(),
-            usage: call_of(m.linked).map(|(u, _)| u),
-            latency_ms: call_of(m.linked).and_then(|(_, l)| l),
-        })
+        .flat_map(|m| TraceEntry::of(m, |id| calls.get(&id).copied()))
         .collect()
 }
 

@@ -119,6 +119,7 @@ mod tests {
                         when: "user".into(),
                         action: "Ask for a build".into(),
                         send_to: vec!["programmer".into()],
+                        ..Default::default()
                     }],
                     ..Default::default()
                 },

@@ -13,6 +13,10 @@ pub const BUILTIN_SERVER: &str = "builtin";
 /// Longest result text kept in a context; the rest is cut, and the agent is told.
 pub const MAX_RESULT_CHARS: usize = 100_000;
 
+/// What a call that never got its result (the turn ended, the server stopped) is answered
+/// with when its agent is called again.
+pub const NO_RESULT: &str = "No result: the turn ended before the tool answered.";
+
 /// A tool a model may call: its qualified name, what it does, and a JSON Schema of its
 /// arguments (an object schema).
 #[derive(Clone, Debug, PartialEq)]

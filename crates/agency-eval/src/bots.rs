@@ -6,7 +6,7 @@ use std::sync::Arc;
 use agency_core::Role;
 use agency_core::eval::{Transcript, TranscriptMessage, TranscriptUser};
 use agency_providers::bot::{BotClient, BotMessage, BotRequest, BotUser};
-use agency_providers::{ChatRequest, Model};
+use agency_providers::{ChatMessage, ChatRequest, Model};
 use secrecy::SecretString;
 
 /// A bot to evaluate.
@@ -133,12 +133,15 @@ fn agent_request(
         system.push_str("\n\n");
         system.push_str(instructions.trim());
     }
-    let mut chat = vec![(Role::System, system)];
+    let mut chat = vec![ChatMessage::new(Role::System, system)];
     for m in before {
         if m.from == person.id {
-            chat.push((Role::Assistant, m.text.clone()));
+            chat.push(ChatMessage::new(Role::Assistant, m.text.clone()));
         } else {
-            chat.push((Role::User, format!("{}: {}", name(&m.from), m.text)));
+            chat.push(ChatMessage::new(
+                Role::User,
+                format!("{}: {}", name(&m.from), m.text),
+            ));
         }
     }
     ChatRequest {

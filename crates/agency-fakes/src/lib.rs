@@ -29,6 +29,107 @@ pub struct Recorded {
     pub body: Value,
 }
 
+impl Recorded {
+    /// The chat's messages (`messages`), in order.
+    pub fn messages(&self) -> Vec<Value> {
+        list(&self.body["messages"])
+    }
+
+    /// The tools the request offered (`tools`), as sent; none when it sent none.
+    pub fn tools(&self) -> Vec<Value> {
+        list(&self.body["tools"])
+    }
+
+    /// The names of the tools offered: `function.name` (OpenAI) or `name` (Anthropic).
+    pub fn tool_names(&self) -> Vec<String> {
+        self.tools()
+            .iter()
+            .filter_map(|t| {
+                t.pointer("/function/name")
+                    .or_else(|| t.get("name"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+
+    /// The tool calls in the chat, in order: the entries of assistant messages' `tool_calls`
+    /// (OpenAI) or the `tool_use` blocks (Anthropic).
+    pub fn tool_calls(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for m in self.messages() {
+            out.extend(list(&m["tool_calls"]));
+            out.extend(blocks_of(&m, "tool_use"));
+        }
+        out
+    }
+
+    /// The tool results in the chat, in order: the `tool` messages (OpenAI) or the
+    /// `tool_result` blocks (Anthropic).
+    pub fn tool_results(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for m in self.messages() {
+            if m["role"] == "tool" {
+                out.push(m.clone());
+            }
+            out.extend(blocks_of(&m, "tool_result"));
+        }
+        out
+    }
+}
+
+fn list(value: &Value) -> Vec<Value> {
+    value.as_array().cloned().unwrap_or_default()
+}
+
+/// A message's content blocks of type `kind`.
+fn blocks_of(message: &Value, kind: &str) -> Vec<Value> {
+    list(&message["content"])
+        .into_iter()
+        .filter(|b| b["type"] == kind)
+        .collect()
+}
+
+/// Whether `name` is a tool name both APIs take: `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn is_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A tool call a fake answers with: its id, the tool's name as the model writes it (any name,
+/// one the request did not offer too), and its arguments in the pieces a stream sends them in
+/// (joined when the answer is not streamed). The arguments may be any text, malformed JSON
+/// too.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub id: String,
+    pub name: String,
+    pub pieces: Vec<String>,
+}
+
+impl Call {
+    /// A call whose arguments stream in one piece.
+    pub fn new(id: &str, name: &str, arguments: &str) -> Self {
+        Self::streamed(id, name, &[arguments])
+    }
+
+    /// A call whose arguments stream as `pieces`.
+    pub fn streamed(id: &str, name: &str, pieces: &[&str]) -> Self {
+        Self {
+            id: id.to_string(),
+            name: name.to_string(),
+            pieces: pieces.iter().map(|p| p.to_string()).collect(),
+        }
+    }
+
+    /// The arguments whole.
+    pub fn arguments(&self) -> String {
+        self.pieces.concat()
+    }
+}
+
 /// What the fake answers to one request.
 #[derive(Clone, Debug)]
 pub enum Reply {

@@ -1,9 +1,11 @@
 //! OpenAI Chat Completions, as the fake speaks it: the bodies, chunks and errors
 //! api.openai.com really sends.
 
+use std::collections::HashSet;
+
 use serde_json::{Value, json};
 
-use crate::Reply;
+use crate::{Call, Reply, is_tool_name};
 
 /// The model the fake says answered.
 pub const MODEL: &str = "gpt-4o-2024-08-06";
@@ -135,6 +137,185 @@ pub fn stream_error(pieces: &[&str], message: &str) -> Reply {
         events,
         stall_after: None,
     }
+}
+
+/// A whole `chat.completion` whose message calls tools: `text` as its content (null without),
+/// `finish_reason: "tool_calls"`.
+pub fn tool_calls(
+    text: Option<&str>,
+    calls: &[Call],
+    prompt_tokens: u32,
+    completion_tokens: u32,
+) -> Reply {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments()}
+            })
+        })
+        .collect();
+    Reply::json(json!({
+        "id": ID,
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": MODEL,
+        "choices": [{
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": text,
+                "tool_calls": calls,
+                "refusal": null,
+                "annotations": []
+            },
+            "logprobs": null,
+            "finish_reason": "tool_calls"
+        }],
+        "usage": usage(prompt_tokens, completion_tokens),
+        "service_tier": "default",
+        "system_fingerprint": FINGERPRINT
+    }))
+}
+
+/// The events of a streamed answer that writes `pieces` of text, then calls tools: each call's
+/// first chunk has its index, id and name (and empty arguments), the rest carry its argument
+/// pieces by index. Parallel calls interleave: every call's first chunk, then the calls' first
+/// pieces in index order, then their second pieces, and so on. The finish chunk says
+/// `tool_calls`.
+pub fn tool_call_stream_events(
+    pieces: &[&str],
+    calls: &[Call],
+    prompt_tokens: u32,
+    completion_tokens: u32,
+) -> Vec<String> {
+    let mut events = opening(pieces);
+    for (index, c) in calls.iter().enumerate() {
+        events.push(delta_chunk(
+            json!({"tool_calls": [{
+                "index": index,
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": ""}
+            }]}),
+            Value::Null,
+        ));
+    }
+    let rounds = calls.iter().map(|c| c.pieces.len()).max().unwrap_or(0);
+    for round in 0..rounds {
+        for (index, c) in calls.iter().enumerate() {
+            if let Some(piece) = c.pieces.get(round) {
+                events.push(delta_chunk(
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                    Value::Null,
+                ));
+            }
+        }
+    }
+    events.push(delta_chunk(json!({}), json!("tool_calls")));
+    events.push(chunk(json!([]), usage(prompt_tokens, completion_tokens)));
+    events.push("data: [DONE]".to_string());
+    events
+}
+
+/// A streamed answer that calls tools (see [`tool_call_stream_events`]).
+pub fn tool_call_stream(
+    pieces: &[&str],
+    calls: &[Call],
+    prompt_tokens: u32,
+    completion_tokens: u32,
+) -> Reply {
+    Reply::Sse {
+        events: tool_call_stream_events(pieces, calls, prompt_tokens, completion_tokens),
+        stall_after: None,
+    }
+}
+
+/// What Chat Completions would refuse in a request's tools and messages (none: it would take
+/// it): tool names outside `^[a-zA-Z0-9_-]{1,64}$` or given twice, a tool call not answered by
+/// a `tool` message before the next message that is not one, a `tool` message that answers no
+/// call, an assistant message with neither content nor calls.
+pub fn problems(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut names = HashSet::new();
+    for t in body["tools"].as_array().into_iter().flatten() {
+        let name = t.pointer("/function/name").and_then(Value::as_str);
+        if t["type"] != "function" {
+            out.push(format!("a tool is not a function: {t}"));
+        }
+        match name {
+            Some(n) if is_tool_name(n) => {
+                if !names.insert(n.to_string()) {
+                    out.push(format!("two tools are named {n}"));
+                }
+            }
+            _ => out.push(format!("a tool's name is not valid: {t}")),
+        }
+        if t.pointer("/function/parameters")
+            .is_some_and(|p| !p.is_object())
+        {
+            out.push(format!("a tool's parameters are not an object: {t}"));
+        }
+    }
+    let mut open: Vec<String> = Vec::new();
+    for (i, m) in body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if m["role"] == "tool" {
+            let id = m["tool_call_id"].as_str().unwrap_or_default();
+            match open.iter().position(|o| o == id) {
+                Some(k) => {
+                    open.remove(k);
+                }
+                None => out.push(format!("messages.{i}: a tool message answers no open call")),
+            }
+            if !m["content"].is_string() {
+                out.push(format!("messages.{i}: a tool message has no content"));
+            }
+            continue;
+        }
+        if !open.is_empty() {
+            out.push(format!(
+                "messages.{i}: tool calls without a tool message: {open:?}"
+            ));
+            open.clear();
+        }
+        let calls = m["tool_calls"].as_array().cloned().unwrap_or_default();
+        if m["role"] == "assistant" && m["content"].is_null() && calls.is_empty() {
+            out.push(format!(
+                "messages.{i}: an assistant message with no content"
+            ));
+        }
+        for c in calls {
+            let name = c.pointer("/function/name").and_then(Value::as_str);
+            if !name.is_some_and(is_tool_name) {
+                out.push(format!("messages.{i}: a call's name is not valid: {c}"));
+            }
+            if !c
+                .pointer("/function/arguments")
+                .is_some_and(Value::is_string)
+            {
+                out.push(format!(
+                    "messages.{i}: a call's arguments are not text: {c}"
+                ));
+            }
+            match c["id"].as_str() {
+                Some(id) if !id.is_empty() => open.push(id.to_string()),
+                _ => out.push(format!("messages.{i}: a call has no id: {c}")),
+            }
+        }
+    }
+    if !open.is_empty() {
+        out.push(format!(
+            "the chat ends with tool calls unanswered: {open:?}"
+        ));
+    }
+    out
 }
 
 /// OpenAI's error body.

@@ -107,11 +107,13 @@ impl AgencyFile {
     }
 }
 
-/// The server's configuration file (`agency serve --config FILE`): the providers every agency
-/// can use, in the same form as an agency file's `providers:`.
+/// The server's configuration file (`agency serve --config FILE`): the providers and MCP servers
+/// every agency can use, in the same form as an agency file's `providers:` and `mcp_servers:`
+/// (where, being the operator's, a server may also be a `command` and read server variables).
 #[derive(Clone, Debug)]
 pub struct ConfigFile {
     pub providers: Vec<agency_core::ProviderDraft>,
+    pub mcp_servers: Vec<agency_core::McpServerDraft>,
     positions: HashMap<String, Pos>,
     source_name: String,
 }
@@ -119,8 +121,9 @@ pub struct ConfigFile {
 impl ConfigFile {
     pub fn parse(source: &str, text: &str) -> Result<ConfigFile, FileError> {
         read::parse_config(text)
-            .map(|(providers, positions)| ConfigFile {
+            .map(|((providers, mcp_servers), positions)| ConfigFile {
                 providers,
+                mcp_servers,
                 positions,
                 source_name: source.to_string(),
             })
@@ -132,14 +135,23 @@ impl ConfigFile {
 
     /// Validates the providers, with the line of each problem.
     pub fn validate(&self) -> Result<Vec<agency_core::ProviderSpec>, FileError> {
-        agency_core::validate_providers(&self.providers).map_err(|errors| {
-            let located = AgencyFile {
-                draft: AgencyDraft::default(),
-                positions: self.positions.clone(),
-                source_name: self.source_name.clone(),
-            };
-            located.locate(errors)
-        })
+        agency_core::validate_providers(&self.providers).map_err(|errors| self.locate(errors))
+    }
+
+    /// Validates the MCP servers (as the operator's: commands and server variables allowed),
+    /// with the line of each problem.
+    pub fn validate_mcp_servers(&self) -> Result<Vec<(String, agency_core::McpServer)>, FileError> {
+        agency_core::validate_mcp_servers(&self.mcp_servers, agency_core::Declared::Operator)
+            .map_err(|errors| self.locate(errors))
+    }
+
+    fn locate(&self, errors: ValidationErrors) -> FileError {
+        AgencyFile {
+            draft: AgencyDraft::default(),
+            positions: self.positions.clone(),
+            source_name: self.source_name.clone(),
+        }
+        .locate(errors)
     }
 }
 

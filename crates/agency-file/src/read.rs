@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use agency_core::{AgencyDraft, AgentDraft, PriceDraft, ProviderDraft, RuleDraft};
+use agency_core::{AgencyDraft, AgentDraft, McpServerDraft, PriceDraft, ProviderDraft, RuleDraft};
 use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
 use marked_yaml::{LoadError, LoaderOptions, Node, Span};
 
@@ -20,7 +20,17 @@ const AGENCY_FIELDS: &[&str] = &[
     "max_hops",
     "turn_deadline_secs",
     "providers",
+    "mcp_servers",
     "agents",
+];
+const MCP_SERVER_FIELDS: &[&str] = &[
+    "url",
+    "command",
+    "args",
+    "env",
+    "headers_env",
+    "timeout_secs",
+    "max_concurrency",
 ];
 const PROVIDER_FIELDS: &[&str] = &[
     "kind",
@@ -31,7 +41,7 @@ const PROVIDER_FIELDS: &[&str] = &[
     "prices",
 ];
 const PRICE_FIELDS: &[&str] = &["input", "output"];
-const CONFIG_FIELDS: &[&str] = &["providers"];
+const CONFIG_FIELDS: &[&str] = &["providers", "mcp_servers"];
 const AGENT_FIELDS: &[&str] = &[
     "id",
     "name",
@@ -45,8 +55,9 @@ const AGENT_FIELDS: &[&str] = &[
     "rules",
     "reflection_threshold",
     "reflection_half_life_hours",
+    "tools",
 ];
-const RULE_FIELDS: &[&str] = &["when", "do", "send_to"];
+const RULE_FIELDS: &[&str] = &["when", "call", "with", "do", "send_to"];
 
 /// The protocol of an agency whose file names none.
 const DEFAULT_PROTOCOL: &str = "json";
@@ -58,8 +69,8 @@ pub(crate) fn parse(text: &str) -> Read<AgencyDraft> {
     read(text, Reader::agency)
 }
 
-/// A server configuration file: `providers:` as in an agency file.
-pub(crate) fn parse_config(text: &str) -> Read<Vec<ProviderDraft>> {
+/// A server configuration file: `providers:` and `mcp_servers:` as in an agency file.
+pub(crate) fn parse_config(text: &str) -> Read<(Vec<ProviderDraft>, Vec<McpServerDraft>)> {
     read(text, |reader, root| {
         let f = Fields {
             map: root,
@@ -67,7 +78,7 @@ pub(crate) fn parse_config(text: &str) -> Read<Vec<ProviderDraft>> {
             pos: node_pos(root),
         };
         reader.unknown_fields(&f, CONFIG_FIELDS, "a server configuration");
-        reader.providers(&f)
+        (reader.providers(&f), reader.mcp_servers(&f))
     })
 }
 
@@ -592,6 +603,74 @@ impl Reader {
         out
     }
 
+    /// `mcp_servers:` — a mapping of server names to a `url` or a `command`.
+    fn mcp_servers(&mut self, f: &Fields<'_>) -> Vec<McpServerDraft> {
+        let mut out = Vec::new();
+        let example = "`mcp_servers: { search: { url: \"https://mcp.example.com/mcp\" } }`";
+        for (name, item_path, value) in
+            self.named(f, "mcp_servers", "server names to settings", example)
+        {
+            let Some(item) = self.item(&item_path, value, "an MCP server") else {
+                continue;
+            };
+            self.unknown_fields(&item, MCP_SERVER_FIELDS, "an MCP server");
+            out.push(McpServerDraft {
+                name,
+                url: self.optional_string(&item, "url"),
+                command: self.optional_string(&item, "command"),
+                args: self.strings(&item, "args", "arguments"),
+                env: self.string_map(&item, "env", "variable names to values"),
+                headers_env: self.string_map(
+                    &item,
+                    "headers_env",
+                    "header names to the server variables holding their values",
+                ),
+                timeout_secs: self.number(&item, "timeout_secs"),
+                max_concurrency: self.number(&item, "max_concurrency"),
+            });
+        }
+        out
+    }
+
+    /// A list of strings (`[a, b]`); empty when absent.
+    fn strings(&mut self, f: &Fields<'_>, key: &str, of: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for (path, node) in self.list(f, key, of) {
+            match node {
+                Node::Scalar(s) if !is_null(s) => out.push(s.as_str().to_string()),
+                other => self.problem(
+                    node_pos(other),
+                    path,
+                    format!("must be text, found {}", found(other)),
+                ),
+            }
+        }
+        out
+    }
+
+    /// A mapping of names to text values.
+    fn string_map(&mut self, f: &Fields<'_>, key: &str, what: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (name, path, node) in self.named(f, key, what, "`{ NAME: value }`") {
+            match node {
+                Node::Scalar(s) if !is_null(s) => out.push((name, s.as_str().to_string())),
+                other => self.problem(
+                    node_pos(other),
+                    path,
+                    format!("must be text, found {}", found(other)),
+                ),
+            }
+        }
+        out
+    }
+
+    /// Any value, as JSON: plain scalars that read as `null`, `true`, `false` or a number are
+    /// those; every other scalar (and every quoted one) is text.
+    fn json(&mut self, f: &Fields<'_>, key: &str) -> Option<serde_json::Value> {
+        let (_, node) = self.field(f, key)?;
+        Some(to_json(node))
+    }
+
     /// A list field's items with their paths; empty when absent or null.
     fn list<'a>(&mut self, f: &Fields<'a>, key: &str, of: &str) -> Vec<(String, &'a Node)> {
         let Some((path, node)) = self.field(f, key) else {
@@ -659,6 +738,7 @@ impl Reader {
         let max_hops = self.number(&f, "max_hops");
         let turn_deadline_secs = self.number(&f, "turn_deadline_secs");
         let providers = self.providers(&f);
+        let mcp_servers = self.mcp_servers(&f);
         if f.get("agents").is_none() {
             self.missing(
                 &f,
@@ -683,6 +763,7 @@ impl Reader {
             max_hops,
             turn_deadline_secs,
             providers,
+            mcp_servers,
             agents,
         }
     }
@@ -700,6 +781,7 @@ impl Reader {
         let reflection_threshold = self.decimal(f, "reflection_threshold");
         let reflection_half_life_hours = self.decimal(f, "reflection_half_life_hours");
         let instructions = self.optional_string(f, "instructions");
+        let tools = self.strings(f, "tools", "tools (`server/tool`)");
         let rules = self
             .list(f, "rules", "rules")
             .into_iter()
@@ -721,6 +803,7 @@ impl Reader {
             rules,
             reflection_threshold,
             reflection_half_life_hours,
+            tools,
         }
     }
 
@@ -728,6 +811,8 @@ impl Reader {
         self.unknown_fields(f, RULE_FIELDS, "a rule");
         let when = self.required_string(f, "when", "a rule", "user");
         let action = self.required_string(f, "do", "a rule", "\"Reply to: {{message}}\"");
+        let call = self.optional_string(f, "call");
+        let with = self.json(f, "with");
         if f.get("send_to").is_none() {
             self.missing(f, "send_to", "a rule", "user");
         }
@@ -768,7 +853,38 @@ impl Reader {
             when,
             action,
             send_to,
+            call,
+            with,
         }
+    }
+}
+
+fn to_json(node: &Node) -> serde_json::Value {
+    use serde_json::Value;
+    match node {
+        Node::Scalar(s) if !s.may_coerce() => Value::String(s.as_str().to_string()),
+        Node::Scalar(s) if is_null(s) => Value::Null,
+        Node::Scalar(s) => match s.as_str() {
+            "true" | "True" | "TRUE" => Value::Bool(true),
+            "false" | "False" | "FALSE" => Value::Bool(false),
+            t => t
+                .parse::<i64>()
+                .map(Value::from)
+                .ok()
+                .or_else(|| {
+                    t.parse::<f64>()
+                        .ok()
+                        .filter(|f| f.is_finite() && t.chars().any(|c| c.is_ascii_digit()))
+                        .and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
+                })
+                .unwrap_or_else(|| Value::String(t.to_string())),
+        },
+        Node::Sequence(items) => Value::Array(items.iter().map(to_json).collect()),
+        Node::Mapping(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.as_str().to_string(), to_json(v)))
+                .collect(),
+        ),
     }
 }
 

@@ -59,6 +59,44 @@ pub fn to_yaml(draft: &AgencyDraft) -> String {
             }
         }
     }
+    if !draft.mcp_servers.is_empty() {
+        out.push_str("mcp_servers:\n");
+        for m in &draft.mcp_servers {
+            if *m
+                == (agency_core::McpServerDraft {
+                    name: m.name.clone(),
+                    ..Default::default()
+                })
+            {
+                out.push_str(&format!("  {}: {{}}\n", inline(&m.name)));
+                continue;
+            }
+            out.push_str(&format!("  {}:\n", inline(&m.name)));
+            if let Some(url) = &m.url {
+                text_field(&mut out, 4, "url", url);
+            }
+            if let Some(command) = &m.command {
+                text_field(&mut out, 4, "command", command);
+            }
+            if !m.args.is_empty() {
+                out.push_str(&format!("    args: {}\n", flow_list(&m.args)));
+            }
+            for (key, map) in [("env", &m.env), ("headers_env", &m.headers_env)] {
+                if !map.is_empty() {
+                    out.push_str(&format!("    {key}:\n"));
+                    for (k, v) in map {
+                        text_field(&mut out, 6, &inline(k), v);
+                    }
+                }
+            }
+            if let Some(n) = m.timeout_secs {
+                out.push_str(&format!("    timeout_secs: {n}\n"));
+            }
+            if let Some(n) = m.max_concurrency {
+                out.push_str(&format!("    max_concurrency: {n}\n"));
+            }
+        }
+    }
     if draft.agents.is_empty() {
         out.push_str("agents: []\n");
     } else {
@@ -101,6 +139,9 @@ fn write_agent(out: &mut String, indent: usize, agent: &AgentDraft) {
     if let Some(instructions) = &agent.instructions {
         text_field(out, indent, "instructions", instructions);
     }
+    if !agent.tools.is_empty() {
+        out.push_str(&format!("{pad}tools: {}\n", flow_list(&agent.tools)));
+    }
     if !agent.rules.is_empty() {
         out.push_str(&format!("{pad}rules:\n"));
         for rule in &agent.rules {
@@ -111,8 +152,15 @@ fn write_agent(out: &mut String, indent: usize, agent: &AgentDraft) {
 
 fn write_rule(out: &mut String, indent: usize, rule: &RuleDraft) {
     text_field(out, indent, "when", &rule.when);
-    text_field(out, indent, "do", &rule.action);
     let pad = " ".repeat(indent);
+    if let Some(call) = &rule.call {
+        text_field(out, indent, "call", call);
+    }
+    if let Some(with) = &rule.with {
+        // JSON is YAML's flow style; strings are written quoted, so they read back as text.
+        out.push_str(&format!("{pad}with: {with}\n"));
+    }
+    text_field(out, indent, "do", &rule.action);
     match rule.send_to.as_slice() {
         [one] => text_field(out, indent, "send_to", one),
         many => {
@@ -120,6 +168,12 @@ fn write_rule(out: &mut String, indent: usize, rule: &RuleDraft) {
             out.push_str(&format!("{pad}send_to: [{}]\n", items.join(", ")));
         }
     }
+}
+
+/// `[a, b]`, each item as [`inline`] writes it.
+fn flow_list(items: &[String]) -> String {
+    let items: Vec<String> = items.iter().map(|s| inline(s)).collect();
+    format!("[{}]", items.join(", "))
 }
 
 /// A `- ` item at `indent` whose fields `write` puts at `indent + 2`; the first field goes on

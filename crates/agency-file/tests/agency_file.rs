@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use agency_core::{AgencyDraft, AgencyId, AgentDraft, ProviderDraft, RuleDraft};
+use agency_core::{AgencyDraft, AgencyId, AgentDraft, McpServerDraft, ProviderDraft, RuleDraft};
 use agency_file::{AgencyFile, FileError, Problem, to_yaml};
 use proptest::prelude::*;
 
@@ -21,6 +21,7 @@ fn rule(when: &str, action: &str, send_to: &[&str]) -> RuleDraft {
         when: when.into(),
         action: action.into(),
         send_to: send_to.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
     }
 }
 
@@ -50,6 +51,7 @@ fn example_draft() -> AgencyDraft {
                     rule("user", "Please build: {{message}}", &["programmer"]),
                     rule("programmer", "Done: {{message}}", &["user"]),
                 ],
+                ..Default::default()
             },
             AgentDraft {
                 id: Some(143),
@@ -64,8 +66,10 @@ fn example_draft() -> AgencyDraft {
                 reflection_threshold: None,
                 reflection_half_life_hours: None,
                 rules: vec![rule("manager", "fn main() {} // {{message}}", &["manager"])],
+                ..Default::default()
             },
         ],
+        ..Default::default()
     }
 }
 
@@ -492,19 +496,24 @@ fn tricky_strings_round_trip() {
                         when: s.clone(),
                         action: s.clone(),
                         send_to: vec![s.clone()],
+                        ..Default::default()
                     },
                     RuleDraft {
                         when: s.clone(),
                         action: s.clone(),
                         send_to: vec![s.clone(), s.clone()],
+                        ..Default::default()
                     },
                     RuleDraft {
                         when: s.clone(),
                         action: s.clone(),
                         send_to: vec![],
+                        ..Default::default()
                     },
                 ],
+                ..Default::default()
             }],
+            ..Default::default()
         };
         round_trip(&d);
     }
@@ -531,10 +540,29 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        text().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+            prop::collection::btree_map(text(), inner, 0..3)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
 prop_compose! {
     fn rule_draft()(when in text(), action in text(),
-                    send_to in prop::collection::vec(text(), 0..3)) -> RuleDraft {
-        RuleDraft { when, action, send_to }
+                    send_to in prop::collection::vec(text(), 0..3),
+                    call in prop::option::of(text()),
+                    with in prop::option::of(json_value().prop_filter("null is no value", |v| !v.is_null()))) -> RuleDraft {
+        RuleDraft { when, action, send_to, call, with }
     }
 }
 
@@ -555,9 +583,10 @@ prop_compose! {
                      max_tokens in any::<Option<u32>>(), instructions in prop::option::of(text()),
                      rules in prop::collection::vec(rule_draft(), 0..3),
                      reflection_threshold in decimal(),
-                     reflection_half_life_hours in decimal()) -> AgentDraft {
+                     reflection_half_life_hours in decimal(),
+                     tools in prop::collection::vec(text(), 0..3)) -> AgentDraft {
         AgentDraft { id, name, handle, role, model, temperature, top_p, max_tokens, instructions, rules,
-                     reflection_threshold, reflection_half_life_hours }
+                     reflection_threshold, reflection_half_life_hours, tools }
     }
 }
 
@@ -589,12 +618,37 @@ prop_compose! {
 }
 
 prop_compose! {
+    fn mcp_server_drafts()(names in prop::collection::btree_set("[a-z][a-z0-9_-]{0,7}", 0..3),
+                           url in prop::option::of(text()), command in prop::option::of(text()),
+                           args in prop::collection::vec(text(), 0..3),
+                           env in prop::collection::btree_map(text(), text(), 0..3),
+                           headers_env in prop::collection::btree_map(text(), text(), 0..2),
+                           timeout_secs in any::<Option<u64>>(),
+                           max_concurrency in any::<Option<u32>>()) -> Vec<McpServerDraft> {
+        names
+            .into_iter()
+            .map(|name| McpServerDraft {
+                name,
+                url: url.clone(),
+                command: command.clone(),
+                args: args.clone(),
+                env: env.clone().into_iter().collect(),
+                headers_env: headers_env.clone().into_iter().collect(),
+                timeout_secs,
+                max_concurrency,
+            })
+            .collect()
+    }
+}
+
+prop_compose! {
     fn agency_draft()(name in text(), handle in prop::option::of(text()), protocol in text(),
                       manager in text(), max_hops in any::<Option<u32>>(),
                       turn_deadline_secs in any::<Option<u64>>(),
                       providers in provider_drafts(),
+                      mcp_servers in mcp_server_drafts(),
                       agents in prop::collection::vec(agent_draft(), 0..3)) -> AgencyDraft {
-        AgencyDraft { name, handle, protocol, manager, max_hops, turn_deadline_secs, providers, agents }
+        AgencyDraft { name, handle, protocol, manager, max_hops, turn_deadline_secs, providers, mcp_servers, agents }
     }
 }
 
@@ -894,4 +948,61 @@ fn hostile_nesting_sizes_and_aliases_are_refused_before_anything_recursive_reads
     // A huge file, and a huge scalar in it: refused by size, with the limit named.
     let p = problem(&format!("name: {}\n", "x".repeat(2 << 20)));
     assert!(p.message.contains("at most 1024 KiB"), "{p:?}");
+}
+
+#[test]
+fn tools_and_mcp_servers_read_and_their_problems_have_lines() {
+    let text = r#"name: library
+manager: clerk
+mcp_servers:
+  files: { command: npx, args: [-y, server-filesystem] }
+  search: { url: "https://mcp.example.com/mcp", headers_env: { Authorization: TOKEN } }
+agents:
+  - name: clerk
+    model: builtin/rules
+    tools: [files/read_text_file, builtin/*]
+    rules:
+      - { when: user, call: files/read_text_file, with: { path: "{{message}}", n: 3, ok: true, s: "3" },
+          do: "Here: {{result}}", send_to: user }
+      - { when: any, call: builtin/now, do: "{{result}}", send_to: user }
+      - { when: any, call: other/x, do: x, send_to: user }
+"#;
+    let file = parse(text);
+    let rule = &file.draft.agents[0].rules[0];
+    assert_eq!(rule.call.as_deref(), Some("files/read_text_file"));
+    assert_eq!(
+        rule.with,
+        Some(serde_json::json!({"path": "{{message}}", "n": 3, "ok": true, "s": "3"}))
+    );
+    assert_eq!(
+        file.draft.agents[0].tools,
+        ["files/read_text_file", "builtin/*"]
+    );
+    assert_eq!(file.draft.mcp_servers[0].args, ["-y", "server-filesystem"]);
+    let e = validate(&file);
+    let at = |path: &str| {
+        e.problems
+            .iter()
+            .find(|p| p.path == path)
+            .unwrap_or_else(|| panic!("no problem at {path}: {e}"))
+    };
+    // From an account: no process, no server variables.
+    assert_eq!(at("mcp_servers.files.command").line, Some(4));
+    assert!(
+        at("mcp_servers.files.command")
+            .message
+            .contains("only the server's own configuration")
+    );
+    assert_eq!(at("mcp_servers.search.headers_env").line, Some(5));
+    // A rule may call only its agent's tools.
+    let p = at("agents[0].rules[2].call");
+    assert_eq!(p.line, Some(14));
+    assert!(
+        p.message.contains("not one of this agent's tools"),
+        "{}",
+        p.message
+    );
+    assert_eq!(e.problems.len(), 3, "{e}");
+    // Written back, it reads the same.
+    assert_eq!(parse(&to_yaml(&file.draft)).draft, file.draft);
 }

@@ -390,6 +390,8 @@ impl Bridge {
             message: message.map(str::to_string),
             timestamp: wire::time(Utc::now()),
             current_operation: None,
+            progress_percentage: None,
+            message_sequence: None,
         };
         let topic = topic::chat_progress(team, agent, &id.to_string());
         match self
@@ -526,7 +528,30 @@ impl Bridge {
         topic: &str,
         ack: &mut Ack,
     ) {
+        // Only while a tool runs: its percentage and progress count.
+        let mut tool: Option<(Option<u8>, Option<u64>)> = None;
         let (status, message, operation) = match event {
+            Event::ToolProgress {
+                conversation,
+                agent: a,
+                tool: name,
+                progress,
+                ..
+            } if *conversation == id => {
+                tool = Some((progress.percent(), Some(progress.progress.max(0.0) as u64)));
+                let what = progress
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| match progress.total {
+                        Some(total) => format!("{name}: {} of {total}", progress.progress),
+                        None => format!("{name}: {}", progress.progress),
+                    });
+                (
+                    "processing_tool",
+                    format!("{} is running {what}", roster.display(Some(*a))),
+                    "tool_execution",
+                )
+            }
             Event::TurnStarted {
                 conversation,
                 number,
@@ -590,7 +615,25 @@ impl Bridge {
                         "model_call",
                     ),
                     MessageKind::Answer => ("answered", format!("{from} answered"), "answer"),
-                    MessageKind::System | MessageKind::Reply | MessageKind::ToolResult => return,
+                    MessageKind::Reply => {
+                        tool = Some((Some(0), None));
+                        (
+                            "processing_tool",
+                            format!("{from} calls {to}"),
+                            "tool_execution",
+                        )
+                    }
+                    MessageKind::ToolResult => {
+                        tool = Some((Some(100), None));
+                        let failed = entry.tool.as_ref().is_some_and(|t| t.is_error);
+                        let how = if failed { "failed" } else { "answered" };
+                        (
+                            "processing_tool",
+                            format!("{from} {how} {to}"),
+                            "tool_execution",
+                        )
+                    }
+                    MessageKind::System => return,
                 }
             }
             _ => return,
@@ -604,6 +647,8 @@ impl Bridge {
                 message: Some(message),
                 timestamp: wire::time(Utc::now()),
                 current_operation: Some(operation.to_string()),
+                progress_percentage: tool.and_then(|(p, _)| p),
+                message_sequence: tool.and_then(|(_, n)| n),
             },
         )
         .await;

@@ -38,6 +38,12 @@ pub struct Progress {
     pub timestamp: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_operation: Option<String>,
+    /// While an agent executes a tool: how far the tool is, when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_percentage: Option<u8>,
+    /// While an agent executes a tool: the tool's progress count (e.g. messages received).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_sequence: Option<u64>,
 }
 
 /// `EVT/chat_response`: metadata only; the content is read over HTTP by the conversation's id.
@@ -166,6 +172,8 @@ mod tests {
             message: None,
             timestamp: "2024-04-08T10:30:00Z".into(),
             current_operation: None,
+            progress_percentage: None,
+            message_sequence: None,
         };
         assert_eq!(
             serde_json::to_value(&p).ok(),
@@ -173,6 +181,18 @@ mod tests {
                 serde_json::json!({"conversation_id": "c", "agent_id": "A1", "status": "initialized", "timestamp": "2024-04-08T10:30:00Z"})
             )
         );
+        // While a tool runs, as spec 002's tool execution update.
+        let tool = Progress {
+            status: "processing_tool".into(),
+            current_operation: Some("tool_execution".into()),
+            progress_percentage: Some(100),
+            message_sequence: Some(12),
+            ..p
+        };
+        let v = serde_json::to_value(&tool).unwrap_or_default();
+        assert_eq!(v["progress_percentage"], 100);
+        assert_eq!(v["message_sequence"], 12);
+        assert_eq!(v["current_operation"], "tool_execution");
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //!
 //! `POST {base_url}/v1/messages`, API version `2023-06-01`. The agent's context becomes a
 //! top-level `system` prompt and `messages` that alternate strictly between `user` and
-//! `assistant`, starting with `user`, as the API requires. Answers are read whole, or as
-//! server-sent events when the caller streams.
+//! `assistant`, starting with `user`, as the API requires. Tool calls are `tool_use` blocks of
+//! the assistant's turn and their results `tool_result` blocks at the start of the next user
+//! turn. Answers are read whole, or as server-sent events when the caller streams.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use agency_core::tool::{ToolCall, ToolPart};
 use agency_core::{Role, Usage};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -15,7 +18,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
 use crate::http::{Answer, Endpoint, HttpSettings, Origin, ProviderError, SseEvent};
-use crate::{ChatRequest, Completion, Deltas, Model, ModelError, Provider};
+use crate::tools::{ToolNames, distinct, paired, schema};
+use crate::{ChatMessage, ChatRequest, Completion, Deltas, Model, ModelError, Provider};
 
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -23,6 +27,12 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// What the first user message says when a context opens with the assistant.
 pub const CONVERSATION_START: &str = "(conversation start)";
+/// What a `tool_result` says for a tool that answered with no text (the API refuses empty text).
+pub const EMPTY_RESULT: &str = "(no output)";
+/// The key under which a call's arguments go when they are not a JSON object (`tool_use`
+/// takes only an object): `{"unparsed_arguments": "<the arguments as written>"}`, so the model
+/// reads what it wrote.
+pub const UNPARSED_ARGUMENTS: &str = "unparsed_arguments";
 
 const MESSAGES_PATH: &str = "/v1/messages";
 
@@ -133,15 +143,17 @@ impl AnthropicModel {
     async fn call(&self, request: ChatRequest) -> Result<Completion, ProviderError> {
         let deltas = request.deltas.clone().map(Deltas::new);
         let streamed = deltas.is_some();
-        let body = self.body(&request, streamed);
+        let names = ToolNames::of(&request);
+        let body = self.body(&request, streamed, &names);
+        let names = &names;
         let read = |answer| {
             let deltas = deltas.clone();
             async move {
                 match deltas {
-                    None => self.read_message(answer).await,
+                    None => self.read_message(answer, names).await,
                     Some(deltas) => {
                         deltas.restart();
-                        self.read_stream(answer, &deltas).await
+                        self.read_stream(answer, &deltas, names).await
                     }
                 }
             }
@@ -167,9 +179,12 @@ impl AnthropicModel {
         headers
     }
 
-    /// The request body: the model, the folded context, and the agent's sampling.
-    fn body(&self, request: &ChatRequest, stream: bool) -> Value {
-        let (system, messages) = fold(request.messages.clone());
+    /// The request body: the model, the folded context, the tools, and the agent's sampling.
+    fn body(&self, request: &ChatRequest, stream: bool, names: &ToolNames) -> Value {
+        // The API refuses tool blocks in a request without tools: without tools, calls and
+        // results are told as text.
+        let blocks = (!request.tools.is_empty()).then_some(names);
+        let (system, turns) = fold(&request.messages, blocks);
         let sampling = request.sampling;
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
@@ -178,13 +193,22 @@ impl AnthropicModel {
         }
         body.insert(
             "messages".into(),
-            Value::Array(
-                messages
-                    .into_iter()
-                    .map(|(role, text)| json!({"role": role.as_str(), "content": text}))
-                    .collect(),
-            ),
+            Value::Array(turns.into_iter().map(Turn::into_json).collect()),
         );
+        if !request.tools.is_empty() {
+            let tools = distinct(&request.tools)
+                .map(|t| {
+                    let mut tool = Map::new();
+                    tool.insert("name".into(), json!(names.to_wire(&t.name)));
+                    if !t.description.is_empty() {
+                        tool.insert("description".into(), json!(t.description));
+                    }
+                    tool.insert("input_schema".into(), schema(t));
+                    Value::Object(tool)
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
         body.insert(
             "max_tokens".into(),
             json!(sampling.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
@@ -202,7 +226,11 @@ impl AnthropicModel {
     }
 
     /// A whole `message` object.
-    async fn read_message(&self, answer: Answer) -> Result<Completion, ProviderError> {
+    async fn read_message(
+        &self,
+        answer: Answer,
+        names: &ToolNames,
+    ) -> Result<Completion, ProviderError> {
         let bytes = self.shared.endpoint.body(answer).await?;
         let text = String::from_utf8_lossy(&bytes);
         let message: Value = serde_json::from_str(&text).map_err(|e| {
@@ -214,28 +242,39 @@ impl AnthropicModel {
                 "the answer has no `content` list".into(),
             ));
         };
-        let text: String = content
-            .iter()
-            .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|block| block.get("text").and_then(Value::as_str))
-            .collect();
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        for block in content {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    if let Some(piece) = block.get("text").and_then(Value::as_str) {
+                        text.push_str(piece);
+                    }
+                }
+                Some("tool_use") => calls.push(ToolUse::start(block).finish(names)),
+                _ => {}
+            }
+        }
         let stop_reason = message.get("stop_reason").and_then(Value::as_str);
         let mut usage = Usage::default();
         if let Some(u) = message.get("usage") {
             usage.prompt_tokens = input_tokens(u).unwrap_or(0);
             usage.completion_tokens = tokens(u, "output_tokens").unwrap_or(0);
         }
-        self.finish(text, usage, stop_reason)
+        self.finish(text, usage, stop_reason, calls)
     }
 
-    /// A streamed message: text deltas go to `deltas` as they arrive.
+    /// A streamed message: text deltas go to `deltas` as they arrive; a tool call's input
+    /// arrives in pieces (`input_json_delta`) between its block's start and stop.
     async fn read_stream(
         &self,
         answer: Answer,
         deltas: &Deltas,
+        names: &ToolNames,
     ) -> Result<Completion, ProviderError> {
         let mut events = self.shared.endpoint.events(answer);
         let mut text = String::new();
+        let mut calls: BTreeMap<u64, ToolUse> = BTreeMap::new();
         let mut usage = Usage::default();
         let mut stop_reason: Option<String> = None;
         while let Some(event) = events.next().await {
@@ -259,18 +298,37 @@ impl AnthropicModel {
                         }
                     }
                 }
+                "content_block_start" => {
+                    if let Some(block) = data.get("content_block")
+                        && block.get("type").and_then(Value::as_str) == Some("tool_use")
+                    {
+                        let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+                        calls.insert(index, ToolUse::start(block));
+                    }
+                }
                 "content_block_delta" => {
                     let delta = data.get("delta");
-                    let is_text = delta.and_then(|d| d.get("type")).and_then(Value::as_str)
-                        == Some("text_delta");
-                    if let Some(piece) = delta
-                        .filter(|_| is_text)
-                        .and_then(|d| d.get("text"))
-                        .and_then(Value::as_str)
-                        && !piece.is_empty()
-                    {
-                        text.push_str(piece);
-                        deltas.push(piece);
+                    match delta.and_then(|d| d.get("type")).and_then(Value::as_str) {
+                        Some("text_delta") => {
+                            if let Some(piece) =
+                                delta.and_then(|d| d.get("text")).and_then(Value::as_str)
+                                && !piece.is_empty()
+                            {
+                                text.push_str(piece);
+                                deltas.push(piece);
+                            }
+                        }
+                        Some("input_json_delta") => {
+                            let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+                            if let Some(call) = calls.get_mut(&index)
+                                && let Some(piece) = delta
+                                    .and_then(|d| d.get("partial_json"))
+                                    .and_then(Value::as_str)
+                            {
+                                call.json.push_str(piece);
+                            }
+                        }
+                        _ => {}
                     }
                 }
                 "message_delta" => {
@@ -288,7 +346,13 @@ impl AnthropicModel {
                         }
                     }
                 }
-                "message_stop" => return self.finish(text, usage, stop_reason.as_deref()),
+                "message_stop" => {
+                    let calls = std::mem::take(&mut calls)
+                        .into_values()
+                        .map(|c| c.finish(names))
+                        .collect();
+                    return self.finish(text, usage, stop_reason.as_deref(), calls);
+                }
                 "error" => {
                     let message = data
                         .pointer("/error/message")
@@ -300,8 +364,8 @@ impl AnthropicModel {
                         .unwrap_or("error");
                     return Err(ProviderError::Broken(format!("{message} ({kind})")));
                 }
-                // `ping`, `content_block_start`, `content_block_stop`, and event types added
-                // after this was written (the API may add them at any time).
+                // `ping`, `content_block_stop`, and event types added after this was written
+                // (the API may add them at any time).
                 _ => {}
             }
         }
@@ -310,12 +374,13 @@ impl AnthropicModel {
         ))
     }
 
-    /// The completion, or an error if the model wrote no text.
+    /// The completion, or an error if the model wrote no text and called no tool.
     fn finish(
         &self,
         text: String,
         usage: Usage,
         stop_reason: Option<&str>,
+        tool_calls: Vec<ToolCall>,
     ) -> Result<Completion, ProviderError> {
         if stop_reason == Some("max_tokens") {
             tracing::warn!(
@@ -324,13 +389,17 @@ impl AnthropicModel {
                 "the answer was cut off at max_tokens"
             );
         }
-        if text.is_empty() {
+        if text.is_empty() && tool_calls.is_empty() {
             return Err(ProviderError::Unusable(format!(
                 "the answer has no text (stop reason: {})",
                 stop_reason.unwrap_or("none")
             )));
         }
-        Ok(Completion { text, usage })
+        Ok(Completion {
+            text,
+            usage,
+            tool_calls,
+        })
     }
 
     /// A failure of this provider. The key is scrubbed, in case an error body echoed it.
@@ -368,30 +437,225 @@ fn input_tokens(usage: &Value) -> Option<u32> {
     Some(base.saturating_add(cached))
 }
 
+/// A `tool_use` block as it was read: the call's id and name, the input it started with, and
+/// the pieces of input that followed (streamed).
+struct ToolUse {
+    id: String,
+    name: String,
+    input: Value,
+    json: String,
+}
+
+impl ToolUse {
+    fn start(block: &Value) -> Self {
+        let field = |f: &str| {
+            block
+                .get(f)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        Self {
+            id: field("id"),
+            name: field("name"),
+            input: block.get("input").cloned().unwrap_or_else(|| json!({})),
+            json: String::new(),
+        }
+    }
+
+    /// The call: its arguments the input's JSON text (the streamed pieces as they came, or the
+    /// whole input when none came).
+    fn finish(self, names: &ToolNames) -> ToolCall {
+        let arguments = if self.json.trim().is_empty() {
+            self.input.to_string()
+        } else {
+            self.json
+        };
+        ToolCall {
+            id: self.id,
+            name: names.from_wire(&self.name),
+            arguments,
+        }
+    }
+}
+
+/// What a call's arguments are sent as: `tool_use` takes a JSON object. Arguments that are one
+/// go as they are, empty arguments as `{}`, anything else (not JSON, or JSON that is not an
+/// object) under [`UNPARSED_ARGUMENTS`] as the text it is.
+fn input(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return json!({});
+    }
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(object @ Value::Object(_)) => object,
+        _ => json!({ UNPARSED_ARGUMENTS: arguments }),
+    }
+}
+
+/// A call's id as the API takes it (`^[a-zA-Z0-9_-]+$`): ids another provider or a model
+/// made may hold other characters, which become `_` (the same in the call and its result).
+fn wire_id(id: &str) -> String {
+    if id.is_empty() {
+        return "call".to_string();
+    }
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One content block of a turn.
+#[derive(Clone, Debug, PartialEq)]
+enum Block {
+    Text(String),
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        id: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+impl Block {
+    fn into_json(self) -> Value {
+        match self {
+            Block::Text(text) => json!({"type": "text", "text": text}),
+            Block::ToolUse { id, name, input } => {
+                json!({"type": "tool_use", "id": id, "name": name, "input": input})
+            }
+            Block::ToolResult {
+                id,
+                content,
+                is_error,
+            } => json!({
+                "type": "tool_result",
+                "tool_use_id": id,
+                "content": content,
+                "is_error": is_error
+            }),
+        }
+    }
+}
+
+/// One message of the Messages API: a role and its blocks.
+#[derive(Clone, Debug, PartialEq)]
+struct Turn {
+    role: Role,
+    blocks: Vec<Block>,
+}
+
+impl Turn {
+    /// Text alone is sent as a string; anything else as content blocks.
+    fn into_json(self) -> Value {
+        let role = self.role.as_str();
+        match <[Block; 1]>::try_from(self.blocks) {
+            Ok([Block::Text(text)]) => json!({"role": role, "content": text}),
+            Ok([block]) => json!({"role": role, "content": [block.into_json()]}),
+            Err(blocks) => json!({
+                "role": role,
+                "content": blocks.into_iter().map(Block::into_json).collect::<Vec<_>>()
+            }),
+        }
+    }
+}
+
+/// The blocks one chat message becomes. With `names` (tools are sent), calls are `tool_use`
+/// blocks under their wire names and results `tool_result` blocks; without, both are told as
+/// text.
+fn blocks(m: &ChatMessage, names: Option<&ToolNames>) -> Vec<Block> {
+    let mut out = Vec::new();
+    let text = (!m.text.trim().is_empty()).then(|| m.text.clone());
+    match (m.role, &m.tool, names) {
+        (Role::Assistant, Some(ToolPart::Calls(calls)), Some(names)) => {
+            out.extend(text.map(Block::Text));
+            out.extend(calls.iter().map(|c| Block::ToolUse {
+                id: wire_id(&c.id),
+                name: names.to_wire(&c.name),
+                input: input(&c.arguments),
+            }));
+        }
+        (Role::Tool, Some(ToolPart::Result(r)), Some(_)) => out.push(Block::ToolResult {
+            id: wire_id(&r.call_id),
+            content: text.unwrap_or_else(|| EMPTY_RESULT.to_string()),
+            is_error: r.is_error,
+        }),
+        (Role::Assistant, Some(ToolPart::Calls(calls)), None) if !calls.is_empty() => {
+            let told: Vec<String> = text
+                .into_iter()
+                .chain(
+                    calls
+                        .iter()
+                        .map(|c| format!("[called {} with {}]", c.name, c.arguments)),
+                )
+                .collect();
+            out.push(Block::Text(told.join("\n")));
+        }
+        (Role::Tool, Some(ToolPart::Result(r)), None) => out.push(Block::Text(format!(
+            "[result of {}{}]\n{}",
+            r.name,
+            if r.is_error { ", an error" } else { "" },
+            text.as_deref().unwrap_or(EMPTY_RESULT)
+        ))),
+        _ => out.extend(text.map(Block::Text)),
+    }
+    out
+}
+
 /// The chat as the Messages API wants it: the system entries joined into one prompt, and the
-/// rest merged into strictly alternating turns that start with the user. Empty entries are
+/// rest merged into strictly alternating turns that start with the user; tool results are
+/// the user's, right after the turn that made the calls (see [`paired`]). Empty text is
 /// dropped (the API refuses empty content).
-fn fold(chat: Vec<(Role, String)>) -> (Option<String>, Vec<(Role, String)>) {
+fn fold(chat: &[ChatMessage], names: Option<&ToolNames>) -> (Option<String>, Vec<Turn>) {
     let mut system: Vec<String> = Vec::new();
-    let mut turns: Vec<(Role, String)> = Vec::new();
-    for (role, text) in chat {
-        if text.trim().is_empty() {
+    let mut turns: Vec<Turn> = Vec::new();
+    for m in paired(chat).iter() {
+        if m.role == Role::System {
+            if !m.text.trim().is_empty() {
+                system.push(m.text.clone());
+            }
             continue;
         }
-        if role == Role::System {
-            system.push(text);
+        let role = if m.role == Role::Tool {
+            Role::User
+        } else {
+            m.role
+        };
+        let blocks = blocks(m, names);
+        if blocks.is_empty() {
             continue;
         }
         match turns.last_mut() {
-            Some((last, joined)) if *last == role => {
-                joined.push_str("\n\n");
-                joined.push_str(&text);
+            Some(last) if last.role == role => {
+                for block in blocks {
+                    match (last.blocks.last_mut(), block) {
+                        (Some(Block::Text(joined)), Block::Text(text)) => {
+                            joined.push_str("\n\n");
+                            joined.push_str(&text);
+                        }
+                        (_, block) => last.blocks.push(block),
+                    }
+                }
             }
-            _ => turns.push((role, text)),
+            _ => turns.push(Turn { role, blocks }),
         }
     }
-    if turns.first().is_none_or(|(role, _)| *role != Role::User) {
-        turns.insert(0, (Role::User, CONVERSATION_START.to_string()));
+    if turns.first().is_none_or(|t| t.role != Role::User) {
+        turns.insert(
+            0,
+            Turn {
+                role: Role::User,
+                blocks: vec![Block::Text(CONVERSATION_START.to_string())],
+            },
+        );
     }
     let system = (!system.is_empty()).then(|| system.join("\n\n"));
     (system, turns)
@@ -401,26 +665,42 @@ fn fold(chat: Vec<(Role, String)>) -> (Option<String>, Vec<(Role, String)>) {
 mod tests {
     use super::*;
 
-    fn chat(entries: &[(Role, &str)]) -> Vec<(Role, String)> {
-        entries.iter().map(|(r, t)| (*r, t.to_string())).collect()
+    fn chat(entries: &[(Role, &str)]) -> Vec<ChatMessage> {
+        entries
+            .iter()
+            .map(|(r, t)| ChatMessage::new(*r, *t))
+            .collect()
+    }
+
+    fn texts(entries: &[(Role, &str)]) -> Vec<Turn> {
+        entries
+            .iter()
+            .map(|(role, t)| Turn {
+                role: *role,
+                blocks: vec![Block::Text(t.to_string())],
+            })
+            .collect()
     }
 
     #[test]
     fn folding_merges_same_role_runs_and_lifts_the_system_prompt() {
-        let (system, turns) = fold(chat(&[
-            (Role::System, "You are dev."),
-            (Role::System, "Be brief."),
-            (Role::User, "a"),
-            (Role::User, "b"),
-            (Role::Assistant, "c"),
-            (Role::User, " "),
-            (Role::Assistant, "d"),
-            (Role::User, "e"),
-        ]));
+        let (system, turns) = fold(
+            &chat(&[
+                (Role::System, "You are dev."),
+                (Role::System, "Be brief."),
+                (Role::User, "a"),
+                (Role::User, "b"),
+                (Role::Assistant, "c"),
+                (Role::User, " "),
+                (Role::Assistant, "d"),
+                (Role::User, "e"),
+            ]),
+            None,
+        );
         assert_eq!(system.as_deref(), Some("You are dev.\n\nBe brief."));
         assert_eq!(
             turns,
-            chat(&[
+            texts(&[
                 (Role::User, "a\n\nb"),
                 (Role::Assistant, "c\n\nd"),
                 (Role::User, "e"),
@@ -430,18 +710,72 @@ mod tests {
 
     #[test]
     fn folding_always_starts_with_the_user() {
-        let (system, turns) = fold(chat(&[(Role::Assistant, "hi"), (Role::User, "yo")]));
+        let (system, turns) = fold(&chat(&[(Role::Assistant, "hi"), (Role::User, "yo")]), None);
         assert_eq!(system, None);
         assert_eq!(
             turns,
-            chat(&[
+            texts(&[
                 (Role::User, CONVERSATION_START),
                 (Role::Assistant, "hi"),
                 (Role::User, "yo"),
             ])
         );
-        let (system, turns) = fold(chat(&[(Role::System, "only a prompt")]));
+        let (system, turns) = fold(&chat(&[(Role::System, "only a prompt")]), None);
         assert_eq!(system.as_deref(), Some("only a prompt"));
-        assert_eq!(turns, chat(&[(Role::User, CONVERSATION_START)]));
+        assert_eq!(turns, texts(&[(Role::User, CONVERSATION_START)]));
+    }
+
+    #[test]
+    fn call_ids_become_ones_the_api_takes_in_calls_and_results_alike() {
+        use agency_core::tool::ToolResult;
+        let chat = vec![
+            ChatMessage::new(Role::User, "go"),
+            ChatMessage {
+                role: Role::Assistant,
+                text: String::new(),
+                tool: Some(ToolPart::Calls(vec![ToolCall {
+                    id: "call:1/x".into(),
+                    name: "a/b".into(),
+                    arguments: "{}".into(),
+                }])),
+            },
+            ChatMessage {
+                role: Role::Tool,
+                text: "ok".into(),
+                tool: Some(ToolPart::Result(ToolResult {
+                    call_id: "call:1/x".into(),
+                    name: "a/b".into(),
+                    is_error: false,
+                })),
+            },
+        ];
+        let names = ToolNames::new(["a/b"]);
+        let (_, turns) = fold(&chat, Some(&names));
+        assert_eq!(
+            turns[1].blocks,
+            [Block::ToolUse {
+                id: "call_1_x".into(),
+                name: "a__b".into(),
+                input: json!({}),
+            }]
+        );
+        assert_eq!(
+            turns[2].blocks,
+            [Block::ToolResult {
+                id: "call_1_x".into(),
+                content: "ok".into(),
+                is_error: false,
+            }]
+        );
+        assert_eq!(wire_id(""), "call");
+    }
+
+    #[test]
+    fn arguments_go_as_an_object() {
+        assert_eq!(input(r#"{"a": [1, 2]}"#), json!({"a": [1, 2]}));
+        assert_eq!(input(""), json!({}));
+        assert_eq!(input("  "), json!({}));
+        assert_eq!(input(r#"{"a": "#), json!({UNPARSED_ARGUMENTS: r#"{"a": "#}));
+        assert_eq!(input("[1]"), json!({UNPARSED_ARGUMENTS: "[1]"}));
     }
 }

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use agency_core::tool::{Tool, ToolCall, ToolPart};
 use agency_core::{
     Agency, Agent, AgentId, Message, MessageKind, ModelRef, ProviderKind, ProviderSpec, Role,
     Roster, Usage, protocol, rules,
@@ -19,6 +20,7 @@ pub mod bot;
 pub mod http;
 pub mod net;
 pub mod openai;
+pub mod tools;
 
 /// What a model is asked: the agent, and its whole context (system prompt first).
 #[derive(Clone, Debug)]
@@ -27,6 +29,9 @@ pub struct ModelRequest {
     pub roster: Arc<Roster>,
     pub agent: AgentId,
     pub context: Arc<Vec<Message>>,
+    /// The tools this agent may call (qualified `server/tool` names), as the runtime resolved
+    /// them; empty when it may call none.
+    pub tools: Arc<Vec<Tool>>,
     /// Set when the caller streams: the provider streams too and sends each piece of text as
     /// it arrives. The returned [`Completion`] still holds the whole text.
     pub deltas: Option<tokio::sync::mpsc::UnboundedSender<String>>,
@@ -35,12 +40,37 @@ pub struct ModelRequest {
     pub on_retry: Option<http::RetryHook>,
 }
 
-/// A chat model's call outside any routing: the messages (system first), how to sample, and
-/// the caller's hooks. A routed call frames itself into one ([`ModelRequest::chat_request`]);
-/// rooms and evaluations build one directly.
+/// One message of a chat: who speaks, what it says, and the tool calls it makes (an assistant
+/// message) or the tool result it is (a [`Role::Tool`] message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: Role,
+    /// May be empty on an assistant message that only calls tools.
+    pub text: String,
+    pub tool: Option<ToolPart>,
+}
+
+impl ChatMessage {
+    /// A message without tool calls or results.
+    pub fn new(role: Role, text: impl Into<String>) -> Self {
+        Self {
+            role,
+            text: text.into(),
+            tool: None,
+        }
+    }
+}
+
+/// A chat model's call outside any routing: the messages (system first), the tools it may
+/// call, how to sample, and the caller's hooks. A routed call frames itself into one
+/// ([`ModelRequest::chat_request`]); rooms and evaluations build one directly.
 #[derive(Clone, Debug, Default)]
 pub struct ChatRequest {
-    pub messages: Vec<(Role, String)>,
+    /// Every tool call should be followed by its result before the next message that is not
+    /// one; providers answer any that is not with an error result ([`tools::paired`]).
+    pub messages: Vec<ChatMessage>,
+    /// What the model may call, by qualified name (`server/tool`); none sends no tools.
+    pub tools: Vec<Tool>,
     pub sampling: agency_core::Sampling,
     /// The answer is a reply of the `json` protocol: providers that can ask for it as
     /// structured output.
@@ -61,6 +91,7 @@ impl ModelRequest {
     pub fn chat_request(&self) -> ChatRequest {
         ChatRequest {
             messages: self.chat(),
+            tools: self.tools.as_ref().clone(),
             sampling: self.agent().map(|a| a.sampling).unwrap_or_default(),
             json_reply: self.agency.protocol == agency_core::Protocol::Json,
             deltas: self.deltas.clone(),
@@ -69,9 +100,12 @@ impl ModelRequest {
     }
 
     /// The context as chat messages: what a chat model is sent. Deliveries are framed by the
-    /// agency's protocol so the agent sees who sent them.
-    pub fn chat(&self) -> Vec<(Role, String)> {
-        self.context
+    /// agency's protocol so the agent sees who sent them; a reply's tool calls and the tool
+    /// results that answer them go with their messages, and a call the context holds no result
+    /// for is answered with an error result ([`tools::paired`]).
+    pub fn chat(&self) -> Vec<ChatMessage> {
+        let chat: Vec<ChatMessage> = self
+            .context
             .iter()
             .filter(|m| m.included)
             .map(|m| {
@@ -81,9 +115,24 @@ impl ModelRequest {
                     }
                     _ => m.text.clone(),
                 };
-                (m.role(), text)
+                let tool = match (m.kind, &m.tool) {
+                    (MessageKind::Reply, Some(ToolPart::Calls(calls))) if !calls.is_empty() => {
+                        m.tool.clone()
+                    }
+                    (MessageKind::ToolResult, Some(ToolPart::Result(_))) => m.tool.clone(),
+                    _ => None,
+                };
+                ChatMessage {
+                    role: m.role(),
+                    text,
+                    tool,
+                }
             })
-            .collect()
+            .collect();
+        match tools::paired(&chat) {
+            std::borrow::Cow::Borrowed(_) => chat,
+            std::borrow::Cow::Owned(paired) => paired,
+        }
     }
 }
 
@@ -149,11 +198,15 @@ impl Deltas {
     }
 }
 
-/// A model's answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A model's answer: its text, and the tools it calls (qualified `server/tool` names, or the
+/// name as the model wrote it when it named no tool it was given). Calls carry their ids as
+/// the model sent them: empty when a server sent none, and not checked for uniqueness (the
+/// runtime makes them unique within the reply).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Completion {
     pub text: String,
     pub usage: Usage,
+    pub tool_calls: Vec<ToolCall>,
 }
 
 /// Why a model could not answer.
@@ -359,18 +412,29 @@ impl Model for RulesModel {
             provider: "builtin".into(),
             message: format!("no agent #{}", request.agent.get()),
         })?;
-        let envelopes = rules::respond(agent, &request.context, &request.roster);
-        Ok(Completion {
-            text: protocol::format_reply(request.agency.protocol, &envelopes, &request.roster),
-            usage: Usage::default(),
-        })
+        Ok(
+            match rules::respond(agent, &request.context, &request.roster) {
+                rules::Response::Send(envelopes) => Completion {
+                    text: protocol::format_reply(
+                        request.agency.protocol,
+                        &envelopes,
+                        &request.roster,
+                    ),
+                    ..Completion::default()
+                },
+                rules::Response::Call(calls) => Completion {
+                    tool_calls: calls,
+                    ..Completion::default()
+                },
+            },
+        )
     }
 
     /// Without rules to follow, what the person said since its last answer, back.
     async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError> {
         Ok(Completion {
-            text: rules::echo(&request.messages),
-            usage: Usage::default(),
+            text: rules::echo(request.messages.iter().map(|m| (m.role, m.text.as_str()))),
+            ..Completion::default()
         })
     }
 
@@ -383,7 +447,7 @@ impl Model for RulesModel {
     ) -> Result<Completion, ModelError> {
         Ok(Completion {
             text: task.rules_answer(),
-            usage: Usage::default(),
+            ..Completion::default()
         })
     }
 }
@@ -413,6 +477,7 @@ mod tests {
                         when: "boss".into(),
                         action: "did {{message}}".into(),
                         send_to: vec!["boss".into()],
+                        ..Default::default()
                     }],
                     ..Default::default()
                 },
@@ -463,6 +528,7 @@ mod tests {
             agency: Arc::new(agency),
             agent: AgentId::new(2).unwrap(),
             context: Arc::new(context),
+            tools: Arc::default(),
             deltas: None,
             on_retry: None,
         }
@@ -474,19 +540,113 @@ mod tests {
         assert_eq!(
             chat,
             vec![
-                (Role::System, "You are dev.".to_string()),
-                (
-                    Role::User,
-                    r#"{"from":1,"context":"build \"it\""}"#.to_string()
-                ),
-                (Role::Assistant, r#"{"to":1,"context":"done"}"#.to_string()),
-                (Role::User, "Your reply could not be delivered".to_string()),
+                ChatMessage::new(Role::System, "You are dev."),
+                ChatMessage::new(Role::User, r#"{"from":1,"context":"build \"it\""}"#),
+                ChatMessage::new(Role::Assistant, r#"{"to":1,"context":"done"}"#),
+                ChatMessage::new(Role::User, "Your reply could not be delivered"),
             ]
         );
         assert_eq!(
             request("directives").chat()[1],
-            (Role::User, "FROM boss: build \"it\"".to_string())
+            ChatMessage::new(Role::User, "FROM boss: build \"it\"")
         );
+    }
+
+    #[test]
+    fn chat_carries_calls_and_results_and_answers_calls_left_without_one() {
+        use agency_core::tool::{ToolCall, ToolResult};
+        let mut req = request("json");
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "files/read".into(),
+            arguments: r#"{"path":"a"#.into(),
+        };
+        let result = |id: &str, is_error| {
+            Some(ToolPart::Result(ToolResult {
+                call_id: id.into(),
+                name: "files/read".into(),
+                is_error,
+            }))
+        };
+        let context = Arc::make_mut(&mut req.context);
+        context.truncate(2);
+        let template = context[1].clone();
+        let mut add = |kind, text: &str, tool| {
+            let mut m = template.clone();
+            m.seq = context.len() as i64;
+            m.kind = kind;
+            m.text = text.into();
+            m.tool = tool;
+            context.push(m);
+        };
+        add(
+            MessageKind::Reply,
+            "",
+            Some(ToolPart::Calls(vec![call("a"), call("b")])),
+        );
+        add(MessageKind::ToolResult, "A", result("a", false));
+        add(MessageKind::Delivery, "more", None);
+        let chat = req.chat();
+        let calls = ChatMessage {
+            role: Role::Assistant,
+            text: String::new(),
+            tool: Some(ToolPart::Calls(vec![call("a"), call("b")])),
+        };
+        assert_eq!(
+            chat[2..],
+            [
+                calls,
+                ChatMessage {
+                    role: Role::Tool,
+                    text: "A".into(),
+                    tool: result("a", false),
+                },
+                ChatMessage {
+                    role: Role::Tool,
+                    text: tools::MISSING_RESULT.into(),
+                    tool: result("b", true),
+                },
+                ChatMessage::new(Role::User, r#"{"from":1,"context":"more"}"#),
+            ]
+        );
+        assert_eq!(chat.len(), 6);
+    }
+
+    #[tokio::test]
+    async fn the_rules_model_calls_tools_its_rules_call() {
+        let mut req = request("directives");
+        Arc::make_mut(&mut req.context).truncate(2);
+        let mut agency = (*req.agency).clone();
+        let dev = agency.agents.iter_mut().find(|a| a.name == "dev").unwrap();
+        let draft = AgencyDraft {
+            name: "t".into(),
+            protocol: "directives".into(),
+            manager: "dev".into(),
+            agents: vec![AgentDraft {
+                id: Some(2),
+                name: "dev".into(),
+                model: "builtin/rules".into(),
+                tools: vec!["files/read".into()],
+                rules: vec![RuleDraft {
+                    when: "any".into(),
+                    action: "got {{result}}".into(),
+                    send_to: vec!["user".into()],
+                    call: Some("files/read".into()),
+                    with: Some(serde_json::json!({"path": "{{message}}"})),
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .validate(AgencyId::new(), "local", &|_| true)
+        .unwrap();
+        *dev = draft.agents[0].clone();
+        req.agency = Arc::new(agency);
+        let done = RulesModel.complete(req).await.unwrap();
+        assert_eq!(done.text, "");
+        assert_eq!(done.tool_calls.len(), 1);
+        assert_eq!(done.tool_calls[0].name, "files/read");
+        assert_eq!(done.tool_calls[0].arguments, r#"{"path":"build \"it\""}"#);
     }
 
     #[tokio::test]

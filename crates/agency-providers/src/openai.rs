@@ -4,17 +4,20 @@
 //! api.openai.com, `local/qwen2.5` against Ollama, vLLM, llama.cpp, LiteLLM or OpenRouter. The
 //! key, when there is one, is sent as a bearer token and never shown anywhere else.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use agency_core::Usage;
+use agency_core::tool::{Tool, ToolCall, ToolPart};
+use agency_core::{Role, Usage};
 use async_trait::async_trait;
 use futures::StreamExt;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value, json};
 
 use crate::http::{Answer, Endpoint, HttpSettings, Origin, ProviderError};
-use crate::{ChatRequest, Completion, Deltas, Model, ModelError, Provider};
+use crate::tools::{ToolNames, paired};
+use crate::{ChatMessage, ChatRequest, Completion, Deltas, Model, ModelError, Provider};
 
 /// OpenAI's own endpoint.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -161,7 +164,8 @@ impl Model for OpenAiModel {
 impl OpenAiModel {
     async fn call(&self, request: ChatRequest) -> Result<Completion, ProviderError> {
         let p = &self.provider;
-        let body = self.body(&request);
+        let names = ToolNames::of(&request);
+        let body = self.body(&request, &names);
         let mut headers = Vec::new();
         if let Some(key) = &p.api_key {
             headers.push((
@@ -171,14 +175,15 @@ impl OpenAiModel {
         }
         let deltas = request.deltas.map(Deltas::new);
         let streamed = deltas.is_some();
+        let names = &names;
         let read = |answer| {
             let deltas = deltas.clone();
             async move {
                 match deltas {
-                    None => parse_completion(&p.endpoint.body(answer).await?),
+                    None => parse_completion(&p.endpoint.body(answer).await?, names),
                     Some(deltas) => {
                         deltas.restart();
-                        self.read_stream(answer, &deltas).await
+                        self.read_stream(answer, &deltas, names).await
                     }
                 }
             }
@@ -195,17 +200,19 @@ impl OpenAiModel {
             .await
     }
 
-    /// The request body: the chat, the sampling, the schema and the stream flags.
-    fn body(&self, request: &ChatRequest) -> Value {
+    /// The request body: the chat, the tools, the sampling, the schema and the stream flags.
+    fn body(&self, request: &ChatRequest, names: &ToolNames) -> Value {
         let p = &self.provider;
-        let messages: Vec<Value> = request
-            .messages
+        let messages: Vec<Value> = paired(&request.messages)
             .iter()
-            .map(|(role, text)| json!({"role": role.as_str(), "content": text}))
+            .map(|m| message(m, names))
             .collect();
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
         body.insert("messages".into(), Value::Array(messages));
+        if !request.tools.is_empty() {
+            body.insert("tools".into(), tools(&request.tools, names));
+        }
         let sampling = request.sampling;
         if let Some(t) = sampling.temperature {
             body.insert("temperature".into(), json!(t));
@@ -231,16 +238,19 @@ impl OpenAiModel {
         Value::Object(body)
     }
 
-    /// Reads `chat.completion.chunk` events until `[DONE]`, passing on each piece of text.
+    /// Reads `chat.completion.chunk` events until `[DONE]`, passing on each piece of text and
+    /// putting tool calls together from their pieces.
     async fn read_stream(
         &self,
         answer: Answer,
         deltas: &Deltas,
+        names: &ToolNames,
     ) -> Result<Completion, ProviderError> {
         let mut events = self.provider.endpoint.events(answer);
         let mut text = String::new();
         let mut refusal = String::new();
         let mut usage = Usage::default();
+        let mut calls = StreamedCalls::default();
         while let Some(event) = events.next().await {
             let event = event?;
             let data = event.data.trim();
@@ -248,12 +258,17 @@ impl OpenAiModel {
                 continue;
             }
             if data == "[DONE]" {
-                if text.is_empty() && !refusal.is_empty() {
+                let tool_calls = calls.finish(names);
+                if text.is_empty() && tool_calls.is_empty() && !refusal.is_empty() {
                     return Err(ProviderError::Unusable(format!(
                         "the model refused: {refusal}"
                     )));
                 }
-                return Ok(Completion { text, usage });
+                return Ok(Completion {
+                    text,
+                    usage,
+                    tool_calls,
+                });
             }
             let chunk: Value = serde_json::from_str(data).map_err(|e| {
                 malformed(format!(
@@ -304,8 +319,151 @@ impl OpenAiModel {
             if let Some(piece) = delta.get("refusal").and_then(Value::as_str) {
                 refusal.push_str(piece);
             }
+            match delta.get("tool_calls") {
+                None | Some(Value::Null) => {}
+                Some(Value::Array(pieces)) => calls.add(pieces),
+                Some(_) => {
+                    return Err(malformed(format!(
+                        "a stream chunk's tool calls are not a list: {}",
+                        snippet(data)
+                    )));
+                }
+            }
         }
         Err(malformed("the stream ended before `data: [DONE]`".into()))
+    }
+}
+
+/// One chat message on the wire: an assistant message carries its tool calls (its content
+/// null when it has no text), a tool message the id of the call it answers.
+fn message(m: &ChatMessage, names: &ToolNames) -> Value {
+    match (m.role, &m.tool) {
+        (Role::Assistant, Some(ToolPart::Calls(calls))) if !calls.is_empty() => {
+            let calls: Vec<Value> = calls
+                .iter()
+                .map(|c| {
+                    json!({
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": names.to_wire(&c.name), "arguments": c.arguments}
+                    })
+                })
+                .collect();
+            let content = if m.text.is_empty() {
+                Value::Null
+            } else {
+                json!(m.text)
+            };
+            json!({"role": "assistant", "content": content, "tool_calls": calls})
+        }
+        (Role::Tool, Some(ToolPart::Result(r))) => {
+            json!({"role": "tool", "tool_call_id": r.call_id, "content": m.text})
+        }
+        (role, _) => json!({"role": role.as_str(), "content": m.text}),
+    }
+}
+
+/// `tools`: each a function under its wire name, with its schema as `parameters`.
+fn tools(tools: &[Tool], names: &ToolNames) -> Value {
+    Value::Array(
+        crate::tools::distinct(tools)
+            .map(|t| {
+                let mut function = Map::new();
+                function.insert("name".into(), json!(names.to_wire(&t.name)));
+                if !t.description.is_empty() {
+                    function.insert("description".into(), json!(t.description));
+                }
+                function.insert("parameters".into(), crate::tools::schema(t));
+                json!({"type": "function", "function": function})
+            })
+            .collect(),
+    )
+}
+
+/// Tool calls as a stream sends them: by index, the id and name first, the arguments in
+/// pieces (the calls of a parallel answer interleaved).
+#[derive(Default)]
+struct StreamedCalls(BTreeMap<u64, PartialCall>);
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl StreamedCalls {
+    /// A chunk's `delta.tool_calls`.
+    fn add(&mut self, pieces: &[Value]) {
+        for (position, piece) in pieces.iter().enumerate() {
+            let index = piece
+                .get("index")
+                .and_then(Value::as_u64)
+                .unwrap_or(position as u64);
+            let call = self.0.entry(index).or_default();
+            if call.id.is_empty()
+                && let Some(id) = piece.get("id").and_then(Value::as_str)
+            {
+                call.id = id.to_string();
+            }
+            let function = piece.get("function");
+            if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) {
+                call.name.push_str(name);
+            }
+            if let Some(arguments) = function.and_then(|f| f.get("arguments")) {
+                call.arguments.push_str(&arguments_text(arguments));
+            }
+        }
+    }
+
+    /// The calls in index order, named as the request named them.
+    fn finish(self, names: &ToolNames) -> Vec<ToolCall> {
+        self.0
+            .into_values()
+            .map(|c| ToolCall {
+                id: c.id,
+                name: names.from_wire(&c.name),
+                arguments: c.arguments,
+            })
+            .collect()
+    }
+}
+
+/// A non-streamed message's `tool_calls`.
+fn parse_calls(calls: &[Value], names: &ToolNames) -> Vec<ToolCall> {
+    calls
+        .iter()
+        .map(|call| {
+            let function = call.get("function");
+            let field = |f: &str| {
+                function
+                    .and_then(|x| x.get(f))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            };
+            ToolCall {
+                id: call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                name: names.from_wire(field("name")),
+                arguments: function
+                    .and_then(|f| f.get("arguments"))
+                    .map(arguments_text)
+                    .unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// A call's arguments as text: the string the model wrote, as it is; a server that sends them
+/// as JSON gets them written out.
+fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
     }
 }
 
@@ -330,7 +488,7 @@ fn reply_format() -> Value {
 }
 
 /// A non-streamed `chat.completion`.
-fn parse_completion(bytes: &[u8]) -> Result<Completion, ProviderError> {
+fn parse_completion(bytes: &[u8], names: &ToolNames) -> Result<Completion, ProviderError> {
     let body: Value = serde_json::from_slice(bytes).map_err(|e| {
         malformed(format!(
             "the body is not JSON ({e}): {}",
@@ -343,6 +501,15 @@ fn parse_completion(bytes: &[u8]) -> Result<Completion, ProviderError> {
     let message = body
         .pointer("/choices/0/message")
         .ok_or_else(|| malformed("the answer has no choices".into()))?;
+    let tool_calls = match message.get("tool_calls") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(calls)) => parse_calls(calls, names),
+        Some(_) => {
+            return Err(malformed(
+                "the answer's tool calls are not a list".to_string(),
+            ));
+        }
+    };
     let text = match message.get("content") {
         Some(Value::String(text)) => text.clone(),
         // Content parts, as some compatible servers send them.
@@ -350,6 +517,8 @@ fn parse_completion(bytes: &[u8]) -> Result<Completion, ProviderError> {
             .iter()
             .filter_map(|p| p.get("text").and_then(Value::as_str))
             .collect(),
+        // Calls without text.
+        None | Some(Value::Null) if !tool_calls.is_empty() => String::new(),
         _ => {
             return Err(match message.get("refusal").and_then(Value::as_str) {
                 Some(refusal) => ProviderError::Unusable(format!("the model refused: {refusal}")),
@@ -358,7 +527,11 @@ fn parse_completion(bytes: &[u8]) -> Result<Completion, ProviderError> {
         }
     };
     let usage = body.get("usage").map(parse_usage).unwrap_or_default();
-    Ok(Completion { text, usage })
+    Ok(Completion {
+        text,
+        usage,
+        tool_calls,
+    })
 }
 
 fn parse_usage(usage: &Value) -> Usage {
@@ -459,6 +632,7 @@ mod tests {
             agency: Arc::new(agency),
             agent: AgentId::new(1).unwrap(),
             context: Arc::new(Vec::new()),
+            tools: Arc::default(),
             deltas: None,
             on_retry: None,
         }
@@ -470,7 +644,7 @@ mod tests {
             provider: provider.inner.clone(),
             model: "gpt-4o".into(),
         }
-        .body(&request.chat_request())
+        .body(&request.chat_request(), &ToolNames::default())
     }
 
     #[test]
@@ -491,7 +665,45 @@ mod tests {
     }
 
     #[test]
+    fn calls_parse_from_compatible_servers_too() {
+        let names = ToolNames::new(["files/read"]);
+        // No id (some servers send none), arguments as an object, content absent.
+        let done = parse_completion(
+            br#"{"choices":[{"message":{"tool_calls":[
+                {"type":"function","function":{"name":"files__read","arguments":{"path":"a"}}},
+                {"id":"c2","type":"function","function":{"name":"nope","arguments":"{bad"}}
+            ]}}]}"#,
+            &names,
+        )
+        .unwrap();
+        assert_eq!(done.text, "");
+        assert_eq!(done.tool_calls.len(), 2);
+        assert_eq!(done.tool_calls[0].id, "");
+        assert_eq!(done.tool_calls[0].name, "files/read");
+        assert_eq!(done.tool_calls[0].arguments, r#"{"path":"a"}"#);
+        assert_eq!(done.tool_calls[1].id, "c2");
+        assert_eq!(done.tool_calls[1].name, "nope");
+        assert_eq!(done.tool_calls[1].arguments, "{bad");
+
+        // Streamed without indexes: each entry's place in its chunk.
+        let mut calls = StreamedCalls::default();
+        calls.add(&[
+            json!({"id": "a", "function": {"name": "files__read", "arguments": ""}}),
+            json!({"id": "b", "function": {"name": "x", "arguments": "["}}),
+        ]);
+        calls.add(&[
+            json!({"function": {"arguments": "{}"}}),
+            json!({"function": {"arguments": "]"}}),
+        ]);
+        let calls = calls.finish(&names);
+        assert_eq!(calls[0].name, "files/read");
+        assert_eq!(calls[0].arguments, "{}");
+        assert_eq!(calls[1].arguments, "[]");
+    }
+
+    #[test]
     fn completions_parse() {
+        let parse_completion = |bytes: &[u8]| parse_completion(bytes, &ToolNames::default());
         let done = parse_completion(
             br#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
         );
@@ -502,7 +714,8 @@ mod tests {
                 usage: Usage {
                     prompt_tokens: 3,
                     completion_tokens: 1
-                }
+                },
+                tool_calls: Vec::new(),
             })
         );
         let no_usage = parse_completion(br#"{"choices":[{"message":{"content":"hi"}}]}"#);

@@ -8,13 +8,18 @@ use agency_core::{
     AgencyDraft, AgencyId, AgentDraft, AgentId, ConversationId, Message, MessageId, MessageKind,
     Usage,
 };
-use agency_fakes::{Fake, Recorded, anthropic as fake};
+use agency_fakes::{Call, Fake, Recorded, anthropic as fake};
 use agency_providers::anthropic::{
     ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, Anthropic, AnthropicConfig, DEFAULT_MAX_TOKENS,
+    EMPTY_RESULT, UNPARSED_ARGUMENTS,
 };
 use agency_providers::http::HttpSettings;
+use agency_providers::tools::MISSING_RESULT;
 use agency_providers::{Completion, Model, ModelError, ModelRequest, Provider};
 use serde_json::{Value, json};
+
+mod common;
+use common::{answered_calls, call, calls, result, tools, unanswered_call, with_context};
 
 const KEY: &str = "sk-ant-test-7f3a9c1e5b";
 const MODEL: &str = "claude-sonnet-4-5";
@@ -106,6 +111,7 @@ fn request_with(sampling: Sampling, context: &[(MessageKind, Option<u32>, &str)]
         agency: Arc::new(agency),
         agent: AgentId::new(2).unwrap(),
         context: Arc::new(context),
+        tools: Arc::default(),
         deltas: None,
         on_retry: None,
     }
@@ -468,4 +474,309 @@ fn any_named_model_is_served_and_bad_urls_are_refused() {
     assert!(anthropic.model("").is_none());
     assert!(Anthropic::new("claude", AnthropicConfig::new(Some("not a url"), None)).is_err());
     assert!(Anthropic::new("claude", AnthropicConfig::new(Some("ftp://x"), None)).is_err());
+}
+
+/// The request must be one the Messages API takes.
+fn assert_acceptable(r: &Recorded) {
+    assert_eq!(r.path, "/v1/messages");
+    let problems = fake::problems(&r.body);
+    assert!(problems.is_empty(), "{problems:#?}\n{:#}", r.body);
+}
+
+/// The name the request sent for the tool named `qualified` in [`tools`].
+fn wire(r: &Recorded, qualified: &str) -> String {
+    let i = tools().iter().position(|t| t.name == qualified).unwrap();
+    r.tool_names()[i].clone()
+}
+
+fn asked() -> ModelRequest {
+    with_context(
+        request((None, None, None)),
+        answered_calls()[..2].to_vec(),
+        tools(),
+    )
+}
+
+#[tokio::test]
+async fn tools_go_under_names_the_api_takes_and_tool_use_comes_back_under_theirs() {
+    let fake = Fake::start().await;
+    fake.push(fake::message("TO boss: nothing to call", 1, 1));
+    let m = model(&fake);
+    m.complete(asked()).await.unwrap();
+    let sent = fake.requests()[0].clone();
+    assert_acceptable(&sent);
+    let names = sent.tool_names();
+    assert_eq!(names.len(), tools().len());
+    assert!(
+        names.iter().all(|n| agency_fakes::is_tool_name(n)),
+        "{names:?}"
+    );
+    let distinct: std::collections::HashSet<_> = names.iter().collect();
+    assert_eq!(distinct.len(), names.len(), "{names:?}");
+    for (tool, sent) in tools().iter().zip(sent.tools()) {
+        assert_eq!(sent["description"], tool.description.as_str());
+        assert_eq!(sent["input_schema"], tool.input_schema);
+    }
+
+    // The model calls each tool by the name it was sent, and one it made up; no text.
+    let mut script: Vec<Call> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Call::new(&format!("toolu_{i}"), n, &format!(r#"{{"path":"{i}"}}"#)))
+        .collect();
+    script.push(Call::new("toolu_x", "files__delete", r#"{"path":"x"}"#));
+    fake.push(fake::tool_use(None, &script, 5, 6));
+    let done = m.complete(asked()).await.unwrap();
+    assert_eq!(done.text, "");
+    assert_eq!(
+        done.usage,
+        Usage {
+            prompt_tokens: 5,
+            completion_tokens: 6
+        }
+    );
+    let mut want: Vec<(String, String, Value)> = tools()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            (
+                format!("toolu_{i}"),
+                t.name.clone(),
+                json!({"path": i.to_string()}),
+            )
+        })
+        .collect();
+    want.push((
+        "toolu_x".into(),
+        "files__delete".into(),
+        json!({"path": "x"}),
+    ));
+    let got: Vec<(String, String, Value)> = done
+        .tool_calls
+        .iter()
+        .map(|c| {
+            (
+                c.id.clone(),
+                c.name.clone(),
+                serde_json::from_str(&c.arguments).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(fake.requests()[1].tool_names(), names);
+
+    // Text and a call together.
+    fake.push(fake::tool_use(
+        Some("Let me look."),
+        &[Call::new("toolu_y", "a__b", "{}")],
+        1,
+        1,
+    ));
+    let done = m.complete(asked()).await.unwrap();
+    assert_eq!(done.text, "Let me look.");
+    assert_eq!(done.tool_calls, [call("toolu_y", "a/b", "{}")]);
+}
+
+#[tokio::test]
+async fn a_streamed_tool_use_streams_only_its_text_and_keeps_the_input_as_it_came() {
+    let fake = Fake::start().await;
+    let script = [
+        Call::streamed(
+            "toolu_a",
+            "files__read_text_file",
+            &[r#"{"pa"#, r#"th": "#, r#""a.txt"}"#],
+        ),
+        // Cut off (the answer ran out of tokens): passed on as it came.
+        Call::streamed("toolu_b", "files__delete", &[r#"{"path": "#, r#""b"#]),
+        // No input at all.
+        Call::streamed("toolu_c", "a__b", &[]),
+    ];
+    fake.push(fake::tool_use_stream(&["Reading ", "both."], &script, 7, 8));
+    let (req, mut rx) = streaming(asked());
+    let done = model(&fake).complete(req).await.unwrap();
+    assert_eq!(drain(&mut rx), ["Reading ", "both."]);
+    assert_eq!(done.text, "Reading both.");
+    assert_eq!(
+        done.tool_calls,
+        [
+            call("toolu_a", "files/read_text_file", r#"{"path": "a.txt"}"#),
+            call("toolu_b", "files__delete", r#"{"path": "b"#),
+            call("toolu_c", "a/b", "{}"),
+        ]
+    );
+    assert_eq!(
+        done.usage,
+        Usage {
+            prompt_tokens: 7,
+            completion_tokens: 8
+        }
+    );
+    let r = fake.requests()[0].clone();
+    assert_acceptable(&r);
+    assert_eq!(r.body["stream"], true);
+
+    // Calls alone.
+    fake.push(fake::tool_use_stream(
+        &[],
+        &[Call::streamed("toolu_d", "a__b", &["{}"])],
+        1,
+        1,
+    ));
+    let (req, mut rx) = streaming(asked());
+    let done = model(&fake).complete(req).await.unwrap();
+    assert_eq!(done.text, "");
+    assert_eq!(done.tool_calls, [call("toolu_d", "a/b", "{}")]);
+    assert!(drain(&mut rx).is_empty());
+}
+
+#[tokio::test]
+async fn calls_and_results_in_the_context_are_sent_as_blocks_in_alternating_turns() {
+    let fake = Fake::start().await;
+    fake.push(fake::message("TO boss: done", 1, 1));
+    let req = with_context(request((None, None, None)), answered_calls(), tools());
+    model(&fake).complete(req).await.unwrap();
+    let r = fake.requests()[0].clone();
+    assert_acceptable(&r);
+    assert_eq!(r.body["system"], "You are dev.");
+    let tool_use = |id: &str, qualified: &str, input: Value| json!({"type": "tool_use", "id": id, "name": wire(&r, qualified), "input": input});
+    let tool_result = |id: &str, content: &str, is_error: bool| json!({"type": "tool_result", "tool_use_id": id, "content": content, "is_error": is_error});
+    assert_eq!(
+        r.body["messages"],
+        json!([
+            {"role": "user", "content": "FROM boss: read a.txt"},
+            {"role": "assistant", "content": [
+                tool_use("call_1", "files/read_text_file", json!({"path": "a.txt"})),
+                // Not JSON: the API takes only an object, so the text goes inside one.
+                tool_use("call_2", "a.b", json!({UNPARSED_ARGUMENTS: r#"{"path": "b.txt"#})),
+            ]},
+            // Both results in one turn.
+            {"role": "user", "content": [
+                tool_result("call_1", "contents of a", false),
+                tool_result("call_2", "The arguments are not JSON.", true),
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "One more."},
+                tool_use("call_3", "files.v2/read", json!({"path": "c"})),
+            ]},
+            // The result first, then what came after it, in the same turn.
+            {"role": "user", "content": [
+                tool_result("call_3", "no such file", true),
+                {"type": "text", "text": "FROM boss: and?"},
+            ]},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_call_without_a_result_is_answered_with_an_error_before_anything_else() {
+    let fake = Fake::start().await;
+    fake.otherwise(fake::message("TO boss: ok", 1, 1));
+    let m = model(&fake);
+    m.complete(with_context(
+        request((None, None, None)),
+        unanswered_call(),
+        tools(),
+    ))
+    .await
+    .unwrap();
+    let r = fake.requests()[0].clone();
+    assert_acceptable(&r);
+    let messages = r.messages();
+    assert_eq!(messages.len(), 3, "{messages:#?}");
+    assert_eq!(
+        messages[2]["content"],
+        json!([
+            {"type": "tool_result", "tool_use_id": "call_2", "content": "contents of b",
+             "is_error": false},
+            {"type": "tool_result", "tool_use_id": "call_1", "content": MISSING_RESULT,
+             "is_error": true},
+            {"type": "text", "text": "FROM boss: well?"},
+        ])
+    );
+
+    // A context that ends with a call, and a result with no text.
+    let mut context = unanswered_call();
+    context.truncate(3);
+    context.push((
+        MessageKind::ToolResult,
+        None,
+        "",
+        result("call_1", "files/read_text_file", false),
+    ));
+    m.complete(with_context(request((None, None, None)), context, tools()))
+        .await
+        .unwrap();
+    let r = fake.requests()[1].clone();
+    assert_acceptable(&r);
+    let results = r.tool_results();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["content"], EMPTY_RESULT);
+    assert_eq!(results[1]["content"], MISSING_RESULT);
+    assert_eq!(results[1]["is_error"], true);
+}
+
+/// The API refuses tool blocks in a request without tools: an agent whose tools were taken
+/// away still has its calls and their results in its context, told as text.
+#[tokio::test]
+async fn without_tools_calls_and_results_are_told_as_text() {
+    let fake = Fake::start().await;
+    fake.push(fake::message("TO boss: ok", 1, 1));
+    model(&fake)
+        .complete(with_context(
+            request((None, None, None)),
+            answered_calls(),
+            Vec::new(),
+        ))
+        .await
+        .unwrap();
+    let r = fake.requests()[0].clone();
+    assert_acceptable(&r);
+    assert_well_formed(&r);
+    assert!(r.body.get("tools").is_none());
+    assert!(r.tool_calls().is_empty() && r.tool_results().is_empty());
+    let messages = r.messages();
+    let all: String = messages
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for said in [
+        "files/read_text_file",
+        r#"{"path": "b.txt"#,
+        "contents of a",
+        "The arguments are not JSON.",
+        "One more.",
+        "no such file",
+        "FROM boss: and?",
+    ] {
+        assert!(all.contains(said), "{said} in {all}");
+    }
+}
+
+#[tokio::test]
+async fn plain_turns_stay_text_when_tools_are_offered() {
+    let fake = Fake::start().await;
+    fake.push(fake::message("TO boss: ok", 1, 1));
+    let context = vec![
+        (MessageKind::System, None, "You are dev.", None),
+        (MessageKind::Delivery, Some(1), "hi", None),
+        (MessageKind::Reply, Some(2), "TO boss: hi", calls(&[])),
+        (MessageKind::Delivery, Some(1), "again", None),
+    ];
+    model(&fake)
+        .complete(with_context(request((None, None, None)), context, tools()))
+        .await
+        .unwrap();
+    let r = fake.requests()[0].clone();
+    assert_acceptable(&r);
+    assert_well_formed(&r);
+    assert_eq!(r.tools().len(), tools().len());
+    assert_eq!(
+        r.body["messages"],
+        json!([
+            {"role": "user", "content": "FROM boss: hi"},
+            {"role": "assistant", "content": "TO boss: hi"},
+            {"role": "user", "content": "FROM boss: again"},
+        ])
+    );
 }

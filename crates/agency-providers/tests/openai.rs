@@ -4,16 +4,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agency_core::tool::ToolCall;
 use agency_core::{
     AgencyDraft, AgencyId, AgentDraft, AgentId, ConversationId, Message, MessageId, MessageKind,
     Usage,
 };
-use agency_fakes::{Fake, Recorded, Reply, openai};
+use agency_fakes::{Call, Fake, Recorded, Reply, openai};
 use agency_providers::http::HttpSettings;
 use agency_providers::openai::{OPENAI_BASE_URL, OpenAi, OpenAiConfig};
+use agency_providers::tools::MISSING_RESULT;
 use agency_providers::{Completion, Model, ModelError, ModelRequest, Provider};
 use secrecy::SecretString;
 use serde_json::{Value, json};
+
+mod common;
+use common::{answered_calls, call, calls, tools, unanswered_call, with_context};
 
 const KEY: &str = "sk-test-0123456789abcdefSECRET";
 
@@ -111,6 +116,7 @@ fn request(protocol: &str, sampling: Sampling) -> ModelRequest {
         agency: Arc::new(agency),
         agent: AgentId::new(2).unwrap(),
         context: Arc::new(context),
+        tools: Arc::default(),
         deltas: None,
         on_retry: None,
     }
@@ -168,6 +174,7 @@ async fn a_completion_sends_the_chat_and_returns_text_and_usage() {
                 prompt_tokens: 42,
                 completion_tokens: 7
             },
+            tool_calls: Vec::new(),
         }
     );
 
@@ -301,6 +308,7 @@ async fn a_stream_sends_each_piece_and_returns_the_whole() {
                 prompt_tokens: 30,
                 completion_tokens: 5
             },
+            tool_calls: Vec::new(),
         }
     );
     assert_eq!(drain(&mut rx), pieces);
@@ -647,4 +655,286 @@ async fn any_model_name_but_an_empty_one() {
     assert_eq!(done.text, "hi");
     let r = only_request(&fake);
     assert_eq!(r.body["model"], "qwen2.5:7b");
+}
+
+/// The request's tools must have been accepted as the API takes them.
+fn assert_acceptable(r: &Recorded) {
+    let problems = openai::problems(&r.body);
+    assert!(problems.is_empty(), "{problems:#?}\n{:#}", r.body);
+}
+
+/// The name the request sent for the tool named `qualified` in [`tools`].
+fn wire(r: &Recorded, qualified: &str) -> String {
+    let i = tools().iter().position(|t| t.name == qualified).unwrap();
+    r.tool_names()[i].clone()
+}
+
+fn asked() -> ModelRequest {
+    with_context(plain(), answered_calls()[..2].to_vec(), tools())
+}
+
+#[tokio::test]
+async fn tools_go_under_names_the_api_takes_and_calls_come_back_under_theirs() {
+    let fake = Fake::start().await;
+    fake.push(openai::completion("nothing to call", 1, 1));
+    let m = model(config(&fake, None));
+    m.complete(asked()).await.unwrap();
+    let sent = only_request(&fake);
+    assert_acceptable(&sent);
+    let names = sent.tool_names();
+    assert_eq!(names.len(), tools().len());
+    assert!(
+        names.iter().all(|n| agency_fakes::is_tool_name(n)),
+        "{names:?}"
+    );
+    let distinct: std::collections::HashSet<_> = names.iter().collect();
+    assert_eq!(distinct.len(), names.len(), "{names:?}");
+    for (tool, sent) in tools().iter().zip(sent.tools()) {
+        assert_eq!(sent["type"], "function");
+        assert_eq!(sent["function"]["description"], tool.description.as_str());
+        assert_eq!(sent["function"]["parameters"], tool.input_schema);
+    }
+
+    // The model calls each tool by the name it was sent, and one it made up; no text.
+    let mut script: Vec<Call> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Call::new(&format!("call_{i}"), n, &format!(r#"{{"path":"{i}"}}"#)))
+        .collect();
+    script.push(Call::new("call_x", "files__delete", "{}"));
+    fake.push(openai::tool_calls(None, &script, 5, 6));
+    let done = m.complete(asked()).await.unwrap();
+    assert_eq!(done.text, "");
+    assert_eq!(
+        done.usage,
+        Usage {
+            prompt_tokens: 5,
+            completion_tokens: 6
+        }
+    );
+    let mut want: Vec<ToolCall> = tools()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            call(
+                &format!("call_{i}"),
+                &t.name,
+                &format!(r#"{{"path":"{i}"}}"#),
+            )
+        })
+        .collect();
+    want.push(call("call_x", "files__delete", "{}"));
+    assert_eq!(done.tool_calls, want);
+    // The same tools go under the same names every time.
+    assert_eq!(fake.requests()[1].tool_names(), names);
+}
+
+#[tokio::test]
+async fn a_streamed_answer_puts_parallel_calls_together_and_streams_only_its_text() {
+    let fake = Fake::start().await;
+    let script = [
+        Call::streamed(
+            "call_a",
+            "files__read_text_file",
+            &[r#"{"pa"#, r#"th": "#, r#""a.txt"}"#],
+        ),
+        // Cut off: passed on as written.
+        Call::streamed("call_b", "files__delete", &[r#"{"path": "#, r#""b"#]),
+    ];
+    fake.push(openai::tool_call_stream(
+        &["Reading ", "both."],
+        &script,
+        7,
+        8,
+    ));
+    let (req, mut rx) = streaming(asked());
+    let done = model(config(&fake, None)).complete(req).await.unwrap();
+    assert_eq!(drain(&mut rx), ["Reading ", "both."]);
+    assert_eq!(done.text, "Reading both.");
+    assert_eq!(
+        done.tool_calls,
+        [
+            call("call_a", "files/read_text_file", r#"{"path": "a.txt"}"#),
+            call("call_b", "files__delete", r#"{"path": "b"#),
+        ]
+    );
+    assert_eq!(
+        done.usage,
+        Usage {
+            prompt_tokens: 7,
+            completion_tokens: 8
+        }
+    );
+    let r = only_request(&fake);
+    assert_eq!(r.body["stream"], true);
+    assert_eq!(r.tools().len(), tools().len());
+
+    // Calls alone, no text.
+    fake.push(openai::tool_call_stream(
+        &[],
+        &[Call::new("call_c", "a__b", "{}")],
+        1,
+        1,
+    ));
+    let (req, mut rx) = streaming(asked());
+    let done = model(config(&fake, None)).complete(req).await.unwrap();
+    assert_eq!(done.text, "");
+    assert_eq!(done.tool_calls, [call("call_c", "a/b", "{}")]);
+    assert!(drain(&mut rx).is_empty());
+}
+
+#[tokio::test]
+async fn a_stream_broken_off_mid_call_is_asked_for_again_and_its_calls_count_once() {
+    let fake = Fake::start().await;
+    let script = [Call::streamed(
+        "call_a",
+        "files__read_text_file",
+        &[r#"{"path": "#, r#""a.txt"}"#],
+    )];
+    let mut broken = openai::tool_call_stream_events(&["Reading."], &script, 1, 1);
+    broken.truncate(broken.len() - 4);
+    fake.push(Reply::Sse {
+        events: broken,
+        stall_after: None,
+    });
+    fake.push(openai::tool_call_stream(&["Reading."], &script, 1, 1));
+    let (req, mut rx) = streaming(asked());
+    let done = model(config(&fake, None)).complete(req).await.unwrap();
+    assert_eq!(
+        done.tool_calls,
+        [call(
+            "call_a",
+            "files/read_text_file",
+            r#"{"path": "a.txt"}"#
+        )]
+    );
+    assert_eq!(drain(&mut rx), ["Reading."]);
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn calls_and_results_in_the_context_are_sent_in_the_apis_shape() {
+    let fake = Fake::start().await;
+    fake.push(openai::completion(r#"{"to":1,"context":"done"}"#, 1, 1));
+    let req = with_context(plain(), answered_calls(), tools());
+    model(config(&fake, None)).complete(req).await.unwrap();
+    let r = only_request(&fake);
+    assert_acceptable(&r);
+    let function = |id: &str, qualified: &str, arguments: &str| {
+        json!({
+            "id": id,
+            "type": "function",
+            "function": {"name": wire(&r, qualified), "arguments": arguments}
+        })
+    };
+    assert_eq!(
+        r.body["messages"],
+        json!([
+            {"role": "system", "content": "You are dev."},
+            {"role": "user", "content": r#"{"from":1,"context":"read a.txt"}"#},
+            {"role": "assistant", "content": null, "tool_calls": [
+                function("call_1", "files/read_text_file", r#"{"path": "a.txt"}"#),
+                // Not JSON, and sent back as the model wrote it.
+                function("call_2", "a.b", r#"{"path": "b.txt"#),
+            ]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "contents of a"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "The arguments are not JSON."},
+            {"role": "assistant", "content": "One more.", "tool_calls": [
+                function("call_3", "files.v2/read", r#"{"path":"c"}"#),
+            ]},
+            {"role": "tool", "tool_call_id": "call_3", "content": "no such file"},
+            {"role": "user", "content": r#"{"from":1,"context":"and?"}"#},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_call_without_a_result_is_answered_with_an_error_before_anything_else() {
+    let fake = Fake::start().await;
+    fake.otherwise(openai::completion("ok", 1, 1));
+    let m = model(config(&fake, None));
+    m.complete(with_context(plain(), unanswered_call(), tools()))
+        .await
+        .unwrap();
+    let r = only_request(&fake);
+    assert_acceptable(&r);
+    let messages = r.messages();
+    assert_eq!(messages.len(), 6, "{messages:#?}");
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "tool_call_id": "call_2", "content": "contents of b"})
+    );
+    assert_eq!(
+        messages[4],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": MISSING_RESULT})
+    );
+    assert_eq!(messages[5]["role"], "user");
+
+    // A context that ends with a call (the agent is asked again before its result is in), and
+    // an agent that may no longer call any tool: the call is still answered, and its name is
+    // still one the API takes.
+    let mut context = unanswered_call();
+    context.truncate(3);
+    m.complete(with_context(plain(), context, Vec::new()))
+        .await
+        .unwrap();
+    let r = fake.requests()[1].clone();
+    assert_acceptable(&r);
+    assert!(r.body.get("tools").is_none());
+    let results = r.tool_results();
+    assert_eq!(results.len(), 2);
+    assert!(results.iter().all(|t| t["content"] == MISSING_RESULT));
+    assert_eq!(r.tool_calls()[1]["function"]["name"], "a__b");
+}
+
+#[tokio::test]
+async fn results_whose_calls_are_not_in_the_context_are_told_as_user_messages() {
+    let fake = Fake::start().await;
+    fake.push(openai::completion("ok", 1, 1));
+    let mut context = answered_calls();
+    // The reply that made the first two calls was left out.
+    context.remove(2);
+    model(config(&fake, None))
+        .complete(with_context(plain(), context, tools()))
+        .await
+        .unwrap();
+    let r = only_request(&fake);
+    assert_acceptable(&r);
+    let messages = r.messages();
+    assert_eq!(messages[2]["role"], "user");
+    assert!(
+        messages[2]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("contents of a")
+    );
+    assert_eq!(r.tool_results().len(), 1);
+}
+
+#[tokio::test]
+async fn a_context_without_tools_is_sent_as_before() {
+    let fake = Fake::start().await;
+    fake.push(openai::completion("ok", 1, 1));
+    let context = vec![
+        (MessageKind::System, None, "You are dev.", None),
+        (MessageKind::Delivery, Some(1), "hi", None),
+        // An empty list of calls is no call.
+        (MessageKind::Reply, Some(2), "TO boss: hi", calls(&[])),
+    ];
+    model(config(&fake, None))
+        .complete(with_context(plain(), context, Vec::new()))
+        .await
+        .unwrap();
+    let r = only_request(&fake);
+    assert_eq!(
+        r.body,
+        json!({
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "system", "content": "You are dev."},
+                {"role": "user", "content": r#"{"from":1,"context":"hi"}"#},
+                {"role": "assistant", "content": "TO boss: hi"},
+            ]
+        })
+    );
 }

@@ -26,6 +26,7 @@ fn agent(id: u32, name: &str, rules: &[(&str, &str)]) -> AgentDraft {
                 when: (*when).into(),
                 action: format!("{name} to {to}: next step"),
                 send_to: vec![(*to).into()],
+                ..Default::default()
             })
             .collect(),
         ..Default::default()
@@ -60,6 +61,7 @@ fn long_turn(hops: u32) -> AgencyDraft {
             when: "any".into(),
             action: "hit {{count}}".into(),
             send_to: vec![to.into()],
+            ..Default::default()
         }],
         ..Default::default()
     };
@@ -78,11 +80,13 @@ fn long_turn(hops: u32) -> AgencyDraft {
                         when: "user".into(),
                         action: "go".into(),
                         send_to: vec!["ping".into()],
+                        ..Default::default()
                     },
                     RuleDraft {
                         when: "any".into(),
                         action: "{{message}}".into(),
                         send_to: vec!["user".into()],
+                        ..Default::default()
                     },
                 ],
                 ..Default::default()

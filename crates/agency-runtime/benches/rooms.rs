@@ -35,6 +35,7 @@ impl Model for Slow {
         Ok(Completion {
             text: format!("an answer to {n} messages"),
             usage: Usage::default(),
+            tool_calls: Vec::new(),
         })
     }
 }

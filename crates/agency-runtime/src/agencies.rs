@@ -180,6 +180,17 @@ impl Runtime {
         Ok(agency)
     }
 
+    /// The tools the owner's agency may give its agents, by server (see
+    /// [`crate::tools::Tools::available`]).
+    pub async fn available_tools(
+        &self,
+        owner: &str,
+        id: AgencyId,
+    ) -> Result<Vec<(String, Result<Vec<agency_core::Tool>, String>)>, RuntimeError> {
+        let agency = self.owned(owner, id).await?;
+        Ok(self.tools.available(&agency).await)
+    }
+
     /// The system prompt each agent of a draft would get, by agent name (nothing is saved).
     pub fn preview(
         &self,

@@ -24,6 +24,16 @@ pub enum Event {
         attempt: u32,
         reason: String,
     },
+    /// A tool an agent called reported its progress (MCP progress notifications).
+    ToolProgress {
+        conversation: ConversationId,
+        turn: TurnId,
+        agent: AgentId,
+        /// `server/tool`.
+        tool: String,
+        call_id: String,
+        progress: agency_core::ToolProgress,
+    },
     /// A message reached a context (or, for an answer, the user).
     Hop {
         conversation: ConversationId,

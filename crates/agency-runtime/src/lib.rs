@@ -18,6 +18,7 @@ pub mod providers;
 pub mod rooms;
 pub mod secrets;
 pub mod throttle;
+pub mod tools;
 mod turn;
 
 use std::collections::HashMap;
@@ -110,6 +111,8 @@ pub struct Runtime {
     running: StdMutex<HashMap<ConversationId, tokio::sync::watch::Sender<bool>>>,
     /// Failed log-ins, per email and per client address.
     logins: throttle::LoginThrottle,
+    /// The MCP servers agents call, and the connections to them.
+    tools: tools::Tools,
 }
 
 impl Runtime {
@@ -121,22 +124,37 @@ impl Runtime {
 
     /// A runtime whose server providers are `base` and the operator's `specs`, each key found
     /// among the operator's stored keys, else in the variable its spec names.
+    /// Agents may call the built-in tools and those of the operator's `mcp_servers`.
     pub async fn open(
         store: Arc<dyn Store>,
         base: Providers,
         specs: &[agency_core::ProviderSpec],
+        mcp_servers: Vec<(String, agency_core::McpServer)>,
         master_key: secrets::MasterKeySource,
     ) -> Result<Arc<Self>, RuntimeError> {
         let providers =
             providers::build(&base, specs, LOCAL_OWNER, &*store, Some(&master_key)).await?;
-        Ok(Self::with_master_key(store, providers, Some(master_key)))
+        let tools = tools::Tools::new(mcp_servers, providers.allows_private());
+        Ok(Self::assemble(store, providers, Some(master_key), tools))
     }
 
-    /// A runtime that opens stored provider keys with `master_key`.
+    /// A runtime that opens stored provider keys with `master_key`; agents may call the
+    /// built-in tools.
     pub fn with_master_key(
         store: Arc<dyn Store>,
         providers: Providers,
         master_key: Option<secrets::MasterKeySource>,
+    ) -> Arc<Self> {
+        let tools = tools::Tools::new(Vec::new(), providers.allows_private());
+        Self::assemble(store, providers, master_key, tools)
+    }
+
+    /// A runtime whose agents call `tools`.
+    pub fn assemble(
+        store: Arc<dyn Store>,
+        providers: Providers,
+        master_key: Option<secrets::MasterKeySource>,
+        tools: tools::Tools,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -149,6 +167,7 @@ impl Runtime {
             settling: StdMutex::new(Vec::new()),
             running: StdMutex::new(HashMap::new()),
             logins: throttle::LoginThrottle::new(throttle::LoginLimits::default()),
+            tools,
         })
     }
 
@@ -187,6 +206,7 @@ impl Runtime {
     ) -> Result<Agency, RuntimeError> {
         let agency = self.validate(draft, id, owner)?;
         providers::private_hosts(&agency, self.providers.allows_private()).await?;
+        self.tools.check(&agency).await?;
         Ok(agency)
     }
 

@@ -292,6 +292,7 @@ impl Runtime {
                 ),
                 message(1, MessageKind::Input, task.prompt()),
             ]),
+            tools: Arc::default(),
             deltas: None,
             on_retry: None,
         };

@@ -8,7 +8,7 @@ use agency_core::engine::{Step, TurnEngine};
 use agency_core::stream::AnswerStream;
 use agency_core::{
     Agency, AgencyId, AgentId, Conversation, ConversationId, Message, MessageId, MessageKind,
-    Roster, TraceEntry, TurnId, TurnRecord, Usage, prompt,
+    Roster, ToolCall, ToolPart, ToolProgress, TraceEntry, TurnId, TurnRecord, Usage, prompt,
 };
 use agency_providers::{Completion, ModelError, ModelRequest};
 use agency_store::{Store, Write};
@@ -160,15 +160,32 @@ impl Session {
         self.contexts
             .iter()
             .filter(|(_, c)| {
-                c.last()
-                    .is_some_and(|m| !matches!(m.kind, MessageKind::System | MessageKind::Reply))
+                // A reply whose calls have no results (a crash cut its tools short) is
+                // unanswered too: its agent sees them as failed and goes on.
+                c.last().is_some_and(|m| match m.kind {
+                    MessageKind::System => false,
+                    MessageKind::Reply => m.tool.as_ref().is_some_and(|t| !t.calls().is_empty()),
+                    _ => true,
+                })
             })
             .map(|(id, _)| *id)
             .collect()
     }
 }
 
-type Call = BoxFuture<'static, (AgentId, Result<Completion, ModelError>, Duration)>;
+type Call = BoxFuture<'static, Done>;
+
+/// A model call or a tool call that returned.
+enum Done {
+    Model(AgentId, Result<Completion, ModelError>, Duration),
+    Tool {
+        agent: AgentId,
+        reply: MessageId,
+        call: ToolCall,
+        output: agency_tools::ToolOutput,
+        took: Duration,
+    },
+}
 
 struct TurnRun {
     rt: Arc<Runtime>,
@@ -189,6 +206,10 @@ struct TurnRun {
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     /// A Chat Completions request's transcript, recorded with the answer.
     thread: Option<Thread>,
+    /// How long each tool call took, by call id, until its result is written.
+    tool_took: HashMap<String, u32>,
+    /// Set when the turn is cancelled: tool calls still running stop.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 pub(crate) async fn run(
@@ -266,6 +287,8 @@ pub(crate) async fn run(
         failure: None,
         answer_sink,
         thread,
+        tool_took: HashMap::new(),
+        stop: cancel.stop.clone(),
     };
     let stop = cancel.stop.clone();
     run.go(text, stop).await
@@ -330,7 +353,7 @@ impl TurnRun {
                 continue;
             }
             enum Next {
-                Done(Option<(AgentId, Result<Completion, ModelError>, Duration)>),
+                Done(Option<Done>),
                 Timer,
                 Cancel,
             }
@@ -344,9 +367,7 @@ impl TurnRun {
                     let steps = self.engine.cancel();
                     self.apply(steps, Vec::new()).await?;
                 }
-                Next::Done(Some((agent, result, took))) => {
-                    self.on_completion(agent, result, took).await?
-                }
+                Next::Done(Some(done)) => self.on_done(done).await?,
                 Next::Done(None) => {}
                 Next::Timer if !deadline_passed => {
                     deadline_passed = true;
@@ -417,10 +438,10 @@ impl TurnRun {
                     done = run.inflight.next() => done,
                     () = &mut bound => None,
                 };
-                let Some((agent, result, took)) = done else {
+                let Some(done) = done else {
                     break;
                 };
-                if let Err(e) = run.on_completion(agent, result, took).await {
+                if let Err(e) = run.on_done(done).await {
                     tracing::error!(error = %e, "could not persist a late reply");
                     return; // the session reloads from the store on the next turn
                 }
@@ -444,6 +465,29 @@ impl TurnRun {
             mut guard, session, ..
         } = self;
         *guard = Some(session);
+    }
+
+    async fn on_done(&mut self, done: Done) -> Result<(), RuntimeError> {
+        match done {
+            Done::Model(agent, result, took) => self.on_completion(agent, result, took).await,
+            Done::Tool {
+                agent,
+                reply,
+                call,
+                output,
+                took,
+            } => {
+                self.tool_took.insert(
+                    call.id.clone(),
+                    u32::try_from(took.as_millis()).unwrap_or(u32::MAX),
+                );
+                let text = agency_core::tool::clip_result(output.text);
+                let steps = self
+                    .engine
+                    .on_tool_result(agent, reply, &call, text, output.is_error);
+                self.apply(steps, Vec::new()).await
+            }
+        }
     }
 
     async fn on_completion(
@@ -475,7 +519,16 @@ impl TurnRun {
                 );
                 reply.usage = Some(c.usage);
                 reply.latency_ms = Some(u32::try_from(took.as_millis()).unwrap_or(u32::MAX));
-                let steps = self.engine.on_reply(agent, reply.id, &reply.text);
+                let steps = if c.tool_calls.is_empty() {
+                    self.engine.on_reply(agent, reply.id, &reply.text)
+                } else {
+                    let calls = unique_ids(c.tool_calls, reply.seq);
+                    let steps = self
+                        .engine
+                        .on_tool_calls(agent, reply.id, &reply.text, &calls);
+                    reply.tool = Some(ToolPart::Calls(calls));
+                    steps
+                };
                 reply.to = self.engine.last_addressee();
                 self.reply_usage
                     .insert(reply.id, (c.usage, reply.latency_ms));
@@ -498,6 +551,7 @@ impl TurnRun {
         mut batch: Vec<Message>,
     ) -> Result<(), RuntimeError> {
         let mut invokes = Vec::new();
+        let mut tool_calls = Vec::new();
         let mut write = Write {
             conversation: self.session.unsaved.take(),
             ..Write::default()
@@ -505,10 +559,16 @@ impl TurnRun {
         for step in steps {
             match step {
                 Step::Deliver(d) => {
-                    let m = self.message(Some(d.to), d.kind, d.from, Some(d.to), d.text, d.linked);
+                    let mut m =
+                        self.message(Some(d.to), d.kind, d.from, Some(d.to), d.text, d.linked);
+                    if let Some(result) = d.tool.as_ref().and_then(ToolPart::result) {
+                        m.latency_ms = self.tool_took.remove(&result.call_id);
+                    }
+                    m.tool = d.tool;
                     batch.push(m);
                 }
                 Step::Invoke(agent) => invokes.push(agent),
+                Step::CallTool { agent, reply, call } => tool_calls.push((agent, reply, call)),
                 Step::Answer {
                     text,
                     stopped_by,
@@ -552,16 +612,7 @@ impl TurnRun {
         write.messages = batch;
         let written = self.rt.store.write(write).await?;
         for m in &written.messages {
-            if !matches!(m.kind, MessageKind::Reply | MessageKind::System) {
-                let call = m.linked.and_then(|l| self.reply_usage.get(&l).copied());
-                let entry = TraceEntry {
-                    from: m.from,
-                    to: m.agent,
-                    kind: m.kind,
-                    text: m.text.clone(),
-                    usage: call.map(|(u, _)| u),
-                    latency_ms: call.and_then(|(_, l)| l),
-                };
+            for entry in TraceEntry::of(m, |l| self.reply_usage.get(&l).copied()) {
                 let (conversation, turn) = (self.record.conversation_id, self.record.id);
                 self.rt.publish(|| Event::Hop {
                     conversation,
@@ -575,7 +626,55 @@ impl TurnRun {
         for agent in invokes {
             self.invoke(agent);
         }
+        for (agent, reply, call) in tool_calls {
+            self.call_tool(agent, reply, call);
+        }
         Ok(())
+    }
+
+    /// Runs one of `agent`'s tool calls; its progress goes on the event stream, and a cancel
+    /// of the turn stops it with an error result.
+    fn call_tool(&mut self, agent: AgentId, reply: MessageId, call: ToolCall) {
+        let rt = self.rt.clone();
+        let agency = self.agency.clone();
+        let mut stop = self.stop.clone();
+        let (conversation, turn) = (self.record.conversation_id, self.record.id);
+        let progress = (rt.events.receiver_count() > 0).then(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ToolProgress>();
+            let events = rt.events.clone();
+            let (tool, call_id) = (call.name.clone(), call.id.clone());
+            tokio::spawn(async move {
+                while let Some(progress) = rx.recv().await {
+                    let _ = events.send(Event::ToolProgress {
+                        conversation,
+                        turn,
+                        agent,
+                        tool: tool.clone(),
+                        call_id: call_id.clone(),
+                        progress,
+                    });
+                }
+            });
+            tx
+        });
+        let started = Instant::now();
+        let run: Call = Box::pin(async move {
+            let output = tokio::select! {
+                output = rt.tools.call(&agency, &call, progress) => output,
+                Ok(_) = stop.wait_for(|stop| *stop) => agency_tools::ToolOutput {
+                    text: "Cancelled: the turn was cancelled while the tool ran.".into(),
+                    is_error: true,
+                },
+            };
+            Done::Tool {
+                agent,
+                reply,
+                call,
+                output,
+                took: started.elapsed(),
+            }
+        });
+        self.inflight.push(run);
     }
 
     /// The turn's record as it ends now.
@@ -636,13 +735,17 @@ impl TurnRun {
                 .unwrap_or_default(),
             deltas: self.answer_deltas(agent),
             on_retry: self.retry_hook(agent),
+            tools: Arc::default(),
         };
+        let (rt, agency) = (self.rt.clone(), self.agency.clone());
         let model = self
             .agency
             .agent(agent)
             .map(|a| (a.model.clone(), self.providers.resolve(&a.model)));
         let started = Instant::now();
         let call: Call = Box::pin(async move {
+            let mut request = request;
+            request.tools = Arc::new(rt.tools.of_agent(&agency, agent).await);
             let result = match model {
                 Some((_, Some(model))) => model.complete(request).await,
                 Some((r, None)) => Err(ModelError::UnknownModel {
@@ -654,7 +757,7 @@ impl TurnRun {
                     message: format!("no agent #{}", agent.get()),
                 }),
             };
-            (agent, result, started.elapsed())
+            Done::Model(agent, result, started.elapsed())
         });
         self.inflight.push(call);
         let (conversation, turn) = (self.record.conversation_id, self.record.id);
@@ -694,6 +797,23 @@ impl TurnRun {
             created_at: Utc::now(),
         }
     }
+}
+
+/// The calls with ids unique in their reply: a model that gave none, or the same one twice,
+/// gets ids made from the reply's position.
+fn unique_ids(calls: Vec<ToolCall>, seq: i64) -> Vec<ToolCall> {
+    let mut seen = std::collections::HashSet::new();
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            if c.id.trim().is_empty() || !seen.insert(c.id.clone()) {
+                c.id = format!("call_{seq}_{i}");
+                seen.insert(c.id.clone());
+            }
+            c
+        })
+        .collect()
 }
 
 fn grace(agency: &Agency) -> Duration {

@@ -19,8 +19,11 @@ pub enum ConversationEvent {
     TurnStarted(TurnStarted),
     /// An agent's model was called.
     AgentStarted(AgentStarted),
-    /// A message reached a context, or (to `user`) the user.
+    /// A message reached a context, or (to `user`) the user; or an agent called a tool
+    /// (`tool_call`) and the tool answered (`tool_result`).
     Hop(Hop),
+    /// A tool an agent called reported how far it is.
+    ToolProgress(ToolProgress),
     TurnFinished(TurnFinished),
     TurnFailed(TurnFailed),
 }
@@ -42,6 +45,21 @@ pub struct AgentStarted {
 pub struct Hop {
     pub turn: String,
     pub hop: wire::TraceEntry,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ToolProgress {
+    pub turn: String,
+    /// The agent whose call it is.
+    pub agent: String,
+    /// `server/tool`.
+    pub tool: String,
+    pub call_id: String,
+    /// The tool's own count (steps done, messages received, ...).
+    pub progress: f64,
+    /// What `progress` counts to, when the tool knows.
+    pub total: Option<f64>,
+    pub message: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -85,6 +103,22 @@ impl ConversationEvent {
             } if *c == conversation => Self::Hop(Hop {
                 turn: turn.to_string(),
                 hop: wire::TraceEntry::new(entry, roster),
+            }),
+            Event::ToolProgress {
+                conversation: c,
+                turn,
+                agent,
+                tool,
+                call_id,
+                progress,
+            } if *c == conversation => Self::ToolProgress(ToolProgress {
+                turn: turn.to_string(),
+                agent: roster.display(Some(*agent)).to_string(),
+                tool: tool.clone(),
+                call_id: call_id.clone(),
+                progress: progress.progress,
+                total: progress.total,
+                message: progress.message.clone(),
             }),
             Event::TurnFinished {
                 conversation: c,
@@ -265,6 +299,7 @@ mod tests {
                 completion_tokens: 2,
             }),
             latency_ms: Some(7),
+            tool: None,
         };
         let hop = Event::Hop {
             conversation: c,

@@ -32,6 +32,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/agencies/{agency}/export", get(export_agency))
         .route("/api/agencies/{agency}/publish", post(publish))
         .route("/api/agencies/{agency}/versions", get(versions))
+        .route("/api/agencies/{agency}/tools", get(tools))
         .route("/api/agencies/{agency}/versions/{version}", get(version))
         .route(
             "/api/agencies/{agency}/keys",
@@ -258,6 +259,23 @@ pub async fn publish(
     let id = agency_of(&s, &session, &agency).await?.id;
     let p = s.rt.publish_agency(&session.owner(), id).await?;
     Ok((StatusCode::CREATED, Json(wire::Version::from(&p))))
+}
+
+/// The MCP servers the agency may use (`builtin`, its own, the server's) and the tools each
+/// lists: what its agents' `tools` may name.
+#[utoipa::path(get, path = "/api/agencies/{agency}/tools", tag = "agencies",
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 200, body = Vec<wire::ToolServer>), (status = 404)))]
+pub async fn tools(
+    State(s): State<AppState>,
+    session: Session,
+    Path(agency): Path<String>,
+) -> Result<Json<Vec<wire::ToolServer>>, ApiError> {
+    let id = agency_of(&s, &session, &agency).await?.id;
+    let servers = s.rt.available_tools(&session.owner(), id).await?;
+    Ok(Json(
+        servers.into_iter().map(wire::ToolServer::from).collect(),
+    ))
 }
 
 /// The published versions, newest first.

@@ -34,6 +34,7 @@ use crate::{conversations, events, manage, rooms, wire};
         manage::update_agency,
         manage::delete_agency,
         manage::preview,
+        manage::tools,
         manage::publish,
         manage::versions,
         manage::version,

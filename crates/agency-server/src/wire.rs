@@ -310,23 +310,39 @@ impl Conversation {
 pub struct TraceEntry {
     pub from: String,
     pub to: String,
+    /// `input`, `delivery`, `tool_call`, `tool_result`, `correction`, `guard`, `failure` or
+    /// `answer`. A `tool_call` goes from an agent to a tool (`to`, its text the arguments); a
+    /// `tool_result` from the tool back to the agent.
     pub kind: &'static str,
     pub text: String,
     /// Of the model call that wrote it, when one did.
     pub usage: Option<Usage>,
-    /// How long that call took.
+    /// How long that call took (for a `tool_result`: how long the tool took).
     pub latency_ms: Option<u32>,
+    /// For a `tool_call` or `tool_result`: the tool (`server/tool`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The call a `tool_result` answers (and a `tool_call`'s own id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// For a `tool_result`: whether the tool failed (its text says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
 }
 
 impl TraceEntry {
     pub fn new(e: &agency_core::TraceEntry, roster: &Roster) -> Self {
+        let result = e.kind == agency_core::MessageKind::ToolResult;
         Self {
             from: e.from_name(roster).to_string(),
             to: e.to_name(roster).to_string(),
-            kind: e.kind.as_str(),
+            kind: e.kind_name(),
             text: e.text.clone(),
             usage: e.usage.map(Into::into),
             latency_ms: e.latency_ms,
+            tool: e.tool.as_ref().map(|t| t.name.clone()),
+            call_id: e.tool.as_ref().map(|t| t.call_id.clone()),
+            is_error: e.tool.as_ref().filter(|_| result).map(|t| t.is_error),
         }
     }
 }
@@ -388,10 +404,77 @@ pub struct Message {
     pub from: Option<String>,
     pub to: Option<String>,
     pub text: String,
+    /// A reply's tool calls (its agent's model asked for them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// What a `tool_result` answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_result: Option<ToolResult>,
     pub usage: Option<Usage>,
     pub latency_ms: Option<u32>,
     pub included: bool,
     pub created_at: DateTime<Utc>,
+}
+
+/// An MCP server an agency may use, and its tools.
+#[derive(Serialize, ToSchema)]
+pub struct ToolServer {
+    /// What its tools' names start with (`name/tool`).
+    pub name: String,
+    pub tools: Vec<ToolInfo>,
+    /// Why its tools could not be listed now, when they could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ToolInfo {
+    /// `server/tool`: what an agent's `tools` names.
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    #[schema(value_type = Object)]
+    pub input_schema: serde_json::Value,
+}
+
+impl From<(String, Result<Vec<agency_core::Tool>, String>)> for ToolServer {
+    fn from((name, listed): (String, Result<Vec<agency_core::Tool>, String>)) -> Self {
+        let (tools, error) = match listed {
+            Ok(tools) => (tools, None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        Self {
+            name,
+            tools: tools
+                .into_iter()
+                .map(|t| ToolInfo {
+                    name: t.name,
+                    description: t.description,
+                    input_schema: t.input_schema,
+                })
+                .collect(),
+            error,
+        }
+    }
+}
+
+/// A call of a tool, as the model wrote it.
+#[derive(Serialize, ToSchema)]
+pub struct ToolCall {
+    pub id: String,
+    /// `server/tool`.
+    pub name: String,
+    /// JSON text, as the model wrote it (it may not be valid).
+    pub arguments: String,
+}
+
+/// What a tool result answers.
+#[derive(Serialize, ToSchema)]
+pub struct ToolResult {
+    pub call_id: String,
+    /// `server/tool`.
+    pub name: String,
+    pub is_error: bool,
 }
 
 impl Message {
@@ -407,6 +490,25 @@ impl Message {
             from: name(m.from),
             to: name(m.to),
             text: m.text.clone(),
+            tool_calls: m
+                .tool
+                .iter()
+                .flat_map(|t| t.calls())
+                .map(|c| ToolCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+            tool_result: m
+                .tool
+                .as_ref()
+                .and_then(|t| t.result())
+                .map(|r| ToolResult {
+                    call_id: r.call_id.clone(),
+                    name: r.name.clone(),
+                    is_error: r.is_error,
+                }),
             usage: m.usage.map(Into::into),
             latency_ms: m.latency_ms,
             included: m.included,
@@ -473,6 +575,9 @@ pub struct AgencyDraft {
     pub turn_deadline_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub providers: Vec<ProviderDraft>,
+    /// MCP servers of the agency's own, whose tools its agents may list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerDraft>,
     pub agents: Vec<AgentDraft>,
 }
 
@@ -588,6 +693,10 @@ pub struct AgentDraft {
     pub reflection_threshold: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_half_life_hours: Option<f64>,
+    /// The tools it may call: `server/tool`, or `server/*` for every tool of a server
+    /// (`builtin` is the server of the built-in tools).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
 }
 
 #[derive(Clone, Default, Deserialize, Serialize, ToSchema)]
@@ -595,9 +704,52 @@ pub struct AgentDraft {
 pub struct RuleDraft {
     /// An agent's name, `user` or `any`.
     pub when: String,
+    /// A tool to call first (`server/tool`, one of the agent's tools); `action` then sends
+    /// its result as `{{result}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// The call's arguments: an object whose strings may hold `{{message}}`, `{{from}}` and
+    /// `{{count}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub with: Option<serde_json::Value>,
     pub action: String,
     /// Agents' names, or `user`.
     pub send_to: Vec<String>,
+}
+
+/// An MCP server of the agency's own: a Streamable HTTP `url`. (A `command`, which starts a
+/// process on the server's machine, and `headers_env`, which reads server variables, are
+/// only for the server's own configuration and are refused here at their field.)
+#[derive(Clone, Default, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerDraft {
+    /// What its tools' names start with (`name/tool`).
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers_env: BTreeMap<String, String>,
+    /// Longest a call may run, in seconds (default 60).
+    #[serde(
+        default,
+        deserialize_with = "whole::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout_secs: Option<u64>,
+    /// Calls in flight at once (default 16).
+    #[serde(
+        default,
+        deserialize_with = "whole::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_concurrency: Option<u32>,
 }
 
 /// `From` both ways between a draft's wire type and its twin in the core, which have the same
@@ -628,7 +780,11 @@ macro_rules! twins {
 
 twins!(AgencyDraft <-> agency_core::AgencyDraft {
     name, handle, protocol, manager, max_hops, turn_deadline_secs;
-    lists: providers, agents; maps:
+    lists: providers, mcp_servers, agents; maps:
+});
+twins!(McpServerDraft <-> agency_core::McpServerDraft {
+    name, url, command, args, timeout_secs, max_concurrency;
+    lists: ; maps: env, headers_env
 });
 twins!(ProviderDraft <-> agency_core::ProviderDraft {
     name, kind, base_url, api_key_env, max_concurrency, requests_per_minute;
@@ -636,10 +792,10 @@ twins!(ProviderDraft <-> agency_core::ProviderDraft {
 });
 twins!(AgentDraft <-> agency_core::AgentDraft {
     id, name, handle, role, model, temperature, top_p, max_tokens, instructions,
-    reflection_threshold, reflection_half_life_hours;
+    reflection_threshold, reflection_half_life_hours, tools;
     lists: rules; maps:
 });
-twins!(RuleDraft <-> agency_core::RuleDraft { when, action, send_to; lists: ; maps: });
+twins!(RuleDraft <-> agency_core::RuleDraft { when, call, with, action, send_to; lists: ; maps: });
 
 /// Prices: exact decimal text in the core, numbers on the wire.
 impl From<PriceDraft> for agency_core::PriceDraft {

@@ -73,6 +73,7 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
                 when: "programmer".into(),
                 action: "Done: {{message}}".into(),
                 send_to: vec!["user".into(), "programmer".into()],
+                ..Default::default()
             }],
             ..Default::default()
         },
@@ -86,10 +87,13 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
             max_tokens: Some(512),
             reflection_threshold: Some(1.5),
             reflection_half_life_hours: Some(6.0),
+            tools: vec!["docs/*".into(), "builtin/now".into()],
             rules: vec![RuleDraft {
                 when: "any".into(),
-                action: "ok".into(),
+                action: "ok {{result}}".into(),
                 send_to: vec!["manager".into()],
+                call: Some("docs/search".into()),
+                with: Some(serde_json::json!({"q": "{{message}}", "n": 3})),
             }],
             ..Default::default()
         },
@@ -107,6 +111,12 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
         manager: "manager".into(),
         max_hops: Some(7),
         turn_deadline_secs: Some(42),
+        mcp_servers: vec![agency_core::McpServerDraft {
+            name: "docs".into(),
+            url: Some("https://mcp.example.com/mcp".into()),
+            timeout_secs: Some(5),
+            ..Default::default()
+        }],
         providers: vec![agency_core::ProviderDraft {
             name: "local".into(),
             kind: "openai".into(),
@@ -218,7 +228,27 @@ fn message(c: ConversationId, turn: Option<TurnId>, seq: i64) -> Message {
         from: AgentId::new(4522),
         to: AgentId::new(143),
         text: format!("message {seq} ✓ \"quoted\"\nline two"),
-        tool: None,
+        // Some carry tool calls or a tool's result, which read back as they were.
+        tool: match seq % 3 {
+            1 => Some(agency_core::ToolPart::Calls(vec![
+                agency_core::ToolCall {
+                    id: format!("call_{seq}"),
+                    name: "files/read".into(),
+                    arguments: "{\"path\": \"a\"".into(), // malformed, as a model wrote it
+                },
+                agency_core::ToolCall {
+                    id: "b".into(),
+                    name: "builtin/now".into(),
+                    arguments: String::new(),
+                },
+            ])),
+            2 => Some(agency_core::ToolPart::Result(agency_core::ToolResult {
+                call_id: format!("call_{}", seq - 1),
+                name: "files/read".into(),
+                is_error: seq % 2 == 0,
+            })),
+            _ => None,
+        },
         usage: Some(Usage {
             prompt_tokens: 10,
             completion_tokens: 5,

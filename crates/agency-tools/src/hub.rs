@@ -33,7 +33,7 @@ pub struct ToolHub {
 struct Inner {
     /// Whether servers accounts declare may be on loopback and private networks.
     allow_private: bool,
-    /// By who declared them ([`Declared`] as an index): a server declared by the operator and
+    /// By who declared them (the operator's, then accounts'): a server declared by the operator and
     /// the same declared by an account are reached apart, the account's only through the
     /// guarded client.
     slots: Mutex<[HashMap<McpServer, Arc<Slot>>; 2]>,
@@ -152,7 +152,10 @@ impl ToolHub {
             .slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let slots = &mut slots[declared as usize];
+        let slots = &mut slots[match declared {
+            Declared::Operator => 0,
+            Declared::Account => 1,
+        }];
         if let Some(slot) = slots.get(server) {
             return slot.clone();
         }

@@ -32,8 +32,4 @@ pub use hub::ToolHub;
 pub use output::ToolOutput;
 
 /// Who declared an MCP server: the operator's configuration is trusted; an account is not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Declared {
-    Operator = 0,
-    Account = 1,
-}
+pub use agency_core::Declared;

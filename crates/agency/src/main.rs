@@ -71,7 +71,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         _ => {}
     }
-    let specs = server_provider_specs(cli.config.as_deref())?;
+    let Configured { specs, mcp_servers } = configured(cli.config.as_deref())?;
     let mut base = Providers::builtin();
     base.set_http(agency_providers::http::HttpSettings {
         stream_first_byte_timeout: std::time::Duration::from_secs(
@@ -86,7 +86,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     {
         base.allow_private_addresses()?;
     }
-    let rt = Runtime::open(store, base, &specs, master_key).await?;
+    let rt = Runtime::open(store, base, &specs, mcp_servers, master_key).await?;
     // The demo agency, the first time a database is opened.
     let demo = AgencyFile::parse("examples/studio.yaml", DEMO)?;
     rt.seed("demo-agency-imported", LOCAL_OWNER, &demo.draft)
@@ -123,19 +123,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// The server's providers: `openai`, `anthropic` and `ollama` by default, then those of the
-/// configuration file (replacing defaults of the same name).
-fn server_provider_specs(
-    config: Option<&std::path::Path>,
-) -> anyhow::Result<Vec<agency_core::ProviderSpec>> {
+/// What the operator's configuration gives every agency.
+struct Configured {
+    /// `openai`, `anthropic` and `ollama` by default, then those of the configuration file
+    /// (replacing defaults of the same name).
+    specs: Vec<agency_core::ProviderSpec>,
+    /// The configuration's MCP servers.
+    mcp_servers: Vec<(String, agency_core::McpServer)>,
+}
+
+fn configured(config: Option<&std::path::Path>) -> anyhow::Result<Configured> {
     let mut specs = agency_providers::default_specs();
+    let mut mcp_servers = Vec::new();
     if let Some(path) = config {
         let source = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the configuration {source}"))?;
-        let configured = agency_file::ConfigFile::parse(&source, &text)?.validate()?;
+        let file = agency_file::ConfigFile::parse(&source, &text)?;
+        let configured = file.validate()?;
         specs.retain(|d| !configured.iter().any(|c| c.name == d.name));
         specs.extend(configured);
+        mcp_servers = file.validate_mcp_servers()?;
     }
-    Ok(specs)
+    Ok(Configured { specs, mcp_servers })
 }

@@ -15,6 +15,7 @@ fn agency(max_hops: u32) -> Agency {
         id: Some(n),
         name: name.into(),
         model: "builtin/rules".into(),
+        tools: vec!["files/read".into(), "builtin/*".into()],
         ..Default::default()
     };
     AgencyDraft {
@@ -67,6 +68,9 @@ fn show(steps: &[Step]) -> Vec<String> {
             } => format!("answer {} {text:?}", stopped_by.as_str()),
             Step::Fail { agent, error } => format!("fail {} {error}", agent.get()),
             Step::Cancelled => "cancelled".to_string(),
+            Step::CallTool { agent, call, .. } => {
+                format!("call {} {} {}", agent.get(), call.name, call.arguments)
+            }
         })
         .collect()
 }
@@ -217,7 +221,7 @@ fn a_repeated_exchange_is_a_loop() {
     assert!(
         shown
             .iter()
-            .any(|s| s.starts_with("deliver 10<-0 guard \"Stop now: two agents")),
+            .any(|s| s.starts_with("deliver 10<-0 guard \"Stop now: agents were")),
         "{shown:?}"
     );
     assert_eq!(shown.last().unwrap(), "invoke 10");
@@ -391,4 +395,201 @@ fn stop_reasons_read_back() {
     assert_eq!(StopReason::Cancelled.as_str(), "cancelled");
     assert!(!StopReason::Cancelled.is_guard() && !StopReason::Answered.is_guard());
     assert!(StopReason::Deadline.is_guard());
+}
+
+fn call(id: &str, name: &str, args: &str) -> crate::tool::ToolCall {
+    crate::tool::ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.into(),
+    }
+}
+
+impl T {
+    fn calls(
+        &mut self,
+        agent: u32,
+        reply: MessageId,
+        calls: &[crate::tool::ToolCall],
+    ) -> Vec<Step> {
+        self.e.on_tool_calls(id(agent), reply, "", calls)
+    }
+
+    fn result(
+        &mut self,
+        agent: u32,
+        reply: MessageId,
+        c: &crate::tool::ToolCall,
+        text: &str,
+    ) -> Vec<Step> {
+        self.e
+            .on_tool_result(id(agent), reply, c, text.into(), false)
+    }
+}
+
+#[test]
+fn tool_calls_run_together_and_their_results_go_back_to_the_caller_alone() {
+    let (mut t, _) = T::new(16);
+    let reply = MessageId::new();
+    let (a, b) = (
+        call("1", "files/read", "{\"path\":\"a\"}"),
+        call("2", "builtin/now", "{}"),
+    );
+    assert_eq!(
+        show(&t.calls(M, reply, &[a.clone(), b.clone()])),
+        [
+            "call 10 files/read {\"path\":\"a\"}",
+            "call 10 builtin/now {}"
+        ]
+    );
+    // Something for the manager while its tools run waits until both results are in.
+    t.e.on_failure(id(A), "x"); // alice was not busy: nothing happens
+    assert_eq!(
+        show(&t.result(M, reply, &b, "noon")),
+        ["deliver 10<-0 tool_result \"noon\""]
+    );
+    let steps = t.result(M, reply, &a, "text of a");
+    assert_eq!(
+        show(&steps),
+        ["deliver 10<-0 tool_result \"text of a\"", "invoke 10"]
+    );
+    let Step::Deliver(d) = &steps[0] else {
+        panic!()
+    };
+    assert_eq!(d.linked, Some(reply));
+    assert_eq!(
+        d.tool
+            .as_ref()
+            .and_then(|t| t.result())
+            .map(|r| r.call_id.as_str()),
+        Some("1")
+    );
+    assert_eq!(
+        t.e.hops(),
+        3,
+        "the reply with calls and each result are hops"
+    );
+    assert_eq!(
+        show(&t.reply(M, &to(0, "done"))),
+        ["answer answered \"done\""]
+    );
+}
+
+#[test]
+fn a_tool_the_agent_may_not_use_gets_an_error_result_at_once() {
+    let (mut t, _) = T::new(16);
+    let reply = MessageId::new();
+    let steps = t.calls(M, reply, &[call("1", "files/write", "{}")]);
+    assert_eq!(
+        show(&steps),
+        [
+            "deliver 10<-0 tool_result \"Not run: `files/write` i\"",
+            "invoke 10"
+        ]
+    );
+    let Step::Deliver(d) = &steps[0] else {
+        panic!()
+    };
+    assert!(
+        d.tool
+            .as_ref()
+            .and_then(|t| t.result())
+            .is_some_and(|r| r.is_error)
+    );
+    assert!(d.text.contains("files/read, builtin/*"), "{}", d.text);
+}
+
+#[test]
+fn messages_for_an_agent_wait_while_its_tools_run_and_follow_their_results() {
+    let (mut t, _) = T::new(16);
+    let fan = format!("[{}, {}]", to(A, "a"), to(B, "b"));
+    t.reply(M, &fan);
+    let reply = MessageId::new();
+    let c = call("1", "files/read", "{}");
+    assert_eq!(
+        show(&t.calls(A, reply, std::slice::from_ref(&c))),
+        ["call 20 files/read {}"]
+    );
+    // bob answers alice while her tool runs: it waits.
+    assert_eq!(show(&t.reply(B, &to(A, "hi alice"))), Vec::<String>::new());
+    assert_eq!(
+        show(&t.result(A, reply, &c, "file")),
+        [
+            "deliver 20<-0 tool_result \"file\"",
+            "deliver 20<-30 delivery \"hi alice\"",
+            "invoke 20"
+        ]
+    );
+}
+
+#[test]
+fn tool_hops_count_toward_the_hop_limit() {
+    let (mut t, _) = T::new(3);
+    let reply = MessageId::new();
+    let (a, b) = (
+        call("1", "builtin/now", "{}"),
+        call("2", "builtin/now", "{\"x\":1}"),
+    );
+    t.calls(M, reply, &[a.clone(), b.clone()]);
+    t.result(M, reply, &a, "1");
+    // The third hop trips the limit; the guard waits for the manager's last result.
+    let steps = t.result(M, reply, &b, "2");
+    assert_eq!(
+        show(&steps),
+        [
+            "deliver 10<-0 tool_result \"2\"",
+            "deliver 10<-0 guard \"Stop now: this turn reac\"",
+            "invoke 10"
+        ]
+    );
+    // Told to answer, the manager calls a tool again: not run, and its text is the answer.
+    let reply = MessageId::new();
+    let steps = t.e.on_tool_calls(
+        id(M),
+        reply,
+        "best I have",
+        &[call("3", "builtin/now", "{}")],
+    );
+    assert_eq!(
+        show(&steps),
+        [
+            "deliver 10<-0 tool_result \"Not run: you were told t\"",
+            "answer max_hops \"best I have\""
+        ]
+    );
+}
+
+#[test]
+fn the_same_call_answered_the_same_way_three_times_is_a_loop() {
+    let (mut t, _) = T::new(100);
+    for n in 0..2 {
+        let reply = MessageId::new();
+        let c = call(&n.to_string(), "builtin/now", "{}");
+        t.calls(M, reply, std::slice::from_ref(&c));
+        assert_eq!(show(&t.result(M, reply, &c, "same"))[1], "invoke 10");
+    }
+    let reply = MessageId::new();
+    let c = call("3", "builtin/now", "{}");
+    t.calls(M, reply, std::slice::from_ref(&c));
+    let steps = show(&t.result(M, reply, &c, "same"));
+    assert!(steps[1].starts_with("deliver 10<-0 guard"), "{steps:?}");
+    assert_eq!(show(&t.reply(M, &to(0, "ok")))[0], "answer loop \"ok\"");
+}
+
+#[test]
+fn results_after_a_cancel_are_kept_and_start_nothing() {
+    let (mut t, _) = T::new(16);
+    let reply = MessageId::new();
+    let c = call("1", "builtin/now", "{}");
+    t.calls(M, reply, std::slice::from_ref(&c));
+    assert_eq!(show(&t.e.cancel()), ["cancelled"]);
+    assert!(t.e.in_flight(), "the tool is still running");
+    assert_eq!(
+        show(&t.result(M, reply, &c, "late")),
+        ["deliver 10<-0 tool_result \"late\""]
+    );
+    assert!(!t.e.in_flight());
+    // A late reply's calls are not run: each gets its error result.
+    let steps = t.e.on_tool_calls(id(M), MessageId::new(), "", &[c]);
+    assert!(steps.is_empty(), "the manager was not busy");
 }

@@ -302,6 +302,7 @@ impl agency_providers::Model for Gate {
         Ok(agency_providers::Completion {
             text: self.reply.clone(),
             usage: agency_core::Usage::default(),
+            tool_calls: Vec::new(),
         })
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use agency_core::room::{self, Author, Participant, Room, RoomMessage, Speaker};
 use agency_core::{ModelRef, ParticipantId, RoomId, RoomMessageId};
-use agency_providers::{ChatRequest, Providers};
+use agency_providers::{ChatMessage, ChatRequest, Providers};
 use chrono::Utc;
 use tokio::task::JoinSet;
 
@@ -184,7 +184,10 @@ impl Runtime {
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         let request = ChatRequest {
-            messages: room::context(agent, participants, history),
+            messages: room::context(agent, participants, history)
+                .into_iter()
+                .map(|(role, text)| ChatMessage::new(role, text))
+                .collect(),
             deltas: Some(tx),
             ..ChatRequest::default()
         };

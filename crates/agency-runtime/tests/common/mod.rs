@@ -23,6 +23,8 @@ pub enum Act {
     Together(Arc<tokio::sync::Barrier>, &'static str),
     /// Answers once the test opens the gate.
     Gated(Arc<tokio::sync::Notify>, &'static str),
+    /// Calls tools: `(id, server/tool, arguments)` each.
+    Call(Vec<(&'static str, &'static str, &'static str)>),
 }
 
 /// A model that plays a script, one act per call (the last act repeats), and records every
@@ -55,7 +57,13 @@ impl Model for Script {
     }
 
     async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError> {
-        self.chats.lock().unwrap().push(request.messages);
+        self.chats.lock().unwrap().push(
+            request
+                .messages
+                .into_iter()
+                .map(|m| (m.role, m.text))
+                .collect(),
+        );
         self.play().await
     }
 }
@@ -75,6 +83,7 @@ impl Script {
                     Some(Act::Fail(s)) => Act::Fail(s),
                     Some(Act::Together(b, s)) => Act::Together(b.clone(), s),
                     Some(Act::Gated(g, s)) => Act::Gated(g.clone(), s),
+                    Some(Act::Call(c)) => Act::Call(c.clone()),
                     Some(Act::Hang) | None => Act::Hang,
                 }
             }
@@ -84,7 +93,19 @@ impl Script {
             r.0 += 1;
             r.1 = r.1.max(r.0);
         }
+        let mut tool_calls = Vec::new();
         let out = match act {
+            Act::Call(calls) => {
+                tool_calls = calls
+                    .into_iter()
+                    .map(|(id, name, arguments)| agency_core::ToolCall {
+                        id: id.into(),
+                        name: name.into(),
+                        arguments: arguments.into(),
+                    })
+                    .collect();
+                Ok(String::new())
+            }
             Act::Say(s) => Ok(s.to_string()),
             Act::SayOwned(s) => Ok(s),
             Act::Slow(d, s) => {
@@ -115,6 +136,7 @@ impl Script {
                 prompt_tokens: 3,
                 completion_tokens: 2,
             },
+            tool_calls,
         })
     }
 }
@@ -206,6 +228,7 @@ pub fn agent(id: u32, name: &str, model: &str, rules: &[(&str, &str, &[&str])]) 
                 when: (*when).into(),
                 action: (*action).into(),
                 send_to: to.iter().map(|s| (*s).to_string()).collect(),
+                ..Default::default()
             })
             .collect(),
         ..Default::default()
@@ -235,7 +258,7 @@ pub fn lines(outcome: &agency_runtime::TurnOutcome, agency: &agency_core::Agency
                 "{}>{}:{}:{}",
                 e.from_name(&roster),
                 e.to_name(&roster),
-                e.kind.as_str(),
+                e.kind_name(),
                 e.text
             )
         })

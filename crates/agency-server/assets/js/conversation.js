@@ -12,7 +12,8 @@ import { tokens, when } from "./format.js";
  */
 /**
  * @typedef {{ agent: string | null, role: string, kind: string, from: string | null, to: string | null,
- *   text: string, included: boolean, usage: import("./format.js").Usage | null, latency_ms: number | null }} Message
+ *   text: string, included: boolean, usage: import("./format.js").Usage | null, latency_ms: number | null,
+ *   tool_calls?: { id: string, name: string, arguments: string }[], tool_result?: { call_id: string, name: string, is_error: boolean } }} Message
  */
 
 /**
@@ -69,13 +70,18 @@ function show(conversation, messages) {
                 el("span", { class: "badge" }, x.role),
                 " ",
                 x.kind,
-                x.role !== "system" && (x.from || x.to) ? " · " + (x.from || "user") + " → " + (x.to || "user") : "",
+                x.tool_result
+                  ? " · " + x.tool_result.name + (x.tool_result.is_error ? " failed" : " answered")
+                  : x.role !== "system" && (x.from || x.to)
+                    ? " · " + (x.from || "user") + " → " + (x.to || "user")
+                    : "",
                 x.usage ? " · " + tokens(x.usage) : "",
                 x.latency_ms !== null && x.latency_ms !== undefined ? " · " + x.latency_ms + " ms" : "",
               ),
               x.role === "system"
                 ? el("details", {}, el("summary", {}, "System prompt"), el("pre", { class: "msg-text" }, x.text))
                 : el("pre", { class: "msg-text" }, x.text),
+              ...(x.tool_calls || []).map((c) => el("p", { class: "tool-call" }, el("span", { class: "badge" }, "calls"), " ", el("code", {}, c.name + " " + c.arguments))),
             ),
           ),
         ),

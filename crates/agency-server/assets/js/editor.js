@@ -7,11 +7,12 @@ import { api } from "./api.js";
 import { $, el, find, status } from "./dom.js";
 import { clearErrors, general, showFieldErrors, slug } from "./errors.js";
 
-/** @typedef {{ when: string, action: string, send_to: string[] }} Rule */
+/** @typedef {{ when: string, action: string, send_to: string[], call?: string, with?: unknown }} Rule */
 /**
  * An agent as the API sends it (other fields are kept as they are).
- * @typedef {{ id?: number, name: string, role?: string, model: string, instructions?: string, rules?: Rule[], [field: string]: unknown }} AgentDraft
+ * @typedef {{ id?: number, name: string, role?: string, model: string, instructions?: string, rules?: Rule[], tools?: string[], [field: string]: unknown }} AgentDraft
  */
+/** @typedef {{ name: string, tools: { name: string, description: string }[], error?: string }} ToolServer */
 /** @typedef {{ name: string, protocol?: string, manager: string, agents: AgentDraft[], [field: string]: unknown }} AgencyDraft */
 /** An agent in the editor: its rules' names are references, and `_k` is its key. */
 /** @typedef {AgentDraft & { rules: Rule[], _k: number }} EditorAgent */
@@ -67,7 +68,7 @@ export class Editor {
     /** @type {EditorAgent[]} */
     this.agents = agents.map((a) => ({ ...a, rules: a.rules || [], _k: this.next++ }));
     for (const a of this.agents) {
-      a.rules = a.rules.map((r) => ({ when: this.toRef(r.when), action: r.action, send_to: r.send_to.map((n) => this.toRef(n)) }));
+      a.rules = a.rules.map((r) => ({ ...r, when: this.toRef(r.when), send_to: r.send_to.map((n) => this.toRef(n)) }));
     }
     /** A reference: `@k`. */
     this.manager = this.toRef(draft.manager);
@@ -75,6 +76,24 @@ export class Editor {
       ev.preventDefault();
       this.save();
     });
+    /** Every tool the agency's servers list, offered as agents' tools and rules' calls. */
+    this.toolList = el("datalist", { id: "tool-names" });
+    document.body.append(this.toolList);
+    this.loadTools();
+  }
+
+  /** Fills the list of tools from the servers the agency may use. */
+  async loadTools() {
+    const r = await api("GET", "/api/agencies/" + this.id + "/tools");
+    if (!r.ok) return;
+    /** @type {ToolServer[]} */
+    const servers = r.data;
+    this.toolList.replaceChildren(
+      ...servers.flatMap((s) => [
+        el("option", { value: s.name + "/*" }, "every tool of " + s.name + (s.error ? " (cannot be listed now: " + s.error + ")" : "")),
+        ...s.tools.map((t) => el("option", { value: t.name }, t.description)),
+      ]),
+    );
   }
 
   /**
@@ -110,7 +129,8 @@ export class Editor {
       /** @type {AgentDraft} */
       const out = { ...rest };
       for (const k of ["role", "instructions"]) if (out[k] === "") delete out[k];
-      out.rules = rules.map((r) => ({ when: this.toName(r.when), action: r.action, send_to: r.send_to.map((ref) => this.toName(ref)) }));
+      out.rules = rules.map((r) => ({ ...r, when: this.toName(r.when), send_to: r.send_to.map((ref) => this.toName(ref)) }));
+      if (!out.tools || out.tools.length === 0) delete out.tools;
       return out;
     });
     return d;
@@ -227,6 +247,15 @@ export class Editor {
         field("Model", p + ".model", textInput(a.model, (v) => { a.model = v; this.changed(); }, { list: "models" }), "provider/model, e.g. builtin/rules"),
       ),
       field("Instructions", p + ".instructions", instructions),
+      field(
+        "Tools",
+        p + ".tools",
+        textInput((a.tools || []).join(", "), (v) => {
+          a.tools = v.split(",").map((t) => t.trim()).filter((t) => t);
+          this.changed();
+        }, { list: "tool-names", placeholder: "e.g. builtin/calculate, files/*" }),
+        "server/tool, separated by commas; server/* for every tool of a server",
+      ),
       el("h3", {}, "Ad-lib rules"),
       el("p", { class: "error", id: "e-" + slug(p + ".rules"), hidden: true }),
       rules,
@@ -278,11 +307,33 @@ export class Editor {
       this.changed();
     } }, "+ addressee");
     const addressees = el("div", { class: "field addressees" }, el("label", { for: where(0) }, "and send response to"), ...rows, add);
+    const call = textInput(r.call, (v) => {
+      if (v.trim()) r.call = v.trim();
+      else delete r.call;
+      this.changed();
+    }, { list: "tool-names", placeholder: "optional: a tool, e.g. builtin/now" });
+    const withText = r.with === undefined ? "" : JSON.stringify(r.with);
+    const args = textInput(withText, (v) => {
+      if (!v.trim()) delete r.with;
+      else {
+        try {
+          r.with = JSON.parse(v);
+          args.removeAttribute("aria-invalid");
+        } catch {
+          // Sent as text: the server says what is wrong with it, at this field.
+          r.with = v;
+          args.setAttribute("aria-invalid", "true");
+        }
+      }
+      this.changed();
+    }, { placeholder: '{"expression": "{{message}}"}' });
     return el(
       "div",
       { class: "rule" },
       field("When message is from", p + ".when", w),
-      field("do", p + ".action", action),
+      field("call tool", p + ".call", call),
+      field("with arguments (JSON)", p + ".with", args),
+      field("do", p + ".action", action, r.call ? "{{result}} is the tool's answer" : undefined),
       addressees,
       el("button", { type: "button", class: "danger", "aria-label": "Remove rule " + (j + 1) + " of " + (a.name || "agent"), onclick: () => { a.rules.splice(j, 1); this.render("add-rule-" + a._k); this.changed(); } }, "Remove rule"),
     );

@@ -7,7 +7,7 @@ import { $, data, el, status, submitOnCtrlEnter } from "./dom.js";
 import { chatInput, showError } from "./errors.js";
 import { cost, tokens } from "./format.js";
 
-/** @typedef {{ from: string, to: string, kind: string, text: string, usage: import("./format.js").Usage | null, latency_ms: number | null }} Hop */
+/** @typedef {{ from: string, to: string, kind: string, text: string, usage: import("./format.js").Usage | null, latency_ms: number | null, tool?: string, is_error?: boolean }} Hop */
 /**
  * The turn on the page: its parts, and when it was sent.
  * @typedef {{ title: HTMLElement, hops: HTMLElement, answer: HTMLElement, answerBox: HTMLElement, error: HTMLElement, usage: HTMLElement, started: number }} Turn
@@ -66,8 +66,8 @@ function addHop(h) {
   t.hops.append(
     el(
       "li",
-      { class: "hop kind-" + h.kind },
-      el("p", { class: "hop-head" }, el("strong", { class: "hop-route" }, h.from + " → " + h.to), " ", el("span", { class: "badge" }, h.kind), " ", el("span", { class: "hint" }, "+" + secs + " s" + (h.usage ? " · " + tokens(h.usage) : "") + (h.latency_ms != null ? " · model " + h.latency_ms + " ms" : ""))),
+      { class: "hop kind-" + h.kind + (h.is_error ? " tool-error" : "") },
+      el("p", { class: "hop-head" }, el("strong", { class: "hop-route" }, h.from + " → " + h.to), " ", el("span", { class: "badge" }, h.kind === "tool_result" && h.is_error ? "tool error" : h.kind), " ", el("span", { class: "hint" }, "+" + secs + " s" + (h.usage ? " · " + tokens(h.usage) : "") + (h.latency_ms != null ? (h.kind === "tool_result" ? " · tool " : " · model ") + h.latency_ms + " ms" : ""))),
       el("p", { class: "hop-text" }, h.text),
     ),
   );

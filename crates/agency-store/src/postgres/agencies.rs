@@ -34,6 +34,7 @@ impl AgencyStore for PostgresStore {
             .bind(i64::from(agency.limits.max_hops))
             .bind(agencies::deadline_ms(agency))
             .bind(agencies::providers_json(&agency.providers))
+            .bind(agencies::mcp_servers_json(&agency.mcp_servers))
             .bind(now)
             .bind(now)
             .execute(&mut *tx)

@@ -10,7 +10,7 @@ use crate::StoreError;
 
 macro_rules! agency_columns {
     () => {
-        "id, owner, name, handle, protocol, manager, max_hops, deadline_ms, providers"
+        "id, owner, name, handle, protocol, manager, max_hops, deadline_ms, providers, mcp_servers"
     };
 }
 macro_rules! agent_columns {
@@ -23,11 +23,11 @@ pub(crate) const SAVE_AGENCY: &str = concat!(
     "INSERT INTO agencies (",
     agency_columns!(),
     ", created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
      ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, name = excluded.name, \
      handle = excluded.handle, protocol = excluded.protocol, manager = excluded.manager, \
      max_hops = excluded.max_hops, deadline_ms = excluded.deadline_ms, \
-     providers = excluded.providers, revision = agencies.revision + 1, \
+     providers = excluded.providers, mcp_servers = excluded.mcp_servers, revision = agencies.revision + 1, \
      updated_at = excluded.updated_at"
 );
 pub(crate) const DELETE_AGENTS: &str = "DELETE FROM agents WHERE agency_id = $1";
@@ -86,6 +86,7 @@ pub(crate) struct AgencyRow {
     pub max_hops: i64,
     pub deadline_ms: i64,
     pub providers: String,
+    pub mcp_servers: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -111,7 +112,99 @@ enum StoredBlock {
         when: i64,
         action: String,
         send_to: Vec<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<StoredCall>,
     },
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredCall {
+    tool: String,
+    with: serde_json::Value,
+}
+
+/// An agency's MCP server as kept in the `mcp_servers` column (JSON). Only a URL and the names
+/// of server variables, never a secret.
+#[derive(Serialize, Deserialize)]
+struct StoredMcpServer {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    args: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    headers_env: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timeout_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_concurrency: Option<u32>,
+}
+
+pub(crate) fn mcp_servers_json(servers: &[(String, agency_core::McpServer)]) -> String {
+    use agency_core::McpTransport;
+    let stored: Vec<StoredMcpServer> = servers
+        .iter()
+        .filter_map(|(name, s)| {
+            let mut out = StoredMcpServer {
+                name: name.clone(),
+                url: None,
+                command: None,
+                args: Vec::new(),
+                env: Default::default(),
+                headers_env: Default::default(),
+                timeout_secs: s.timeout_secs,
+                max_concurrency: s.max_concurrency,
+            };
+            match &s.transport {
+                McpTransport::Builtin => return None,
+                McpTransport::Stdio { command, args, env } => {
+                    out.command = Some(command.clone());
+                    out.args = args.clone();
+                    out.env = env.clone();
+                }
+                McpTransport::Http { url, headers_env } => {
+                    out.url = Some(url.clone());
+                    out.headers_env = headers_env.clone();
+                }
+            }
+            Some(out)
+        })
+        .collect();
+    serde_json::to_string(&stored).unwrap_or_else(|_| "[]".into())
+}
+
+fn mcp_servers_of(json: &str) -> Result<Vec<(String, agency_core::McpServer)>, StoreError> {
+    use agency_core::{McpServer, McpTransport};
+    let stored: Vec<StoredMcpServer> = serde_json::from_str(json).map_err(corrupt)?;
+    stored
+        .into_iter()
+        .map(|s| {
+            let transport = match (s.url, s.command) {
+                (Some(url), None) => McpTransport::Http {
+                    url,
+                    headers_env: s.headers_env,
+                },
+                (None, Some(command)) => McpTransport::Stdio {
+                    command,
+                    args: s.args,
+                    env: s.env,
+                },
+                _ => return Err(corrupt(&s.name)),
+            };
+            Ok((
+                s.name,
+                McpServer {
+                    transport,
+                    timeout_secs: s.timeout_secs,
+                    max_concurrency: s.max_concurrency,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// A provider as kept in the `providers` column (JSON). Never a key: only its variable's name.
@@ -186,6 +279,9 @@ struct StoredSampling {
     reflection_threshold: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reflection_half_life_hours: Option<f64>,
+    /// And so do its tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<String>,
 }
 
 /// The agent's model settings (sampling, and its memory settings) as kept in the `sampling`
@@ -198,13 +294,21 @@ pub(crate) fn settings_json(a: &Agent) -> String {
         max_tokens: s.max_tokens,
         reflection_threshold: a.memory.reflection_threshold,
         reflection_half_life_hours: a.memory.half_life_hours,
+        tools: a.tools.0.clone(),
     };
     serde_json::to_string(&stored).unwrap_or_else(|_| "{}".into())
 }
 
 fn settings_of(
     json: &str,
-) -> Result<(agency_core::Sampling, agency_core::memory::MemorySettings), StoreError> {
+) -> Result<
+    (
+        agency_core::Sampling,
+        agency_core::memory::MemorySettings,
+        agency_core::ToolGrants,
+    ),
+    StoreError,
+> {
     let s: StoredSampling = serde_json::from_str(json).map_err(corrupt)?;
     Ok((
         agency_core::Sampling {
@@ -216,6 +320,7 @@ fn settings_of(
             reflection_threshold: s.reflection_threshold,
             half_life_hours: s.reflection_half_life_hours,
         },
+        agency_core::ToolGrants(s.tools),
     ))
 }
 
@@ -235,6 +340,10 @@ pub(crate) fn blocks_json(blocks: &[Block]) -> String {
                 },
                 action: r.action.clone(),
                 send_to: r.send_to.iter().map(|to| i64::from(to.number())).collect(),
+                call: r.call.as_ref().map(|c| StoredCall {
+                    tool: c.tool.clone(),
+                    with: c.with.clone(),
+                }),
             },
         })
         .collect();
@@ -252,7 +361,12 @@ fn blocks_of(json: &str) -> Result<Vec<Block>, StoreError> {
                     when,
                     action,
                     send_to,
+                    call,
                 } => Block::Rule(agency_core::Rule {
+                    call: call.map(|c| agency_core::RuleCall {
+                        tool: c.tool,
+                        with: c.with,
+                    }),
                     when: match when {
                         ANY => Party::Any,
                         0 => Party::User,
@@ -313,11 +427,13 @@ fn agency_of(row: AgencyRow, agents: Vec<AgentRow>) -> Result<Agency, StoreError
             ),
         },
         providers: providers_of(&row.providers)?,
+        mcp_servers: mcp_servers_of(&row.mcp_servers)?,
         agents: agents
             .into_iter()
             .map(|a| {
-                let (sampling, memory) = settings_of(&a.sampling)?;
+                let (sampling, memory, tools) = settings_of(&a.sampling)?;
                 Ok(Agent {
+                    tools,
                     id: agent_id(a.id)?,
                     model: ModelRef::parse(&a.model).ok_or_else(|| corrupt(&a.model))?,
                     sampling,

@@ -49,6 +49,7 @@ impl AgencyStore for SqliteStore {
                     i64::from(agency.limits.max_hops),
                     agencies::deadline_ms(agency),
                     agencies::providers_json(&agency.providers),
+                    agencies::mcp_servers_json(&agency.mcp_servers),
                     now,
                     now
                 ],
@@ -189,6 +190,7 @@ fn agency_row(r: &Row<'_>) -> rusqlite::Result<AgencyRow> {
         max_hops: r.get("max_hops")?,
         deadline_ms: r.get("deadline_ms")?,
         providers: r.get("providers")?,
+        mcp_servers: r.get("mcp_servers")?,
     })
 }
 

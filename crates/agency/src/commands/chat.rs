@@ -61,12 +61,23 @@ fn turn_json(out: &TurnOutcome) -> serde_json::Value {
             "completion_tokens": out.usage.completion_tokens,
             "total_tokens": out.usage.total(),
         },
-        "trace": out.trace.iter().map(|e| serde_json::json!({
-            "from": e.from_name(&out.roster),
-            "to": e.to_name(&out.roster),
-            "kind": e.kind.as_str(),
-            "text": e.text,
-        })).collect::<Vec<_>>(),
+        "trace": out.trace.iter().map(|e| {
+            let mut hop = serde_json::json!({
+                "from": e.from_name(&out.roster),
+                "to": e.to_name(&out.roster),
+                "kind": e.kind_name(),
+                "text": e.text,
+            });
+            if let Some(t) = &e.tool {
+                hop["tool"] = t.name.clone().into();
+                hop["call_id"] = t.call_id.clone().into();
+                hop["is_error"] = t.is_error.into();
+            }
+            if let Some(ms) = e.latency_ms {
+                hop["latency_ms"] = ms.into();
+            }
+            hop
+        }).collect::<Vec<_>>(),
     })
 }
 
@@ -91,8 +102,20 @@ async fn chat(
             && c == conversation
             && !matches!(entry.kind, MessageKind::Input | MessageKind::Answer)
         {
+            let took = match (&entry.tool, entry.kind, entry.latency_ms) {
+                (Some(t), MessageKind::ToolResult, Some(ms)) => {
+                    let error = if t.is_error { ", error" } else { "" };
+                    format!(" ({ms} ms{error})")
+                }
+                _ => String::new(),
+            };
+            let arrow = if entry.kind == MessageKind::Reply {
+                "⚙"
+            } else {
+                "→"
+            };
             println!(
-                "  {} → {}: {}",
+                "  {} {arrow} {}{took}: {}",
                 entry.from_name(&roster),
                 entry.to_name(&roster),
                 entry.text.replace('\n', "\n    ")
