@@ -81,6 +81,30 @@ struct Paired {
     a: Duration,
     b: Duration,
     ratio: f64,
+    /// This process's CPU time per call of each side (for a stdio server, the client's
+    /// alone), over all blocks.
+    cpu_a: Duration,
+    cpu_b: Duration,
+}
+
+/// CPU time of this process's threads so far (Linux: the sum of their schedstat run times;
+/// zero elsewhere).
+fn cpu_time() -> Duration {
+    let mut nanos = 0u64;
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) {
+            nanos += stat
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_nanos(nanos)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -89,12 +113,15 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 impl Paired {
-    fn of(pairs: &[(Duration, Duration)]) -> Self {
+    /// `pairs`: each pair's time per call; `cpu`: each side's CPU time per call.
+    fn of(pairs: &[(Duration, Duration)], cpu: (Duration, Duration)) -> Self {
         let secs = |d: &Duration| d.as_secs_f64();
         Paired {
             a: Duration::from_secs_f64(median(pairs.iter().map(|(a, _)| secs(a)).collect())),
             b: Duration::from_secs_f64(median(pairs.iter().map(|(_, b)| secs(b)).collect())),
             ratio: median(pairs.iter().map(|(a, b)| secs(b) / secs(a)).collect()),
+            cpu_a: cpu.0,
+            cpu_b: cpu.1,
         }
     }
 }
@@ -113,27 +140,35 @@ where
         b(i).await;
     }
     let mut pairs = Vec::new();
+    let (mut cpu_a, mut cpu_b) = (Duration::ZERO, Duration::ZERO);
     for _ in 0..BLOCKS {
-        let start = Instant::now();
+        let (start, cpu) = (Instant::now(), cpu_time());
         for i in 0..per_block {
             a(i).await;
         }
         let ta = start.elapsed() / per_block as u32;
-        let start = Instant::now();
+        cpu_a += cpu_time().saturating_sub(cpu);
+        let (start, cpu) = (Instant::now(), cpu_time());
         for i in 0..per_block {
             b(i).await;
         }
+        cpu_b += cpu_time().saturating_sub(cpu);
         pairs.push((ta, start.elapsed() / per_block as u32));
     }
-    Paired::of(&pairs)
+    let n = (per_block * BLOCKS) as u32;
+    Paired::of(&pairs, (cpu_a / n, cpu_b / n))
 }
 
 fn report(what: &str, p: Paired) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
-        "{what:<34} direct rmcp {:>8.1} µs   ToolHub::call {:>8.1} µs   ratio {:.2}",
-        p.a.as_secs_f64() * 1e6,
-        p.b.as_secs_f64() * 1e6,
-        p.ratio
+        "{what:<34} direct rmcp {:>8.1} µs   ToolHub::call {:>8.1} µs   ratio {:.2}   \
+         CPU a call {:.1} / {:.1} µs",
+        us(p.a),
+        us(p.b),
+        p.ratio,
+        us(p.cpu_a),
+        us(p.cpu_b)
     );
 }
 
@@ -176,27 +211,36 @@ async fn bench_stdio(script: &Path, calls: usize, rounds: usize) {
 
     // Throughput: rounds of 100 calls at once on the one server, alternating sides.
     let mut pairs = Vec::new();
+    let (mut cpu_a, mut cpu_b) = (Duration::ZERO, Duration::ZERO);
     for round in 0..=rounds {
-        let start = Instant::now();
+        let (start, cpu) = (Instant::now(), cpu_time());
         let direct = (0..CONCURRENT).map(|i| direct_echo(&client, "message", DIGITS[i % 10]));
         futures::future::join_all(direct).await;
-        let a = start.elapsed();
-        let start = Instant::now();
+        let (a, a_cpu) = (start.elapsed(), cpu_time().saturating_sub(cpu));
+        let (start, cpu) = (Instant::now(), cpu_time());
         let through_hub =
             (0..CONCURRENT).map(|i| hub_echo(&hub, &server, "message", DIGITS[i % 10]));
         futures::future::join_all(through_hub).await;
         if round > 0 {
-            pairs.push((a, start.elapsed())); // round 0 warms up
+            // round 0 warms up
+            pairs.push((a, start.elapsed()));
+            cpu_a += a_cpu;
+            cpu_b += cpu_time().saturating_sub(cpu);
         }
     }
-    let found = Paired::of(&pairs);
+    let n = (rounds.max(1) * CONCURRENT) as u32;
+    let found = Paired::of(&pairs, (cpu_a / n, cpu_b / n));
     let rate = |d: Duration| CONCURRENT as f64 / d.as_secs_f64();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
-        "{:<34} direct rmcp {:>8.0} /s   ToolHub::call {:>8.0} /s   ratio {:.2}",
+        "{:<34} direct rmcp {:>8.0} /s   ToolHub::call {:>8.0} /s   ratio {:.2}   \
+         CPU a call {:.1} / {:.1} µs",
         format!("{CONCURRENT} concurrent echoes (stdio)"),
         rate(found.a),
         rate(found.b),
-        1.0 / found.ratio
+        1.0 / found.ratio,
+        us(found.cpu_a),
+        us(found.cpu_b)
     );
 }
 
