@@ -243,11 +243,21 @@ pub(crate) async fn connect(
         }
         McpTransport::Http { url, headers_env } => {
             let transport = http_transport(url, headers_env, declared, allow_private).await?;
-            // The URL may carry a secret (the operator's); the messages name the host.
+            // The URL may carry a secret (the operator's): the messages name the host instead,
+            // for the URL as written and as parsed (which the HTTP client's errors quote).
+            let parsed = reqwest::Url::parse(url)
+                .map(String::from)
+                .unwrap_or_default();
             handler
                 .serve_with_lifecycle(transport, lifecycle())
                 .await
-                .map_err(|e| fail(handshake_error(&e).replace(url.as_str(), &label)))?
+                .map_err(|e| {
+                    let mut message = handshake_error(&e).replace(url.as_str(), &label);
+                    if !parsed.is_empty() {
+                        message = message.replace(&parsed, &label);
+                    }
+                    fail(message)
+                })?
         }
     };
     tracing::info!(

@@ -648,3 +648,25 @@ async fn an_abandoned_call_frees_its_place() {
         start.elapsed()
     );
 }
+
+/// What a model reads about a server it cannot reach names the host, never the URL's path or
+/// query, which may carry the operator's secret.
+#[tokio::test]
+async fn connection_errors_do_not_quote_the_url() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // closed again: nothing listens there
+    let hub = ToolHub::new(false);
+    let server = common::http(&format!("http://127.0.0.1:{port}/mcp?token=SECRET-123"));
+    let out = hub.call(&server, OP, "echo", "{}", None).await;
+    assert!(out.is_error);
+    assert!(
+        out.text.contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        out.text
+    );
+    assert!(out.text.contains("Connection refused"), "{}", out.text);
+    assert!(!out.text.contains("SECRET"), "{}", out.text);
+}
