@@ -371,10 +371,24 @@ fn chat_json_shows_the_trace_and_conversations_continue() {
             ("manager", "programmer"),
             ("programmer", "manager"),
             ("manager", "reviewer"),
+            ("reviewer", "builtin/echo"),
+            ("builtin/echo", "reviewer"),
             ("reviewer", "manager"),
             ("manager", "user"),
         ]
     );
+    let kinds: Vec<&str> = first["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds[4..6], ["tool_call", "tool_result"]);
+    let result = &first["trace"][5];
+    assert_eq!(result["tool"], "builtin/echo");
+    assert_eq!(result["is_error"], false);
+    assert_eq!(result["call_id"], first["trace"][4]["call_id"]);
+    assert!(result["latency_ms"].is_u64(), "{result}");
     let texts: Vec<&str> = steps.iter().map(|(_, _, t)| t.as_str()).collect();
     assert_eq!(
         texts,
@@ -382,6 +396,8 @@ fn chat_json_shows_the_trace_and_conversations_continue() {
             "a todo app",
             "Please build: a todo app",
             "fn main() { /* Please build: a todo app */ }",
+            "Please review: fn main() { /* Please build: a todo app */ }",
+            r#"{"text":"Please review: fn main() { /* Please build: a todo app */ }"}"#,
             "Please review: fn main() { /* Please build: a todo app */ }",
             "Approved: Please review: fn main() { /* Please build: a todo app */ }",
             TODO_ANSWER,
