@@ -867,6 +867,50 @@ async fn drafts_are_validated_field_by_field() {
         "{prompt}"
     );
 
+    // An account's agency may not start a process (a stdio MCP server) nor read the server's
+    // variables: refused at those fields, with their lines, and nothing stored.
+    let (status, body) = app
+        .send(app.client.post(app.url("/api/agencies/import")).body(
+            "name: tooled\nmanager: a\nmcp_servers:\n  files: { command: sh, args: [-c, \"id\"] }\n  web: { url: \"https://mcp.example.com/mcp\", headers_env: { Authorization: HOME } }\nagents:\n  - name: a\n    model: builtin/rules\n    tools: [files/*]\n",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let fields = body["error"]["fields"].as_array().unwrap();
+    let at = |path: &str| {
+        fields
+            .iter()
+            .find(|f| f["path"] == json!(path))
+            .unwrap_or_else(|| panic!("no problem at {path}: {body}"))
+    };
+    assert!(
+        at("mcp_servers.files.command")["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 4"),
+        "{body}"
+    );
+    assert!(
+        at("mcp_servers.web.headers_env")["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 5"),
+        "{body}"
+    );
+    // The same through the JSON API.
+    let mut draft = echo_draft("x");
+    draft["mcp_servers"] = json!([{"name": "files", "command": "sh"}]);
+    let (status, body) = app
+        .send(app.client.post(app.url("/api/agencies")).json(&draft))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        body["error"]["fields"][0]["path"],
+        json!("mcp_servers.files.command"),
+        "{body}"
+    );
+    let (_, list) = app.get("/api/agencies").await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "nothing stored: {list}");
+
     // An agency file with a problem names its line.
     let (status, body) =
         app.send(app.client.post(app.url("/api/agencies/import")).body(

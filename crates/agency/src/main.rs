@@ -35,7 +35,12 @@ fn main() -> ExitCode {
                 // SDK every session's start and end at `info`: quiet by default
                 // (AGENCY_LOG=info,rumqttd=info,rmcp=info shows them).
                 .unwrap_or_else(|_| {
-                    (if serving { "info,rumqttd=off,rmcp=warn" } else { "warn" }).into()
+                    (if serving {
+                        "info,rumqttd=off,rmcp=warn"
+                    } else {
+                        "warn"
+                    })
+                    .into()
                 }),
         )
         .init();
