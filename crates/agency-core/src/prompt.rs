@@ -45,9 +45,19 @@ pub fn system_prompt(agency: &Agency, agent: &Agent) -> String {
                 let _ = writeln!(instructions, "{t}");
             }
             Block::Rule(r) => {
+                let first = r
+                    .call
+                    .as_ref()
+                    .map(|c| {
+                        format!(
+                            "call the tool `{}` with {}, then (its answer is {{{{result}}}}) ",
+                            c.tool, c.with
+                        )
+                    })
+                    .unwrap_or_default();
                 let _ = writeln!(
                     instructions,
-                    "- When a message is from {}: {}. Send your response to {}.",
+                    "- When a message is from {}: {first}{}. Send your response to {}.",
                     party(&roster, r.when),
                     r.action.trim().trim_end_matches('.'),
                     r.send_to
@@ -62,6 +72,11 @@ pub fn system_prompt(agency: &Agency, agent: &Agent) -> String {
     if !instructions.is_empty() {
         out.push_str("\n## Your instructions\n");
         out.push_str(&instructions);
+    }
+    if !agent.tools.is_empty() {
+        out.push_str(
+            "\n## Tools\nYou may call the tools you are given, as tool calls (not in your reply's text); each result comes back to you alone. Pass on what others need to know.\n",
+        );
     }
 
     out.push_str("\n## Agents\n");

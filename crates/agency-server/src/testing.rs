@@ -24,17 +24,19 @@ pub struct Served {
     pub auth: Arc<Authenticator>,
 }
 
-/// Serves on `providers` with its database and master key in `dir`, holding connections as
-/// `connections` says.
+/// Serves on `providers` and the operator's MCP `servers` with its database and master key in
+/// `dir`, holding connections as `connections` says.
 pub async fn serve(
     dir: &Path,
     providers: Providers,
+    servers: Vec<(String, agency_core::McpServer)>,
     connections: Connections,
 ) -> Result<Served, Box<dyn std::error::Error + Send + Sync>> {
     let url = format!("sqlite://{}", dir.join("agency.db").display());
     let store = agency_store::open(&url).await?;
     let master = MasterKeySource::File(dir.join("agency.key"));
-    let rt = Runtime::with_master_key(store.clone(), providers, Some(master.clone()));
+    let tools = agency_runtime::tools::Tools::new(servers, providers.allows_private());
+    let rt = Runtime::assemble(store.clone(), providers, Some(master.clone()), tools);
     let auth = Arc::new(rt.authenticator().await?);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);

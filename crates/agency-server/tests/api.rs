@@ -35,7 +35,7 @@ impl App {
         // The tests' bots and providers run on loopback.
         let mut providers = Providers::builtin();
         providers.allow_private_addresses().unwrap();
-        let base = agency_server::testing::serve(dir.path(), providers, connections)
+        let base = agency_server::testing::serve(dir.path(), providers, Vec::new(), connections)
             .await
             .unwrap()
             .base;
@@ -206,6 +206,8 @@ fn studio_hops() -> Vec<(String, String, String)> {
         ("manager", "programmer", "delivery"),
         ("programmer", "manager", "delivery"),
         ("manager", "reviewer", "delivery"),
+        ("reviewer", "builtin/echo", "tool_call"),
+        ("builtin/echo", "reviewer", "tool_result"),
         ("reviewer", "manager", "delivery"),
         ("manager", "user", "answer"),
     ])
@@ -351,7 +353,7 @@ async fn a_turn_goes_through_the_studio() {
     assert_eq!(turn["number"], json!(1));
     assert_eq!(turn["answer"], json!(ANSWER));
     assert_eq!(turn["stopped_by"], json!("answered"));
-    assert_eq!(turn["hops"], json!(5));
+    assert_eq!(turn["hops"], json!(7));
     assert!(turn["turn_id"].as_str().is_some_and(|t| !t.is_empty()));
     assert_eq!(hops(&turn["trace"]), studio_hops());
     let texts: Vec<&str> = turn["trace"]
@@ -366,6 +368,8 @@ async fn a_turn_goes_through_the_studio() {
             "a todo app",
             "Please build: a todo app",
             "fn main() { /* Please build: a todo app */ }",
+            "Please review: fn main() { /* Please build: a todo app */ }",
+            r#"{"text":"Please review: fn main() { /* Please build: a todo app */ }"}"#,
             "Please review: fn main() { /* Please build: a todo app */ }",
             "Approved: Please review: fn main() { /* Please build: a todo app */ }",
             ANSWER,
@@ -402,7 +406,7 @@ async fn turns_are_recorded_and_replayed() {
         assert_eq!(t["id"], posted["turn_id"]);
         assert_eq!(t["number"], posted["number"]);
         assert_eq!(t["stopped_by"], json!("answered"));
-        assert_eq!(t["hops"], json!(5));
+        assert_eq!(t["hops"], json!(7));
         assert_eq!(t["error"], Value::Null);
         assert!(t["finished_at"].is_string(), "{t}");
     }
@@ -507,8 +511,25 @@ async fn each_agent_sees_only_its_own_context() {
     let reviewer = context(Some("reviewer"));
     assert_eq!(
         kinds(&reviewer),
-        ["system", "delivery", "reply", "delivery", "reply"]
+        [
+            "system",
+            "delivery",
+            "reply",
+            "tool_result",
+            "reply",
+            "delivery",
+            "reply",
+            "tool_result",
+            "reply"
+        ]
     );
+    // Its check of the build: a call of its tool, answered in its own context alone.
+    assert_eq!(reviewer[2]["tool_calls"][0]["name"], json!("builtin/echo"));
+    assert_eq!(
+        reviewer[3]["tool_result"]["call_id"],
+        reviewer[2]["tool_calls"][0]["id"]
+    );
+    assert_eq!(reviewer[3]["role"], json!("tool"));
     assert_eq!(reviewer[1]["from"], json!("manager"));
 
     // The manager: the user's input, its reply, and one delivery and reply per agent it asked.
@@ -534,8 +555,9 @@ async fn each_agent_sees_only_its_own_context() {
         assert_eq!(answer["text"], json!(ANSWER));
     }
 
-    // Three system prompts, then eleven messages a turn.
-    assert_eq!(messages.len(), 3 + 11 * 2);
+    // Three system prompts, then thirteen messages a turn (the reviewer's call and its
+    // result among them).
+    assert_eq!(messages.len(), 3 + 13 * 2);
 }
 
 #[tokio::test]
@@ -844,6 +866,50 @@ async fn drafts_are_validated_field_by_field() {
         ),
         "{prompt}"
     );
+
+    // An account's agency may not start a process (a stdio MCP server) nor read the server's
+    // variables: refused at those fields, with their lines, and nothing stored.
+    let (status, body) = app
+        .send(app.client.post(app.url("/api/agencies/import")).body(
+            "name: tooled\nmanager: a\nmcp_servers:\n  files: { command: sh, args: [-c, \"id\"] }\n  web: { url: \"https://mcp.example.com/mcp\", headers_env: { Authorization: HOME } }\nagents:\n  - name: a\n    model: builtin/rules\n    tools: [files/*]\n",
+        ))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let fields = body["error"]["fields"].as_array().unwrap();
+    let at = |path: &str| {
+        fields
+            .iter()
+            .find(|f| f["path"] == json!(path))
+            .unwrap_or_else(|| panic!("no problem at {path}: {body}"))
+    };
+    assert!(
+        at("mcp_servers.files.command")["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 4"),
+        "{body}"
+    );
+    assert!(
+        at("mcp_servers.web.headers_env")["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 5"),
+        "{body}"
+    );
+    // The same through the JSON API.
+    let mut draft = echo_draft("x");
+    draft["mcp_servers"] = json!([{"name": "files", "command": "sh"}]);
+    let (status, body) = app
+        .send(app.client.post(app.url("/api/agencies")).json(&draft))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        body["error"]["fields"][0]["path"],
+        json!("mcp_servers.files.command"),
+        "{body}"
+    );
+    let (_, list) = app.get("/api/agencies").await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "nothing stored: {list}");
 
     // An agency file with a problem names its line.
     let (status, body) =

@@ -111,10 +111,15 @@ async fn app(dir: &Path) -> String {
 
 /// The real app on a fresh SQLite file, with these providers.
 async fn app_with(dir: &Path, providers: Providers) -> String {
-    agency_server::testing::serve(dir, providers, agency_server::Connections::default())
-        .await
-        .unwrap()
-        .base
+    agency_server::testing::serve(
+        dir,
+        providers,
+        Vec::new(),
+        agency_server::Connections::default(),
+    )
+    .await
+    .unwrap()
+    .base
 }
 
 struct Walk {

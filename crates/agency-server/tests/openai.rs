@@ -53,6 +53,7 @@ impl App {
         let served = agency_server::testing::serve(
             dir.path(),
             Providers::builtin(),
+            Vec::new(),
             agency_server::Connections::default(),
         )
         .await

@@ -260,7 +260,7 @@ pub(crate) async fn connect(
                 })?
         }
     };
-    tracing::info!(
+    tracing::debug!(
         server = %label,
         protocol = %service.peer().peer_info().map(|i| i.protocol_version.to_string()).unwrap_or_default(),
         "MCP server connected"

@@ -31,9 +31,17 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AGENCY_LOG")
-                // The embedded broker logs every client's disconnection as an error: quiet by
-                // default (AGENCY_LOG=info,rumqttd=info shows it).
-                .unwrap_or_else(|_| (if serving { "info,rumqttd=off" } else { "warn" }).into()),
+                // The embedded broker logs every client's disconnection as an error, and the MCP
+                // SDK every session's start and end at `info`: quiet by default
+                // (AGENCY_LOG=info,rumqttd=info,rmcp=info shows them).
+                .unwrap_or_else(|_| {
+                    (if serving {
+                        "info,rumqttd=off,rmcp=warn"
+                    } else {
+                        "warn"
+                    })
+                    .into()
+                }),
         )
         .init();
     let result = tokio::runtime::Builder::new_multi_thread()

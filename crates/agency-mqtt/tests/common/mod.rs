@@ -90,6 +90,8 @@ pub struct Setup {
     pub yaml: Option<fn(&str, &str) -> String>,
     /// `?share=GROUP`: subscribe through MQTT 5 shared subscriptions.
     pub share: Option<String>,
+    /// The operator's MCP servers.
+    pub mcp_servers: Vec<(String, agency_core::McpServer)>,
 }
 
 pub struct Server {
@@ -141,6 +143,7 @@ impl Server {
         let served = agency_server::testing::serve(
             dir.path(),
             providers(&setup.providers),
+            setup.mcp_servers,
             agency_server::Connections::default(),
         )
         .await

@@ -171,7 +171,22 @@ impl Harness {
         Self::on(url, Some(dir)).await
     }
 
+    /// A runtime whose agencies may also use the operator's MCP `servers`.
+    pub async fn with_mcp(servers: Vec<(String, agency_core::McpServer)>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("agency.db").display());
+        Self::build(url, Some(dir), servers).await
+    }
+
     pub async fn on(url: String, dir: Option<tempfile::TempDir>) -> Self {
+        Self::build(url, dir, Vec::new()).await
+    }
+
+    async fn build(
+        url: String,
+        dir: Option<tempfile::TempDir>,
+        servers: Vec<(String, agency_core::McpServer)>,
+    ) -> Self {
         let store = agency_store::open(&url).await.unwrap();
         let scripts = Arc::new(Scripts::default());
         let mut providers = Providers::builtin();
@@ -193,8 +208,9 @@ impl Harness {
         let master = agency_runtime::secrets::MasterKeySource::Hex(secrecy::SecretString::from(
             "42".repeat(32),
         ));
+        let tools = agency_runtime::tools::Tools::new(servers, true);
         Self {
-            rt: Runtime::with_master_key(store.clone(), providers, Some(master)),
+            rt: Runtime::assemble(store.clone(), providers, Some(master), tools),
             store,
             scripts,
             url,
