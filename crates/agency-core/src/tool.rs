@@ -159,9 +159,15 @@ impl ToolGrants {
         })
     }
 
-    /// The servers named.
-    pub fn servers(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().filter_map(|g| split(g).map(|(s, _)| s))
+    /// The servers named, each once, in the order first named.
+    pub fn servers(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for s in self.0.iter().filter_map(|g| split(g).map(|(s, _)| s)) {
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        out
     }
 
     /// The tools of `available` (qualified names) the agent may call, in their order.
@@ -187,13 +193,17 @@ mod tests {
 
     #[test]
     fn grants_name_tools_or_whole_servers() {
-        let g = ToolGrants(vec!["files/read".into(), "builtin/*".into()]);
+        let g = ToolGrants(vec![
+            "files/read".into(),
+            "builtin/*".into(),
+            "files/list".into(),
+        ]);
         assert!(g.allows("files/read"));
         assert!(!g.allows("files/write"));
         assert!(g.allows("builtin/now"));
         assert!(!g.allows("builtin"));
         assert!(!g.allows("other/read"));
-        assert_eq!(g.servers().collect::<Vec<_>>(), ["files", "builtin"]);
+        assert_eq!(g.servers(), ["files", "builtin"]);
     }
 
     #[test]

@@ -87,9 +87,7 @@ impl Tools {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let mut servers: Vec<&str> = a.tools.servers().collect();
-        servers.dedup();
-        for server in servers {
+        for server in a.tools.servers() {
             match self.listed(agency, server).await {
                 Some(Ok(tools)) => {
                     out.extend(tools.into_iter().filter(|t| a.tools.allows(&t.name)))

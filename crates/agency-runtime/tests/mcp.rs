@@ -21,7 +21,11 @@ use common::*;
 /// librarian's answer back; the librarian on `model`, allowed to read files.
 fn library(model: &str, base_url: String, kind: &str) -> agency_core::AgencyDraft {
     let mut librarian = agent(2, "librarian", model, &[]);
-    librarian.tools = vec!["files/read_text_file".into()];
+    librarian.tools = vec![
+        "files/read_text_file".into(),
+        "builtin/echo".into(),
+        "files/list_directory".into(),
+    ];
     let mut d = draft(
         "json",
         16,
@@ -78,8 +82,17 @@ async fn reads_a_file_and_hands_it_on(kind: &str) {
 
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
-    // Offered only the tool it may use, under a name the API takes.
-    assert_eq!(requests[0].tool_names(), ["files__read_text_file"]);
+    // Offered only the tools it may use, each once, under names the API takes.
+    let mut offered = requests[0].tool_names();
+    offered.sort();
+    assert_eq!(
+        offered,
+        [
+            "builtin__echo",
+            "files__list_directory",
+            "files__read_text_file"
+        ]
+    );
     // Its second call saw the file, as the result of its own call.
     let results = requests[1].tool_results();
     assert_eq!(results.len(), 1, "{results:?}");
