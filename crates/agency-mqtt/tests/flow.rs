@@ -435,21 +435,7 @@ async fn a_providers_retries_are_progress_updates() {
     let mut client = Client::connect(&host, port, &server.team).await;
     let m = server.manager.clone();
     client.wait_for_server(&m).await;
-    let cid = uuid::Uuid::now_v7().to_string();
-    client
-        .send_json(
-            &format!("CMD/chat_new/{m}"),
-            json!({"agent_id": m, "conversation_id": cid, "content": " "}),
-        )
-        .await;
-    client.next(&format!("EVT/chat_progress/{m}/{cid}")).await;
-    client
-        .send_json(
-            &format!("DATA/chat/{m}/{cid}"),
-            json!({"agent_id": m, "conversation_id": cid, "content": "status?"}),
-        )
-        .await;
-    let seen = client.until(&format!("EVT/chat_response/{m}/{cid}")).await;
+    let (cid, seen) = client.converse(&m, "status?").await;
     let retries: Vec<&Value> = seen
         .iter()
         .map(|(_, b)| b)

@@ -10,7 +10,7 @@ mod common;
 mod stock;
 
 use common::{Client, Server, Setup, broker};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn plant_with_a_tool(name: &str, team: &str) -> String {
     format!(
@@ -57,21 +57,7 @@ async fn a_tools_progress_is_spec_002s_tool_execution_update() {
     let mut client = Client::connect(&host, port, &server.team).await;
     let m = server.manager.clone();
     client.wait_for_server(&m).await;
-    let cid = uuid::Uuid::now_v7().to_string();
-    client
-        .send_json(
-            &format!("CMD/chat_new/{m}"),
-            json!({"agent_id": m, "conversation_id": cid, "content": " "}),
-        )
-        .await;
-    client.next(&format!("EVT/chat_progress/{m}/{cid}")).await;
-    client
-        .send_json(
-            &format!("DATA/chat/{m}/{cid}"),
-            json!({"agent_id": m, "conversation_id": cid, "content": "pump 3"}),
-        )
-        .await;
-    let seen = client.until(&format!("EVT/chat_response/{m}/{cid}")).await;
+    let (cid, seen) = client.converse(&m, "pump 3").await;
     let tool: Vec<&Value> = seen
         .iter()
         .map(|(_, b)| b)

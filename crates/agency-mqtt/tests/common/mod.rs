@@ -445,6 +445,28 @@ impl Client {
         }
     }
 
+    /// A new conversation with `agent` (`chat_new`, its `initialized` awaited), one message in
+    /// it, and everything that arrived up to the response: the conversation's id and what was
+    /// seen.
+    pub async fn converse(&mut self, agent: &str, content: &str) -> (String, Vec<(String, Value)>) {
+        let cid = uuid::Uuid::now_v7().to_string();
+        self.send_json(
+            &format!("CMD/chat_new/{agent}"),
+            serde_json::json!({"agent_id": agent, "conversation_id": cid, "content": " "}),
+        )
+        .await;
+        self.next(&format!("EVT/chat_progress/{agent}/{cid}")).await;
+        self.send_json(
+            &format!("DATA/chat/{agent}/{cid}"),
+            serde_json::json!({"agent_id": agent, "conversation_id": cid, "content": content}),
+        )
+        .await;
+        let seen = self
+            .until(&format!("EVT/chat_response/{agent}/{cid}"))
+            .await;
+        (cid, seen)
+    }
+
     /// Waits until the server answers on the broker: sends `chat_new` for a probe conversation
     /// until its answer arrives (the server subscribes when it connects, which may be after
     /// this client did).
