@@ -206,8 +206,8 @@ struct TurnRun {
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     /// A Chat Completions request's transcript, recorded with the answer.
     thread: Option<Thread>,
-    /// How long each tool call took, by call id, until its result is written.
-    tool_took: HashMap<String, u32>,
+    /// How long each tool call took, by its agent and id, until its result is written.
+    tool_took: HashMap<(AgentId, String), u32>,
     /// Set when the turn is cancelled: tool calls still running stop.
     stop: tokio::sync::watch::Receiver<bool>,
 }
@@ -478,7 +478,7 @@ impl TurnRun {
                 took,
             } => {
                 self.tool_took.insert(
-                    call.id.clone(),
+                    (agent, call.id.clone()),
                     u32::try_from(took.as_millis()).unwrap_or(u32::MAX),
                 );
                 let text = agency_core::tool::clip_result(output.text);
@@ -562,7 +562,7 @@ impl TurnRun {
                     let mut m =
                         self.message(Some(d.to), d.kind, d.from, Some(d.to), d.text, d.linked);
                     if let Some(result) = d.tool.as_ref().and_then(ToolPart::result) {
-                        m.latency_ms = self.tool_took.remove(&result.call_id);
+                        m.latency_ms = self.tool_took.remove(&(d.to, result.call_id.clone()));
                     }
                     m.tool = d.tool;
                     batch.push(m);
