@@ -424,7 +424,7 @@ impl TurnEngine {
                     call: call.clone(),
                 });
             } else {
-                let text = unknown_tool(&call.name, &grants);
+                let text = grants.refusal(&call.name);
                 steps.push(Step::Deliver(tool_result(agent, reply, call, text, true)));
             }
         }
@@ -696,15 +696,6 @@ fn tool_result(
             is_error,
         })),
     }
-}
-
-fn unknown_tool(name: &str, grants: &ToolGrants) -> String {
-    let yours = if grants.is_empty() {
-        "you may call no tools".to_string()
-    } else {
-        format!("you may call {}", grants.0.join(", "))
-    };
-    format!("Not run: `{name}` is not one of your tools ({yours}).")
 }
 
 fn answer_text(envelopes: &[Envelope]) -> String {

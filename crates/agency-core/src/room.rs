@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 use crate::agency::ModelRef;
 use crate::ids::{AgencyId, DefinitionId, ParticipantId, RoomId, RoomMessageId};
 use crate::message::Role;
+use crate::tool::ToolGrants;
 
 /// The longest message a person may post, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 5000;
@@ -45,6 +46,9 @@ pub struct Participant {
     pub personality: Option<String>,
     pub personality_id: Option<DefinitionId>,
     pub instructions: Option<String>,
+    /// The tools its model may call while it answers (`server/tool` or `server/*`); a bot
+    /// has none.
+    pub tools: ToolGrants,
     /// A disabled agent receives nothing (unless mentioned).
     pub enabled: bool,
     /// Display order.
@@ -648,6 +652,7 @@ mod tests {
             personality: None,
             personality_id: None,
             instructions: None,
+            tools: ToolGrants::default(),
             enabled,
             position: 0,
             colour: COLOURS[0].into(),

@@ -170,10 +170,38 @@ impl ToolGrants {
         out
     }
 
+    /// The error result of a call to `name`, which these grants do not allow: what the model
+    /// reads instead of a result.
+    pub fn refusal(&self, name: &str) -> String {
+        let yours = if self.is_empty() {
+            "you may call no tools".to_string()
+        } else {
+            format!("you may call {}", self.0.join(", "))
+        };
+        format!("Not run: `{name}` is not one of your tools ({yours}).")
+    }
+
     /// The tools of `available` (qualified names) the agent may call, in their order.
     pub fn select<'a>(&self, available: &'a [Tool]) -> Vec<&'a Tool> {
         available.iter().filter(|t| self.allows(&t.name)).collect()
     }
+}
+
+/// `calls` with ids a context can link results to: an empty id, or one an earlier call of
+/// the same reply has, is replaced by `call_{tag}_{i}`.
+pub fn unique_ids(calls: Vec<ToolCall>, tag: impl std::fmt::Display) -> Vec<ToolCall> {
+    let mut seen = std::collections::HashSet::new();
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| {
+            if c.id.trim().is_empty() || !seen.insert(c.id.clone()) {
+                c.id = format!("call_{tag}_{i}");
+                seen.insert(c.id.clone());
+            }
+            c
+        })
+        .collect()
 }
 
 /// A result's text as a context keeps it: at most [`MAX_RESULT_CHARS`] characters.

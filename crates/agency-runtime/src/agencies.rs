@@ -188,7 +188,7 @@ impl Runtime {
         id: AgencyId,
     ) -> Result<Vec<(String, Result<Vec<agency_core::Tool>, String>)>, RuntimeError> {
         let agency = self.owned(owner, id).await?;
-        Ok(self.tools.available(&agency).await)
+        Ok(self.tools.available((&agency).into()).await)
     }
 
     /// The system prompt each agent of a draft would get, by agent name (nothing is saved).

@@ -7,12 +7,29 @@
 
 use agency_core::tool::{self, BUILTIN_SERVER};
 use agency_core::{
-    Agency, AgentId, Declared, McpServer, McpTransport, Tool, ToolCall, ToolProgress,
+    Agency, AgentId, Declared, McpServer, McpTransport, Tool, ToolCall, ToolGrants, ToolProgress,
     ValidationErrors,
 };
 use agency_tools::{ToolHub, ToolOutput};
 
 use crate::providers::is_operator;
+
+/// Where `server/tool` names are resolved: an agency's own servers (and whose they are), or
+/// for a room without an agency its owner's, with none of its own.
+#[derive(Clone, Copy, Debug)]
+pub struct Scope<'a> {
+    pub owner: &'a str,
+    pub servers: &'a [(String, McpServer)],
+}
+
+impl<'a> From<&'a Agency> for Scope<'a> {
+    fn from(agency: &'a Agency) -> Self {
+        Self {
+            owner: &agency.owner,
+            servers: &agency.mcp_servers,
+        }
+    }
+}
 
 /// The MCP servers this server knows, and the connections to them.
 pub struct Tools {
@@ -36,18 +53,18 @@ impl Tools {
         self.operator.iter().map(|(n, _)| n.as_str())
     }
 
-    /// The server `name` means for `agency`, and who declared it.
-    fn server(&self, agency: &Agency, name: &str) -> Option<(McpServer, Declared)> {
+    /// The server `name` means in `scope`, and who declared it.
+    fn server(&self, scope: Scope<'_>, name: &str) -> Option<(McpServer, Declared)> {
         if name == BUILTIN_SERVER {
             return Some((McpServer::new(McpTransport::Builtin), Declared::Operator));
         }
-        let own = if is_operator(&agency.owner) {
+        let own = if is_operator(scope.owner) {
             Declared::Operator
         } else {
             Declared::Account
         };
-        agency
-            .mcp_servers
+        scope
+            .servers
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, s)| (s.clone(), own))
@@ -60,8 +77,12 @@ impl Tools {
     }
 
     /// A server's tools, named `server/tool`.
-    pub async fn listed(&self, agency: &Agency, server: &str) -> Option<Result<Vec<Tool>, String>> {
-        let (spec, declared) = self.server(agency, server)?;
+    pub async fn listed(
+        &self,
+        scope: Scope<'_>,
+        server: &str,
+    ) -> Option<Result<Vec<Tool>, String>> {
+        let (spec, declared) = self.server(scope, server)?;
         Some(
             self.hub
                 .tools(&spec, declared)
@@ -79,19 +100,21 @@ impl Tools {
         )
     }
 
-    /// What `agent` may call, as its model is told: every listed tool its grants allow. A
-    /// server that cannot be listed now adds none (its calls, if the model makes some, say
-    /// why).
+    /// What `agent` may call, as its model is told (see [`Tools::granted`]).
     pub async fn of_agent(&self, agency: &Agency, agent: AgentId) -> Vec<Tool> {
-        let Some(a) = agency.agent(agent) else {
-            return Vec::new();
-        };
+        match agency.agent(agent) {
+            Some(a) => self.granted(agency.into(), &a.tools).await,
+            None => Vec::new(),
+        }
+    }
+
+    /// Every listed tool `grants` allow in `scope`. A server that cannot be listed now adds
+    /// none (its calls, if the model makes some, say why).
+    pub async fn granted(&self, scope: Scope<'_>, grants: &ToolGrants) -> Vec<Tool> {
         let mut out = Vec::new();
-        for server in a.tools.servers() {
-            match self.listed(agency, server).await {
-                Some(Ok(tools)) => {
-                    out.extend(tools.into_iter().filter(|t| a.tools.allows(&t.name)))
-                }
+        for server in grants.servers() {
+            match self.listed(scope, server).await {
+                Some(Ok(tools)) => out.extend(tools.into_iter().filter(|t| grants.allows(&t.name))),
                 Some(Err(e)) => {
                     tracing::warn!(server, error = %e, "an MCP server's tools could not be listed");
                 }
@@ -101,10 +124,10 @@ impl Tools {
         out
     }
 
-    /// Runs `call` for `agency`. Never fails: what goes wrong is an error result.
+    /// Runs `call` in `scope`. Never fails: what goes wrong is an error result.
     pub async fn call(
         &self,
-        agency: &Agency,
+        scope: Scope<'_>,
         call: &ToolCall,
         progress: Option<tokio::sync::mpsc::UnboundedSender<ToolProgress>>,
     ) -> ToolOutput {
@@ -114,7 +137,7 @@ impl Tools {
                 is_error: true,
             };
         };
-        let Some((spec, declared)) = self.server(agency, server) else {
+        let Some((spec, declared)) = self.server(scope, server) else {
             return ToolOutput {
                 text: format!("No MCP server is named `{server}`."),
                 is_error: true,
@@ -125,12 +148,12 @@ impl Tools {
             .await
     }
 
-    /// Every server `agency` may use (`builtin`, its own, the operator's) with the tools it
+    /// Every server `scope` may use (`builtin`, its own, the operator's) with the tools it
     /// lists, or why they could not be listed: what an editor offers.
-    pub async fn available(&self, agency: &Agency) -> Vec<(String, Result<Vec<Tool>, String>)> {
+    pub async fn available(&self, scope: Scope<'_>) -> Vec<(String, Result<Vec<Tool>, String>)> {
         let mut names: Vec<String> = vec![BUILTIN_SERVER.to_string()];
-        for n in agency
-            .mcp_servers
+        for n in scope
+            .servers
             .iter()
             .map(|(n, _)| n)
             .chain(self.operator.iter().map(|(n, _)| n))
@@ -139,7 +162,7 @@ impl Tools {
                 names.push(n.clone());
             }
         }
-        let listed = futures::future::join_all(names.iter().map(|n| self.listed(agency, n))).await;
+        let listed = futures::future::join_all(names.iter().map(|n| self.listed(scope, n))).await;
         names
             .into_iter()
             .zip(listed)
@@ -152,7 +175,7 @@ impl Tools {
     pub async fn check(&self, agency: &Agency) -> Result<(), ValidationErrors> {
         let mut listed = Vec::new();
         for server in agency.tool_servers() {
-            let tools = self.listed(agency, server).await.map(|r| {
+            let tools = self.listed(agency.into(), server).await.map(|r| {
                 r.map(|tools| {
                     tools
                         .into_iter()

@@ -8,7 +8,7 @@ use agency_core::engine::{Step, TurnEngine};
 use agency_core::stream::AnswerStream;
 use agency_core::{
     Agency, AgencyId, AgentId, Conversation, ConversationId, Message, MessageId, MessageKind,
-    Roster, ToolCall, ToolPart, ToolProgress, TraceEntry, TurnId, TurnRecord, Usage, prompt,
+    Roster, ToolCall, ToolPart, ToolProgress, TraceEntry, TurnId, TurnRecord, Usage, prompt, tool,
 };
 use agency_providers::{Completion, ModelError, ModelRequest};
 use agency_store::{Store, Write};
@@ -522,7 +522,7 @@ impl TurnRun {
                 let steps = if c.tool_calls.is_empty() {
                     self.engine.on_reply(agent, reply.id, &reply.text)
                 } else {
-                    let calls = unique_ids(c.tool_calls, reply.seq);
+                    let calls = tool::unique_ids(c.tool_calls, reply.seq);
                     let steps = self
                         .engine
                         .on_tool_calls(agent, reply.id, &reply.text, &calls);
@@ -660,7 +660,7 @@ impl TurnRun {
         let started = Instant::now();
         let run: Call = Box::pin(async move {
             let output = tokio::select! {
-                output = rt.tools.call(&agency, &call, progress) => output,
+                output = rt.tools.call((&*agency).into(), &call, progress) => output,
                 Ok(_) = stop.wait_for(|stop| *stop) => agency_tools::ToolOutput {
                     text: "Cancelled: the turn was cancelled while the tool ran.".into(),
                     is_error: true,
@@ -801,21 +801,6 @@ impl TurnRun {
 
 /// The calls with ids unique in their reply: a model that gave none, or the same one twice,
 /// gets ids made from the reply's position.
-fn unique_ids(calls: Vec<ToolCall>, seq: i64) -> Vec<ToolCall> {
-    let mut seen = std::collections::HashSet::new();
-    calls
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut c)| {
-            if c.id.trim().is_empty() || !seen.insert(c.id.clone()) {
-                c.id = format!("call_{seq}_{i}");
-                seen.insert(c.id.clone());
-            }
-            c
-        })
-        .collect()
-}
-
 fn grace(agency: &Agency) -> Duration {
     agency.limits.turn_deadline.min(MAX_GRACE)
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use agency_core::Role;
 use agency_core::room::{Author, MAX_MESSAGE_CHARS};
 use agency_runtime::RuntimeError;
-use agency_runtime::rooms::NewParticipant;
+use agency_runtime::rooms::{MAX_TOOL_ROUNDS, NewParticipant, RoomChange};
 use common::{Act, Harness};
 
 const OWNER: &str = "ada";
@@ -182,6 +182,158 @@ async fn mentions_ask_only_those_named_even_when_disabled() {
     assert_eq!(answers[0].text, "from bob");
     assert_eq!(ann.chats.lock().unwrap().len(), 0);
     assert_eq!(bob.chats.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_agent_calls_its_tools_while_it_answers() {
+    let h = Harness::sqlite().await;
+    let ann = h.script(
+        "ann",
+        vec![
+            Act::Call(vec![
+                ("c1", "builtin/calculate", r#"{"expression": "6 * 7"}"#),
+                ("c2", "builtin/echo", r#"{"text": "not mine"}"#),
+            ]),
+            Act::Call(vec![("c1", "builtin/calculate", "{not json")]),
+            Act::Say("six times seven is 42"),
+        ],
+    );
+    let (room, _) = h.rt.create_room(OWNER, "maths", None).await.unwrap();
+    // Each tool is checked where it is added: a tool its server does not list, a server that
+    // does not exist, a name that is not `server/tool`.
+    for (tools, path, says) in [
+        (
+            vec!["builtin/now", "builtin/nope"],
+            "tools[1]",
+            "lists no tool `nope`",
+        ),
+        (
+            vec!["nowhere/x"],
+            "tools[0]",
+            "no MCP server is named `nowhere`",
+        ),
+        (vec!["calculate"], "tools[0]", "is not `server/tool`"),
+    ] {
+        let with = NewParticipant {
+            tools: tools.into_iter().map(String::from).collect(),
+            ..agent("ann")
+        };
+        match h.rt.add_participant(OWNER, room.id, with).await {
+            Err(RuntimeError::Validation(v)) => {
+                assert_eq!(v.0[0].path, path);
+                assert!(v.0[0].message.contains(says), "{}", v.0[0].message);
+            }
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+    let a =
+        h.rt.add_participant(
+            OWNER,
+            room.id,
+            NewParticipant {
+                tools: vec!["builtin/calculate".into(), "builtin/now".into()],
+                ..agent("ann")
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.tools.0, ["builtin/calculate", "builtin/now"]);
+
+    let mut events = h.rt.subscribe();
+    let (_, answers) =
+        h.rt.post_to_room(OWNER, room.id, "what is six times seven?", None)
+            .await
+            .unwrap()
+            .answers()
+            .await;
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].text, "six times seven is 42");
+
+    // Three calls of its model: each offered its tools; the second saw the results of the
+    // first's calls (the one it may not make refused), the third the malformed call's error.
+    let offered = ann.chat_tools.lock().unwrap().clone();
+    assert_eq!(offered.len(), 3);
+    assert!(
+        offered
+            .iter()
+            .all(|t| *t == ["builtin/calculate", "builtin/now"]),
+        "{offered:?}"
+    );
+    let chats = ann.chats.lock().unwrap().clone();
+    let results = |chat: &[(Role, String)]| -> Vec<String> {
+        chat.iter()
+            .filter(|(r, _)| *r == Role::Tool)
+            .map(|(_, t)| t.clone())
+            .collect()
+    };
+    let first = results(&chats[1]);
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(first[0], "42");
+    assert!(first[1].contains("not one of your tools"), "{}", first[1]);
+    let second = results(&chats[2]);
+    assert_eq!(second.len(), 3, "the earlier round stays in the context");
+    assert!(second[2].to_lowercase().contains("json"), "{}", second[2]);
+
+    // The room's stream told of each call and its end.
+    let mut seen = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if let agency_runtime::Event::Room { change, .. } = e {
+            match change {
+                RoomChange::ToolCalled { agent, tool } if agent == a.id => {
+                    seen.push(format!("called {tool}"));
+                }
+                RoomChange::ToolDone {
+                    agent,
+                    tool,
+                    is_error,
+                } if agent == a.id => seen.push(format!("done {tool} {is_error}")),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            "called builtin/calculate",
+            "done builtin/calculate false",
+            "called builtin/calculate",
+            "done builtin/calculate true",
+        ]
+    );
+    // The tools stay with the agent.
+    let stored = h.store.participants(room.id).await.unwrap();
+    assert_eq!(stored[0].tools, a.tools);
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_calling_tools_answers_when_its_rounds_run_out() {
+    let h = Harness::sqlite().await;
+    let ann = h.script("ann", vec![Act::Call(vec![("c", "builtin/now", "{}")])]);
+    let (room, _) = h.rt.create_room(OWNER, "loop", None).await.unwrap();
+    h.rt.add_participant(
+        OWNER,
+        room.id,
+        NewParticipant {
+            tools: vec!["builtin/*".into()],
+            ..agent("ann")
+        },
+    )
+    .await
+    .unwrap();
+    let (_, answers) =
+        h.rt.post_to_room(OWNER, room.id, "what time is it?", None)
+            .await
+            .unwrap()
+            .answers()
+            .await;
+    assert!(!matches!(answers[0].author, Author::Error { .. }));
+    let offered = ann.chat_tools.lock().unwrap().clone();
+    assert_eq!(offered.len(), MAX_TOOL_ROUNDS + 1);
+    assert!(offered[..MAX_TOOL_ROUNDS].iter().all(|t| t.len() == 3));
+    assert!(
+        offered[MAX_TOOL_ROUNDS].is_empty(),
+        "the last call offers no tools"
+    );
 }
 
 #[tokio::test]

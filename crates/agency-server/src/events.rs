@@ -159,6 +159,21 @@ pub enum RoomEvent {
     Included(Included),
     /// Agents were added, removed, enabled or disabled: read the room again.
     Participants(ParticipantsChanged),
+    /// An agent's model called a tool while answering.
+    ToolCalled(RoomTool),
+    /// That tool's result came back.
+    ToolDone(RoomTool),
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RoomTool {
+    /// The participant's id.
+    pub agent: String,
+    /// `server/tool`.
+    pub tool: String,
+    /// On `tool_done`: whether the result is an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -201,6 +216,20 @@ impl From<&RoomChange> for RoomEvent {
                 included: *included,
             }),
             RoomChange::Participants => Self::Participants(ParticipantsChanged {}),
+            RoomChange::ToolCalled { agent, tool } => Self::ToolCalled(RoomTool {
+                agent: agent.to_string(),
+                tool: tool.clone(),
+                is_error: None,
+            }),
+            RoomChange::ToolDone {
+                agent,
+                tool,
+                is_error,
+            } => Self::ToolDone(RoomTool {
+                agent: agent.to_string(),
+                tool: tool.clone(),
+                is_error: Some(*is_error),
+            }),
         }
     }
 }

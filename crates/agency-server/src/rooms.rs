@@ -293,6 +293,7 @@ pub async fn add_participant(
                 personality: p.personality,
                 personality_id: definition_ref("personality_id", p.personality_id.as_deref())?,
                 instructions: p.instructions,
+                tools: p.tools,
             },
         )
         .await?;

@@ -1007,6 +1007,8 @@ pub struct Participant {
     pub personality: Option<String>,
     pub personality_id: Option<String>,
     pub instructions: Option<String>,
+    /// The tools its model may call while answering (`server/tool`, `server/*`).
+    pub tools: Vec<String>,
     pub enabled: bool,
     pub colour: String,
 }
@@ -1033,6 +1035,7 @@ impl From<&agency_core::room::Participant> for Participant {
             personality: p.personality.clone(),
             personality_id: p.personality_id.map(|d| d.to_string()),
             instructions: p.instructions.clone(),
+            tools: p.tools.0.clone(),
             enabled: p.enabled,
             colour: p.colour.clone(),
         }
@@ -1061,6 +1064,11 @@ pub struct NewParticipant {
     pub personality_id: Option<String>,
     #[serde(default)]
     pub instructions: Option<String>,
+    /// The tools its model may call while answering: `server/tool`, or `server/*` for every
+    /// tool of a server (`GET /api/agencies/{id}/tools` lists them for a room's agency; a room
+    /// without one has the built-in and the server's own).
+    #[serde(default)]
+    pub tools: Vec<String>,
 }
 
 /// A reusable role or personality that room agents point to.

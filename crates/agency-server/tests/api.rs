@@ -1247,6 +1247,40 @@ async fn a_room_of_the_studio_answers_in_parallel_and_keeps_its_flags() {
         .as_str()
         .unwrap()
         .to_string();
+    // The agency's agents bring their tools; an agent added by hand names its own, each
+    // checked against what its server lists.
+    assert_eq!(created["participants"][2]["tools"], json!(["builtin/echo"]));
+    let (status, refused) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/rooms/{room}/participants")))
+                .json(&json!({ "name": "clock", "model": "builtin/rules", "tools": ["builtin/nope"] })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(
+        refused["error"]["fields"][0]["path"],
+        json!("tools[0]"),
+        "{refused}"
+    );
+    let (status, clock) = app
+        .send(
+            app.client
+                .post(app.url(&format!("/api/rooms/{room}/participants")))
+                .json(
+                    &json!({ "name": "clock", "model": "builtin/rules", "tools": ["builtin/now"] }),
+                ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{clock}");
+    assert_eq!(clock["tools"], json!(["builtin/now"]));
+    let (status, _) = app
+        .send(app.client.delete(app.url(&format!(
+            "/api/rooms/{room}/participants/{}",
+            clock["id"].as_str().unwrap()
+        ))))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
 
     // Every enabled agent answers (the rules model, with no rule for a room, echoes).
     let (status, posted) = app

@@ -4,12 +4,16 @@
 use std::sync::Arc;
 
 use agency_core::room::{self, Author, Participant, Room, RoomMessage, Speaker};
-use agency_core::{ModelRef, ParticipantId, RoomId, RoomMessageId};
-use agency_providers::{ChatMessage, ChatRequest, Providers};
+use agency_core::tool::{self, ToolPart, ToolResult};
+use agency_core::{ModelRef, ParticipantId, Role, RoomId, RoomMessageId};
+use agency_providers::{ChatMessage, ChatRequest};
 use chrono::Utc;
 use tokio::task::JoinSet;
 
-use super::{Posted, RoomChange};
+use super::{Posted, RoomChange, Setting};
+
+/// Most times a room agent's model may call tools before it must answer.
+pub const MAX_TOOL_ROUNDS: usize = 8;
 use crate::{Runtime, RuntimeError};
 
 impl Runtime {
@@ -116,7 +120,7 @@ impl Runtime {
         if who.is_empty() {
             return Ok(answers);
         }
-        let providers = self.room_providers(room).await?;
+        let setting = Arc::new(self.setting(room).await?);
         let mut history = self.store.room_messages(room.id).await?;
         history.retain(|m| m.seq <= asking.seq);
         let history = Arc::new(history);
@@ -130,9 +134,9 @@ impl Runtime {
         self.store.start_answers(room.id, asking.id, &ids).await?;
         let participants = Arc::new(participants);
         for agent in answering {
-            let (rt, providers, history, participants, room, asking) = (
+            let (rt, setting, history, participants, room, asking) = (
                 self.clone(),
-                providers.clone(),
+                setting.clone(),
                 history.clone(),
                 participants.clone(),
                 room.clone(),
@@ -143,7 +147,7 @@ impl Runtime {
                 let (result, reply_to, tagged) = match &agent.speaker {
                     Speaker::Model(model) => {
                         let text = rt
-                            .model_answer(&room, &agent, model, &participants, &history, &providers)
+                            .model_answer(&room, &agent, model, &participants, &history, &setting)
                             .await;
                         (text, None, Vec::new())
                     }
@@ -155,7 +159,7 @@ impl Runtime {
                                 &asking,
                                 &participants,
                                 &history,
-                                &providers,
+                                &setting.providers,
                             )
                             .await;
                         let tagged = room::reply_tags(&asking, &history, agent.id);
@@ -169,7 +173,9 @@ impl Runtime {
         Ok(answers)
     }
 
-    /// A model agent's answer, its deltas published as they stream.
+    /// A model agent's answer, its deltas published as they stream. An agent with tools may
+    /// call them, [`MAX_TOOL_ROUNDS`] times at most: the calls of one reply run at once, their
+    /// results go back to its model alone, and only its final text is the answer.
     async fn model_answer(
         &self,
         room: &Room,
@@ -177,29 +183,89 @@ impl Runtime {
         model: &ModelRef,
         participants: &[Participant],
         history: &[RoomMessage],
-        providers: &Providers,
+        setting: &Setting,
     ) -> Result<String, String> {
-        let Some(answerer) = providers.resolve(model) else {
+        let Some(answerer) = setting.providers.resolve(model) else {
             return Err(format!("no provider serves `{model}`"));
         };
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let request = ChatRequest {
-            messages: room::context(agent, participants, history)
-                .into_iter()
-                .map(|(role, text)| ChatMessage::new(role, text))
-                .collect(),
-            deltas: Some(tx),
-            ..ChatRequest::default()
+        let scope = setting.scope(room);
+        let tools = if agent.tools.is_empty() {
+            Vec::new()
+        } else {
+            self.tools.granted(scope, &agent.tools).await
         };
-        let call = answerer.chat(request);
-        tokio::pin!(call);
+        let mut messages: Vec<ChatMessage> = room::context(agent, participants, history)
+            .into_iter()
+            .map(|(role, text)| ChatMessage::new(role, text))
+            .collect();
+        let mut round = 0;
         loop {
-            tokio::select! {
-                done = &mut call => break done.map(|c| c.text).map_err(|e| e.to_string()),
-                Some(text) = rx.recv() => {
-                    self.publish_room(room.id, RoomChange::Delta { agent: agent.id, text });
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let request = ChatRequest {
+                messages: messages.clone(),
+                // The last round is told of no tools: it answers with what it has.
+                tools: if round < MAX_TOOL_ROUNDS {
+                    tools.clone()
+                } else {
+                    Vec::new()
+                },
+                deltas: Some(tx),
+                ..ChatRequest::default()
+            };
+            let call = answerer.chat(request);
+            tokio::pin!(call);
+            let completion = loop {
+                tokio::select! {
+                    done = &mut call => break done.map_err(|e| e.to_string())?,
+                    Some(text) = rx.recv() => {
+                        self.publish_room(room.id, RoomChange::Delta { agent: agent.id, text });
+                    }
                 }
+            };
+            if completion.tool_calls.is_empty() || round == MAX_TOOL_ROUNDS {
+                return Ok(completion.text);
             }
+            let calls = tool::unique_ids(completion.tool_calls, round);
+            let results = futures::future::join_all(calls.iter().map(|call| async move {
+                if !agent.tools.allows(&call.name) {
+                    return (agent.tools.refusal(&call.name), true);
+                }
+                self.publish_room(
+                    room.id,
+                    RoomChange::ToolCalled {
+                        agent: agent.id,
+                        tool: call.name.clone(),
+                    },
+                );
+                let output = self.tools.call(scope, call, None).await;
+                self.publish_room(
+                    room.id,
+                    RoomChange::ToolDone {
+                        agent: agent.id,
+                        tool: call.name.clone(),
+                        is_error: output.is_error,
+                    },
+                );
+                (output.text, output.is_error)
+            }))
+            .await;
+            messages.push(ChatMessage {
+                role: Role::Assistant,
+                text: completion.text,
+                tool: Some(ToolPart::Calls(calls.clone())),
+            });
+            for (call, (text, is_error)) in calls.into_iter().zip(results) {
+                messages.push(ChatMessage {
+                    role: Role::Tool,
+                    text: tool::clip_result(text),
+                    tool: Some(ToolPart::Result(ToolResult {
+                        call_id: call.id,
+                        name: call.name,
+                        is_error,
+                    })),
+                });
+            }
+            round += 1;
         }
     }
 

@@ -27,8 +27,9 @@ impl Runtime {
             .to_string();
         let endpoint = new.endpoint.trim();
         let bots = self
-            .room_providers(&room)
+            .setting(&room)
             .await?
+            .providers
             .bots()
             .cloned()
             .ok_or_else(|| RuntimeError::Invalid("this server cannot make HTTP calls".into()))?;

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use agency_core::room::{
     self, Definition, DefinitionKind, Participant, Room, RoomMessage, Speaker,
 };
+use agency_core::tool::{self, ToolGrants};
 use agency_core::{AgencyId, Agent, DefinitionId, ModelRef, ParticipantId, RoomId, RoomMessageId};
 use agency_providers::Providers;
 use chrono::Utc;
 use secrecy::SecretString;
 use tokio::task::JoinSet;
 
+use crate::tools::Scope;
 use crate::{Event, Runtime, RuntimeError};
 
 /// What changed in a room, as [`Event::Room`] carries it.
@@ -25,6 +27,14 @@ pub enum RoomChange {
     AgentStarted(ParticipantId),
     /// Text of an agent's answer as its model streams it.
     Delta { agent: ParticipantId, text: String },
+    /// An agent's model called a tool (`server/tool`) while answering.
+    ToolCalled { agent: ParticipantId, tool: String },
+    /// That tool's result came back (an error result, or not).
+    ToolDone {
+        agent: ParticipantId,
+        tool: String,
+        is_error: bool,
+    },
     Included {
         message: RoomMessageId,
         included: bool,
@@ -46,9 +56,28 @@ pub struct NewParticipant {
     pub personality: Option<String>,
     pub personality_id: Option<DefinitionId>,
     pub instructions: Option<String>,
+    /// The tools its model may call while it answers: `server/tool` or `server/*`.
+    pub tools: Vec<String>,
 }
 
-/// A bot as the person registers it.
+/// What a room's agents answer with (see [`Runtime::setting`]).
+struct Setting {
+    providers: Arc<Providers>,
+    agency: Option<Arc<agency_core::Agency>>,
+}
+
+impl Setting {
+    /// Where the room's agents' tool names are resolved.
+    fn scope<'a>(&'a self, room: &'a Room) -> Scope<'a> {
+        match &self.agency {
+            Some(a) => a.as_ref().into(),
+            None => Scope {
+                owner: &room.owner,
+                servers: &[],
+            },
+        }
+    }
+}
 #[derive(Clone, Debug, Default)]
 pub struct NewBot {
     pub username: String,
@@ -89,6 +118,7 @@ fn optional(s: Option<String>) -> Option<String> {
 }
 
 mod answering;
+pub use answering::MAX_TOOL_ROUNDS;
 mod bots;
 
 impl Runtime {
@@ -129,6 +159,7 @@ impl Runtime {
                         personality: None,
                         personality_id: None,
                         instructions: instructions_of(agent),
+                        tools: agent.tools.clone(),
                         enabled: true,
                         position,
                         colour: colour(position),
@@ -174,14 +205,24 @@ impl Runtime {
     }
 
     /// The providers a room's agents use: its agency's (with its own), else the server's.
-    async fn room_providers(&self, room: &Room) -> Result<Arc<Providers>, RuntimeError> {
+    /// What a room's agents answer with: its agency's providers and MCP servers, or (a room
+    /// without an agency, or whose agency is gone) the server's providers and the operator's
+    /// and built-in servers.
+    async fn setting(&self, room: &Room) -> Result<Setting, RuntimeError> {
+        let unbound = || Setting {
+            providers: self.providers.clone(),
+            agency: None,
+        };
         match room.agency {
             Some(a) => match self.current_agency(a, false).await {
-                Ok(view) => Ok(view.providers),
-                Err(RuntimeError::AgencyNotFound(_)) => Ok(self.providers.clone()),
+                Ok(view) => Ok(Setting {
+                    providers: view.providers,
+                    agency: Some(view.agency),
+                }),
+                Err(RuntimeError::AgencyNotFound(_)) => Ok(unbound()),
                 Err(e) => Err(e),
             },
-            None => Ok(self.providers.clone()),
+            None => Ok(unbound()),
         }
     }
 
@@ -199,12 +240,14 @@ impl Runtime {
         let model = ModelRef::parse(&new.model).ok_or_else(|| {
             RuntimeError::field("model", "write `provider/model`, e.g. `openai/gpt-4o`")
         })?;
-        if !self.room_providers(&room).await?.serves(&model) {
+        let setting = self.setting(&room).await?;
+        if !setting.providers.serves(&model) {
             return Err(RuntimeError::field(
                 "model",
                 format!("no provider serves `{}`", new.model.trim()),
             ));
         }
+        let tools = self.room_tools(setting.scope(&room), new.tools).await?;
         let (role, role_id) = self
             .persona(owner, DefinitionKind::Role, new.role, new.role_id)
             .await?;
@@ -222,9 +265,40 @@ impl Runtime {
             personality,
             personality_id,
             instructions: optional(new.instructions),
+            tools,
             ..newcomer(&room, name, Speaker::Model(model))
         };
         self.join(&room, p, "name").await
+    }
+
+    /// A new agent's tools, each one its room's servers list (or a whole server, `server/*`).
+    async fn room_tools(
+        &self,
+        scope: Scope<'_>,
+        names: Vec<String>,
+    ) -> Result<ToolGrants, RuntimeError> {
+        let mut grants = Vec::new();
+        for (i, name) in names.into_iter().enumerate() {
+            let name = name.trim().to_string();
+            let problem = match tool::split(&name) {
+                None => Some(format!("`{name}` is not `server/tool` or `server/*`")),
+                Some((server, tool)) => match self.tools.listed(scope, server).await {
+                    None => Some(format!("no MCP server is named `{server}`")),
+                    Some(Err(e)) => {
+                        Some(format!("the tools of `{server}` could not be listed: {e}"))
+                    }
+                    Some(Ok(listed)) => (tool != "*" && !listed.iter().any(|t| t.name == name))
+                        .then(|| format!("`{server}` lists no tool `{tool}`")),
+                },
+            };
+            if let Some(problem) = problem {
+                return Err(RuntimeError::field(&format!("tools[{i}]"), problem));
+            }
+            if !grants.contains(&name) {
+                grants.push(name);
+            }
+        }
+        Ok(ToolGrants(grants))
     }
 
     /// A role or personality as a new agent is given it: its own text, or the owner's
@@ -462,6 +536,7 @@ fn newcomer(room: &Room, name: String, speaker: Speaker) -> Participant {
         personality: None,
         personality_id: None,
         instructions: None,
+        tools: ToolGrants::default(),
         enabled: true,
         position: 0,
         colour: String::new(),

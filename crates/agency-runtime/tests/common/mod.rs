@@ -36,6 +36,8 @@ pub struct Script {
     pub seen: Mutex<Vec<Arc<Vec<Message>>>>,
     /// The messages of its plain chats (rooms).
     pub chats: Mutex<Vec<Vec<(agency_core::Role, String)>>>,
+    /// The tools each plain chat offered, by name.
+    pub chat_tools: Mutex<Vec<Vec<String>>>,
     pub running: Mutex<(u32, u32)>, // (now, most at once)
 }
 
@@ -57,6 +59,10 @@ impl Model for Script {
     }
 
     async fn chat(&self, request: ChatRequest) -> Result<Completion, ModelError> {
+        self.chat_tools
+            .lock()
+            .unwrap()
+            .push(request.tools.iter().map(|t| t.name.clone()).collect());
         self.chats.lock().unwrap().push(
             request
                 .messages

@@ -25,7 +25,7 @@ const room = {
   /** @type {Map<string, { li: HTMLElement, box: HTMLInputElement | null }>} */
   shown: new Map(),
   /** Agents answering, by id: their element and the text streamed so far. */
-  /** @type {Map<string, { li: HTMLElement, text: HTMLElement }>} */
+  /** @type {Map<string, { li: HTMLElement, text: HTMLElement, doing: HTMLElement }>} */
   pending: new Map(),
   /** @type {Map<string, Message>} */
   messages: new Map(),
@@ -226,11 +226,12 @@ function startPending(agentId) {
   const name = p ? p.name : "An agent";
   const text = el("span", { class: "msg-text" });
   const author = el("strong", { class: "author" }, name);
-  const li = el("li", { class: "pending-agent", "data-agent": name }, author, " ", el("span", { class: "hint" }, "is answering…"), " ", text);
+  const doing = el("span", { class: "hint" }, "is answering…");
+  const li = el("li", { class: "pending-agent", "data-agent": name }, author, " ", doing, " ", text);
   author.style.color = colourOf(agentId);
   li.style.setProperty("--agent", colourOf(agentId));
   $("pending").append(li);
-  const entry = { li, text };
+  const entry = { li, text, doing };
   room.pending.set(agentId, entry);
   return entry;
 }
@@ -290,6 +291,14 @@ function openRoomEvents() {
     es.addEventListener("delta", (e) => {
       const d = JSON.parse(e.data);
       startPending(d.agent).text.append(d.text);
+    });
+    es.addEventListener("tool_called", (e) => {
+      const d = JSON.parse(e.data);
+      startPending(d.agent).doing.textContent = "is calling " + d.tool + "…";
+    });
+    es.addEventListener("tool_done", (e) => {
+      const d = JSON.parse(e.data);
+      startPending(d.agent).doing.textContent = (d.is_error ? d.tool + " failed; " : "used " + d.tool + "; ") + "is answering…";
     });
     es.addEventListener("included", (e) => {
       const d = JSON.parse(e.data);
@@ -382,8 +391,13 @@ async function addAgentToRoom(ev) {
   ev.preventDefault();
   const form = $("agent-form", HTMLFormElement);
   clearErrors(form);
-  /** @type {Record<string, string>} */
+  /** @type {Record<string, string | string[]>} */
   const body = { name: $("f-name", HTMLInputElement).value.trim(), model: $("f-model", HTMLInputElement).value.trim() };
+  const tools = $("f-tools", HTMLInputElement)
+    .value.split(",")
+    .map((t) => t.trim())
+    .filter((t) => t);
+  if (tools.length) body.tools = tools;
   for (const k of ["role", "personality", "instructions"]) {
     const saved = find("f-" + k + "-id");
     if (saved instanceof HTMLSelectElement && saved.value) {

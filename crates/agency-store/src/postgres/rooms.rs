@@ -33,6 +33,7 @@ fn put(p: &Participant) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres
         .bind(bot_emulates)
         .bind(role_id)
         .bind(personality_id)
+        .bind(rooms::tools_column(p))
 }
 
 #[async_trait]

@@ -3,6 +3,7 @@
 use agency_core::room::{
     Author, Bot, Definition, DefinitionKind, Participant, Room, RoomMessage, Speaker,
 };
+use agency_core::tool::ToolGrants;
 use agency_core::{AgencyId, DefinitionId, ModelRef, ParticipantId, RoomId, RoomMessageId};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -19,21 +20,23 @@ pub(crate) const ROOMS_OF_OWNER: &str = "SELECT id, owner, name, agency_id, crea
 pub(crate) const DELETE_ROOM: &str = "DELETE FROM rooms WHERE id = $1";
 pub(crate) const PUT_PARTICIPANT: &str = "INSERT INTO room_participants \
      (id, room_id, name, name_key, model, role, personality, instructions, enabled, position, \
-     colour, bot_endpoint, bot_emulates, role_id, personality_id) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+     colour, bot_endpoint, bot_emulates, role_id, personality_id, tools) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
      ON CONFLICT (id) DO UPDATE SET name = excluded.name, name_key = excluded.name_key, \
      model = excluded.model, role = excluded.role, personality = excluded.personality, \
      instructions = excluded.instructions, enabled = excluded.enabled, \
      position = excluded.position, colour = excluded.colour, \
      bot_endpoint = excluded.bot_endpoint, bot_emulates = excluded.bot_emulates, \
-     role_id = excluded.role_id, personality_id = excluded.personality_id";
+     role_id = excluded.role_id, personality_id = excluded.personality_id, \
+     tools = excluded.tools";
 pub(crate) const DELETE_PARTICIPANT: &str =
     "DELETE FROM room_participants WHERE room_id = $1 AND id = $2";
 /// A participant pointing to a definition reads the definition's text.
 pub(crate) const PARTICIPANTS: &str = "SELECT p.id, p.room_id, p.name, p.model, \
      COALESCE(r.text, p.role) AS role, COALESCE(q.text, p.personality) AS personality, \
      p.instructions, p.enabled, \
-     p.position, p.colour, p.bot_endpoint, p.bot_emulates, p.role_id, p.personality_id \
+     p.position, p.colour, p.bot_endpoint, p.bot_emulates, p.role_id, p.personality_id, \
+     p.tools \
      FROM room_participants p \
      LEFT JOIN room_definitions r ON r.id = p.role_id \
      LEFT JOIN room_definitions q ON q.id = p.personality_id \
@@ -108,6 +111,13 @@ pub(crate) struct ParticipantRow {
     pub bot_emulates: Option<String>,
     pub role_id: Option<Uuid>,
     pub personality_id: Option<Uuid>,
+    /// A JSON array of `server/tool` grants.
+    pub tools: String,
+}
+
+/// A participant's tools as stored: a JSON array.
+pub(crate) fn tools_column(p: &Participant) -> String {
+    serde_json::to_string(&p.tools.0).unwrap_or_else(|_| "[]".into())
 }
 
 /// A participant's role and personality as stored: the id of a definition (its own text then
@@ -190,6 +200,10 @@ impl TryFrom<ParticipantRow> for Participant {
             personality: r.personality,
             personality_id: r.personality_id.map(DefinitionId),
             instructions: r.instructions,
+            tools: ToolGrants(
+                serde_json::from_str(&r.tools)
+                    .map_err(|_| corrupt(format!("participant tools {}", r.tools)))?,
+            ),
             enabled: r.enabled,
             position: r.position,
             colour: r.colour,

@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::{SqliteStore, unique_violation};
 use crate::shared::rooms::{
     self, DefinitionRow, ParticipantRow, RoomMessageRow, RoomRow, author_columns, persona_columns,
-    speaker_columns, tagged_column,
+    speaker_columns, tagged_column, tools_column,
 };
 use crate::{Result, RoomStore, StoreError};
 
@@ -31,7 +31,8 @@ fn put(conn: &Connection, p: &Participant) -> rusqlite::Result<usize> {
             bot_endpoint,
             bot_emulates,
             role_id,
-            personality_id
+            personality_id,
+            tools_column(p)
         ])
 }
 
@@ -268,6 +269,7 @@ fn participant_row(r: &Row<'_>) -> rusqlite::Result<ParticipantRow> {
         bot_emulates: r.get(11)?,
         role_id: r.get(12)?,
         personality_id: r.get(13)?,
+        tools: r.get(14)?,
     })
 }
 
