@@ -1,6 +1,6 @@
 """A small MCP server on the official Python SDK (the `mcp` package), for what no stock server
-shows: a tool list that changes on request, on the 2026-07-28 protocol (stdio, or stateless
-Streamable HTTP).
+shows: a tool list that changes on request, and the headers a client sent, on the 2026-07-28
+protocol (stdio, or stateless Streamable HTTP).
 
     python dynamic_server.py stdio
     python dynamic_server.py http PORT     # http://127.0.0.1:PORT/mcp
@@ -17,6 +17,12 @@ server = MCPServer("dynamic")
 def echo(text: str) -> str:
     """Returns its text."""
     return text
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """Returns the value of the HTTP request's header `name` (empty without one, or on stdio)."""
+    return (ctx.headers or {}).get(name, "")
 
 
 @server.tool()

@@ -1110,7 +1110,7 @@ fn check_mcp_servers(
                 if !operator && !d.headers_env.is_empty() {
                     p.add(
                         format!("{path}.headers_env"),
-                        "names server variables, which only the server's own configuration may read",
+                        format!("names server variables, which only the server's own configuration may read: store the headers for `{}` as your MCP credentials instead (PUT /api/mcp-credentials/{})", d.name, d.name),
                     );
                 }
                 Some(McpTransport::Http {
@@ -1145,7 +1145,7 @@ fn check_mcp_servers(
 }
 
 /// A server's name: what `server/tool` starts with.
-fn server_name_problem(name: &str) -> Option<String> {
+pub fn server_name_problem(name: &str) -> Option<String> {
     if name.is_empty() || name.len() > 40 {
         return Some("a server's name has 1 to 40 characters".into());
     }

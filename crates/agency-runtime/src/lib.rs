@@ -154,8 +154,9 @@ impl Runtime {
         store: Arc<dyn Store>,
         providers: Providers,
         master_key: Option<secrets::MasterKeySource>,
-        tools: tools::Tools,
+        mut tools: tools::Tools,
     ) -> Arc<Self> {
+        tools.attach(store.clone(), master_key.clone());
         Arc::new(Self {
             store,
             providers: Arc::new(providers),

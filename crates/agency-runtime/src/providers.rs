@@ -167,7 +167,9 @@ impl crate::Runtime {
         &self,
         owner: &str,
     ) -> Result<Vec<agency_store::SealedKey>, RuntimeError> {
-        Ok(self.store.provider_keys(owner).await?)
+        let mut keys = self.store.provider_keys(owner).await?;
+        keys.retain(|k| !k.provider.starts_with(crate::tools::CREDENTIALS_PREFIX));
+        Ok(keys)
     }
 
     /// Re-seals every stored key under a new master key (see [`secrets::rotate_master_key`]).

@@ -5,14 +5,27 @@
 //! servers (HTTP only; an account's follow the network rule of its other URLs), one of the
 //! operator's (`mcp_servers` in `--config`).
 
+use std::sync::Arc;
+
 use agency_core::tool::{self, BUILTIN_SERVER};
 use agency_core::{
     Agency, AgentId, Declared, McpServer, McpTransport, Tool, ToolCall, ToolGrants, ToolProgress,
     ValidationErrors,
 };
-use agency_tools::{ToolHub, ToolOutput};
+use agency_store::Store;
+use agency_tools::{Credentials, Declarer, ToolHub, ToolOutput};
+use secrecy::{ExposeSecret, SecretString};
 
 use crate::providers::is_operator;
+use crate::secrets::{self, MasterKey, MasterKeySource};
+use crate::{Runtime, RuntimeError};
+
+fn declarer(declared: Declared, credentials: Option<&Credentials>) -> Declarer<'_> {
+    match declared {
+        Declared::Operator => Declarer::Operator,
+        Declared::Account => Declarer::Account(credentials),
+    }
+}
 
 /// Where `server/tool` names are resolved: an agency's own servers (and whose they are), or
 /// for a room without an agency its owner's, with none of its own.
@@ -36,7 +49,19 @@ pub struct Tools {
     hub: ToolHub,
     /// The operator's servers, by name.
     operator: Vec<(String, McpServer)>,
+    /// Where accounts' credentials for their servers are kept, sealed (set as the runtime is
+    /// assembled; without it, accounts' servers are called without any).
+    secrets: Option<(Arc<dyn Store>, MasterKeySource)>,
 }
+
+/// The name an account's credentials for its MCP server `server` are sealed under, beside its
+/// provider keys (whose names cannot hold `:`).
+fn credentials_name(server: &str) -> String {
+    format!("{CREDENTIALS_PREFIX}{server}")
+}
+
+/// See [`credentials_name`].
+pub(crate) const CREDENTIALS_PREFIX: &str = "mcp:";
 
 impl Tools {
     /// Tools served by `operator`'s servers and the built-in ones; accounts' servers on
@@ -45,7 +70,41 @@ impl Tools {
         Self {
             hub: ToolHub::new(allow_private),
             operator,
+            secrets: None,
         }
+    }
+
+    /// Where accounts' sealed credentials are read from.
+    pub(crate) fn attach(&mut self, store: Arc<dyn Store>, master: Option<MasterKeySource>) {
+        self.secrets = master.map(|m| (store, m));
+    }
+
+    /// What `scope`'s owner stored for its HTTP server `name` (declared by an account), opened.
+    async fn credentials(
+        &self,
+        scope: Scope<'_>,
+        name: &str,
+        spec: &McpServer,
+        declared: Declared,
+    ) -> Result<Option<Credentials>, String> {
+        if declared != Declared::Account || !matches!(spec.transport, McpTransport::Http { .. }) {
+            return Ok(None);
+        }
+        let Some((store, master)) = &self.secrets else {
+            return Ok(None);
+        };
+        let opened = secrets::provider_key(&**store, master, scope.owner, &credentials_name(name))
+            .await
+            .map_err(|e| format!("the credentials stored for `{name}` cannot be used: {e}"))?;
+        let Some(json) = opened else {
+            return Ok(None);
+        };
+        serde_json::from_str::<Vec<(String, String)>>(json.expose_secret())
+            .map_err(|_| {
+                format!("the credentials stored for `{name}` are damaged: store them again")
+            })
+            .and_then(|pairs: Vec<(String, String)>| Credentials::new(&pairs))
+            .map(Some)
     }
 
     /// The operator's servers' names.
@@ -83,9 +142,13 @@ impl Tools {
         server: &str,
     ) -> Option<Result<Vec<Tool>, String>> {
         let (spec, declared) = self.server(scope, server)?;
+        let credentials = match self.credentials(scope, server, &spec, declared).await {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
         Some(
             self.hub
-                .tools(&spec, declared)
+                .tools(&spec, declarer(declared, credentials.as_ref()))
                 .await
                 .map(|tools| {
                     tools
@@ -143,8 +206,23 @@ impl Tools {
                 is_error: true,
             };
         };
+        let credentials = match self.credentials(scope, server, &spec, declared).await {
+            Ok(c) => c,
+            Err(text) => {
+                return ToolOutput {
+                    text,
+                    is_error: true,
+                };
+            }
+        };
         self.hub
-            .call(&spec, declared, name, &call.arguments, progress)
+            .call(
+                &spec,
+                declarer(declared, credentials.as_ref()),
+                name,
+                &call.arguments,
+                progress,
+            )
             .await
     }
 
@@ -191,5 +269,94 @@ impl Tools {
                 .find(|(s, _)| s == server)
                 .and_then(|(_, t)| t.clone())
         })
+    }
+}
+
+/// Credentials an account stored for one of its MCP servers: what may be shown of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredCredentials {
+    pub server: String,
+    /// The headers' names (lower case); their values are never shown again.
+    pub headers: Vec<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+fn stored(sealed: &agency_store::SealedKey) -> Option<StoredCredentials> {
+    Some(StoredCredentials {
+        server: sealed
+            .provider
+            .strip_prefix(CREDENTIALS_PREFIX)?
+            .to_string(),
+        headers: sealed
+            .suffix
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(str::to_string)
+            .collect(),
+        created_at: sealed.created_at,
+    })
+}
+
+impl Runtime {
+    /// Stores (or replaces) the headers `owner`'s agencies send to their HTTP MCP server named
+    /// `server`, sealed like provider keys; only the headers' names are ever shown again.
+    pub async fn put_mcp_credentials(
+        &self,
+        owner: &str,
+        server: &str,
+        headers: Vec<(String, SecretString)>,
+    ) -> Result<StoredCredentials, RuntimeError> {
+        if let Some(problem) = agency_core::agency::server_name_problem(server) {
+            return Err(RuntimeError::field("server", problem));
+        }
+        let pairs: Vec<(String, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.expose_secret().to_string()))
+            .collect();
+        let checked = Credentials::new(&pairs).map_err(|e| RuntimeError::field("headers", e))?;
+        let source = self.master_key.as_ref().ok_or_else(|| {
+            RuntimeError::Invalid("this server has no master key to seal credentials with".into())
+        })?;
+        let json =
+            SecretString::from(serde_json::to_string(&pairs).map_err(|e| {
+                RuntimeError::Invalid(format!("cannot write the credentials: {e}"))
+            })?);
+        let master = MasterKey::load_or_create(source)?;
+        let mut sealed = master.seal(owner, &credentials_name(server), &json)?;
+        // What a list shows: the headers' names, never a character of their values.
+        sealed.suffix = checked.names().collect::<Vec<_>>().join(",");
+        self.store.put_provider_key(&sealed).await?;
+        Ok(StoredCredentials {
+            server: server.to_string(),
+            headers: checked.names().map(str::to_string).collect(),
+            created_at: sealed.created_at,
+        })
+    }
+
+    /// The credentials `owner` stored for its MCP servers.
+    pub async fn mcp_credentials(
+        &self,
+        owner: &str,
+    ) -> Result<Vec<StoredCredentials>, RuntimeError> {
+        Ok(self
+            .store
+            .provider_keys(owner)
+            .await?
+            .iter()
+            .filter_map(stored)
+            .collect())
+    }
+
+    /// Deletes `owner`'s credentials for `server`: no call made after this sends them. False
+    /// when none were stored.
+    pub async fn delete_mcp_credentials(
+        &self,
+        owner: &str,
+        server: &str,
+    ) -> Result<bool, RuntimeError> {
+        Ok(self
+            .store
+            .delete_provider_key(owner, &credentials_name(server))
+            .await?)
     }
 }

@@ -247,3 +247,104 @@ async fn a_tool_past_its_timeout_is_an_error_result_and_the_turn_goes_on() {
         result.text
     );
 }
+
+/// An account's agency whose clerk reads the header named by the user's message through the
+/// account's own HTTP server `api` (tests/mcp/dynamic_server.py).
+fn header_reader(url: String) -> agency_core::AgencyDraft {
+    let mut clerk = agent(1, "clerk", "builtin/rules", &[]);
+    clerk.tools = vec!["api/header".into()];
+    clerk.rules = vec![agency_core::RuleDraft {
+        when: "user".into(),
+        call: Some("api/header".into()),
+        with: Some(serde_json::json!({ "name": "{{message}}" })),
+        action: "[{{result}}]".into(),
+        send_to: vec!["user".into()],
+    }];
+    let mut d = draft("json", 16, vec![clerk]);
+    d.mcp_servers = vec![agency_core::McpServerDraft {
+        name: "api".into(),
+        url: Some(url),
+        ..Default::default()
+    }];
+    d
+}
+
+#[tokio::test]
+async fn an_accounts_http_server_gets_the_credentials_it_stored_and_no_one_elses() {
+    use secrecy::SecretString;
+    let Some(s) = stock::servers() else { return };
+    let server = s.dynamic_http();
+    let h = Harness::sqlite().await;
+    let put = |owner: &'static str, token: &'static str| {
+        let rt = h.rt.clone();
+        async move {
+            rt.put_mcp_credentials(
+                owner,
+                "api",
+                vec![("Authorization".into(), SecretString::from(token))],
+            )
+            .await
+        }
+    };
+    let stored = put("ada", "Bearer ada-token").await.unwrap();
+    assert_eq!(stored.headers, ["authorization"]);
+    let ada =
+        h.rt.save_agency(&header_reader(server.url()), "ada")
+            .await
+            .unwrap();
+    let bob =
+        h.rt.save_agency(&header_reader(server.url()), "bob")
+            .await
+            .unwrap();
+    let ask = |agency: agency_core::Agency| {
+        let rt = h.rt.clone();
+        async move {
+            let c = rt.start_conversation(&agency).await.unwrap();
+            rt.send(c.id, "authorization".into()).await.unwrap().answer
+        }
+    };
+    assert_eq!(ask(ada.clone()).await, "[Bearer ada-token]");
+    let bobs = ask(bob.clone()).await;
+    assert!(!bobs.contains("ada-token"), "{bobs}");
+
+    // Shown by name only, apart from provider keys, sealed at rest.
+    let listed = h.rt.mcp_credentials("ada").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].server.as_str(), listed[0].headers.clone()),
+        ("api", vec!["authorization".to_string()])
+    );
+    assert!(h.rt.provider_keys("ada").await.unwrap().is_empty());
+    let sealed = h
+        .store
+        .provider_key("ada", "mcp:api")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&sealed.sealed).contains("ada-token"));
+    assert!(!sealed.suffix.contains("oken"));
+
+    // Replaced: the next call sends the new value; deleted: none.
+    put("ada", "Bearer rotated").await.unwrap();
+    assert_eq!(ask(ada.clone()).await, "[Bearer rotated]");
+    assert!(h.rt.delete_mcp_credentials("ada", "api").await.unwrap());
+    let after = ask(ada.clone()).await;
+    assert!(!after.contains("Bearer"), "{after}");
+    assert!(!h.rt.delete_mcp_credentials("ada", "api").await.unwrap());
+
+    // Headers the transport sets, and bad server names, are refused at their field.
+    for (server_name, header, path) in [("api", "Host", "headers"), ("API!", "X-Key", "server")] {
+        match h
+            .rt
+            .put_mcp_credentials(
+                "ada",
+                server_name,
+                vec![(header.into(), SecretString::from("v"))],
+            )
+            .await
+        {
+            Err(agency_runtime::RuntimeError::Validation(v)) => assert_eq!(v.0[0].path, path),
+            other => panic!("expected a validation error, got {other:?}"),
+        }
+    }
+}

@@ -44,6 +44,11 @@ pub fn routes() -> Router<AppState> {
             "/api/provider-keys/{provider}",
             put(put_provider_key).delete(delete_provider_key),
         )
+        .route("/api/mcp-credentials", get(list_mcp_credentials))
+        .route(
+            "/api/mcp-credentials/{server}",
+            put(put_mcp_credentials).delete(delete_mcp_credentials),
+        )
 }
 
 fn me_of(session: &Session) -> wire::Me {
@@ -515,6 +520,72 @@ pub async fn delete_provider_key(
     } else {
         Err(ApiError::NotFound(format!(
             "no stored key for `{provider}`"
+        )))
+    }
+}
+
+fn mcp_credentials(c: agency_runtime::tools::StoredCredentials) -> wire::McpCredentials {
+    wire::McpCredentials {
+        server: c.server,
+        headers: c.headers,
+        created_at: c.created_at,
+    }
+}
+
+/// The credentials the user stored for the MCP servers its agencies declare: only the
+/// headers' names.
+#[utoipa::path(get, path = "/api/mcp-credentials", tag = "provider keys",
+    responses((status = 200, body = Vec<wire::McpCredentials>)))]
+pub async fn list_mcp_credentials(
+    State(s): State<AppState>,
+    session: Session,
+) -> Result<Json<Vec<wire::McpCredentials>>, ApiError> {
+    let stored = s.rt.mcp_credentials(&session.owner()).await?;
+    Ok(Json(stored.into_iter().map(mcp_credentials).collect()))
+}
+
+/// Stores (or replaces) the headers sent to the user's HTTP MCP server named `server` (as its
+/// agencies' `mcp_servers` name it), sealed at rest; their values are never shown again.
+#[utoipa::path(put, path = "/api/mcp-credentials/{server}", tag = "provider keys",
+    request_body = wire::PutMcpCredentials,
+    params(("server" = String, Path, pattern = r"^[a-z0-9_-]{1,40}$",
+        description = "The MCP server's name in the agency file: lower-case letters, digits, `-` and `_`")),
+    responses((status = 200, body = wire::McpCredentials), (status = 400), (status = 422)))]
+pub async fn put_mcp_credentials(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(server): Path<String>,
+    body: Result<Json<wire::PutMcpCredentials>, JsonRejection>,
+) -> Result<Json<wire::McpCredentials>, ApiError> {
+    let Json(c) = body?;
+    let headers = c
+        .headers
+        .into_iter()
+        .map(|(name, value)| (name, SecretString::from(value)))
+        .collect();
+    let stored =
+        s.rt.put_mcp_credentials(&session.owner(), &server, headers)
+            .await?;
+    Ok(Json(mcp_credentials(stored)))
+}
+
+/// Deletes the user's credentials for an MCP server.
+#[utoipa::path(delete, path = "/api/mcp-credentials/{server}", tag = "provider keys",
+    params(("server" = String, Path)),
+    responses((status = 204), (status = 404)))]
+pub async fn delete_mcp_credentials(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(server): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if s.rt
+        .delete_mcp_credentials(&session.owner(), &server)
+        .await?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no stored credentials for `{server}`"
         )))
     }
 }

@@ -126,6 +126,21 @@ mod text {
             .build()
     }
 
+    pub fn mcp_headers() -> Object {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::RefOr(
+                utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(not_blank(
+                    4096,
+                    "The header's value.",
+                ))),
+            )))
+            .min_properties(Some(1))
+            .max_properties(Some(8))
+            .description(Some("Header → value, sent on every request to the server."))
+            .build()
+    }
+
     pub fn provider_key() -> Object {
         not_blank(4096, "The provider's API key.")
     }
@@ -944,6 +959,25 @@ pub struct ProviderKey {
 pub struct PutProviderKey {
     #[schema(schema_with = text::provider_key)]
     pub key: String,
+}
+
+/// Credentials the user stored for an HTTP MCP server its agencies declare: only the headers'
+/// names.
+#[derive(Serialize, ToSchema)]
+pub struct McpCredentials {
+    pub server: String,
+    /// The headers' names, in lower case.
+    pub headers: Vec<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutMcpCredentials {
+    /// Header → value, e.g. `{"Authorization": "Bearer …"}`: 1 to 8 headers, sent on every
+    /// request to the server.
+    #[schema(schema_with = text::mcp_headers)]
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 /// Which of an agency's versions a new conversation runs on.

@@ -1615,6 +1615,64 @@ async fn saved_roles_are_pointed_to_edited_and_outlived() {
 }
 
 #[tokio::test]
+async fn mcp_credentials_are_stored_sealed_and_shown_by_header_name_only() {
+    let app = App::spawn().await;
+    let put = |server: &str, headers: Value| {
+        app.client
+            .put(app.url(&format!("/api/mcp-credentials/{server}")))
+            .json(&json!({ "headers": headers }))
+    };
+    let (status, stored) = app
+        .send(put(
+            "search",
+            json!({ "Authorization": "Bearer s3cret-value" }),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{stored}");
+    assert_eq!(stored["server"], json!("search"));
+    assert_eq!(stored["headers"], json!(["authorization"]));
+    let (status, listed) = app.get("/api/mcp-credentials").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert!(!listed.to_string().contains("s3cret"), "{listed}");
+    // Not a provider key.
+    let (_, keys) = app.get("/api/provider-keys").await;
+    assert_eq!(keys, json!([]));
+    // Another account sees none of them.
+    let bob = signed_up(&app.base, "bob@example.com").await;
+    let (_, bobs) = read(
+        bob.get(app.url("/api/mcp-credentials"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(bobs, json!([]));
+
+    for (server, headers, path) in [
+        ("search", json!({ "Host": "elsewhere" }), "headers"),
+        ("search", json!({}), "headers"),
+        ("Search!", json!({ "X-Key": "v" }), "server"),
+    ] {
+        let (status, refused) = app.send(put(server, headers)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert_eq!(
+            refused["error"]["fields"][0]["path"],
+            json!(path),
+            "{refused}"
+        );
+    }
+    let (status, _) = app
+        .send(app.client.delete(app.url("/api/mcp-credentials/search")))
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = app
+        .send(app.client.delete(app.url("/api/mcp-credentials/search")))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
 async fn a_page_that_cannot_be_shown_is_a_page() {
     let app = App::spawn().await;
     for path in ["/agencies/nosuch", "/agencies/nosuch/playground"] {

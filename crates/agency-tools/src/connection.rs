@@ -25,6 +25,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::builtin::Builtin;
+use crate::credentials::Declarer;
 use crate::{Declared, ToolError};
 
 /// Times a broken Streamable HTTP response stream is resumed before the call fails.
@@ -212,7 +213,7 @@ pub(crate) fn check_declaration(server: &McpServer, declared: Declared) -> Resul
 /// Connects to `server` (its declaration already checked).
 pub(crate) async fn connect(
     server: &McpServer,
-    declared: Declared,
+    declared: Declarer<'_>,
     allow_private: bool,
 ) -> Result<Connection, ToolError> {
     let label = label(server);
@@ -344,7 +345,7 @@ async fn listen_for_tool_changes(service: &RunningService<RoleClient, Handler>, 
 async fn http_transport(
     url: &str,
     headers_env: &std::collections::BTreeMap<String, String>,
-    declared: Declared,
+    declared: Declarer<'_>,
     allow_private: bool,
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, ToolError> {
     use agency_providers::net;
@@ -359,7 +360,7 @@ async fn http_transport(
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
     config.retry_config = Arc::new(retry);
     match declared {
-        Declared::Operator => {
+        Declarer::Operator => {
             let mut headers = HashMap::new();
             for (name, var) in headers_env {
                 let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
@@ -382,7 +383,10 @@ async fn http_transport(
                 config.custom_headers(headers),
             ))
         }
-        Declared::Account => {
+        Declarer::Account(credentials) => {
+            if let Some(credentials) = credentials {
+                config = config.custom_headers(credentials.headers().collect());
+            }
             if !allow_private {
                 let refused =
                     |e: agency_providers::http::ProviderError| ToolError::Refused(e.to_string());

@@ -19,9 +19,10 @@ use tokio::sync::Semaphore;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{Instant, timeout_at};
 
+use crate::ToolError;
 use crate::connection::{self, Connection, Handler};
+use crate::credentials::{Credentials, Declarer};
 use crate::output::{self, ToolOutput};
-use crate::{Declared, ToolError};
 
 /// The MCP servers this process talks to. Cheap to clone; clones share the connections, so
 /// build one per process (like the providers) and hand it around.
@@ -36,8 +37,12 @@ struct Inner {
     /// By who declared them (the operator's, then accounts'): a server declared by the operator and
     /// the same declared by an account are reached apart, the account's only through the
     /// guarded client.
-    slots: Mutex<[HashMap<McpServer, Arc<Slot>>; 2]>,
+    /// An account's server is reached apart for each set of credentials stored for it.
+    slots: Mutex<[HashMap<SlotKey, Arc<Slot>>; 2]>,
 }
+
+/// A server, and the credentials its connection sends.
+type SlotKey = (McpServer, Option<Credentials>);
 
 /// One declared server: its connection (made and remade under the lock, so at most one
 /// attempt at a time) and its limits, which outlive any one connection.
@@ -81,12 +86,13 @@ impl ToolHub {
     /// The server's tools, with their names as the server lists them (unqualified),
     /// connecting on first use. Listed once per connection and again after the server says
     /// its list changed.
-    pub async fn tools(
+    pub async fn tools<'a>(
         &self,
         server: &McpServer,
-        declared: Declared,
+        declared: impl Into<Declarer<'a>>,
     ) -> Result<Vec<Tool>, ToolError> {
-        connection::check_declaration(server, declared)?;
+        let declared = declared.into();
+        connection::check_declaration(server, declared.declared())?;
         let slot = self.slot(server, declared);
         let deadline = Instant::now() + slot.timeout;
         let conn = self.connection(&slot, server, declared, deadline).await?;
@@ -106,10 +112,10 @@ impl ToolHub {
     /// server's timeout: whatever goes wrong — the server cannot start, dies, times out,
     /// answers with an error or a result marked as one — is an output with `is_error` and a
     /// text the model can act on. The call's progress notifications go to `progress`.
-    pub async fn call(
+    pub async fn call<'a>(
         &self,
         server: &McpServer,
-        declared: Declared,
+        declared: impl Into<Declarer<'a>>,
         tool: &str,
         arguments: &str,
         progress: Option<UnboundedSender<ToolProgress>>,
@@ -119,7 +125,7 @@ impl ToolHub {
             Err(message) => return ToolOutput::error(message),
         };
         match self
-            .try_call(server, declared, tool, arguments, progress)
+            .try_call(server, declared.into(), tool, arguments, progress)
             .await
         {
             Ok(output) => output,
@@ -130,12 +136,12 @@ impl ToolHub {
     async fn try_call(
         &self,
         server: &McpServer,
-        declared: Declared,
+        declared: Declarer<'_>,
         tool: &str,
         arguments: JsonObject,
         progress: Option<UnboundedSender<ToolProgress>>,
     ) -> Result<ToolOutput, ToolError> {
-        connection::check_declaration(server, declared)?;
+        connection::check_declaration(server, declared.declared())?;
         let slot = self.slot(server, declared);
         let deadline = Instant::now() + slot.timeout;
         let conn = self.connection(&slot, server, declared, deadline).await?;
@@ -146,17 +152,18 @@ impl ToolHub {
         output
     }
 
-    fn slot(&self, server: &McpServer, declared: Declared) -> Arc<Slot> {
+    fn slot(&self, server: &McpServer, declared: Declarer<'_>) -> Arc<Slot> {
         let mut slots = self
             .inner
             .slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let slots = &mut slots[match declared {
-            Declared::Operator => 0,
-            Declared::Account => 1,
+            Declarer::Operator => 0,
+            Declarer::Account(_) => 1,
         }];
-        if let Some(slot) = slots.get(server) {
+        let key = (server.clone(), declared.credentials().cloned());
+        if let Some(slot) = slots.get(&key) {
             return slot.clone();
         }
         let permits = server
@@ -175,7 +182,7 @@ impl ToolHub {
             state: tokio::sync::Mutex::default(),
             attempts: AtomicU64::new(0),
         });
-        slots.insert(server.clone(), slot.clone());
+        slots.insert(key, slot.clone());
         slot
     }
 
@@ -185,7 +192,7 @@ impl ToolHub {
         &self,
         slot: &Slot,
         server: &McpServer,
-        declared: Declared,
+        declared: Declarer<'_>,
         deadline: Instant,
     ) -> Result<Arc<Connection>, ToolError> {
         let attempts_before = slot.attempts.load(Ordering::Acquire);

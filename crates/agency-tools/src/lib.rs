@@ -16,17 +16,20 @@
 //!   (progress, tool-list changes).
 //! - `builtin.rs`: the built-in tools' server (`now`, `calculate`, `echo`); `calc.rs` its
 //!   arithmetic.
+//! - `credentials.rs`: the headers an account stored for its HTTP server, and [`Declarer`].
 //! - `output.rs`: a tool result as the text an agent reads.
 //! - `error.rs`: [`ToolError`].
 
 mod builtin;
 mod calc;
 mod connection;
+mod credentials;
 mod error;
 mod hub;
 mod output;
 
 pub use builtin::Builtin;
+pub use credentials::{Credentials, Declarer};
 pub use error::ToolError;
 pub use hub::ToolHub;
 pub use output::ToolOutput;

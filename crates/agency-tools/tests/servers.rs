@@ -543,7 +543,7 @@ async fn the_tool_list_follows_changes_on_the_2026_protocol() {
     let server = s.dynamic();
     let mut before = hub.tools(&server, OP).await.unwrap();
     before.sort_by(|a, b| a.name.cmp(&b.name));
-    assert_eq!(names(&before), ["add_tool", "echo"]);
+    assert_eq!(names(&before), ["add_tool", "echo", "header"]);
 
     let out = hub
         .call(&server, OP, "add_tool", r#"{"name": "late"}"#, None)
