@@ -498,6 +498,38 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     assert_eq!(third.as_deref(), Some("reviewer"));
     w.wait_xpath("//p[@id='published-now' and contains(., 'version 1')]")
         .await;
+    // The reviewer's tools, with every listed tool offered for the field.
+    let tools = w
+        .wait("#f-agents-2-tools")
+        .await
+        .prop("value")
+        .await
+        .unwrap();
+    assert_eq!(tools.as_deref(), Some("builtin/echo"));
+    w.wait("datalist#tool-names option[value='builtin/calculate']")
+        .await;
+    // Its tool hop in the playground: the call and its result, each with its route.
+    let studio =
+        w.c.current_url()
+            .await
+            .unwrap()
+            .path()
+            .trim_start_matches("/agencies/")
+            .to_string();
+    w.goto(&format!("/agencies/{studio}/playground")).await;
+    w.type_into("#message", "a parser").await;
+    w.click("#send").await;
+    w.wait_xpath(
+        "//ol[@class='hops']/li[contains(@class, 'kind-tool_call')][.//strong[. = 'reviewer → builtin/echo']]",
+    )
+    .await;
+    w.wait_xpath(
+        "//ol[@class='hops']/li[contains(@class, 'kind-tool_result')][.//strong[. = 'builtin/echo → reviewer']]",
+    )
+    .await;
+    w.wait_xpath("//article[contains(@class, 'done')]//p[@class='answer-text']")
+        .await;
+    w.shot("playground-tools").await;
 
     // Log out: pages send the visitor to the log-in page again.
     w.click("form[action='/logout'] button").await;
