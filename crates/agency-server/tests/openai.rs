@@ -364,7 +364,38 @@ fn assert_usage(usage: &Value) {
         n("prompt_tokens") + n("completion_tokens"),
         "{usage}"
     );
-    assert_eq!(usage.as_object().unwrap().len(), 3, "{usage}");
+    assert_eq!(
+        usage["prompt_tokens_details"],
+        json!({ "cached_tokens": 0, "audio_tokens": 0 }),
+        "{usage}"
+    );
+    assert_eq!(
+        usage["completion_tokens_details"],
+        json!({
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        }),
+        "{usage}"
+    );
+    assert_eq!(usage.as_object().unwrap().len(), 5, "{usage}");
+}
+
+/// `usage` with these counts, and OpenAI's (zero) details.
+fn usage_of(prompt: u32, completion: u32) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": { "cached_tokens": 0, "audio_tokens": 0 },
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -383,12 +414,21 @@ async fn a_completion_answers_like_openai() {
         body["choices"],
         json!([{
             "index": 0,
-            "message": { "role": "assistant", "content": answer("a todo app"), "refusal": null },
+            "message": {
+                "role": "assistant",
+                "content": answer("a todo app"),
+                "refusal": null,
+                "annotations": [],
+            },
             "logprobs": null,
             "finish_reason": "stop",
         }])
     );
     assert_usage(&body["usage"]);
+    // What OpenAI sends beside: a string fingerprint (the studio's first published version)
+    // and the service tier.
+    assert_eq!(body["system_fingerprint"], json!("fp_v1"));
+    assert_eq!(body["service_tier"], json!("default"));
 
     // The conversation is real, the studio's, with one turn.
     let c = r.conversation();
@@ -435,6 +475,9 @@ async fn a_streamed_completion_sends_chunks_then_usage_then_done() {
         assert_eq!(chunk["created"], chunks[0]["created"], "{chunk}");
         assert_eq!(chunk["object"], json!("chat.completion.chunk"), "{chunk}");
         assert_eq!(chunk["model"], json!("studio"), "{chunk}");
+        // The same fingerprint as a completion's, and the tier, on every chunk.
+        assert_eq!(chunk["system_fingerprint"], json!("fp_v1"), "{chunk}");
+        assert_eq!(chunk["service_tier"], json!("default"), "{chunk}");
     }
 
     // The role first, with empty content.
@@ -495,6 +538,36 @@ async fn a_stream_without_include_usage_has_no_usage() {
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
         .collect();
     assert_eq!(text, answer("a todo app"));
+}
+
+#[tokio::test]
+async fn the_fingerprint_follows_the_published_version() {
+    let app = App::spawn().await;
+    let fingerprint = |body: Value| body["system_fingerprint"].as_str().unwrap().to_string();
+    assert_eq!(
+        fingerprint(app.say(json!([user("a todo app")])).await.ok()),
+        "fp_v1"
+    );
+    // A new release of the studio: the next request is answered by it, and says so.
+    let yaml = STUDIO.replacen("max_hops: 16", "max_hops: 15", 1);
+    assert_ne!(yaml, STUDIO);
+    let file = AgencyFile::parse("examples/studio.yaml", &yaml).unwrap();
+    let again = app.rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+    assert_eq!(again.id, app.studio.id);
+    assert_eq!(
+        fingerprint(app.say(json!([user("a todo app")])).await.ok()),
+        "fp_v2"
+    );
+    let r = app
+        .chat(
+            CHAT,
+            &json!({ "model": "studio", "messages": [user("a todo app")], "stream": true }),
+        )
+        .await;
+    let events = r.events();
+    for chunk in &events[..events.len() - 1] {
+        assert_eq!(chunk["system_fingerprint"], json!("fp_v2"), "{chunk}");
+    }
 }
 
 #[tokio::test]
@@ -1337,10 +1410,7 @@ async fn usage_adds_up() {
     let body = app.say(json!([user("a todo app")])).await.ok();
     assert_usage(&body["usage"]);
     // The rules model is free.
-    assert_eq!(
-        body["usage"],
-        json!({ "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 })
-    );
+    assert_eq!(body["usage"], usage_of(0, 0));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1392,10 +1462,7 @@ async fn usage_sums_the_turns_model_calls() {
     );
     assert_eq!(body["model"], json!("solo"));
     assert_usage(&body["usage"]);
-    assert_eq!(
-        body["usage"],
-        json!({ "prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8 })
-    );
+    assert_eq!(body["usage"], usage_of(5, 3));
     // The manager's model got the client's system message at the end of its system prompt,
     // and the user's message; it was not asked to stream.
     let calls = fake.requests();
@@ -1462,10 +1529,7 @@ async fn a_stream_follows_the_managers_model_as_it_writes() {
     assert_eq!(chunks[n - 2]["choices"][0]["finish_reason"], json!("stop"));
     assert_eq!(chunks[n - 1]["choices"], json!([]));
     assert_usage(&chunks[n - 1]["usage"]);
-    assert_eq!(
-        chunks[n - 1]["usage"],
-        json!({ "prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26 })
-    );
+    assert_eq!(chunks[n - 1]["usage"], usage_of(20, 6));
     assert_eq!(fake.requests()[0].body["stream"], json!(true));
     assert_eq!(app.turns(c).await, [1]);
 }

@@ -473,6 +473,18 @@ fn usage(out: &TurnOutcome) -> types::Usage {
         prompt_tokens: out.usage.prompt_tokens,
         completion_tokens: out.usage.completion_tokens,
         total_tokens: out.usage.total(),
+        prompt_tokens_details: types::PromptTokensDetails::default(),
+        completion_tokens_details: types::CompletionTokensDetails::default(),
+    }
+}
+
+/// The `system_fingerprint` of the agency's answers: `fp_v` and its published version, so a
+/// client that watches it sees when the team behind the model changed. (The endpoint serves
+/// published versions only; the server's own version stands in should one lack its number.)
+fn fingerprint(agency: &Agency) -> String {
+    match agency.version {
+        Some(v) => format!("fp_v{v}"),
+        None => format!("fp_agency_{}", env!("CARGO_PKG_VERSION")),
     }
 }
 
@@ -492,12 +504,14 @@ fn completion(agency: &Agency, out: &TurnOutcome) -> types::ChatCompletion {
                 role: "assistant",
                 content: out.answer.clone(),
                 refusal: None,
+                annotations: Vec::new(),
             },
             logprobs: None,
             finish_reason: finish_reason(out.stopped_by),
         }],
         usage: usage(out),
-        system_fingerprint: None,
+        service_tier: types::SERVICE_TIER,
+        system_fingerprint: fingerprint(agency),
     }
 }
 
@@ -515,6 +529,7 @@ fn stream_turn(
     let id = format!("chatcmpl-{}", uuid::Uuid::now_v7().simple());
     let created = Utc::now().timestamp();
     let model = agency.name.clone();
+    let system_fingerprint = fingerprint(&agency);
     let chunk = move |delta: types::Delta,
                       finish: Option<&'static str>,
                       with_usage: Option<Option<types::Usage>>| {
@@ -534,7 +549,8 @@ fn stream_turn(
             model: model.clone(),
             choices,
             usage: with_usage,
-            system_fingerprint: None,
+            service_tier: types::SERVICE_TIER,
+            system_fingerprint: system_fingerprint.clone(),
         }
     };
     let usage_slot = move || include_usage.then_some(None);
