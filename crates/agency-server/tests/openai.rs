@@ -607,6 +607,31 @@ async fn text_content_parts_are_joined() {
     assert_eq!(r.content(), answer("a todo\napp"));
 }
 
+#[tokio::test]
+async fn images_and_a_prefill_reach_the_studio() {
+    let app = App::spawn().await;
+    // The rules model builds whatever it reads: an image is its placeholder.
+    let r = app
+        .say(json!([{ "role": "user", "content": [
+            { "type": "text", "text": "a todo app like" },
+            { "type": "image_url", "image_url": { "url": "data:image/jpeg;base64,/9j/4AAQ" } },
+        ] }]))
+        .await;
+    assert_eq!(
+        r.content(),
+        answer("a todo app like\n[image: inline image]")
+    );
+    // A prefill is accepted; an answer that does not begin with it is sent whole.
+    let r = app
+        .say(json!([user("a todo app"), assistant("Sure")]))
+        .await;
+    let content = r.content();
+    assert!(
+        content.starts_with("Here is your reviewed build.") && content.contains("a todo app"),
+        "{content}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Models
 
@@ -775,26 +800,45 @@ async fn errors_have_openais_shape() {
             Some("messages"),
         ),
         (
-            "error_400_last_message_from_assistant",
+            "error_400_no_user_message",
             app.post(CHAT, key).json(&ok(json!({
-                "messages": [user("a todo app"), assistant("sure")],
+                "messages": [system("be brief"), assistant("sure")],
             }))),
             StatusCode::BAD_REQUEST,
             None,
             Some("messages"),
         ),
         (
-            "error_400_image_content_part",
+            "error_400_prefill_after_an_answer",
+            app.post(CHAT, key).json(&ok(json!({
+                "messages": [user("a todo app"), assistant("done"), assistant("sure")],
+            }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("messages"),
+        ),
+        (
+            "error_400_audio_content_part",
             app.post(CHAT, key).json(&ok(json!({ "messages": [{
                 "role": "user",
                 "content": [
                     { "type": "text", "text": "what is this?" },
-                    { "type": "image_url", "image_url": { "url": "https://example.com/a.png" } },
+                    { "type": "input_audio", "input_audio": { "data": "AAAA", "format": "wav" } },
                 ],
             }] }))),
             StatusCode::BAD_REQUEST,
             None,
-            Some("messages[0]"),
+            Some("messages[0].content[1]"),
+        ),
+        (
+            "error_400_file_content_part",
+            app.post(CHAT, key).json(&ok(json!({ "messages": [{
+                "role": "user",
+                "content": [{ "type": "file", "file": { "file_id": "file-abc" } }],
+            }] }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("messages[0].content[0]"),
         ),
         (
             "error_400_malformed_json",
@@ -1577,6 +1621,139 @@ async fn a_failing_manager_is_a_502() {
             .all(|e| e["choices"][0]["finish_reason"].is_null()),
         "no finish after a failure: {events:#?}"
     );
+}
+
+/// What the manager's model was sent as the user's message (the last message, framed by the
+/// json protocol: `{"from": 0, "context": ...}`) in its `n`th call.
+fn last_sent(fake: &Fake, n: usize) -> String {
+    let calls = fake.requests();
+    let messages = calls[n].body["messages"].as_array().unwrap();
+    let framed = messages.last().unwrap()["content"].as_str().unwrap();
+    let framed: Value = serde_json::from_str(framed).unwrap();
+    assert_eq!(framed["from"], json!(0), "{framed}");
+    framed["context"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn image_parts_reach_the_manager_as_placeholders() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "a cat, twice"}"#,
+        5,
+        3,
+    ));
+    // A photo inline (a megabyte of base64), and one by URL.
+    let inline = format!("data:image/png;base64,{}", "iVBORw0KGgo".repeat(100_000));
+    let long = format!("https://example.com/{}.png", "c".repeat(400));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [{ "role": "user", "content": [
+            { "type": "text", "text": "what are these?" },
+            { "type": "image_url", "image_url": { "url": "https://example.com/cat.png", "detail": "low" } },
+            { "type": "image_url", "image_url": { "url": inline } },
+            { "type": "image_url", "image_url": { "url": long } },
+        ] }],
+    })))
+    .await;
+    assert_eq!(r.content(), "a cat, twice");
+    let sent = last_sent(&fake, 0);
+    assert!(
+        sent.contains("what are these?\n[image: https://example.com/cat.png]\n[image: inline image]\n[image: https://example.com/ccc"),
+        "{sent}"
+    );
+    assert!(!sent.contains("base64"), "no data URL: {sent}");
+    assert!(sent.len() < 1_000, "a URL is cut: {sent}");
+    assert!(sent.contains("c…]"), "{sent}");
+    // The conversation keeps the placeholders too.
+    assert!(
+        app.inputs(r.conversation()).await[0].contains("[image: inline image]"),
+        "{:?}",
+        app.inputs(r.conversation()).await
+    );
+}
+
+#[tokio::test]
+async fn a_last_assistant_message_is_the_answers_beginning() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    let haiku = "Sure! An old silent pond.";
+    fake.push(openai::completion(
+        &format!(r#"{{"to": 0, "context": "{haiku}"}}"#),
+        5,
+        3,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [system("Be brief."), user("a haiku"), assistant("Sure!")],
+    })))
+    .await;
+    // The manager was asked to begin with it, after the user's message.
+    let sent = last_sent(&fake, 0);
+    assert!(
+        sent.contains("a haiku") && sent.ends_with("(Begin your answer with exactly: Sure!)"),
+        "{sent}"
+    );
+    // The response continues the prefill, as servers that honour one answer.
+    let rest = r.content();
+    assert_eq!(rest, " An old silent pond.");
+    let c = r.conversation();
+    assert_eq!(app.inputs(c).await.len(), 1);
+
+    // The client keeps prefill + continuation as the answer: the conversation goes on.
+    fake.push(openai::completion(r#"{"to": 0, "context": "Frog."}"#, 5, 3));
+    let next = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [
+            system("Be brief."),
+            user("a haiku"),
+            assistant(&format!("Sure!{rest}")),
+            user("another"),
+        ],
+    })))
+    .await;
+    assert_eq!(next.content(), "Frog.");
+    assert_eq!(next.conversation(), c);
+    assert!(!last_sent(&fake, 1).contains("Begin your answer"));
+
+    // Streamed: the prefill is held back and taken off as it streams.
+    fake.push(openai::stream(
+        &[
+            r#"{"to": 0, "context": "Su"#,
+            "re! A",
+            " frog jumps",
+            r#" in."}"#,
+        ],
+        20,
+        6,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("a haiku"), assistant("Sure!")],
+        "stream": true,
+    })))
+    .await;
+    let text: String = r
+        .events()
+        .iter()
+        .filter_map(|e| {
+            e["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(text, " A frog jumps in.");
+
+    // A manager that did not begin with it: its answer whole.
+    fake.push(openai::completion(r#"{"to": 0, "context": "No."}"#, 5, 3));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("a haiku"), assistant("Sure!")],
+    })))
+    .await;
+    assert_eq!(r.content(), "No.");
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 //! each. An app pointed here with an agency's key cannot tell it is talking to a team.
 
 mod error;
+mod prefill;
 pub mod types;
 
 use std::convert::Infallible;
@@ -22,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::Utc;
 pub use error::OpenAiError;
+use prefill::Continuation;
 use tracing::Instrument;
 use types::{ChatRequest, Content};
 
@@ -299,6 +301,7 @@ async fn chat(
     let include_usage = check(&request, stream)?;
     let mut turn = chat_turn(request.messages)?;
     turn.conversation = named_conversation(&headers)?;
+    let prefill = turn.prefill.clone();
 
     let rt = s.rt.clone();
     let conversation = rt
@@ -313,7 +316,7 @@ async fn chat(
             .api_turn(&key, conversation, turn, None)
             .await
             .map_err(runtime_error)?;
-        axum::Json(completion(&agency, &out)).into_response()
+        axum::Json(completion(&agency, &out, prefill.as_deref())).into_response()
     };
     if let Some(v) = conversation_header {
         response.headers_mut().insert(CONVERSATION_HEADER, v);
@@ -383,8 +386,8 @@ fn check(r: &ChatRequest, stream: bool) -> Result<bool, OpenAiError> {
     }
 }
 
-/// The messages as a conversation turn: system messages, the transcript so far, and the new
-/// user message (the trailing user messages, joined).
+/// The messages as a conversation turn: system messages, the transcript so far, the new user
+/// message (the trailing user messages, joined), and a last assistant message as the prefill.
 fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError> {
     if messages.is_empty() {
         return Err(OpenAiError::invalid(
@@ -406,18 +409,8 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
             Some(Content::Text(t)) => t,
             Some(Content::Parts(parts)) => parts
                 .iter()
-                .map(|p| {
-                    match (
-                        p.get("type").and_then(|t| t.as_str()),
-                        p.get("text").and_then(|t| t.as_str()),
-                    ) {
-                        (Some("text"), Some(t)) => Ok(t.to_string()),
-                        _ => Err(OpenAiError::invalid(
-                            format!("{param}: only text content parts are supported."),
-                            Some(&param),
-                        )),
-                    }
-                })
+                .enumerate()
+                .map(|(j, part)| part_text(part, &m.role, &format!("{param}.content[{j}]")))
                 .collect::<Result<Vec<_>, _>>()?
                 .join("\n"),
         };
@@ -435,6 +428,17 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
             }
         }
     }
+    // A last assistant message is a prefill: the beginning of the answer the client wants.
+    let prefill = match rest.last() {
+        Some((Role::Assistant, _)) => rest.pop().map(|(_, text)| text),
+        _ => None,
+    };
+    if !rest.iter().any(|(r, _)| *r == Role::User) {
+        return Err(OpenAiError::invalid(
+            "`messages` must hold a user message.",
+            Some("messages"),
+        ));
+    }
     let start = rest
         .iter()
         .rposition(|(r, _)| *r == Role::Assistant)
@@ -442,7 +446,7 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
     let input: Vec<String> = rest.split_off(start).into_iter().map(|(_, t)| t).collect();
     if input.is_empty() {
         return Err(OpenAiError::invalid(
-            "The last message must be from the user.",
+            "A last assistant message (a prefill) must follow the user's message, not another assistant message.",
             Some("messages"),
         ));
     }
@@ -457,7 +461,71 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
         history: rest,
         input,
         conversation: None,
+        prefill: prefill.filter(|p| !p.trim().is_empty()),
     })
+}
+
+/// The longest image URL shown in full to the manager; longer ones are cut.
+const MAX_IMAGE_URL: usize = 256;
+
+/// A content part as text: a text part as it is (and an assistant's refusal), an image in a
+/// user message as a short placeholder (the manager's models read text): `[image: URL]`, or
+/// `[image: inline image]` for a `data:` URL, which is never copied (it may be megabytes).
+/// Other parts (audio, files) are refused by name.
+fn part_text(part: &serde_json::Value, role: &str, param: &str) -> Result<String, OpenAiError> {
+    let kind = part.get("type").and_then(|t| t.as_str());
+    let field = |name: &str| part.get(name).and_then(|v| v.as_str());
+    match (kind, role) {
+        (Some("text"), _) => field("text").map(str::to_string).ok_or_else(|| {
+            OpenAiError::invalid(format!("{param}: a text part needs `text`."), Some(param))
+        }),
+        (Some("refusal"), "assistant") => field("refusal").map(str::to_string).ok_or_else(|| {
+            OpenAiError::invalid(
+                format!("{param}: a refusal part needs `refusal`."),
+                Some(param),
+            )
+        }),
+        (Some("image_url"), "user") => {
+            let image = part.get("image_url");
+            let url = image
+                .and_then(|i| i.get("url"))
+                .or(image)
+                .and_then(|u| u.as_str())
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .ok_or_else(|| {
+                    OpenAiError::invalid(
+                        format!("{param}: an image_url part needs `image_url.url`."),
+                        Some(param),
+                    )
+                })?;
+            Ok(image_placeholder(url))
+        }
+        (Some(other), _) => Err(OpenAiError::invalid(
+            format!(
+                "{param}: `{other}` content parts are not supported in {role} messages: an agency reads text parts, and image parts in user messages."
+            ),
+            Some(param),
+        )),
+        (None, _) => Err(OpenAiError::invalid(
+            format!("{param}: a content part needs a `type`."),
+            Some(param),
+        )),
+    }
+}
+
+/// What the manager reads for an image at `url`.
+fn image_placeholder(url: &str) -> String {
+    if url
+        .get(..5)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("data:"))
+    {
+        return "[image: inline image]".into();
+    }
+    match url.char_indices().nth(MAX_IMAGE_URL) {
+        Some((cut, _)) => format!("[image: {}…]", &url[..cut]),
+        None => format!("[image: {url}]"),
+    }
 }
 
 fn finish_reason(stopped_by: StopReason) -> &'static str {
@@ -492,7 +560,8 @@ fn completion_id(out: &TurnOutcome) -> String {
     format!("chatcmpl-{}", out.turn_id.0.simple())
 }
 
-fn completion(agency: &Agency, out: &TurnOutcome) -> types::ChatCompletion {
+/// The completion of a turn; with a prefill, its answer is what follows the prefill.
+fn completion(agency: &Agency, out: &TurnOutcome, prefill: Option<&str>) -> types::ChatCompletion {
     types::ChatCompletion {
         id: completion_id(out),
         object: "chat.completion",
@@ -502,7 +571,7 @@ fn completion(agency: &Agency, out: &TurnOutcome) -> types::ChatCompletion {
             index: 0,
             message: types::AssistantMessage {
                 role: "assistant",
-                content: out.answer.clone(),
+                content: Continuation::whole(prefill, &out.answer),
                 refusal: None,
                 annotations: Vec::new(),
             },
@@ -525,6 +594,7 @@ fn stream_turn(
     turn: ChatTurn,
     include_usage: bool,
 ) -> Response {
+    let mut continuation = Continuation::new(turn.prefill.as_deref());
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(32);
     let id = format!("chatcmpl-{}", uuid::Uuid::now_v7().simple());
     let created = Utc::now().timestamp();
@@ -584,6 +654,10 @@ fn stream_turn(
             let mut streamed = String::new();
             while let Some(piece) = answer_rx.recv().await {
                 streamed.push_str(&piece);
+                let piece = continuation.push(&piece);
+                if piece.is_empty() {
+                    continue;
+                }
                 send(chunk(
                     types::Delta {
                         role: None,
@@ -609,6 +683,7 @@ fn stream_turn(
                             format!("\n\n{}", out.answer)
                         }
                     };
+                    let rest = continuation.push(&rest) + &continuation.finish();
                     for piece in rest.split_inclusive(char::is_whitespace) {
                         send(chunk(
                             types::Delta {
