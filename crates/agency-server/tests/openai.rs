@@ -1579,48 +1579,107 @@ async fn a_stream_follows_the_managers_model_as_it_writes() {
 }
 
 #[tokio::test]
-async fn a_failing_manager_is_a_502() {
+async fn a_failing_manager_is_a_502_that_names_only_the_request() {
+    // The server runs on this test's thread (a current-thread runtime): its logs are caught.
+    let logs = Logs::default();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish(),
+    );
     let app = App::spawn().await;
     let fake = Fake::start().await;
-    let (_, key) = solo(&app, &fake).await;
+    let (solo, key) = solo(&app, &fake).await;
+    // The provider fails every time (a 500 asking to retry at once, so the retries are quick).
+    fake.otherwise(agency_fakes::Reply::Json {
+        status: 500,
+        body: openai::error_body(openai::SERVER_ERROR_MESSAGE, "server_error", None),
+        headers: vec![("retry-after".into(), "0".into())],
+    });
     let body = json!({ "model": "solo", "messages": [user("hi")] });
-    fake.push(openai::error(
-        400,
-        "the provider says no",
-        "invalid_request_error",
-        None,
-    ));
     let r = Reply::of(app.post(CHAT, Some(&key)).json(&body)).await;
     let m = r.error(StatusCode::BAD_GATEWAY, None, None);
-    assert!(m.contains("the provider says no"), "{m}");
+    assert!(fake.requests().len() > 1, "retried first");
+    let request = r.header("x-request-id").unwrap();
+    // Whom the agency runs on and how it failed is its owner's business, found by the
+    // request's id; the client is told only that.
+    let inside = |m: &str| {
+        for secret in ["only", "fake", "500", "agent", "HTTP", "Sorry about that"] {
+            assert!(!m.contains(secret), "{secret:?} in {m}");
+        }
+    };
+    inside(&m);
+    assert_eq!(
+        m,
+        format!(
+            "The agency could not answer this request ({request}); its owner can find what failed in the server's logs and the conversation browser."
+        )
+    );
+    // The owner finds the detail in the logs, by the request's id...
+    let logged = logs.text();
+    assert!(
+        logged.lines().any(|l| l.contains(request)
+            && l.contains("agent_name=only")
+            && l.contains("HTTP 500")
+            && l.contains(" WARN ")),
+        "{logged}"
+    );
+    // ... and with the failed turn, in the conversation.
+    let conversations = app.store.list_conversations(solo.id).await.unwrap();
+    assert_eq!(conversations.len(), 1, "{conversations:?}");
+    let turns = app.store.turns(conversations[0].id).await.unwrap();
+    let error = turns[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("HTTP 500"), "{turns:?}");
 
-    // Streamed: the error as an event, then the end.
-    fake.push(openai::error(
-        400,
-        "the provider says no",
-        "invalid_request_error",
-        None,
-    ));
+    // Streamed: the same error as an event, then the end.
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
     let r = Reply::of(app.post(CHAT, Some(&key)).json(&streamed)).await;
+    let request = r.header("x-request-id").unwrap().to_string();
     let events = r.events();
     assert_eq!(events.last(), Some(&json!("[DONE]")), "{events:#?}");
     let error = &events[events.len() - 2];
     assert_eq!(error["error"]["type"], json!("server_error"), "{error}");
-    assert!(
-        error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("the provider says no"),
-        "{error}"
-    );
+    let m = error["error"]["message"].as_str().unwrap();
+    inside(m);
+    assert!(m.contains(&format!("({request})")), "{m}");
     assert!(
         events
             .iter()
             .all(|e| e["choices"][0]["finish_reason"].is_null()),
         "no finish after a failure: {events:#?}"
     );
+}
+
+/// What a test's server logged.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Logs;
+
+    fn make_writer(&'a self) -> Logs {
+        self.clone()
+    }
 }
 
 /// What the manager's model was sent as the user's message (the last message, framed by the

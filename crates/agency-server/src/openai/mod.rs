@@ -16,7 +16,7 @@ use agency_runtime::{RuntimeError, TurnOutcome};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -53,11 +53,29 @@ pub fn routes() -> Router<AppState> {
         .layer(axum::middleware::from_fn(request_id))
 }
 
+/// A request's id (`req_` and 32 hex digits): the `x-request-id` of its response, a field of
+/// everything it logs, and what an error the client cannot act on names so that the agency's
+/// owner finds the detail.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Like OpenAI, every response carries `x-request-id` (the SDKs show it as `_request_id` and
-/// on their errors), and whatever the request logs carries it too.
-async fn request_id(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+/// on their errors), and whatever the request logs carries it too (and its conversation's id,
+/// once known). Handlers get it as an extension.
+async fn request_id(mut request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let id = format!("req_{}", uuid::Uuid::now_v7().simple());
-    let span = tracing::info_span!("openai", request_id = %id);
+    let span = tracing::info_span!(
+        "openai",
+        request_id = %id,
+        conversation = tracing::field::Empty
+    );
+    request.extensions_mut().insert(RequestId(id.clone()));
     let mut response = next.run(request).instrument(span).await;
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
@@ -67,59 +85,65 @@ async fn request_id(request: axum::extract::Request, next: axum::middleware::Nex
 
 async fn v1_chat(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     key: Result<Key, KeyRefused>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    chat(s, None, key, headers, body)
+    chat(s, &request, None, key, headers, body)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn agency_chat(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     Path(agency): Path<String>,
     key: Result<Key, KeyRefused>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    chat(s, Some(agency), key, headers, body)
+    chat(s, &request, Some(agency), key, headers, body)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn v1_models(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, key, None).await?;
+    let (_, agency) = authorize(&s, &request, key, None).await?;
     Ok(axum::Json(model_list(&agency)).into_response())
 }
 
 async fn v1_model(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     Path(model): Path<String>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, key, Some(&model)).await?;
+    let (_, agency) = authorize(&s, &request, key, Some(&model)).await?;
     Ok(axum::Json(model_of(&agency)).into_response())
 }
 
 async fn agency_models(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     Path(agency): Path<String>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, key, Some(&agency)).await?;
+    let (_, agency) = authorize(&s, &request, key, Some(&agency)).await?;
     Ok(axum::Json(model_list(&agency)).into_response())
 }
 
 async fn agency_model(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     Path((agency, model)): Path<(String, String)>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, key, Some(&agency)).await?;
+    let (_, agency) = authorize(&s, &request, key, Some(&agency)).await?;
     if !names(&agency, &model) {
         return Err(OpenAiError::model_not_found(&model));
     }
@@ -167,6 +191,7 @@ fn names(agency: &Agency, selector: &str) -> bool {
 /// key reaches only its own, and others look as if they did not exist).
 async fn authorize(
     s: &AppState,
+    request: &RequestId,
     key: Result<Key, KeyRefused>,
     selector: Option<&str>,
 ) -> Result<(ApiKey, Arc<Agency>), OpenAiError> {
@@ -177,7 +202,7 @@ async fn authorize(
         Err(RuntimeError::AgencyNotFound(_)) => {
             return Err(OpenAiError::model_not_found(selector.unwrap_or("?")));
         }
-        Err(e) => return Err(runtime_error(e)),
+        Err(e) => return Err(runtime_error(e, request)),
     };
     match selector {
         Some(sel) if !names(&agency, sel) => Err(OpenAiError::model_not_found(sel)),
@@ -203,7 +228,10 @@ fn auth_error(e: AuthError) -> OpenAiError {
     }
 }
 
-fn runtime_error(e: RuntimeError) -> OpenAiError {
+/// A runtime error as the client sees it. What went wrong inside the agency (which agent, which
+/// provider, what it said) is for its owner: logged under the request's id, which the message
+/// gives, and kept with the failed turn in the conversation.
+fn runtime_error(e: RuntimeError, request: &RequestId) -> OpenAiError {
     match e {
         RuntimeError::AgencyNotFound(name) => OpenAiError::model_not_found(&name),
         RuntimeError::NotPublished(_) => OpenAiError::invalid(e.to_string(), Some("model"))
@@ -219,20 +247,37 @@ fn runtime_error(e: RuntimeError) -> OpenAiError {
         .with_code("conversation_not_found"),
         RuntimeError::Invalid(m) => OpenAiError::invalid(m, Some("messages")),
         RuntimeError::Conflict(m) => OpenAiError::invalid(m, None).status(StatusCode::CONFLICT),
-        RuntimeError::Model { .. } => OpenAiError::server(
-            StatusCode::BAD_GATEWAY,
-            format!("The agency could not answer: {e}"),
-        ),
+        RuntimeError::Model {
+            agent,
+            ref name,
+            ref error,
+        } => {
+            tracing::warn!(
+                request_id = %request,
+                agent = %agent,
+                agent_name = %name,
+                error = %error,
+                "the agency could not answer: a model failed"
+            );
+            OpenAiError::server(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "The agency could not answer this request ({request}); its owner can find what failed in the server's logs and the conversation browser."
+                ),
+            )
+        }
         RuntimeError::Validation(_)
         | RuntimeError::Unauthorized(_)
         | RuntimeError::TooManyAttempts(_)
         | RuntimeError::RoomNotFound(_)
         | RuntimeError::NotFound(_)
         | RuntimeError::Store(_) => {
-            tracing::error!(error = %e, "chat completion failed");
+            tracing::error!(request_id = %request, error = %e, "chat completion failed");
             OpenAiError::server(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "The server had an error while processing your request.",
+                format!(
+                    "The server had an error while processing your request ({request}); its operator can find it in the server's logs."
+                ),
             )
         }
     }
@@ -258,6 +303,7 @@ fn named_conversation(headers: &HeaderMap) -> Result<Option<ConversationId>, Ope
 
 async fn chat(
     s: AppState,
+    request_id: &RequestId,
     path_agency: Option<String>,
     key: Result<Key, KeyRefused>,
     headers: HeaderMap,
@@ -276,7 +322,7 @@ async fn chat(
         }
     })?;
     // Like OpenAI: the key first, then the body.
-    let bearer_check = authorize(&s, key, None).await?;
+    let bearer_check = authorize(&s, request_id, key, None).await?;
     let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
         OpenAiError::invalid(
             format!("We could not parse the JSON body of your request: {e}"),
@@ -307,15 +353,24 @@ async fn chat(
     let conversation = rt
         .api_conversation(&key, &agency, &turn)
         .await
-        .map_err(runtime_error)?;
+        .map_err(|e| runtime_error(e, request_id))?;
+    tracing::Span::current().record("conversation", tracing::field::display(conversation.id()));
     let conversation_header = HeaderValue::from_str(&conversation.id().to_string()).ok();
     let mut response = if stream {
-        stream_turn(s, key, agency, conversation, turn, include_usage)
+        stream_turn(
+            s,
+            request_id.clone(),
+            key,
+            agency,
+            conversation,
+            turn,
+            include_usage,
+        )
     } else {
         let out = rt
             .api_turn(&key, conversation, turn, None)
             .await
-            .map_err(runtime_error)?;
+            .map_err(|e| runtime_error(e, request_id))?;
         axum::Json(completion(&agency, &out, prefill.as_deref())).into_response()
     };
     if let Some(v) = conversation_header {
@@ -588,6 +643,7 @@ fn completion(agency: &Agency, out: &TurnOutcome, prefill: Option<&str>) -> type
 /// the answer's pieces, the finish chunk, the usage chunk when asked for, and `[DONE]`.
 fn stream_turn(
     s: AppState,
+    request_id: RequestId,
     key: ApiKey,
     agency: Arc<Agency>,
     conversation: Opened,
@@ -711,7 +767,7 @@ fn stream_turn(
                     }
                 }
                 Err(e) => {
-                    let body = runtime_error(e).body();
+                    let body = runtime_error(e, &request_id).body();
                     let _ = tx.send(Event::default().data(body.to_string())).await;
                 }
             }
