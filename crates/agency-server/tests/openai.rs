@@ -14,6 +14,7 @@ use agency_fakes::{Fake, openai};
 use agency_file::AgencyFile;
 use agency_providers::Providers;
 use agency_runtime::{LOCAL_OWNER, Runtime};
+use agency_server::CorsOrigins;
 use insta::dynamic_redaction;
 use reqwest::header::HeaderMap;
 use reqwest::{RequestBuilder, StatusCode};
@@ -49,12 +50,18 @@ struct App {
 
 impl App {
     async fn spawn() -> App {
+        App::spawn_with_cors(CorsOrigins::None).await
+    }
+
+    /// A server whose OpenAI endpoints answer browsers of `cors` origins.
+    async fn spawn_with_cors(cors: CorsOrigins) -> App {
         let dir = tempfile::tempdir().unwrap();
-        let served = agency_server::testing::serve(
+        let served = agency_server::testing::serve_with_cors(
             dir.path(),
             Providers::builtin(),
             Vec::new(),
             agency_server::Connections::default(),
+            cors,
         )
         .await
         .unwrap();
@@ -1914,4 +1921,152 @@ async fn other_openai_urls_and_modalities() {
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     let body: Value = serde_json::from_str(&refused.text).unwrap();
     assert_eq!(body["error"]["param"], "modalities");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Browsers (CORS)
+
+const ORIGIN: &str = "https://app.example.com";
+/// What the official SDKs' browser builds send beside the body.
+const SDK_HEADERS: &str = "authorization,content-type,openai-organization,openai-project,x-agency-conversation,x-stainless-arch,x-stainless-lang,x-stainless-os,x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,x-stainless-runtime-version,x-stainless-timeout";
+
+impl App {
+    /// A browser's preflight of `POST path` from `origin`.
+    async fn preflight(&self, path: &str, origin: &str) -> Reply {
+        Reply::of(
+            self.client
+                .request(reqwest::Method::OPTIONS, self.url(path))
+                .header("origin", origin)
+                .header("access-control-request-method", "POST")
+                .header("access-control-request-headers", SDK_HEADERS),
+        )
+        .await
+    }
+}
+
+/// The comma-separated names of a header, lowercase.
+fn listed(r: &Reply, header: &str) -> Vec<String> {
+    r.header(header)
+        .unwrap_or_else(|| panic!("no {header}: {:?}", r.headers))
+        .split(',')
+        .map(|h| h.trim().to_ascii_lowercase())
+        .collect()
+}
+
+#[tokio::test]
+async fn allowed_origins_may_call_from_a_browser() {
+    let app = App::spawn_with_cors(
+        CorsOrigins::parse(&["https://app.example.com, http://localhost:5173"]).unwrap(),
+    )
+    .await;
+    let agency_path = "/api/agency/studio/chat/completions";
+    for path in [CHAT, agency_path, "/v1/models"] {
+        let r = app.preflight(path, ORIGIN).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{path}: {}", r.text);
+        assert_eq!(r.text, "");
+        assert_eq!(r.header("access-control-allow-origin"), Some(ORIGIN));
+        let methods = listed(&r, "access-control-allow-methods");
+        assert!(
+            methods.contains(&"POST".to_ascii_lowercase()),
+            "{methods:?}"
+        );
+        assert!(methods.contains(&"get".into()), "{methods:?}");
+        let allowed = listed(&r, "access-control-allow-headers");
+        for h in SDK_HEADERS.split(',') {
+            assert!(allowed.contains(&h.to_string()), "{h} not in {allowed:?}");
+        }
+        assert!(r.header("access-control-max-age").is_some());
+        assert!(r.header("access-control-allow-credentials").is_none());
+    }
+
+    // The call itself: the origin allowed, the ids the page reads exposed.
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header("origin", "http://localhost:5173")
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    assert_eq!(r.content(), answer("a todo app"));
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://localhost:5173")
+    );
+    let exposed = listed(&r, "access-control-expose-headers");
+    for h in ["x-request-id", CONVERSATION, "retry-after"] {
+        assert!(exposed.contains(&h.to_string()), "{h} not in {exposed:?}");
+    }
+    // Errors too, so the page can read them.
+    let r = Reply::of(
+        app.post(CHAT, None)
+            .header("origin", ORIGIN)
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    r.error(StatusCode::UNAUTHORIZED, None, None);
+    assert_eq!(r.header("access-control-allow-origin"), Some(ORIGIN));
+
+    // Another origin: answered, but not allowed.
+    let r = app.preflight(CHAT, "https://evil.example").await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert!(
+        r.header("access-control-allow-origin").is_none(),
+        "{:?}",
+        r.headers
+    );
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header("origin", "https://evil.example")
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    assert!(r.header("access-control-allow-origin").is_none());
+
+    // The management API is not opened to other origins.
+    let r = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/api/agencies"))
+        .header("origin", ORIGIN)
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+
+    // `*`: any origin.
+    let any = App::spawn_with_cors(CorsOrigins::parse(&["*"]).unwrap()).await;
+    let r = any.preflight(CHAT, "https://anywhere.example").await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    let r = Reply::of(
+        any.post(CHAT, Some(&any.key))
+            .header("origin", "https://anywhere.example")
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    assert_eq!(r.content(), answer("a todo app"));
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+}
+
+#[tokio::test]
+async fn without_allowed_origins_a_browser_is_refused_cleanly() {
+    let app = App::spawn().await;
+    for path in [CHAT, "/api/agency/studio/chat/completions", "/v1/models"] {
+        // A preflight is answered (not 405), without any CORS header: the browser refuses.
+        let r = app.preflight(path, ORIGIN).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{path}: {}", r.text);
+        let cors: Vec<_> = r
+            .headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("access-control-"))
+            .collect();
+        assert!(cors.is_empty(), "{path}: {cors:?}");
+    }
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header("origin", ORIGIN)
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    assert_eq!(r.content(), answer("a todo app"));
+    assert!(r.header("access-control-allow-origin").is_none());
 }

@@ -2,6 +2,7 @@
 //! `POST /api/agency/{agency}/chat/completions` (by id or name), with `GET .../models` beside
 //! each. An app pointed here with an agency's key cannot tell it is talking to a team.
 
+mod cors;
 mod error;
 mod prefill;
 pub mod types;
@@ -20,8 +21,9 @@ use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::options;
 use chrono::Utc;
+pub use cors::CorsOrigins;
 pub use error::OpenAiError;
 use prefill::Continuation;
 use tracing::Instrument;
@@ -40,17 +42,29 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// Comments sent while the agents work, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/chat/completions", post(v1_chat))
-        .route("/v1/models", get(v1_models))
-        .route("/v1/models/{model}", get(v1_model))
-        .route("/api/agency/{agency}/chat/completions", post(agency_chat))
-        .route("/api/agency/{agency}/models", get(agency_models))
-        .route("/api/agency/{agency}/models/{model}", get(agency_model))
+/// The OpenAI routes, answering browsers of `cors` origins.
+pub fn routes(cors: &CorsOrigins) -> Router<AppState> {
+    // Each answers a browser's preflight (`OPTIONS`), with CORS headers when `cors` allows.
+    let preflight = || options(cors::preflight);
+    let routes = Router::new()
+        .route("/v1/chat/completions", preflight().post(v1_chat))
+        .route("/v1/models", preflight().get(v1_models))
+        .route("/v1/models/{model}", preflight().get(v1_model))
+        .route(
+            "/api/agency/{agency}/chat/completions",
+            preflight().post(agency_chat),
+        )
+        .route(
+            "/api/agency/{agency}/models",
+            preflight().get(agency_models),
+        )
+        .route(
+            "/api/agency/{agency}/models/{model}",
+            preflight().get(agency_model),
+        )
         .route("/v1/{*rest}", axum::routing::any(unknown_url))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(axum::middleware::from_fn(request_id))
+        .layer(DefaultBodyLimit::max(MAX_BODY));
+    cors::apply(routes, cors).layer(axum::middleware::from_fn(request_id))
 }
 
 /// A request's id (`req_` and 32 hex digits): the `x-request-id` of its response, a field of
