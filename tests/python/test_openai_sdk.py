@@ -17,6 +17,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,9 @@ def answer_for(request: str) -> str:
         f"fn main() {{ /* Please build: {request} */ }}"
     )
 
+
+# The origins whose pages the suite's server lets call it from a browser.
+CORS_ORIGINS = ("https://app.example.com", "http://localhost:5173")
 
 # How long the server may take to start and to stop, and any one request.
 START_TIMEOUT = 60.0
@@ -160,11 +164,13 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     time.sleep(max(0.0, expires_by - time.monotonic()))
 
     log = work / "serve.log"
+    # Browsers of these origins may call (CORS); commas, as the variable takes them.
+    serve_env = {**env, "AGENCY_CORS_ORIGIN": ", ".join(CORS_ORIGINS)}
     with open(log, "wb") as stderr:
         proc = subprocess.Popen(
             [str(binary), "--db", db, "serve", "--listen", "127.0.0.1:0"],
             cwd=work,
-            env=env,
+            env=serve_env,
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -233,9 +239,22 @@ def assert_completion(completion, request: str = TODO, model: str = "studio") ->
     assert choice.message.role == "assistant"
     assert choice.message.content == answer_for(request)
     assert choice.message.tool_calls is None
+    assert choice.message.annotations == []
+    # What OpenAI's answers carry beside, and code reads: a string fingerprint, the tier.
+    assert isinstance(completion.system_fingerprint, str)
+    assert completion.system_fingerprint.startswith("fp_")
+    assert completion.service_tier == "default"
     usage = completion.usage
     assert usage is not None
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert_usage_details(usage)
+
+
+def assert_usage_details(usage) -> None:
+    assert usage.prompt_tokens_details.cached_tokens == 0
+    assert usage.prompt_tokens_details.audio_tokens == 0
+    assert usage.completion_tokens_details.reasoning_tokens == 0
+    assert usage.completion_tokens_details.accepted_prediction_tokens == 0
 
 
 def assert_stream(chunks: list, request: str = TODO) -> None:
@@ -244,11 +263,15 @@ def assert_stream(chunks: list, request: str = TODO) -> None:
         assert c.object == "chat.completion.chunk"
         assert c.model == "studio"
         assert c.id == chunks[0].id and c.id.startswith("chatcmpl-")
+        assert c.system_fingerprint == chunks[0].system_fingerprint
+        assert c.service_tier == "default"
+    assert chunks[0].system_fingerprint.startswith("fp_")
     *body, last = chunks
     # With include_usage: every chunk has `usage: null` but the last, which has no choices.
     assert last.choices == []
     assert last.usage is not None
     assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
+    assert_usage_details(last.usage)
     assert all(c.usage is None for c in body)
     assert all(len(c.choices) == 1 and c.choices[0].index == 0 for c in body)
     assert body[0].choices[0].delta.role == "assistant"
@@ -607,13 +630,65 @@ def test_stream_options_without_stream_is_a_bad_request(client: openai.OpenAI):
     assert e.value.param == "stream_options"
 
 
-def test_last_message_not_from_user_is_a_bad_request(client: openai.OpenAI):
+def test_a_prefill_is_accepted(client: openai.OpenAI):
+    # The manager is asked to begin with it; the studio's rules model builds what it reads
+    # instead, so its answer (not beginning with the prefill) comes whole.
+    completion = client.chat.completions.create(
+        model="studio",
+        messages=[user(TODO), {"role": "assistant", "content": "Sure"}],
+    )
+    assert_completion(completion, f"{TODO}\n\n(Begin your answer with exactly: Sure)")
+
+
+def test_without_a_user_message_is_a_bad_request(client: openai.OpenAI):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(
             model="studio",
-            messages=[user(TODO), {"role": "assistant", "content": "sure"}],
+            messages=[
+                {"role": "system", "content": "be brief"},
+                {"role": "assistant", "content": "sure"},
+            ],
         )
     assert e.value.param == "messages"
+
+
+def test_an_image_part_is_accepted(client: openai.OpenAI):
+    # The manager reads a placeholder: the image's URL, or for inline data only that it is one.
+    for url, shown in [
+        ("https://example.com/cat.png", "https://example.com/cat.png"),
+        ("data:image/png;base64," + "iVBORw0KGgo" * 10_000, "inline image"),
+    ]:
+        completion = client.chat.completions.create(
+            model="studio",
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": TODO},
+                        {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+                    ],
+                }
+            ],
+        )
+        assert_completion(completion, f"{TODO}\n[image: {shown}]")
+
+
+def test_an_audio_part_is_a_bad_request(client: openai.OpenAI):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="studio",
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": TODO},
+                        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+                    ],
+                }
+            ],
+        )
+    assert e.value.param == "messages[0].content[1]"
+    assert "input_audio" in e.value.message
 
 
 def test_rate_limit_is_a_rate_limit_error(server: Server):
@@ -633,3 +708,42 @@ def test_text_modality_is_accepted(client: openai.OpenAI):
         model="studio", messages=[user(TODO)], modalities=["text"]
     )
     assert_completion(completion)
+
+
+# --- Browsers (CORS) -------------------------------------------------------------------------
+
+
+def preflight(url: str, origin: str, headers: str = "") -> tuple[int, dict[str, str]]:
+    """A browser's preflight of `POST url` from a page of `origin`: the status and headers."""
+    asked = {"Origin": origin, "Access-Control-Request-Method": "POST"}
+    if headers:
+        asked["Access-Control-Request-Headers"] = headers
+    request = urllib.request.Request(url, method="OPTIONS", headers=asked)
+    with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as response:
+        return response.status, {k.lower(): v for k, v in response.headers.items()}
+
+
+def test_allowed_origins_may_call_from_a_browser(server: Server):
+    # What a browser asks before the SDK's request from a page of an allowed origin.
+    sdk_headers = (
+        "authorization,content-type,x-stainless-os,x-stainless-retry-count,openai-organization"
+    )
+    for origin in CORS_ORIGINS:
+        status, headers = preflight(f"{server.v1}/chat/completions", origin, sdk_headers)
+        assert status == 204
+        assert headers["access-control-allow-origin"] == origin
+        assert "POST" in headers["access-control-allow-methods"]
+        allowed = headers["access-control-allow-headers"].lower()
+        assert all(h in allowed for h in sdk_headers.split(","))
+    # The request itself, as the SDK sends it from the page.
+    with server.client(default_headers={"Origin": CORS_ORIGINS[0]}) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="studio", messages=[user(TODO)]
+        )
+    assert raw.headers["access-control-allow-origin"] == CORS_ORIGINS[0]
+    assert "x-request-id" in raw.headers["access-control-expose-headers"]
+    assert_completion(raw.parse())
+    # Another origin is not allowed.
+    status, headers = preflight(f"{server.v1}/chat/completions", "https://elsewhere.example")
+    assert status == 204
+    assert "access-control-allow-origin" not in headers

@@ -25,6 +25,19 @@ pub struct ChatTurn {
     /// A conversation the client named (`x-agency-conversation`); its history is then the
     /// server's.
     pub conversation: Option<ConversationId>,
+    /// How the answer should begin (a client's last assistant message, a "prefill"): the
+    /// manager is asked, after the new message, to begin its answer with it. Not part of the
+    /// transcript: the client's next request holds the answer instead.
+    pub prefill: Option<String>,
+}
+
+/// The new message as the manager reads it: the user's messages, and the prefill asked for.
+fn manager_input(input: &[String], prefill: Option<&str>) -> String {
+    let text = input.join("\n\n");
+    match prefill {
+        Some(prefill) => format!("{text}\n\n(Begin your answer with exactly: {prefill})"),
+        None => text,
+    }
 }
 
 /// A stable digest of a visible transcript.
@@ -142,7 +155,7 @@ impl Runtime {
         crate::turn::run(
             self.clone(),
             opened.guard,
-            turn.input.join("\n\n"),
+            manager_input(&turn.input, turn.prefill.as_deref()),
             answer,
             Some(thread),
         )
@@ -182,6 +195,16 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefill_follows_the_new_message() {
+        let input = ["a haiku".to_string(), "about frogs".to_string()];
+        assert_eq!(manager_input(&input, None), "a haiku\n\nabout frogs");
+        assert_eq!(
+            manager_input(&input, Some("Sure!")),
+            "a haiku\n\nabout frogs\n\n(Begin your answer with exactly: Sure!)"
+        );
+    }
 
     #[test]
     fn hashes_tell_transcripts_apart() {

@@ -180,7 +180,7 @@ fn main() {
         let key = secrecy::ExposeSecret::expose_secret(&key).to_string();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(agency_server::serve(agency_server::AppState { rt: runtime, auth }, listener, agency_server::Connections::default(), std::future::pending()));
+        tokio::spawn(agency_server::serve(agency_server::AppState { rt: runtime, auth, cors: Default::default() }, listener, agency_server::Connections::default(), std::future::pending()));
 
         let path = "/v1/chat/completions";
         load(addr, path, &key, 256, 8).await; // warm up

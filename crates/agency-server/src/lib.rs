@@ -28,12 +28,16 @@ use tokio::net::TcpListener;
 
 pub use error::ApiError;
 pub use listen::Connections;
+pub use openai::CorsOrigins;
 
 /// What every handler may use.
 #[derive(Clone)]
 pub struct AppState {
     pub rt: Arc<Runtime>,
     pub auth: Arc<agency_runtime::keys::Authenticator>,
+    /// The web origins whose pages may call the OpenAI endpoints (the operator's
+    /// `--cors-origin`).
+    pub cors: CorsOrigins,
 }
 
 /// Largest request body of the management API and the pages' forms (axum's default, made
@@ -46,7 +50,7 @@ const FLUSH_KEY_USAGE: std::time::Duration = std::time::Duration::from_secs(5);
 /// The application's routes.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .merge(openai::routes())
+        .merge(openai::routes(&state.cors))
         .merge(content::routes())
         .merge(manage::routes())
         .merge(conversations::routes())

@@ -10,7 +10,7 @@ use agency_runtime::Runtime;
 use agency_runtime::keys::Authenticator;
 use agency_runtime::secrets::MasterKeySource;
 
-use crate::{AppState, Connections};
+use crate::{AppState, Connections, CorsOrigins};
 
 /// A server running until the test's runtime ends.
 pub struct Served {
@@ -32,6 +32,17 @@ pub async fn serve(
     servers: Vec<(String, agency_core::McpServer)>,
     connections: Connections,
 ) -> Result<Served, Box<dyn std::error::Error + Send + Sync>> {
+    serve_with_cors(dir, providers, servers, connections, CorsOrigins::None).await
+}
+
+/// [`serve`], letting pages of `cors` origins call the OpenAI endpoints.
+pub async fn serve_with_cors(
+    dir: &Path,
+    providers: Providers,
+    servers: Vec<(String, agency_core::McpServer)>,
+    connections: Connections,
+    cors: CorsOrigins,
+) -> Result<Served, Box<dyn std::error::Error + Send + Sync>> {
     let url = format!("sqlite://{}", dir.join("agency.db").display());
     let store = agency_store::open(&url).await?;
     let master = MasterKeySource::File(dir.join("agency.key"));
@@ -43,6 +54,7 @@ pub async fn serve(
     let state = AppState {
         rt: rt.clone(),
         auth: auth.clone(),
+        cors,
     };
     tokio::spawn(crate::serve(
         state,

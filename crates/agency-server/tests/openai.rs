@@ -14,6 +14,7 @@ use agency_fakes::{Fake, openai};
 use agency_file::AgencyFile;
 use agency_providers::Providers;
 use agency_runtime::{LOCAL_OWNER, Runtime};
+use agency_server::CorsOrigins;
 use insta::dynamic_redaction;
 use reqwest::header::HeaderMap;
 use reqwest::{RequestBuilder, StatusCode};
@@ -49,12 +50,18 @@ struct App {
 
 impl App {
     async fn spawn() -> App {
+        App::spawn_with_cors(CorsOrigins::None).await
+    }
+
+    /// A server whose OpenAI endpoints answer browsers of `cors` origins.
+    async fn spawn_with_cors(cors: CorsOrigins) -> App {
         let dir = tempfile::tempdir().unwrap();
-        let served = agency_server::testing::serve(
+        let served = agency_server::testing::serve_with_cors(
             dir.path(),
             Providers::builtin(),
             Vec::new(),
             agency_server::Connections::default(),
+            cors,
         )
         .await
         .unwrap();
@@ -364,7 +371,38 @@ fn assert_usage(usage: &Value) {
         n("prompt_tokens") + n("completion_tokens"),
         "{usage}"
     );
-    assert_eq!(usage.as_object().unwrap().len(), 3, "{usage}");
+    assert_eq!(
+        usage["prompt_tokens_details"],
+        json!({ "cached_tokens": 0, "audio_tokens": 0 }),
+        "{usage}"
+    );
+    assert_eq!(
+        usage["completion_tokens_details"],
+        json!({
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        }),
+        "{usage}"
+    );
+    assert_eq!(usage.as_object().unwrap().len(), 5, "{usage}");
+}
+
+/// `usage` with these counts, and OpenAI's (zero) details.
+fn usage_of(prompt: u32, completion: u32) -> Value {
+    json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": { "cached_tokens": 0, "audio_tokens": 0 },
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -383,12 +421,21 @@ async fn a_completion_answers_like_openai() {
         body["choices"],
         json!([{
             "index": 0,
-            "message": { "role": "assistant", "content": answer("a todo app"), "refusal": null },
+            "message": {
+                "role": "assistant",
+                "content": answer("a todo app"),
+                "refusal": null,
+                "annotations": [],
+            },
             "logprobs": null,
             "finish_reason": "stop",
         }])
     );
     assert_usage(&body["usage"]);
+    // What OpenAI sends beside: a string fingerprint (the studio's first published version)
+    // and the service tier.
+    assert_eq!(body["system_fingerprint"], json!("fp_v1"));
+    assert_eq!(body["service_tier"], json!("default"));
 
     // The conversation is real, the studio's, with one turn.
     let c = r.conversation();
@@ -435,6 +482,9 @@ async fn a_streamed_completion_sends_chunks_then_usage_then_done() {
         assert_eq!(chunk["created"], chunks[0]["created"], "{chunk}");
         assert_eq!(chunk["object"], json!("chat.completion.chunk"), "{chunk}");
         assert_eq!(chunk["model"], json!("studio"), "{chunk}");
+        // The same fingerprint as a completion's, and the tier, on every chunk.
+        assert_eq!(chunk["system_fingerprint"], json!("fp_v1"), "{chunk}");
+        assert_eq!(chunk["service_tier"], json!("default"), "{chunk}");
     }
 
     // The role first, with empty content.
@@ -498,6 +548,36 @@ async fn a_stream_without_include_usage_has_no_usage() {
 }
 
 #[tokio::test]
+async fn the_fingerprint_follows_the_published_version() {
+    let app = App::spawn().await;
+    let fingerprint = |body: Value| body["system_fingerprint"].as_str().unwrap().to_string();
+    assert_eq!(
+        fingerprint(app.say(json!([user("a todo app")])).await.ok()),
+        "fp_v1"
+    );
+    // A new release of the studio: the next request is answered by it, and says so.
+    let yaml = STUDIO.replacen("max_hops: 16", "max_hops: 15", 1);
+    assert_ne!(yaml, STUDIO);
+    let file = AgencyFile::parse("examples/studio.yaml", &yaml).unwrap();
+    let again = app.rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+    assert_eq!(again.id, app.studio.id);
+    assert_eq!(
+        fingerprint(app.say(json!([user("a todo app")])).await.ok()),
+        "fp_v2"
+    );
+    let r = app
+        .chat(
+            CHAT,
+            &json!({ "model": "studio", "messages": [user("a todo app")], "stream": true }),
+        )
+        .await;
+    let events = r.events();
+    for chunk in &events[..events.len() - 1] {
+        assert_eq!(chunk["system_fingerprint"], json!("fp_v2"), "{chunk}");
+    }
+}
+
+#[tokio::test]
 async fn ignored_parameters_are_accepted() {
     let app = App::spawn().await;
     let r = app
@@ -532,6 +612,31 @@ async fn text_content_parts_are_joined() {
         ] }]))
         .await;
     assert_eq!(r.content(), answer("a todo\napp"));
+}
+
+#[tokio::test]
+async fn images_and_a_prefill_reach_the_studio() {
+    let app = App::spawn().await;
+    // The rules model builds whatever it reads: an image is its placeholder.
+    let r = app
+        .say(json!([{ "role": "user", "content": [
+            { "type": "text", "text": "a todo app like" },
+            { "type": "image_url", "image_url": { "url": "data:image/jpeg;base64,/9j/4AAQ" } },
+        ] }]))
+        .await;
+    assert_eq!(
+        r.content(),
+        answer("a todo app like\n[image: inline image]")
+    );
+    // A prefill is accepted; an answer that does not begin with it is sent whole.
+    let r = app
+        .say(json!([user("a todo app"), assistant("Sure")]))
+        .await;
+    let content = r.content();
+    assert!(
+        content.starts_with("Here is your reviewed build.") && content.contains("a todo app"),
+        "{content}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -702,26 +807,45 @@ async fn errors_have_openais_shape() {
             Some("messages"),
         ),
         (
-            "error_400_last_message_from_assistant",
+            "error_400_no_user_message",
             app.post(CHAT, key).json(&ok(json!({
-                "messages": [user("a todo app"), assistant("sure")],
+                "messages": [system("be brief"), assistant("sure")],
             }))),
             StatusCode::BAD_REQUEST,
             None,
             Some("messages"),
         ),
         (
-            "error_400_image_content_part",
+            "error_400_prefill_after_an_answer",
+            app.post(CHAT, key).json(&ok(json!({
+                "messages": [user("a todo app"), assistant("done"), assistant("sure")],
+            }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("messages"),
+        ),
+        (
+            "error_400_audio_content_part",
             app.post(CHAT, key).json(&ok(json!({ "messages": [{
                 "role": "user",
                 "content": [
                     { "type": "text", "text": "what is this?" },
-                    { "type": "image_url", "image_url": { "url": "https://example.com/a.png" } },
+                    { "type": "input_audio", "input_audio": { "data": "AAAA", "format": "wav" } },
                 ],
             }] }))),
             StatusCode::BAD_REQUEST,
             None,
-            Some("messages[0]"),
+            Some("messages[0].content[1]"),
+        ),
+        (
+            "error_400_file_content_part",
+            app.post(CHAT, key).json(&ok(json!({ "messages": [{
+                "role": "user",
+                "content": [{ "type": "file", "file": { "file_id": "file-abc" } }],
+            }] }))),
+            StatusCode::BAD_REQUEST,
+            None,
+            Some("messages[0].content[0]"),
         ),
         (
             "error_400_malformed_json",
@@ -1337,10 +1461,7 @@ async fn usage_adds_up() {
     let body = app.say(json!([user("a todo app")])).await.ok();
     assert_usage(&body["usage"]);
     // The rules model is free.
-    assert_eq!(
-        body["usage"],
-        json!({ "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 })
-    );
+    assert_eq!(body["usage"], usage_of(0, 0));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1392,10 +1513,7 @@ async fn usage_sums_the_turns_model_calls() {
     );
     assert_eq!(body["model"], json!("solo"));
     assert_usage(&body["usage"]);
-    assert_eq!(
-        body["usage"],
-        json!({ "prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8 })
-    );
+    assert_eq!(body["usage"], usage_of(5, 3));
     // The manager's model got the client's system message at the end of its system prompt,
     // and the user's message; it was not asked to stream.
     let calls = fake.requests();
@@ -1462,57 +1580,246 @@ async fn a_stream_follows_the_managers_model_as_it_writes() {
     assert_eq!(chunks[n - 2]["choices"][0]["finish_reason"], json!("stop"));
     assert_eq!(chunks[n - 1]["choices"], json!([]));
     assert_usage(&chunks[n - 1]["usage"]);
-    assert_eq!(
-        chunks[n - 1]["usage"],
-        json!({ "prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26 })
-    );
+    assert_eq!(chunks[n - 1]["usage"], usage_of(20, 6));
     assert_eq!(fake.requests()[0].body["stream"], json!(true));
     assert_eq!(app.turns(c).await, [1]);
 }
 
 #[tokio::test]
-async fn a_failing_manager_is_a_502() {
+async fn a_failing_manager_is_a_502_that_names_only_the_request() {
+    // The server runs on this test's thread (a current-thread runtime): its logs are caught.
+    let logs = Logs::default();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish(),
+    );
     let app = App::spawn().await;
     let fake = Fake::start().await;
-    let (_, key) = solo(&app, &fake).await;
+    let (solo, key) = solo(&app, &fake).await;
+    // The provider fails every time (a 500 asking to retry at once, so the retries are quick).
+    fake.otherwise(agency_fakes::Reply::Json {
+        status: 500,
+        body: openai::error_body(openai::SERVER_ERROR_MESSAGE, "server_error", None),
+        headers: vec![("retry-after".into(), "0".into())],
+    });
     let body = json!({ "model": "solo", "messages": [user("hi")] });
-    fake.push(openai::error(
-        400,
-        "the provider says no",
-        "invalid_request_error",
-        None,
-    ));
     let r = Reply::of(app.post(CHAT, Some(&key)).json(&body)).await;
     let m = r.error(StatusCode::BAD_GATEWAY, None, None);
-    assert!(m.contains("the provider says no"), "{m}");
+    assert!(fake.requests().len() > 1, "retried first");
+    let request = r.header("x-request-id").unwrap();
+    // Whom the agency runs on and how it failed is its owner's business, found by the
+    // request's id; the client is told only that.
+    let inside = |m: &str| {
+        for secret in ["only", "fake", "500", "agent", "HTTP", "Sorry about that"] {
+            assert!(!m.contains(secret), "{secret:?} in {m}");
+        }
+    };
+    inside(&m);
+    assert_eq!(
+        m,
+        format!(
+            "The agency could not answer this request ({request}); its owner can find what failed in the server's logs and the conversation browser."
+        )
+    );
+    // The owner finds the detail in the logs, by the request's id...
+    let logged = logs.text();
+    assert!(
+        logged.lines().any(|l| l.contains(request)
+            && l.contains("agent_name=only")
+            && l.contains("HTTP 500")
+            && l.contains(" WARN ")),
+        "{logged}"
+    );
+    // ... and with the failed turn, in the conversation.
+    let conversations = app.store.list_conversations(solo.id).await.unwrap();
+    assert_eq!(conversations.len(), 1, "{conversations:?}");
+    let turns = app.store.turns(conversations[0].id).await.unwrap();
+    let error = turns[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("HTTP 500"), "{turns:?}");
 
-    // Streamed: the error as an event, then the end.
-    fake.push(openai::error(
-        400,
-        "the provider says no",
-        "invalid_request_error",
-        None,
-    ));
+    // Streamed: the same error as an event, then the end.
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
     let r = Reply::of(app.post(CHAT, Some(&key)).json(&streamed)).await;
+    let request = r.header("x-request-id").unwrap().to_string();
     let events = r.events();
     assert_eq!(events.last(), Some(&json!("[DONE]")), "{events:#?}");
     let error = &events[events.len() - 2];
     assert_eq!(error["error"]["type"], json!("server_error"), "{error}");
-    assert!(
-        error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("the provider says no"),
-        "{error}"
-    );
+    let m = error["error"]["message"].as_str().unwrap();
+    inside(m);
+    assert!(m.contains(&format!("({request})")), "{m}");
     assert!(
         events
             .iter()
             .all(|e| e["choices"][0]["finish_reason"].is_null()),
         "no finish after a failure: {events:#?}"
     );
+}
+
+/// What a test's server logged.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Logs;
+
+    fn make_writer(&'a self) -> Logs {
+        self.clone()
+    }
+}
+
+/// What the manager's model was sent as the user's message (the last message, framed by the
+/// json protocol: `{"from": 0, "context": ...}`) in its `n`th call.
+fn last_sent(fake: &Fake, n: usize) -> String {
+    let calls = fake.requests();
+    let messages = calls[n].body["messages"].as_array().unwrap();
+    let framed = messages.last().unwrap()["content"].as_str().unwrap();
+    let framed: Value = serde_json::from_str(framed).unwrap();
+    assert_eq!(framed["from"], json!(0), "{framed}");
+    framed["context"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn image_parts_reach_the_manager_as_placeholders() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "a cat, twice"}"#,
+        5,
+        3,
+    ));
+    // A photo inline (a megabyte of base64), and one by URL.
+    let inline = format!("data:image/png;base64,{}", "iVBORw0KGgo".repeat(100_000));
+    let long = format!("https://example.com/{}.png", "c".repeat(400));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [{ "role": "user", "content": [
+            { "type": "text", "text": "what are these?" },
+            { "type": "image_url", "image_url": { "url": "https://example.com/cat.png", "detail": "low" } },
+            { "type": "image_url", "image_url": { "url": inline } },
+            { "type": "image_url", "image_url": { "url": long } },
+        ] }],
+    })))
+    .await;
+    assert_eq!(r.content(), "a cat, twice");
+    let sent = last_sent(&fake, 0);
+    assert!(
+        sent.contains("what are these?\n[image: https://example.com/cat.png]\n[image: inline image]\n[image: https://example.com/ccc"),
+        "{sent}"
+    );
+    assert!(!sent.contains("base64"), "no data URL: {sent}");
+    assert!(sent.len() < 1_000, "a URL is cut: {sent}");
+    assert!(sent.contains("c…]"), "{sent}");
+    // The conversation keeps the placeholders too.
+    assert!(
+        app.inputs(r.conversation()).await[0].contains("[image: inline image]"),
+        "{:?}",
+        app.inputs(r.conversation()).await
+    );
+}
+
+#[tokio::test]
+async fn a_last_assistant_message_is_the_answers_beginning() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    let haiku = "Sure! An old silent pond.";
+    fake.push(openai::completion(
+        &format!(r#"{{"to": 0, "context": "{haiku}"}}"#),
+        5,
+        3,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [system("Be brief."), user("a haiku"), assistant("Sure!")],
+    })))
+    .await;
+    // The manager was asked to begin with it, after the user's message.
+    let sent = last_sent(&fake, 0);
+    assert!(
+        sent.contains("a haiku") && sent.ends_with("(Begin your answer with exactly: Sure!)"),
+        "{sent}"
+    );
+    // The response continues the prefill, as servers that honour one answer.
+    let rest = r.content();
+    assert_eq!(rest, " An old silent pond.");
+    let c = r.conversation();
+    assert_eq!(app.inputs(c).await.len(), 1);
+
+    // The client keeps prefill + continuation as the answer: the conversation goes on.
+    fake.push(openai::completion(r#"{"to": 0, "context": "Frog."}"#, 5, 3));
+    let next = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [
+            system("Be brief."),
+            user("a haiku"),
+            assistant(&format!("Sure!{rest}")),
+            user("another"),
+        ],
+    })))
+    .await;
+    assert_eq!(next.content(), "Frog.");
+    assert_eq!(next.conversation(), c);
+    assert!(!last_sent(&fake, 1).contains("Begin your answer"));
+
+    // Streamed: the prefill is held back and taken off as it streams.
+    fake.push(openai::stream(
+        &[
+            r#"{"to": 0, "context": "Su"#,
+            "re! A",
+            " frog jumps",
+            r#" in."}"#,
+        ],
+        20,
+        6,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("a haiku"), assistant("Sure!")],
+        "stream": true,
+    })))
+    .await;
+    let text: String = r
+        .events()
+        .iter()
+        .filter_map(|e| {
+            e["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(text, " A frog jumps in.");
+
+    // A manager that did not begin with it: its answer whole.
+    fake.push(openai::completion(r#"{"to": 0, "context": "No."}"#, 5, 3));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("a haiku"), assistant("Sure!")],
+    })))
+    .await;
+    assert_eq!(r.content(), "No.");
 }
 
 #[tokio::test]
@@ -1614,4 +1921,152 @@ async fn other_openai_urls_and_modalities() {
     assert_eq!(refused.status, StatusCode::BAD_REQUEST);
     let body: Value = serde_json::from_str(&refused.text).unwrap();
     assert_eq!(body["error"]["param"], "modalities");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Browsers (CORS)
+
+const ORIGIN: &str = "https://app.example.com";
+/// What the official SDKs' browser builds send beside the body.
+const SDK_HEADERS: &str = "authorization,content-type,openai-organization,openai-project,x-agency-conversation,x-stainless-arch,x-stainless-lang,x-stainless-os,x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,x-stainless-runtime-version,x-stainless-timeout";
+
+impl App {
+    /// A browser's preflight of `POST path` from `origin`.
+    async fn preflight(&self, path: &str, origin: &str) -> Reply {
+        Reply::of(
+            self.client
+                .request(reqwest::Method::OPTIONS, self.url(path))
+                .header("origin", origin)
+                .header("access-control-request-method", "POST")
+                .header("access-control-request-headers", SDK_HEADERS),
+        )
+        .await
+    }
+}
+
+/// The comma-separated names of a header, lowercase.
+fn listed(r: &Reply, header: &str) -> Vec<String> {
+    r.header(header)
+        .unwrap_or_else(|| panic!("no {header}: {:?}", r.headers))
+        .split(',')
+        .map(|h| h.trim().to_ascii_lowercase())
+        .collect()
+}
+
+#[tokio::test]
+async fn allowed_origins_may_call_from_a_browser() {
+    let app = App::spawn_with_cors(
+        CorsOrigins::parse(&["https://app.example.com, http://localhost:5173"]).unwrap(),
+    )
+    .await;
+    let agency_path = "/api/agency/studio/chat/completions";
+    for path in [CHAT, agency_path, "/v1/models"] {
+        let r = app.preflight(path, ORIGIN).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{path}: {}", r.text);
+        assert_eq!(r.text, "");
+        assert_eq!(r.header("access-control-allow-origin"), Some(ORIGIN));
+        let methods = listed(&r, "access-control-allow-methods");
+        assert!(
+            methods.contains(&"POST".to_ascii_lowercase()),
+            "{methods:?}"
+        );
+        assert!(methods.contains(&"get".into()), "{methods:?}");
+        let allowed = listed(&r, "access-control-allow-headers");
+        for h in SDK_HEADERS.split(',') {
+            assert!(allowed.contains(&h.to_string()), "{h} not in {allowed:?}");
+        }
+        assert!(r.header("access-control-max-age").is_some());
+        assert!(r.header("access-control-allow-credentials").is_none());
+    }
+
+    // The call itself: the origin allowed, the ids the page reads exposed.
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header("origin", "http://localhost:5173")
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    assert_eq!(r.content(), answer("a todo app"));
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://localhost:5173")
+    );
+    let exposed = listed(&r, "access-control-expose-headers");
+    for h in ["x-request-id", CONVERSATION, "retry-after"] {
+        assert!(exposed.contains(&h.to_string()), "{h} not in {exposed:?}");
+    }
+    // Errors too, so the page can read them.
+    let r = Reply::of(
+        app.post(CHAT, None)
+            .header("origin", ORIGIN)
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    r.error(StatusCode::UNAUTHORIZED, None, None);
+    assert_eq!(r.header("access-control-allow-origin"), Some(ORIGIN));
+
+    // Another origin: answered, but not allowed.
+    let r = app.preflight(CHAT, "https://evil.example").await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert!(
+        r.header("access-control-allow-origin").is_none(),
+        "{:?}",
+        r.headers
+    );
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header("origin", "https://evil.example")
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    assert!(r.header("access-control-allow-origin").is_none());
+
+    // The management API is not opened to other origins.
+    let r = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/api/agencies"))
+        .header("origin", ORIGIN)
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+
+    // `*`: any origin.
+    let any = App::spawn_with_cors(CorsOrigins::parse(&["*"]).unwrap()).await;
+    let r = any.preflight(CHAT, "https://anywhere.example").await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    let r = Reply::of(
+        any.post(CHAT, Some(&any.key))
+            .header("origin", "https://anywhere.example")
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    assert_eq!(r.content(), answer("a todo app"));
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+}
+
+#[tokio::test]
+async fn without_allowed_origins_a_browser_is_refused_cleanly() {
+    let app = App::spawn().await;
+    for path in [CHAT, "/api/agency/studio/chat/completions", "/v1/models"] {
+        // A preflight is answered (not 405), without any CORS header: the browser refuses.
+        let r = app.preflight(path, ORIGIN).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "{path}: {}", r.text);
+        let cors: Vec<_> = r
+            .headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("access-control-"))
+            .collect();
+        assert!(cors.is_empty(), "{path}: {cors:?}");
+    }
+    let r = Reply::of(
+        app.post(CHAT, Some(&app.key))
+            .header("origin", ORIGIN)
+            .json(&json!({ "model": "studio", "messages": [user("a todo app")] })),
+    )
+    .await;
+    assert_eq!(r.content(), answer("a todo app"));
+    assert!(r.header("access-control-allow-origin").is_none());
 }

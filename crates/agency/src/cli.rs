@@ -80,6 +80,17 @@ pub enum Command {
         /// that long is closed too. Requests in progress and event streams are not cut.
         #[arg(long, env = "AGENCY_HEADER_TIMEOUT", default_value_t = 30)]
         header_timeout: u64,
+        /// A web origin whose pages may call the OpenAI endpoints from a browser (CORS), such
+        /// as https://app.example.com, or `*` for any; repeat it, or separate with commas. None
+        /// by default: only pages of this server's own origin.
+        #[arg(
+            long = "cors-origin",
+            env = "AGENCY_CORS_ORIGIN",
+            value_name = "ORIGIN",
+            value_delimiter = ',',
+            value_parser = cors_origin
+        )]
+        cors_origins: Vec<String>,
     },
     /// Create or update an agency from a YAML (or JSON) file.
     Import { file: PathBuf },
@@ -195,4 +206,9 @@ pub struct EvalArgs {
     /// Also write the report as an HTML page with a chart.
     #[arg(long)]
     pub html: Option<PathBuf>,
+}
+
+/// One `--cors-origin`: an origin or `*`, checked before anything starts.
+fn cors_origin(value: &str) -> Result<String, String> {
+    agency_server::CorsOrigins::parse(&[value]).map(|_| value.to_string())
 }

@@ -106,14 +106,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             max_connections,
             max_connections_per_address,
             header_timeout,
+            cors_origins,
             ..
         } => {
+            let cors =
+                agency_server::CorsOrigins::parse(&cors_origins).map_err(anyhow::Error::msg)?;
             let connections = agency_server::Connections {
                 max: commands::serve::within_file_limit(max_connections),
                 max_per_address: max_connections_per_address,
                 header_timeout: std::time::Duration::from_secs(header_timeout.max(1)),
             };
-            commands::serve::serve(rt, listen, mqtt, connections).await
+            commands::serve::serve(rt, listen, mqtt, connections, cors).await
         }
         Command::Import { file } => commands::agencies::import(&rt, &file).await,
         Command::Export { name, output } => commands::agencies::export(&rt, &name, output).await,

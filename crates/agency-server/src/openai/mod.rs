@@ -2,7 +2,9 @@
 //! `POST /api/agency/{agency}/chat/completions` (by id or name), with `GET .../models` beside
 //! each. An app pointed here with an agency's key cannot tell it is talking to a team.
 
+mod cors;
 mod error;
+mod prefill;
 pub mod types;
 
 use std::convert::Infallible;
@@ -15,13 +17,15 @@ use agency_runtime::{RuntimeError, TurnOutcome};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::options;
 use chrono::Utc;
+pub use cors::CorsOrigins;
 pub use error::OpenAiError;
+use prefill::Continuation;
 use tracing::Instrument;
 use types::{ChatRequest, Content};
 
@@ -38,24 +42,54 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// Comments sent while the agents work, so proxies keep the stream open.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/chat/completions", post(v1_chat))
-        .route("/v1/models", get(v1_models))
-        .route("/v1/models/{model}", get(v1_model))
-        .route("/api/agency/{agency}/chat/completions", post(agency_chat))
-        .route("/api/agency/{agency}/models", get(agency_models))
-        .route("/api/agency/{agency}/models/{model}", get(agency_model))
+/// The OpenAI routes, answering browsers of `cors` origins.
+pub fn routes(cors: &CorsOrigins) -> Router<AppState> {
+    // Each answers a browser's preflight (`OPTIONS`), with CORS headers when `cors` allows.
+    let preflight = || options(cors::preflight);
+    let routes = Router::new()
+        .route("/v1/chat/completions", preflight().post(v1_chat))
+        .route("/v1/models", preflight().get(v1_models))
+        .route("/v1/models/{model}", preflight().get(v1_model))
+        .route(
+            "/api/agency/{agency}/chat/completions",
+            preflight().post(agency_chat),
+        )
+        .route(
+            "/api/agency/{agency}/models",
+            preflight().get(agency_models),
+        )
+        .route(
+            "/api/agency/{agency}/models/{model}",
+            preflight().get(agency_model),
+        )
         .route("/v1/{*rest}", axum::routing::any(unknown_url))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(axum::middleware::from_fn(request_id))
+        .layer(DefaultBodyLimit::max(MAX_BODY));
+    cors::apply(routes, cors).layer(axum::middleware::from_fn(request_id))
+}
+
+/// A request's id (`req_` and 32 hex digits): the `x-request-id` of its response, a field of
+/// everything it logs, and what an error the client cannot act on names so that the agency's
+/// owner finds the detail.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// Like OpenAI, every response carries `x-request-id` (the SDKs show it as `_request_id` and
-/// on their errors), and whatever the request logs carries it too.
-async fn request_id(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+/// on their errors), and whatever the request logs carries it too (and its conversation's id,
+/// once known). Handlers get it as an extension.
+async fn request_id(mut request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let id = format!("req_{}", uuid::Uuid::now_v7().simple());
-    let span = tracing::info_span!("openai", request_id = %id);
+    let span = tracing::info_span!(
+        "openai",
+        request_id = %id,
+        conversation = tracing::field::Empty
+    );
+    request.extensions_mut().insert(RequestId(id.clone()));
     let mut response = next.run(request).instrument(span).await;
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
@@ -65,59 +99,65 @@ async fn request_id(request: axum::extract::Request, next: axum::middleware::Nex
 
 async fn v1_chat(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     key: Result<Key, KeyRefused>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    chat(s, None, key, headers, body)
+    chat(s, &request, None, key, headers, body)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn agency_chat(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     Path(agency): Path<String>,
     key: Result<Key, KeyRefused>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    chat(s, Some(agency), key, headers, body)
+    chat(s, &request, Some(agency), key, headers, body)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn v1_models(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, key, None).await?;
+    let (_, agency) = authorize(&s, &request, key, None).await?;
     Ok(axum::Json(model_list(&agency)).into_response())
 }
 
 async fn v1_model(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     Path(model): Path<String>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, key, Some(&model)).await?;
+    let (_, agency) = authorize(&s, &request, key, Some(&model)).await?;
     Ok(axum::Json(model_of(&agency)).into_response())
 }
 
 async fn agency_models(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     Path(agency): Path<String>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, key, Some(&agency)).await?;
+    let (_, agency) = authorize(&s, &request, key, Some(&agency)).await?;
     Ok(axum::Json(model_list(&agency)).into_response())
 }
 
 async fn agency_model(
     State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
     Path((agency, model)): Path<(String, String)>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(&s, key, Some(&agency)).await?;
+    let (_, agency) = authorize(&s, &request, key, Some(&agency)).await?;
     if !names(&agency, &model) {
         return Err(OpenAiError::model_not_found(&model));
     }
@@ -165,6 +205,7 @@ fn names(agency: &Agency, selector: &str) -> bool {
 /// key reaches only its own, and others look as if they did not exist).
 async fn authorize(
     s: &AppState,
+    request: &RequestId,
     key: Result<Key, KeyRefused>,
     selector: Option<&str>,
 ) -> Result<(ApiKey, Arc<Agency>), OpenAiError> {
@@ -175,7 +216,7 @@ async fn authorize(
         Err(RuntimeError::AgencyNotFound(_)) => {
             return Err(OpenAiError::model_not_found(selector.unwrap_or("?")));
         }
-        Err(e) => return Err(runtime_error(e)),
+        Err(e) => return Err(runtime_error(e, request)),
     };
     match selector {
         Some(sel) if !names(&agency, sel) => Err(OpenAiError::model_not_found(sel)),
@@ -201,7 +242,10 @@ fn auth_error(e: AuthError) -> OpenAiError {
     }
 }
 
-fn runtime_error(e: RuntimeError) -> OpenAiError {
+/// A runtime error as the client sees it. What went wrong inside the agency (which agent, which
+/// provider, what it said) is for its owner: logged under the request's id, which the message
+/// gives, and kept with the failed turn in the conversation.
+fn runtime_error(e: RuntimeError, request: &RequestId) -> OpenAiError {
     match e {
         RuntimeError::AgencyNotFound(name) => OpenAiError::model_not_found(&name),
         RuntimeError::NotPublished(_) => OpenAiError::invalid(e.to_string(), Some("model"))
@@ -217,20 +261,37 @@ fn runtime_error(e: RuntimeError) -> OpenAiError {
         .with_code("conversation_not_found"),
         RuntimeError::Invalid(m) => OpenAiError::invalid(m, Some("messages")),
         RuntimeError::Conflict(m) => OpenAiError::invalid(m, None).status(StatusCode::CONFLICT),
-        RuntimeError::Model { .. } => OpenAiError::server(
-            StatusCode::BAD_GATEWAY,
-            format!("The agency could not answer: {e}"),
-        ),
+        RuntimeError::Model {
+            agent,
+            ref name,
+            ref error,
+        } => {
+            tracing::warn!(
+                request_id = %request,
+                agent = %agent,
+                agent_name = %name,
+                error = %error,
+                "the agency could not answer: a model failed"
+            );
+            OpenAiError::server(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "The agency could not answer this request ({request}); its owner can find what failed in the server's logs and the conversation browser."
+                ),
+            )
+        }
         RuntimeError::Validation(_)
         | RuntimeError::Unauthorized(_)
         | RuntimeError::TooManyAttempts(_)
         | RuntimeError::RoomNotFound(_)
         | RuntimeError::NotFound(_)
         | RuntimeError::Store(_) => {
-            tracing::error!(error = %e, "chat completion failed");
+            tracing::error!(request_id = %request, error = %e, "chat completion failed");
             OpenAiError::server(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "The server had an error while processing your request.",
+                format!(
+                    "The server had an error while processing your request ({request}); its operator can find it in the server's logs."
+                ),
             )
         }
     }
@@ -256,6 +317,7 @@ fn named_conversation(headers: &HeaderMap) -> Result<Option<ConversationId>, Ope
 
 async fn chat(
     s: AppState,
+    request_id: &RequestId,
     path_agency: Option<String>,
     key: Result<Key, KeyRefused>,
     headers: HeaderMap,
@@ -274,7 +336,7 @@ async fn chat(
         }
     })?;
     // Like OpenAI: the key first, then the body.
-    let bearer_check = authorize(&s, key, None).await?;
+    let bearer_check = authorize(&s, request_id, key, None).await?;
     let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
         OpenAiError::invalid(
             format!("We could not parse the JSON body of your request: {e}"),
@@ -299,21 +361,31 @@ async fn chat(
     let include_usage = check(&request, stream)?;
     let mut turn = chat_turn(request.messages)?;
     turn.conversation = named_conversation(&headers)?;
+    let prefill = turn.prefill.clone();
 
     let rt = s.rt.clone();
     let conversation = rt
         .api_conversation(&key, &agency, &turn)
         .await
-        .map_err(runtime_error)?;
+        .map_err(|e| runtime_error(e, request_id))?;
+    tracing::Span::current().record("conversation", tracing::field::display(conversation.id()));
     let conversation_header = HeaderValue::from_str(&conversation.id().to_string()).ok();
     let mut response = if stream {
-        stream_turn(s, key, agency, conversation, turn, include_usage)
+        stream_turn(
+            s,
+            request_id.clone(),
+            key,
+            agency,
+            conversation,
+            turn,
+            include_usage,
+        )
     } else {
         let out = rt
             .api_turn(&key, conversation, turn, None)
             .await
-            .map_err(runtime_error)?;
-        axum::Json(completion(&agency, &out)).into_response()
+            .map_err(|e| runtime_error(e, request_id))?;
+        axum::Json(completion(&agency, &out, prefill.as_deref())).into_response()
     };
     if let Some(v) = conversation_header {
         response.headers_mut().insert(CONVERSATION_HEADER, v);
@@ -383,8 +455,8 @@ fn check(r: &ChatRequest, stream: bool) -> Result<bool, OpenAiError> {
     }
 }
 
-/// The messages as a conversation turn: system messages, the transcript so far, and the new
-/// user message (the trailing user messages, joined).
+/// The messages as a conversation turn: system messages, the transcript so far, the new user
+/// message (the trailing user messages, joined), and a last assistant message as the prefill.
 fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError> {
     if messages.is_empty() {
         return Err(OpenAiError::invalid(
@@ -406,18 +478,8 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
             Some(Content::Text(t)) => t,
             Some(Content::Parts(parts)) => parts
                 .iter()
-                .map(|p| {
-                    match (
-                        p.get("type").and_then(|t| t.as_str()),
-                        p.get("text").and_then(|t| t.as_str()),
-                    ) {
-                        (Some("text"), Some(t)) => Ok(t.to_string()),
-                        _ => Err(OpenAiError::invalid(
-                            format!("{param}: only text content parts are supported."),
-                            Some(&param),
-                        )),
-                    }
-                })
+                .enumerate()
+                .map(|(j, part)| part_text(part, &m.role, &format!("{param}.content[{j}]")))
                 .collect::<Result<Vec<_>, _>>()?
                 .join("\n"),
         };
@@ -435,6 +497,17 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
             }
         }
     }
+    // A last assistant message is a prefill: the beginning of the answer the client wants.
+    let prefill = match rest.last() {
+        Some((Role::Assistant, _)) => rest.pop().map(|(_, text)| text),
+        _ => None,
+    };
+    if !rest.iter().any(|(r, _)| *r == Role::User) {
+        return Err(OpenAiError::invalid(
+            "`messages` must hold a user message.",
+            Some("messages"),
+        ));
+    }
     let start = rest
         .iter()
         .rposition(|(r, _)| *r == Role::Assistant)
@@ -442,7 +515,7 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
     let input: Vec<String> = rest.split_off(start).into_iter().map(|(_, t)| t).collect();
     if input.is_empty() {
         return Err(OpenAiError::invalid(
-            "The last message must be from the user.",
+            "A last assistant message (a prefill) must follow the user's message, not another assistant message.",
             Some("messages"),
         ));
     }
@@ -457,7 +530,71 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
         history: rest,
         input,
         conversation: None,
+        prefill: prefill.filter(|p| !p.trim().is_empty()),
     })
+}
+
+/// The longest image URL shown in full to the manager; longer ones are cut.
+const MAX_IMAGE_URL: usize = 256;
+
+/// A content part as text: a text part as it is (and an assistant's refusal), an image in a
+/// user message as a short placeholder (the manager's models read text): `[image: URL]`, or
+/// `[image: inline image]` for a `data:` URL, which is never copied (it may be megabytes).
+/// Other parts (audio, files) are refused by name.
+fn part_text(part: &serde_json::Value, role: &str, param: &str) -> Result<String, OpenAiError> {
+    let kind = part.get("type").and_then(|t| t.as_str());
+    let field = |name: &str| part.get(name).and_then(|v| v.as_str());
+    match (kind, role) {
+        (Some("text"), _) => field("text").map(str::to_string).ok_or_else(|| {
+            OpenAiError::invalid(format!("{param}: a text part needs `text`."), Some(param))
+        }),
+        (Some("refusal"), "assistant") => field("refusal").map(str::to_string).ok_or_else(|| {
+            OpenAiError::invalid(
+                format!("{param}: a refusal part needs `refusal`."),
+                Some(param),
+            )
+        }),
+        (Some("image_url"), "user") => {
+            let image = part.get("image_url");
+            let url = image
+                .and_then(|i| i.get("url"))
+                .or(image)
+                .and_then(|u| u.as_str())
+                .map(str::trim)
+                .filter(|u| !u.is_empty())
+                .ok_or_else(|| {
+                    OpenAiError::invalid(
+                        format!("{param}: an image_url part needs `image_url.url`."),
+                        Some(param),
+                    )
+                })?;
+            Ok(image_placeholder(url))
+        }
+        (Some(other), _) => Err(OpenAiError::invalid(
+            format!(
+                "{param}: `{other}` content parts are not supported in {role} messages: an agency reads text parts, and image parts in user messages."
+            ),
+            Some(param),
+        )),
+        (None, _) => Err(OpenAiError::invalid(
+            format!("{param}: a content part needs a `type`."),
+            Some(param),
+        )),
+    }
+}
+
+/// What the manager reads for an image at `url`.
+fn image_placeholder(url: &str) -> String {
+    if url
+        .get(..5)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("data:"))
+    {
+        return "[image: inline image]".into();
+    }
+    match url.char_indices().nth(MAX_IMAGE_URL) {
+        Some((cut, _)) => format!("[image: {}…]", &url[..cut]),
+        None => format!("[image: {url}]"),
+    }
 }
 
 fn finish_reason(stopped_by: StopReason) -> &'static str {
@@ -473,6 +610,18 @@ fn usage(out: &TurnOutcome) -> types::Usage {
         prompt_tokens: out.usage.prompt_tokens,
         completion_tokens: out.usage.completion_tokens,
         total_tokens: out.usage.total(),
+        prompt_tokens_details: types::PromptTokensDetails::default(),
+        completion_tokens_details: types::CompletionTokensDetails::default(),
+    }
+}
+
+/// The `system_fingerprint` of the agency's answers: `fp_v` and its published version, so a
+/// client that watches it sees when the team behind the model changed. (The endpoint serves
+/// published versions only; the server's own version stands in should one lack its number.)
+fn fingerprint(agency: &Agency) -> String {
+    match agency.version {
+        Some(v) => format!("fp_v{v}"),
+        None => format!("fp_agency_{}", env!("CARGO_PKG_VERSION")),
     }
 }
 
@@ -480,7 +629,8 @@ fn completion_id(out: &TurnOutcome) -> String {
     format!("chatcmpl-{}", out.turn_id.0.simple())
 }
 
-fn completion(agency: &Agency, out: &TurnOutcome) -> types::ChatCompletion {
+/// The completion of a turn; with a prefill, its answer is what follows the prefill.
+fn completion(agency: &Agency, out: &TurnOutcome, prefill: Option<&str>) -> types::ChatCompletion {
     types::ChatCompletion {
         id: completion_id(out),
         object: "chat.completion",
@@ -490,14 +640,16 @@ fn completion(agency: &Agency, out: &TurnOutcome) -> types::ChatCompletion {
             index: 0,
             message: types::AssistantMessage {
                 role: "assistant",
-                content: out.answer.clone(),
+                content: Continuation::whole(prefill, &out.answer),
                 refusal: None,
+                annotations: Vec::new(),
             },
             logprobs: None,
             finish_reason: finish_reason(out.stopped_by),
         }],
         usage: usage(out),
-        system_fingerprint: None,
+        service_tier: types::SERVICE_TIER,
+        system_fingerprint: fingerprint(agency),
     }
 }
 
@@ -505,16 +657,19 @@ fn completion(agency: &Agency, out: &TurnOutcome) -> types::ChatCompletion {
 /// the answer's pieces, the finish chunk, the usage chunk when asked for, and `[DONE]`.
 fn stream_turn(
     s: AppState,
+    request_id: RequestId,
     key: ApiKey,
     agency: Arc<Agency>,
     conversation: Opened,
     turn: ChatTurn,
     include_usage: bool,
 ) -> Response {
+    let mut continuation = Continuation::new(turn.prefill.as_deref());
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(32);
     let id = format!("chatcmpl-{}", uuid::Uuid::now_v7().simple());
     let created = Utc::now().timestamp();
     let model = agency.name.clone();
+    let system_fingerprint = fingerprint(&agency);
     let chunk = move |delta: types::Delta,
                       finish: Option<&'static str>,
                       with_usage: Option<Option<types::Usage>>| {
@@ -534,7 +689,8 @@ fn stream_turn(
             model: model.clone(),
             choices,
             usage: with_usage,
-            system_fingerprint: None,
+            service_tier: types::SERVICE_TIER,
+            system_fingerprint: system_fingerprint.clone(),
         }
     };
     let usage_slot = move || include_usage.then_some(None);
@@ -568,6 +724,10 @@ fn stream_turn(
             let mut streamed = String::new();
             while let Some(piece) = answer_rx.recv().await {
                 streamed.push_str(&piece);
+                let piece = continuation.push(&piece);
+                if piece.is_empty() {
+                    continue;
+                }
                 send(chunk(
                     types::Delta {
                         role: None,
@@ -593,6 +753,7 @@ fn stream_turn(
                             format!("\n\n{}", out.answer)
                         }
                     };
+                    let rest = continuation.push(&rest) + &continuation.finish();
                     for piece in rest.split_inclusive(char::is_whitespace) {
                         send(chunk(
                             types::Delta {
@@ -620,7 +781,7 @@ fn stream_turn(
                     }
                 }
                 Err(e) => {
-                    let body = runtime_error(e).body();
+                    let body = runtime_error(e, &request_id).body();
                     let _ = tx.send(Event::default().data(body.to_string())).await;
                 }
             }

@@ -83,12 +83,33 @@ pub enum Content {
     Parts(Vec<Value>),
 }
 
+/// What an agency's turn used: every model call of it, summed. The details are OpenAI's (code
+/// reads `usage.prompt_tokens_details.cached_tokens`); an agency counts none of them, so zeros.
 #[derive(Debug, Serialize)]
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
     pub total_tokens: u32,
+    pub prompt_tokens_details: PromptTokensDetails,
+    pub completion_tokens_details: CompletionTokensDetails,
 }
+
+#[derive(Debug, Default, Serialize)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: u32,
+    pub audio_tokens: u32,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct CompletionTokensDetails {
+    pub reasoning_tokens: u32,
+    pub audio_tokens: u32,
+    pub accepted_prediction_tokens: u32,
+    pub rejected_prediction_tokens: u32,
+}
+
+/// The `service_tier` OpenAI names in its answers when none was asked for.
+pub const SERVICE_TIER: &str = "default";
 
 #[derive(Debug, Serialize)]
 pub struct ChatCompletion {
@@ -98,7 +119,9 @@ pub struct ChatCompletion {
     pub model: String,
     pub choices: Vec<Choice>,
     pub usage: Usage,
-    pub system_fingerprint: Option<String>,
+    pub service_tier: &'static str,
+    /// `fp_` and the agency's published version: it changes when the agency does.
+    pub system_fingerprint: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -114,6 +137,8 @@ pub struct AssistantMessage {
     pub role: &'static str,
     pub content: String,
     pub refusal: Option<String>,
+    /// Always empty: an agency cites no URLs (OpenAI sends `[]` too).
+    pub annotations: Vec<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -126,7 +151,8 @@ pub struct Chunk {
     /// Present (null until the last chunk) when the client asked for usage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Option<Usage>>,
-    pub system_fingerprint: Option<String>,
+    pub service_tier: &'static str,
+    pub system_fingerprint: String,
 }
 
 #[derive(Debug, Serialize)]

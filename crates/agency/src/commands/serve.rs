@@ -36,6 +36,7 @@ pub async fn serve(
     listen: SocketAddr,
     mqtt: Option<String>,
     connections: agency_server::Connections,
+    cors: agency_server::CorsOrigins,
 ) -> anyhow::Result<()> {
     let mqtt = mqtt
         .map(|url| agency_mqtt::MqttConfig::parse(&url))
@@ -65,9 +66,19 @@ pub async fn serve(
     let shutdown = shutdown_signal()?;
     tracing::info!("listening on http://{addr}");
     println!("agency: listening on http://{addr}");
+    match &cors {
+        agency_server::CorsOrigins::None => {}
+        agency_server::CorsOrigins::Any => {
+            tracing::info!("the OpenAI endpoints answer browsers of any origin (CORS)");
+        }
+        agency_server::CorsOrigins::Only(origins) => {
+            tracing::info!(origins = %origins.join(", "), "the OpenAI endpoints answer browsers of these origins (CORS)");
+        }
+    }
     let state = agency_server::AppState {
         rt: rt.clone(),
         auth,
+        cors,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mqtt = mqtt.map(|config| {
