@@ -470,6 +470,19 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
         ))
         .await;
     assert_eq!(masked, "…wxyz");
+    // An MCP server's credentials: shown by the header's name alone, never beside the keys.
+    w.type_into("#f-mc-server", "search").await;
+    w.type_into("#f-mc-value", "Bearer mcp-secret").await;
+    w.click("#mc-form button[type='submit']").await;
+    let shown = w
+        .text(Locator::XPath(
+            "//ul[@id='mcp-credentials']/li[contains(., 'search')]/code",
+        ))
+        .await;
+    assert_eq!(shown, "authorization");
+    let page = w.c.source().await.unwrap();
+    assert!(!page.contains("mcp-secret"));
+    assert_eq!(w.texts("#provider-keys li").await.len(), 1);
     w.shot("settings").await;
     w.c.set_window_size(390, 1600).await.unwrap();
     w.goto(&format!("/agencies/{agency}")).await;

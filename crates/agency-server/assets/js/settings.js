@@ -55,46 +55,6 @@ pk.addEventListener("submit", async (ev) => {
   }
   pk.reset();
   loadProviderKeys();
-
-async function loadMcpCredentials() {
-  const r = await api("GET", "/api/mcp-credentials");
-  if (!r.ok) return;
-  /** @type {{ server: string, headers: string[], created_at: string }[]} */
-  const stored = r.data;
-  $("mcp-credentials").replaceChildren(
-    ...stored.map((c) =>
-      el(
-        "li",
-        {},
-        el("strong", {}, c.server),
-        " ",
-        el("code", {}, c.headers.join(", ")),
-        " — stored " + when(c.created_at) + " ",
-        el("button", { type: "button", class: "danger", "aria-label": "Delete the credentials for " + c.server, onclick: async () => { await api("DELETE", "/api/mcp-credentials/" + encodeURIComponent(c.server)); loadMcpCredentials(); } }, "Delete"),
-      ),
-    ),
-  );
-  if (!stored.length) $("mcp-credentials").append(el("li", {}, "No stored credentials."));
-}
-
-const mc = $("mc-form", HTMLFormElement);
-mc.addEventListener("submit", async (ev) => {
-  ev.preventDefault();
-  clearErrors(mc);
-  const server = $("f-mc-server", HTMLInputElement).value.trim();
-  /** @type {Record<string, string>} */
-  const headers = {};
-  headers[$("f-mc-header", HTMLInputElement).value.trim()] = $("f-mc-value", HTMLInputElement).value;
-  const r = await api("PUT", "/api/mcp-credentials/" + encodeURIComponent(server), { headers });
-  if (!r.ok) {
-    const field = (r.error.fields || [])[0];
-    showError($("e-mc-server"), field ? field.path + ": " + field.message : r.error.message);
-    return;
-  }
-  mc.reset();
-  loadMcpCredentials();
-});
-loadMcpCredentials();
 });
 loadProviderKeys();
 
