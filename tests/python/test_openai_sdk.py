@@ -456,6 +456,34 @@ def test_conversation_continues_with_history(client: openai.OpenAI):
     assert_completion(third.parse(), "a game")
 
 
+def test_regenerate_edit_and_foreign_histories(client: openai.OpenAI):
+    """Any history: regenerating or editing forks the conversation where the client leaves
+    it; a history the server never gave is answered in a conversation of its own; two end
+    users never share one."""
+
+    def ask(messages: list, **extra) -> tuple[str, str]:
+        raw = client.chat.completions.with_raw_response.create(
+            model="studio", messages=messages, **extra
+        )
+        return raw.headers.get("x-agency-conversation"), raw.parse().choices[0].message.content
+
+    c, a1 = ask([user(TODO)])
+    turn2 = [user(TODO), {"role": "assistant", "content": a1}, user("a blog")]
+    assert ask(turn2)[0] == c
+    # Regenerate the second answer: a fork, answered the same way, that the client continues.
+    fork, a2 = ask(turn2)
+    assert fork not in (None, c)
+    assert a2 == answer_for("a blog")
+    on = ask(turn2 + [{"role": "assistant", "content": a2}, user("a game")])
+    assert on == (fork, answer_for("a game"))
+    # An edited answer, or a history from elsewhere: answered, in a new conversation.
+    edited = ask([user(TODO), {"role": "assistant", "content": "no"}, user("a blog")])
+    assert edited[0] not in (c, fork) and edited[1] == answer_for("a blog")
+    # Another end user with the same opening is never attached to these.
+    other = ask(turn2, safety_identifier="someone-else")
+    assert other[0] not in (c, fork, edited[0])
+
+
 def test_new_requests_start_new_conversations(client: openai.OpenAI):
     ids = {
         client.chat.completions.with_raw_response.create(

@@ -348,3 +348,49 @@ pub struct TurnRecord {
     /// Set when the turn could not answer (the manager's model failed).
     pub error: Option<String>,
 }
+
+/// A copy of a conversation as it stood after its turn `through`, for the conversation `into`:
+/// the records of its turns up to then, and their messages with the system prompts (every
+/// agent's context as it was), under new ids, links and turns following their copies.
+pub fn fork(
+    into: crate::ids::ConversationId,
+    turns: &[TurnRecord],
+    messages: &[Message],
+    through: u32,
+) -> (Vec<TurnRecord>, Vec<Message>) {
+    use std::collections::HashMap;
+    let turn_ids: HashMap<crate::ids::TurnId, crate::ids::TurnId> = turns
+        .iter()
+        .filter(|t| t.number <= through)
+        .map(|t| (t.id, crate::ids::TurnId::new()))
+        .collect();
+    let kept: Vec<&Message> = messages
+        .iter()
+        .filter(|m| m.turn_id.is_none_or(|t| turn_ids.contains_key(&t)))
+        .collect();
+    let ids: HashMap<crate::ids::MessageId, crate::ids::MessageId> = kept
+        .iter()
+        .map(|m| (m.id, crate::ids::MessageId::new()))
+        .collect();
+    let turns = turns
+        .iter()
+        .filter_map(|t| {
+            Some(TurnRecord {
+                id: *turn_ids.get(&t.id)?,
+                conversation_id: into,
+                ..t.clone()
+            })
+        })
+        .collect();
+    let messages = kept
+        .into_iter()
+        .map(|m| Message {
+            id: ids[&m.id],
+            conversation_id: into,
+            turn_id: m.turn_id.and_then(|t| turn_ids.get(&t).copied()),
+            linked: m.linked.and_then(|l| ids.get(&l).copied()),
+            ..m.clone()
+        })
+        .collect();
+    (turns, messages)
+}

@@ -1,7 +1,17 @@
 //! Chat Completions over conversations. The API is stateless — every request resends the
-//! history — while an agency's agents keep their own contexts. A request whose earlier messages
-//! equal the visible transcript (the client's system message, user messages and answers) of
-//! one of its key's conversations continues that conversation; any other starts a new one.
+//! history — while an agency's agents keep their own contexts. Each answered turn records the
+//! hash of its visible transcript (the end user, the client's system message, the user's
+//! messages and the answers, up to that answer). A request's history (what precedes its new
+//! message) is looked up at each of its answers, longest first:
+//!
+//! - all of it is the transcript of a conversation's latest turn: it **continues** that
+//!   conversation;
+//! - a part of it ends at an earlier answer, or at the latest one of a conversation that went
+//!   on since (a regenerated or edited message, another end user on the same opening): a
+//!   **fork** of that conversation as it stood after that turn — every agent's context copied,
+//!   no model called — in which the rest of the history, if any, is **seeded**;
+//! - nothing: a new conversation whose manager's context is **seeded** with the whole history
+//!   (the user's messages and its own answers, in order); the other agents start fresh.
 
 use std::sync::Arc;
 
@@ -29,6 +39,9 @@ pub struct ChatTurn {
     /// manager is asked, after the new message, to begin its answer with it. Not part of the
     /// transcript: the client's next request holds the answer instead.
     pub prefill: Option<String>,
+    /// The end user the request names (`user`, `safety_identifier`): its transcripts are
+    /// matched only with that end user's.
+    pub end_user: Option<String>,
 }
 
 /// The new message as the manager reads it: the user's messages, and the prefill asked for.
@@ -40,9 +53,20 @@ fn manager_input(input: &[String], prefill: Option<&str>) -> String {
     }
 }
 
-/// A stable digest of a visible transcript.
-pub fn transcript_hash(system: Option<&str>, turns: &[(Role, String)]) -> String {
+/// A stable digest of a visible transcript, of an end user when named (without one, the digest
+/// is the one recorded before end users were).
+pub fn transcript_hash(
+    end_user: Option<&str>,
+    system: Option<&str>,
+    turns: &[(Role, String)],
+) -> String {
     let mut h = Sha256::new();
+    if let Some(user) = end_user {
+        // A length no text field can have marks the end user's field.
+        h.update(u64::MAX.to_be_bytes());
+        h.update((user.len() as u64).to_be_bytes());
+        h.update(user.as_bytes());
+    }
     let mut field = |s: &str| {
         h.update((s.len() as u64).to_be_bytes());
         h.update(s.as_bytes());
@@ -71,19 +95,42 @@ impl Opened {
 /// answers, in the same write.
 pub(crate) struct Thread {
     key: uuid::Uuid,
+    end_user: Option<String>,
     system: Option<String>,
     before: Vec<(Role, String)>,
 }
 
 impl Thread {
-    pub(crate) fn answered(mut self, conversation: ConversationId, answer: &str) -> ApiThread {
+    pub(crate) fn answered(
+        mut self,
+        conversation: ConversationId,
+        turn: u32,
+        answer: &str,
+    ) -> ApiThread {
         self.before.push((Role::Assistant, answer.to_string()));
         ApiThread {
             key: self.key,
-            hash: transcript_hash(self.system.as_deref(), &self.before),
+            hash: transcript_hash(
+                self.end_user.as_deref(),
+                self.system.as_deref(),
+                &self.before,
+            ),
             conversation,
+            turn,
         }
     }
+}
+
+/// Where a request's history leads (see the module's documentation).
+enum Found {
+    New,
+    Continue(ConversationId),
+    /// Through turn `turn` of `conversation`, then `rest` of the history seeded.
+    Fork {
+        conversation: ConversationId,
+        turn: u32,
+        rest: usize,
+    },
 }
 
 impl Runtime {
@@ -96,25 +143,110 @@ impl Runtime {
         turn: &ChatTurn,
     ) -> Result<Opened, RuntimeError> {
         let system = turn.system.as_deref();
-        let known = match turn.conversation {
+        let found = match turn.conversation {
             Some(id) => match self.store.conversation(id).await? {
-                Some(c) if c.agency_id == agency.id => Some(id),
+                Some(c) if c.agency_id == agency.id => Found::Continue(id),
                 _ => return Err(RuntimeError::ConversationNotFound(id)),
             },
-            None if turn.history.is_empty() => None,
-            None => {
-                self.store
-                    .api_thread(key.id, &transcript_hash(system, &turn.history))
-                    .await?
-            }
+            None => self.find(key, turn).await?,
         };
-        Ok(match known {
-            Some(id) => Opened {
+        let history = &turn.history;
+        Ok(match found {
+            Found::Continue(id) => Opened {
                 id,
                 guard: self.lock_conversation(id).await?,
             },
-            None => self.open_conversation(agency, system).await,
+            Found::Fork {
+                conversation,
+                turn,
+                rest,
+            } => {
+                let id = self.fork(conversation, turn).await?;
+                let mut guard = self.lock_conversation(id).await?;
+                if let Some(session) = guard.as_mut() {
+                    session.seed(history[history.len() - rest..].to_vec());
+                }
+                Opened { id, guard }
+            }
+            Found::New => {
+                let mut opened = self.open_conversation(agency, system).await;
+                if let Some(session) = opened.guard.as_mut() {
+                    session.seed(history.clone());
+                }
+                opened
+            }
         })
+    }
+
+    /// The conversation a request's history continues or forks, looked up at each of its
+    /// answers in one query.
+    async fn find(&self, key: &ApiKey, turn: &ChatTurn) -> Result<Found, RuntimeError> {
+        let history = &turn.history;
+        let ends: Vec<usize> = (1..=history.len())
+            .filter(|&i| history[i - 1].0 == Role::Assistant)
+            .collect();
+        let hashes: Vec<String> = ends
+            .iter()
+            .map(|&i| {
+                transcript_hash(
+                    turn.end_user.as_deref(),
+                    turn.system.as_deref(),
+                    &history[..i],
+                )
+            })
+            .collect();
+        let matches = self.store.api_threads(key.id, &hashes).await?;
+        let longest = ends.iter().zip(&hashes).rev().find_map(|(&end, hash)| {
+            matches
+                .iter()
+                .find(|m| m.hash == *hash)
+                .map(|m| (history.len() - end, m))
+        });
+        Ok(match longest {
+            None => Found::New,
+            Some((0, m)) if m.turn == 0 || m.turn == m.last_turn => Found::Continue(m.conversation),
+            Some((rest, m)) => Found::Fork {
+                conversation: m.conversation,
+                turn: if m.turn == 0 { m.last_turn } else { m.turn },
+                rest,
+            },
+        })
+    }
+
+    /// A copy of `conversation` as it stood after its turn `through`: its turns' records and
+    /// every agent's context up to then, under new ids, written in one write. No model is
+    /// called.
+    async fn fork(
+        &self,
+        conversation: ConversationId,
+        through: u32,
+    ) -> Result<ConversationId, RuntimeError> {
+        let source = self
+            .store
+            .conversation(conversation)
+            .await?
+            .ok_or(RuntimeError::ConversationNotFound(conversation))?;
+        let copy = agency_core::Conversation {
+            id: ConversationId::new(),
+            created_at: chrono::Utc::now(),
+            ..source
+        };
+        let (turns, messages) = agency_core::message::fork(
+            copy.id,
+            &self.store.turns(conversation).await?,
+            &self.store.messages(conversation).await?,
+            through,
+        );
+        let id = copy.id;
+        self.store
+            .write(agency_store::Write {
+                conversation: Some(copy),
+                messages,
+                turns,
+                thread: None,
+            })
+            .await?;
+        Ok(id)
     }
 
     /// A new conversation kept in memory until its first turn writes it (with that turn's
@@ -149,6 +281,7 @@ impl Runtime {
         before.extend(turn.input.iter().map(|text| (Role::User, text.clone())));
         let thread = Thread {
             key: key.id,
+            end_user: turn.end_user,
             system: turn.system,
             before,
         };
@@ -214,26 +347,57 @@ mod tests {
                 .map(|(r, s)| (*r, s.to_string()))
                 .collect::<Vec<_>>()
         };
-        let a = transcript_hash(None, &t(&[(Role::User, "hi"), (Role::Assistant, "hello")]));
+        let a = transcript_hash(
+            None,
+            None,
+            &t(&[(Role::User, "hi"), (Role::Assistant, "hello")]),
+        );
         assert_eq!(
             a,
-            transcript_hash(None, &t(&[(Role::User, "hi"), (Role::Assistant, "hello")]))
+            transcript_hash(
+                None,
+                None,
+                &t(&[(Role::User, "hi"), (Role::Assistant, "hello")])
+            )
         );
         assert_ne!(
             a,
             transcript_hash(
+                None,
                 Some("be brief"),
                 &t(&[(Role::User, "hi"), (Role::Assistant, "hello")])
             )
         );
         assert_ne!(
             a,
-            transcript_hash(None, &t(&[(Role::User, "hih"), (Role::Assistant, "ello")])),
+            transcript_hash(
+                None,
+                None,
+                &t(&[(Role::User, "hih"), (Role::Assistant, "ello")])
+            ),
             "fields are delimited"
         );
         assert_ne!(
             a,
-            transcript_hash(None, &t(&[(Role::Assistant, "hi"), (Role::User, "hello")]))
+            transcript_hash(
+                Some("ann"),
+                None,
+                &t(&[(Role::User, "hi"), (Role::Assistant, "hello")])
+            ),
+            "an end user's transcripts are theirs"
+        );
+        assert_ne!(
+            transcript_hash(Some(""), None, &[]),
+            transcript_hash(None, Some(""), &t(&[(Role::User, "")])),
+            "the end user's field is marked"
+        );
+        assert_ne!(
+            a,
+            transcript_hash(
+                None,
+                None,
+                &t(&[(Role::Assistant, "hi"), (Role::User, "hello")])
+            )
         );
     }
 }

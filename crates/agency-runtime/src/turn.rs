@@ -39,6 +39,9 @@ pub(crate) struct Session {
     pub(crate) unsaved: Option<Conversation>,
     /// A client's system message for the manager's system prompt, until that is written.
     client_system: Option<String>,
+    /// A client's history the server has not stored, for the manager's context: written with
+    /// the next turn's first write.
+    seed: Vec<(agency_core::Role, String)>,
 }
 
 impl Session {
@@ -52,10 +55,11 @@ impl Session {
             .ok_or(RuntimeError::ConversationNotFound(conversation))?;
         let messages = store.messages(conversation).await?;
         let mut session = Self::empty(&c);
+        // Seeded history (no turn) is not a turn of its own.
         session.turns = u32::try_from(
             messages
                 .iter()
-                .filter(|m| m.kind == MessageKind::Input)
+                .filter(|m| m.kind == MessageKind::Input && m.turn_id.is_some())
                 .count(),
         )
         .unwrap_or(u32::MAX);
@@ -95,7 +99,83 @@ impl Session {
             turns: 0,
             unsaved: None,
             client_system: None,
+            seed: Vec::new(),
         }
+    }
+
+    /// Puts a client's history (user messages and answers, in order) into the manager's
+    /// context with the next turn, as if its turns had happened: the user's messages, its
+    /// replies answering them, and the answers of the user's transcript.
+    pub(crate) fn seed(&mut self, history: Vec<(agency_core::Role, String)>) {
+        self.seed = history;
+    }
+
+    /// The seeded history as messages (see [`Session::seed`]), numbered after everything so
+    /// far. Not in contexts until written.
+    fn seeded(&mut self, agency: &Agency, roster: &Roster) -> Vec<Message> {
+        let manager = agency.manager;
+        let mut out = Vec::new();
+        for (role, text) in std::mem::take(&mut self.seed) {
+            let mut message = |agent, kind, from, to, text: String, linked| {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                Message {
+                    id: MessageId::new(),
+                    conversation_id: self.conversation,
+                    turn_id: None,
+                    seq,
+                    agent,
+                    kind,
+                    linked,
+                    from,
+                    to,
+                    text,
+                    tool: None,
+                    usage: None,
+                    latency_ms: None,
+                    included: true,
+                    created_at: Utc::now(),
+                }
+            };
+            match role {
+                agency_core::Role::Assistant => {
+                    let framed = agency_core::protocol::format_reply(
+                        agency.protocol,
+                        &[agency_core::protocol::Envelope {
+                            to: agency_core::Recipient::User,
+                            text: text.clone(),
+                        }],
+                        roster,
+                    );
+                    let reply = message(
+                        Some(manager),
+                        MessageKind::Reply,
+                        Some(manager),
+                        None,
+                        framed,
+                        None,
+                    );
+                    let answer = message(
+                        None,
+                        MessageKind::Answer,
+                        Some(manager),
+                        None,
+                        text,
+                        Some(reply.id),
+                    );
+                    out.extend([reply, answer]);
+                }
+                _ => out.push(message(
+                    Some(manager),
+                    MessageKind::Input,
+                    None,
+                    Some(manager),
+                    text,
+                    None,
+                )),
+            }
+        }
+        out
     }
 
     /// Messages written (in `seq` order), into their agents' contexts.
@@ -337,7 +417,8 @@ impl TurnRun {
         // A new conversation's agents, and agents added to the agency since the conversation
         // started, get their system prompt.
         let agency = self.agency.clone();
-        let batch = self.session.prompts(&agency);
+        let mut batch = self.session.prompts(&agency);
+        batch.extend(self.session.seeded(&agency, &self.roster));
         let unanswered = self.session.unanswered();
         let steps = self.engine.start(text, unanswered);
         self.apply(steps, batch).await?;
@@ -448,7 +529,7 @@ impl TurnRun {
             }
             run.record.hops = run.engine.hops();
             let record = Write {
-                turn: Some(run.record.clone()),
+                turns: vec![run.record.clone()],
                 ..Write::default()
             };
             if let Err(e) = run.rt.store.write(record).await {
@@ -585,11 +666,11 @@ impl TurnRun {
                     );
                     batch.push(m);
                     self.record.stopped_by = Some(stopped_by);
-                    write.turn = Some(self.finished_record());
+                    write.turns = vec![self.finished_record()];
                     write.thread = self
                         .thread
                         .take()
-                        .map(|t| t.answered(self.session.conversation, &text));
+                        .map(|t| t.answered(self.session.conversation, self.record.number, &text));
                     self.answer = Some((text, stopped_by));
                     // The stream of the answer ends with the turn, not with late replies.
                     self.answer_sink = None;
@@ -597,13 +678,13 @@ impl TurnRun {
                 Step::Cancelled => {
                     let stopped_by = agency_core::StopReason::Cancelled;
                     self.record.stopped_by = Some(stopped_by);
-                    write.turn = Some(self.finished_record());
+                    write.turns = vec![self.finished_record()];
                     self.answer = Some((String::new(), stopped_by));
                     self.answer_sink = None;
                 }
                 Step::Fail { agent, error } => {
                     self.record.error = Some(error.clone());
-                    write.turn = Some(self.finished_record());
+                    write.turns = vec![self.finished_record()];
                     self.failure = Some((agent, error));
                     self.answer_sink = None;
                 }

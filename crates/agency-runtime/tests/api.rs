@@ -86,13 +86,23 @@ async fn a_request_writes_its_conversation_with_its_turn_and_the_next_continues_
         (Role::User, "hello".to_string()),
         (Role::Assistant, out.answer.clone()),
     ];
+    let hash = transcript_hash(None, Some("Answer in French."), &after);
+    let recorded = store
+        .api_threads(key.id, std::slice::from_ref(&hash))
+        .await
+        .unwrap();
     assert_eq!(
-        store
-            .api_thread(key.id, &transcript_hash(Some("Answer in French."), &after))
-            .await
-            .unwrap(),
-        Some(c),
+        recorded.len(),
+        1,
         "the transcript was recorded with the answer"
+    );
+    assert_eq!(
+        (
+            recorded[0].conversation,
+            recorded[0].turn,
+            recorded[0].last_turn
+        ),
+        (c, 1, 1)
     );
 
     // The client resends the history: the same conversation, a second turn.
@@ -152,4 +162,167 @@ async fn a_published_version_is_served_at_once_here_and_soon_elsewhere() {
         seen = served(&h.rt).await;
     }
     assert_eq!(seen, "third", "another process's publication is served");
+}
+
+/// A reply of the json protocol answering the user.
+fn answer(text: &str) -> common::Act {
+    common::Act::SayOwned(format!(r#"{{"to":0,"context":"{text}"}}"#))
+}
+
+/// What the manager's model was sent on its `n`th call: each message's kind and text, without
+/// the system prompt.
+fn sent(boss: &common::Script, n: usize) -> Vec<(MessageKind, String)> {
+    boss.seen.lock().unwrap()[n]
+        .iter()
+        .filter(|m| m.kind != MessageKind::System)
+        .map(|m| (m.kind, m.text.clone()))
+        .collect()
+}
+
+fn said(v: &[(MessageKind, &str)]) -> Vec<(MessageKind, String)> {
+    v.iter().map(|(k, t)| (*k, t.to_string())).collect()
+}
+
+/// Any history: a request continues the conversation whose latest turn it repeats, forks one
+/// at an earlier turn (regenerate, edit, another end user on the same opening), seeds the
+/// rest of what it holds, and seeds a new conversation with a history nobody stored. What the
+/// manager's model is sent shows each.
+#[tokio::test]
+async fn any_history_continues_forks_or_seeds() {
+    use MessageKind::{Input, Reply};
+    let h = common::Harness::sqlite().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = h.store.clone();
+    let boss = h.script(
+        "boss",
+        ["a1", "a2", "a2 again", "e1", "p1", "b1", "f3"]
+            .into_iter()
+            .map(answer)
+            .collect(),
+    );
+    let agency = h
+        .agency(common::draft(
+            "json",
+            16,
+            vec![common::agent(1, "boss", "script/boss", &[])],
+        ))
+        .await;
+    let keyring = Keyring::load(&*store, &MasterKeySource::File(dir.path().join("k")))
+        .await
+        .unwrap();
+    let (key, _) = keys::create_key(&*store, &keyring, &agency, "app", None, None)
+        .await
+        .unwrap();
+    let ask = |history: &[(Role, &str)], input: &str, end_user: Option<&str>| {
+        let turn = ChatTurn {
+            history: history.iter().map(|(r, t)| (*r, t.to_string())).collect(),
+            input: vec![input.to_string()],
+            end_user: end_user.map(str::to_string),
+            ..ChatTurn::default()
+        };
+        let (rt, key, agency) = (h.rt.clone(), key.clone(), agency.clone());
+        async move { rt.chat_completion(&key, &agency, turn).await.unwrap() }
+    };
+    use Role::{Assistant as A, User as U};
+
+    let first = ask(&[], "one", None).await;
+    let c = first.conversation_id;
+    let second = ask(&[(U, "one"), (A, "a1")], "two", None).await;
+    assert_eq!((second.conversation_id, second.number), (c, 2), "continued");
+
+    // Regenerate: the history ends at turn 1, but the conversation went on: a fork as it
+    // stood after turn 1, which the manager sees as its own past.
+    let regen = ask(&[(U, "one"), (A, "a1")], "two", None).await;
+    let f = regen.conversation_id;
+    assert_ne!(f, c);
+    assert_eq!(regen.number, 2);
+    assert_eq!(
+        sent(&boss, 2),
+        said(&[
+            (Input, "one"),
+            (Reply, r#"{"to":0,"context":"a1"}"#),
+            (Input, "two")
+        ])
+    );
+    assert_eq!(
+        store.turns(f).await.unwrap().len(),
+        2,
+        "turn 1 copied, turn 2 its own"
+    );
+    assert_eq!(
+        store.turns(c).await.unwrap().len(),
+        2,
+        "the original is untouched"
+    );
+
+    // An edited answer nobody stored: a new conversation seeded with the whole history.
+    let edited = ask(&[(U, "one"), (A, "a1, edited")], "x", None).await;
+    assert!(![c, f].contains(&edited.conversation_id));
+    assert_eq!(edited.number, 1);
+    assert_eq!(
+        sent(&boss, 3),
+        said(&[
+            (Input, "one"),
+            (Reply, r#"{"to":0,"context":"a1, edited"}"#),
+            (Input, "x")
+        ])
+    );
+
+    // A history that leaves a stored one after turn 1: a fork there, the rest seeded.
+    let partial = ask(
+        &[(U, "one"), (A, "a1"), (U, "two"), (A, "a2, edited")],
+        "three",
+        None,
+    )
+    .await;
+    assert!(![c, f, edited.conversation_id].contains(&partial.conversation_id));
+    assert_eq!(
+        sent(&boss, 4),
+        said(&[
+            (Input, "one"),
+            (Reply, r#"{"to":0,"context":"a1"}"#),
+            (Input, "two"),
+            (Reply, r#"{"to":0,"context":"a2, edited"}"#),
+            (Input, "three")
+        ])
+    );
+    assert_eq!(partial.number, 2, "seeded history is not a turn");
+
+    // Another end user opening the same way never reaches those conversations.
+    let bob = ask(&[(U, "one"), (A, "a1")], "two", Some("bob")).await;
+    assert!(
+        ![c, f, edited.conversation_id, partial.conversation_id].contains(&bob.conversation_id)
+    );
+    assert_eq!(bob.number, 1);
+
+    // The fork goes on like any conversation: its own latest turn continues it.
+    let on = ask(
+        &[(U, "one"), (A, "a1"), (U, "two"), (A, "a2 again")],
+        "three",
+        None,
+    )
+    .await;
+    assert_eq!((on.conversation_id, on.number), (f, 3));
+    assert_eq!(
+        sent(&boss, 6),
+        said(&[
+            (Input, "one"),
+            (Reply, r#"{"to":0,"context":"a1"}"#),
+            (Input, "two"),
+            (Reply, r#"{"to":0,"context":"a2 again"}"#),
+            (Input, "three")
+        ])
+    );
+    // Each fork and seed is its own conversation; the user's transcript of a seeded one holds
+    // the seeded answers too.
+    assert_eq!(store.list_conversations(agency.id).await.unwrap().len(), 5);
+    let answers: Vec<String> = store
+        .messages(partial.conversation_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.kind == MessageKind::Answer)
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(answers, ["a1", "a2, edited", "p1"]);
 }

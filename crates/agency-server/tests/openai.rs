@@ -1149,7 +1149,7 @@ async fn a_resent_history_continues_its_conversation() {
     assert_eq!(third.conversation(), c);
     assert_eq!(app.turns(c).await, [1, 2, 3]);
 
-    // A history the server did not give: a new conversation.
+    // A history the server did not give: a new conversation whose manager is given it.
     let changed = app
         .say(json!([
             user("a todo app"),
@@ -1160,8 +1160,8 @@ async fn a_resent_history_continues_its_conversation() {
     assert_eq!(changed.content(), answer("a cli"));
     let c2 = changed.conversation();
     assert_ne!(c2, c);
-    assert_eq!(app.turns(c2).await, [1]);
-    assert_eq!(app.inputs(c2).await, ["a cli"]);
+    assert_eq!(app.turns(c2).await, [1], "the seeded history is no turn");
+    assert_eq!(app.inputs(c2).await, ["a todo app", "a cli"]);
     assert_eq!(app.turns(c).await, [1, 2, 3]);
 
     // The same first message again is not a continuation either.
@@ -1840,7 +1840,7 @@ async fn several_user_messages_in_a_row_continue_as_sent() {
 }
 
 #[tokio::test]
-async fn an_edited_history_starts_a_new_conversation() {
+async fn an_edited_history_forks_its_conversation_where_it_leaves_it() {
     let app = App::spawn().await;
     let first = app.say(json!([user("a todo app")])).await;
     let c = first.conversation();
@@ -1849,16 +1849,63 @@ async fn an_edited_history_starts_a_new_conversation() {
         .say(json!([user("a todo app"), assistant(&a1), user("a cli")]))
         .await;
     assert_eq!(second.conversation(), c);
-    // The client drops the second exchange and asks something else instead.
+    // The client drops the second exchange and asks something else instead: a copy of the
+    // conversation as it stood after the first, without the thrown-away turn.
     let edited = app
         .say(json!([user("a todo app"), assistant(&a1), user("a quiz")]))
         .await;
-    assert_ne!(
-        edited.conversation(),
-        c,
-        "the thrown-away turn must not be in its context"
-    );
-    assert_eq!(app.turns(edited.conversation()).await, [1]);
+    let f = edited.conversation();
+    assert_ne!(f, c, "the thrown-away turn must not be in its context");
+    assert_eq!(app.turns(f).await, [1, 2]);
+    assert_eq!(app.inputs(f).await, ["a todo app", "a quiz"]);
+    assert_eq!(app.inputs(c).await, ["a todo app", "a cli"], "untouched");
+    // Regenerating that answer forks again; continuing it continues the latest conversation
+    // to give it (the rules model gives the same answer every time).
+    let regenerated = app
+        .say(json!([user("a todo app"), assistant(&a1), user("a quiz")]))
+        .await;
+    let r = regenerated.conversation();
+    assert!(![c, f].contains(&r));
+    assert_eq!(regenerated.content(), edited.content());
+    let on = app
+        .say(json!([
+            user("a todo app"),
+            assistant(&a1),
+            user("a quiz"),
+            assistant(&regenerated.content()),
+            user("a game")
+        ]))
+        .await;
+    assert_eq!(on.conversation(), r);
+    assert_eq!(app.turns(r).await, [1, 2, 3]);
+}
+
+/// Two end users (`user` / `safety_identifier`) on one key never share a conversation, even
+/// when their chats open the same way.
+#[tokio::test]
+async fn end_users_never_share_a_conversation() {
+    let app = App::spawn().await;
+    let say_as = |who: &'static str, messages: Value| {
+        Reply::of(
+            app.post(CHAT, Some(&app.key))
+                .json(&json!({"model": "studio", "messages": messages, "safety_identifier": who})),
+        )
+    };
+    let ann = say_as("ann", json!([user("a todo app")])).await;
+    let a1 = ann.content();
+    let bob = say_as(
+        "bob",
+        json!([user("a todo app"), assistant(&a1), user("a cli")]),
+    )
+    .await;
+    assert_ne!(bob.conversation(), ann.conversation());
+    assert_eq!(app.turns(bob.conversation()).await, [1]);
+    let ann2 = say_as(
+        "ann",
+        json!([user("a todo app"), assistant(&a1), user("a cli")]),
+    )
+    .await;
+    assert_eq!(ann2.conversation(), ann.conversation());
 }
 
 #[tokio::test]

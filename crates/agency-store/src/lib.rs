@@ -121,8 +121,9 @@ pub trait AccountStore: Send + Sync {
 pub struct Write {
     pub conversation: Option<Conversation>,
     pub messages: Vec<Message>,
-    /// Inserted, or updated when it exists.
-    pub turn: Option<TurnRecord>,
+    /// Inserted, or updated when they exist: the turn's record, or (a forked conversation)
+    /// the records of the turns it copies.
+    pub turns: Vec<TurnRecord>,
     pub thread: Option<ApiThread>,
 }
 
@@ -130,19 +131,31 @@ impl Write {
     pub fn is_empty(&self) -> bool {
         self.conversation.is_none()
             && self.messages.is_empty()
-            && self.turn.is_none()
+            && self.turns.is_empty()
             && self.thread.is_none()
     }
 }
 
-/// A key's conversation and the hash of its visible transcript. It replaces the
-/// conversation's earlier hashes (an edited history must not continue it), and a hash names
-/// one conversation (the latest).
+/// A key's conversation and the hash of its visible transcript at the end of its turn number
+/// `turn`: one for every answered turn, so that a request repeating any of them (a
+/// regenerated or edited message) is found. A hash names one conversation (the latest).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiThread {
     pub key: uuid::Uuid,
     pub hash: String,
     pub conversation: ConversationId,
+    pub turn: u32,
+}
+
+/// A stored transcript a request's history matched (see [`KeyStore::api_threads`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadMatch {
+    pub hash: String,
+    pub conversation: ConversationId,
+    /// The turn whose answer ends the transcript (0: recorded before turns were; the latest).
+    pub turn: u32,
+    /// The conversation's latest turn now.
+    pub last_turn: u32,
 }
 
 /// Conversations, their messages and their turns.
@@ -224,9 +237,9 @@ pub trait KeyStore: Send + Sync {
         &self,
         used: &[(uuid::Uuid, chrono::DateTime<chrono::Utc>)],
     ) -> Result<()>;
-    /// The conversation of `key` whose visible transcript hashes to `hash` (stored by
-    /// [`ConversationStore::write`]).
-    async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>>;
+    /// The transcripts of `key` stored (by [`ConversationStore::write`]) under any of
+    /// `hashes`, in one query.
+    async fn api_threads(&self, key: uuid::Uuid, hashes: &[String]) -> Result<Vec<ThreadMatch>>;
 }
 
 /// Small server-wide facts.

@@ -277,7 +277,7 @@ async fn append(s: &Arc<dyn Store>, messages: &[Message]) -> Result<(), StoreErr
 
 async fn save_turn(s: &Arc<dyn Store>, t: &TurnRecord) {
     let w = Write {
-        turn: Some(t.clone()),
+        turns: vec![t.clone()],
         ..Write::default()
     };
     s.write(w).await.unwrap();
@@ -371,24 +371,34 @@ async fn a_write_is_all_or_nothing(s: Arc<dyn Store>) {
         key: key.id,
         hash: "h".into(),
         conversation: c.id,
+        turn: 1,
     };
     let mut w = Write {
         conversation: Some(c.clone()),
         // The last message repeats a seq: everything else in the write is refused with it.
         messages: vec![message(c.id, None, 0), message(c.id, None, 0)],
-        turn: Some(turn.clone()),
+        turns: vec![turn.clone()],
         thread: Some(thread.clone()),
     };
     assert!(s.write(w.clone()).await.is_err());
     assert_eq!(s.conversation(c.id).await.unwrap(), None);
-    assert_eq!(s.api_thread(thread.key, "h").await.unwrap(), None);
+    let h = ["h".to_string(), "other".to_string()];
+    assert_eq!(s.api_threads(thread.key, &h).await.unwrap(), vec![]);
     w.messages.pop();
     let back = s.write(w).await.unwrap();
     assert_eq!(back.messages.len(), 1, "the write is handed back");
     assert_eq!(s.conversation(c.id).await.unwrap(), Some(c.clone()));
     assert_eq!(s.turns(c.id).await.unwrap(), vec![turn]);
     assert_eq!(s.messages(c.id).await.unwrap().len(), 1);
-    assert_eq!(s.api_thread(thread.key, "h").await.unwrap(), Some(c.id));
+    assert_eq!(
+        s.api_threads(thread.key, &h).await.unwrap(),
+        vec![agency_store::ThreadMatch {
+            hash: "h".into(),
+            conversation: c.id,
+            turn: 1,
+            last_turn: 1,
+        }]
+    );
 }
 
 /// Writes made together may share a transaction; each still stands or falls alone.
@@ -574,29 +584,54 @@ async fn api_keys_by_hash_name_and_state(s: Arc<dyn Store>) {
     assert_eq!(listed[0].revoked_at, Some(now));
     assert_eq!(listed[0].state(now), agency_core::KeyState::Revoked);
     assert_eq!(listed[1].state(now), agency_core::KeyState::Active);
-    // Threads: a transcript hash finds its conversation, per key.
+    // Threads: a transcript hash finds its conversation and turn, per key, several at once.
     let c = conversation(a.id);
     create(&s, &c).await;
-    let thread = |hash: &str| Write {
+    let other = conversation(a.id);
+    create(&s, &other).await;
+    let thread = |hash: &str, conversation: &Conversation, turn: u32| Write {
         thread: Some(ApiThread {
             key: again.id,
             hash: hash.into(),
-            conversation: c.id,
+            conversation: conversation.id,
+            turn,
         }),
         ..Write::default()
     };
-    s.write(thread("t1")).await.unwrap();
-    assert_eq!(s.api_thread(again.id, "t1").await.unwrap(), Some(c.id));
-    assert_eq!(s.api_thread(again.id, "t2").await.unwrap(), None);
+    let found = |key: uuid::Uuid, hashes: &[&str]| {
+        let s = s.clone();
+        let hashes: Vec<String> = hashes.iter().map(|h| h.to_string()).collect();
+        async move {
+            let mut m: Vec<(String, ConversationId, u32)> = s
+                .api_threads(key, &hashes)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|m| (m.hash, m.conversation, m.turn))
+                .collect();
+            m.sort();
+            m
+        }
+    };
+    s.write(thread("t1", &c, 1)).await.unwrap();
     assert_eq!(
-        s.api_thread(dev.id, "t1").await.unwrap(),
-        None,
+        found(again.id, &["t1", "t2"]).await,
+        [("t1".into(), c.id, 1)]
+    );
+    assert_eq!(
+        found(dev.id, &["t1"]).await,
+        [],
         "another key's threads are not found"
     );
-    // A conversation's newer transcript replaces its older one.
-    s.write(thread("t2")).await.unwrap();
-    assert_eq!(s.api_thread(again.id, "t1").await.unwrap(), None);
-    assert_eq!(s.api_thread(again.id, "t2").await.unwrap(), Some(c.id));
+    assert_eq!(found(again.id, &[]).await, []);
+    // A conversation keeps each turn's transcript; a hash names the latest to reach it.
+    s.write(thread("t2", &c, 2)).await.unwrap();
+    assert_eq!(
+        found(again.id, &["t1", "t2"]).await,
+        [("t1".into(), c.id, 1), ("t2".into(), c.id, 2)]
+    );
+    s.write(thread("t1", &other, 1)).await.unwrap();
+    assert_eq!(found(again.id, &["t1"]).await, [("t1".into(), other.id, 1)]);
     // Last use only moves forward.
     let later = now + Duration::from_secs(5);
     s.touch_api_keys(&[(again.id, later), (again.id, now)])

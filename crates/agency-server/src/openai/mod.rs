@@ -359,7 +359,9 @@ async fn chat(
     }
     let stream = request.stream.unwrap_or(false);
     let include_usage = check(&request, stream)?;
+    let end_user = end_user(&request);
     let mut turn = chat_turn(request.messages)?;
+    turn.end_user = end_user;
     turn.conversation = named_conversation(&headers)?;
     let prefill = turn.prefill.clone();
 
@@ -531,6 +533,19 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
         input,
         conversation: None,
         prefill: prefill.filter(|p| !p.trim().is_empty()),
+        end_user: None,
+    })
+}
+
+/// The end user a request names: `safety_identifier`, or the older `user`.
+fn end_user(r: &ChatRequest) -> Option<String> {
+    ["safety_identifier", "user"].iter().find_map(|name| {
+        r.other
+            .get(*name)
+            .and_then(|v| v.as_str())
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
     })
 }
 

@@ -47,9 +47,9 @@ impl ConversationStore for PostgresStore {
             Write {
                 conversation: None,
                 messages,
-                turn: None,
+                turns,
                 thread: None,
-            } if messages.len() <= ROWS_PER_INSERT => {
+            } if turns.is_empty() && messages.len() <= ROWS_PER_INSERT => {
                 insert_messages(messages)
                     .build()
                     .execute(&self.pool)
@@ -69,7 +69,7 @@ impl ConversationStore for PostgresStore {
                 for chunk in w.messages.chunks(ROWS_PER_INSERT) {
                     insert_messages(chunk).build().execute(&mut *tx).await?;
                 }
-                if let Some(t) = &w.turn {
+                for t in &w.turns {
                     let r = TurnRow::from(t);
                     sqlx::query(conversations::SAVE_TURN)
                         .bind(r.id)
@@ -87,16 +87,11 @@ impl ConversationStore for PostgresStore {
                         .await?;
                 }
                 if let Some(t) = &w.thread {
-                    sqlx::query(conversations::DROP_API_THREADS)
-                        .bind(t.key)
-                        .bind(&t.hash)
-                        .bind(t.conversation.0)
-                        .execute(&mut *tx)
-                        .await?;
                     sqlx::query(conversations::PUT_API_THREAD)
                         .bind(t.key)
                         .bind(&t.hash)
                         .bind(t.conversation.0)
+                        .bind(i64::from(t.turn))
                         .execute(&mut *tx)
                         .await?;
                 }

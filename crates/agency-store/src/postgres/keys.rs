@@ -1,12 +1,12 @@
 //! API keys on PostgreSQL.
 
-use agency_core::{AgencyId, ConversationId};
+use agency_core::AgencyId;
 use async_trait::async_trait;
 use chrono::Utc;
 
 use super::{PostgresStore, unique_violation};
 use crate::shared::keys;
-use crate::{KeyStore, Result};
+use crate::{KeyStore, Result, ThreadMatch};
 
 #[async_trait]
 impl KeyStore for PostgresStore {
@@ -61,13 +61,16 @@ impl KeyStore for PostgresStore {
         Ok(done.rows_affected() > 0)
     }
 
-    async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>> {
-        let id: Option<uuid::Uuid> = sqlx::query_scalar(keys::API_THREAD)
+    async fn api_threads(&self, key: uuid::Uuid, hashes: &[String]) -> Result<Vec<ThreadMatch>> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<(String, uuid::Uuid, i64, i64)> = sqlx::query_as(keys::API_THREADS_ANY)
             .bind(key)
-            .bind(hash)
-            .fetch_optional(&self.pool)
+            .bind(hashes)
+            .fetch_all(&self.pool)
             .await?;
-        Ok(id.map(ConversationId))
+        Ok(rows.into_iter().map(keys::thread_match).collect())
     }
 
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {

@@ -62,13 +62,12 @@ pub(crate) const TURNS_OF_CONVERSATION: &str = concat!(
     turn_columns!(),
     " FROM turns WHERE conversation_id = $1 ORDER BY number"
 );
-/// A conversation's transcript hash replaces its earlier ones (an edited history must not
-/// continue it), and a hash names one conversation (the latest). Two index lookups (the key
-/// and hash, the conversation), never a scan of the key's threads.
-pub(crate) const DROP_API_THREADS: &str =
-    "DELETE FROM api_threads WHERE (key_id = $1 AND hash = $2) OR conversation_id = $3";
-pub(crate) const PUT_API_THREAD: &str =
-    "INSERT INTO api_threads (key_id, hash, conversation_id) VALUES ($1, $2, $3)";
+/// A transcript hash names one conversation, the latest to reach it; a conversation keeps the
+/// hash of every answered turn.
+pub(crate) const PUT_API_THREAD: &str = "INSERT INTO api_threads \
+     (key_id, hash, conversation_id, turn_number) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (key_id, hash) DO UPDATE SET conversation_id = excluded.conversation_id, \
+     turn_number = excluded.turn_number";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct ConversationRow {

@@ -31,8 +31,19 @@ pub(crate) const API_KEYS_OF_AGENCY: &str = concat!(
 pub(crate) const REVOKE_API_KEY: &str =
     "UPDATE api_keys SET revoked_at = $1 WHERE agency_id = $2 AND name = $3 AND revoked_at IS NULL";
 pub(crate) const TOUCH_API_KEY: &str = "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)";
-pub(crate) const API_THREAD: &str =
-    "SELECT conversation_id FROM api_threads WHERE key_id = $1 AND hash = $2";
+/// The columns of a [`crate::ThreadMatch`]; the hashes' condition follows.
+macro_rules! api_threads {
+    () => {
+        "SELECT t.hash, t.conversation_id, CAST(t.turn_number AS BIGINT), \
+         CAST((SELECT COALESCE(MAX(number), 0) FROM turns \
+               WHERE conversation_id = t.conversation_id) AS BIGINT) \
+         FROM api_threads t WHERE t.key_id = $1 AND "
+    };
+}
+/// SQLite: followed by `t.hash IN (?, …)`, one placeholder a hash.
+pub(crate) const API_THREADS: &str = api_threads!();
+/// PostgreSQL: the hashes as one array.
+pub(crate) const API_THREADS_ANY: &str = concat!(api_threads!(), "t.hash = ANY($2)");
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct ApiKeyRow {
@@ -71,4 +82,16 @@ pub(crate) fn key_name_taken(key: &agency_core::ApiKey) -> StoreError {
         "the agency already has a key named `{}`; revoke it or choose another name",
         key.name
     ))
+}
+
+/// A row of [`API_THREADS`].
+pub(crate) fn thread_match(
+    (hash, conversation, turn, last_turn): (String, Uuid, i64, i64),
+) -> crate::ThreadMatch {
+    crate::ThreadMatch {
+        hash,
+        conversation: agency_core::ConversationId(conversation),
+        turn: u32::try_from(turn).unwrap_or(0),
+        last_turn: u32::try_from(last_turn).unwrap_or(0),
+    }
 }

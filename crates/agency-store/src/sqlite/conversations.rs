@@ -40,7 +40,7 @@ pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
             ])?;
         }
     }
-    if let Some(t) = &w.turn {
+    for t in &w.turns {
         let r = TurnRow::from(t);
         conn.prepare_cached(conversations::SAVE_TURN)?
             .execute(params![
@@ -58,10 +58,8 @@ pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
             ])?;
     }
     if let Some(t) = &w.thread {
-        conn.prepare_cached(conversations::DROP_API_THREADS)?
-            .execute(params![t.key, t.hash, t.conversation.0])?;
         conn.prepare_cached(conversations::PUT_API_THREAD)?
-            .execute(params![t.key, t.hash, t.conversation.0])?;
+            .execute(params![t.key, t.hash, t.conversation.0, t.turn])?;
     }
     Ok(())
 }
@@ -166,39 +164,4 @@ fn turn_row(r: &Row<'_>) -> rusqlite::Result<TurnRow> {
         error: r.get("error")?,
         cost_pico: r.get("cost_pico")?,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
-
-    use super::*;
-
-    /// Every answer of the Chat Completions API replaces its conversation's transcript hash:
-    /// two index lookups, whatever the number of threads its key has (a scan here made each
-    /// request as slow as the key was old).
-    #[tokio::test]
-    async fn replacing_a_transcript_hash_does_not_scan_the_keys_threads() {
-        let store = SqliteStore::open("sqlite::memory:").await.unwrap();
-        let plan: Vec<String> = store
-            .with(|c| {
-                c.prepare(&format!(
-                    "EXPLAIN QUERY PLAN {}",
-                    conversations::DROP_API_THREADS
-                ))?
-                .query_map(params![b"k".to_vec(), "h", b"c".to_vec()], |r| r.get(3))?
-                .collect()
-            })
-            .unwrap();
-        let lookups: Vec<&String> = plan.iter().filter(|l| l.contains("api_threads")).collect();
-        assert_eq!(lookups.len(), 2, "{plan:?}");
-        assert!(
-            lookups.iter().any(|l| l.contains("(key_id=? AND hash=?)")),
-            "{plan:?}"
-        );
-        assert!(
-            lookups.iter().any(|l| l.contains("(conversation_id=?)")),
-            "{plan:?}"
-        );
-    }
 }

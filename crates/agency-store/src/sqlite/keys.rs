@@ -1,13 +1,13 @@
 //! API keys on SQLite.
 
-use agency_core::{AgencyId, ConversationId};
+use agency_core::AgencyId;
 use async_trait::async_trait;
 use chrono::Utc;
 use rusqlite::{OptionalExtension, Row, params};
 
 use super::{SqliteStore, unique_violation};
 use crate::shared::keys::{self, ApiKeyRow};
-use crate::{KeyStore, Result, StoreError};
+use crate::{KeyStore, Result, StoreError, ThreadMatch};
 
 #[async_trait]
 impl KeyStore for SqliteStore {
@@ -63,13 +63,25 @@ impl KeyStore for SqliteStore {
         Ok(n > 0)
     }
 
-    async fn api_thread(&self, key: uuid::Uuid, hash: &str) -> Result<Option<ConversationId>> {
-        let id: Option<uuid::Uuid> = self.with(|conn| {
-            conn.prepare_cached(keys::API_THREAD)?
-                .query_row(params![key, hash], |r| r.get(0))
-                .optional()
+    async fn api_threads(&self, key: uuid::Uuid, hashes: &[String]) -> Result<Vec<ThreadMatch>> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "{}t.hash IN ({})",
+            keys::API_THREADS,
+            vec!["?"; hashes.len()].join(", ")
+        );
+        let rows: Vec<(String, uuid::Uuid, i64, i64)> = self.with(|conn| {
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let params = std::iter::once(&key as &dyn rusqlite::ToSql)
+                .chain(hashes.iter().map(|h| h as &dyn rusqlite::ToSql));
+            stmt.query_map(rusqlite::params_from_iter(params), |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?
+            .collect()
         })?;
-        Ok(id.map(ConversationId))
+        Ok(rows.into_iter().map(keys::thread_match).collect())
     }
 
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
@@ -99,4 +111,38 @@ fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKeyRow> {
         last_used_at: r.get("last_used_at")?,
         revoked_at: r.get("revoked_at")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+    use super::*;
+
+    /// A request's history is looked up at each of its answers: index lookups by key and
+    /// hash, and the latest turn of each match by its conversation, never a scan of the key's
+    /// threads or of the turns.
+    #[tokio::test]
+    async fn looking_up_transcripts_scans_nothing() {
+        let store = SqliteStore::open("sqlite::memory:").await.unwrap();
+        let sql = format!("EXPLAIN QUERY PLAN {}t.hash IN (?, ?)", keys::API_THREADS);
+        let plan: Vec<String> = store
+            .with(|c| {
+                c.prepare(&sql)?
+                    .query_map(params![b"k".to_vec(), "h1", "h2"], |r| r.get(3))?
+                    .collect()
+            })
+            .unwrap();
+        assert!(plan.iter().all(|l| !l.starts_with("SCAN")), "{plan:?}");
+        assert!(
+            plan.iter()
+                .any(|l| l.contains("api_threads") && l.contains("key_id=? AND hash=?")),
+            "{plan:?}"
+        );
+        assert!(
+            plan.iter()
+                .any(|l| l.contains("turns") && l.contains("conversation_id=?")),
+            "{plan:?}"
+        );
+    }
 }

@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0010_room_answering.sql"),
     include_str!("../../migrations/sqlite/0011_tools.sql"),
     include_str!("../../migrations/sqlite/0012_room_tools.sql"),
+    include_str!("../../migrations/sqlite/0013_api_thread_turns.sql"),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
