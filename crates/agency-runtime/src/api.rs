@@ -60,23 +60,60 @@ pub fn transcript_hash(
     system: Option<&str>,
     turns: &[(Role, String)],
 ) -> String {
-    let mut h = Sha256::new();
-    if let Some(user) = end_user {
-        // A length no text field can have marks the end user's field.
-        h.update(u64::MAX.to_be_bytes());
-        h.update((user.len() as u64).to_be_bytes());
-        h.update(user.as_bytes());
-    }
-    let mut field = |s: &str| {
-        h.update((s.len() as u64).to_be_bytes());
-        h.update(s.as_bytes());
-    };
-    field(system.unwrap_or(""));
+    let mut h = Hasher::new(end_user, system);
     for (role, text) in turns {
-        field(role.as_str());
-        field(text);
+        h.push(*role, text);
     }
-    crate::hex::encode(&h.finalize())
+    h.digest()
+}
+
+/// The digests of `turns`' prefixes that end with an answer, each with its length: what
+/// [`transcript_hash`] gives for each, in one pass over the history.
+fn answer_hashes(
+    end_user: Option<&str>,
+    system: Option<&str>,
+    turns: &[(Role, String)],
+) -> Vec<(usize, String)> {
+    let mut h = Hasher::new(end_user, system);
+    let mut out = Vec::new();
+    for (i, (role, text)) in turns.iter().enumerate() {
+        h.push(*role, text);
+        if *role == Role::Assistant {
+            out.push((i + 1, h.digest()));
+        }
+    }
+    out
+}
+
+/// A transcript's digest as it is fed, length-delimited field by field.
+struct Hasher(Sha256);
+
+impl Hasher {
+    fn new(end_user: Option<&str>, system: Option<&str>) -> Self {
+        let mut h = Self(Sha256::new());
+        if let Some(user) = end_user {
+            // A length no text field can have marks the end user's field.
+            h.0.update(u64::MAX.to_be_bytes());
+            h.field(user);
+        }
+        h.field(system.unwrap_or(""));
+        h
+    }
+
+    fn field(&mut self, s: &str) {
+        self.0.update((s.len() as u64).to_be_bytes());
+        self.0.update(s.as_bytes());
+    }
+
+    fn push(&mut self, role: Role, text: &str) {
+        self.field(role.as_str());
+        self.field(text);
+    }
+
+    /// The digest so far (the hasher goes on).
+    fn digest(&self) -> String {
+        crate::hex::encode(&self.0.clone().finalize())
+    }
 }
 
 /// A conversation a request will take its turn in, locked for it (one turn at a time).
@@ -161,11 +198,12 @@ impl Runtime {
                 turn,
                 rest,
             } => {
-                let id = self.fork(conversation, turn).await?;
-                let mut guard = self.lock_conversation(id).await?;
-                if let Some(session) = guard.as_mut() {
-                    session.seed(history[history.len() - rest..].to_vec());
-                }
+                let mut session = self.fork(conversation, turn).await?;
+                session.seed(history[history.len() - rest..].to_vec());
+                let id = session.conversation;
+                // A new id: its lock is free.
+                let mut guard = self.session_slot(id).lock_owned().await;
+                *guard = Some(session);
                 Opened { id, guard }
             }
             Found::New => {
@@ -182,21 +220,10 @@ impl Runtime {
     /// answers in one query.
     async fn find(&self, key: &ApiKey, turn: &ChatTurn) -> Result<Found, RuntimeError> {
         let history = &turn.history;
-        let ends: Vec<usize> = (1..=history.len())
-            .filter(|&i| history[i - 1].0 == Role::Assistant)
-            .collect();
-        let hashes: Vec<String> = ends
-            .iter()
-            .map(|&i| {
-                transcript_hash(
-                    turn.end_user.as_deref(),
-                    turn.system.as_deref(),
-                    &history[..i],
-                )
-            })
-            .collect();
+        let ends = answer_hashes(turn.end_user.as_deref(), turn.system.as_deref(), history);
+        let hashes: Vec<String> = ends.iter().map(|(_, h)| h.clone()).collect();
         let matches = self.store.api_threads(key.id, &hashes).await?;
-        let longest = ends.iter().zip(&hashes).rev().find_map(|(&end, hash)| {
+        let longest = ends.iter().rev().find_map(|(end, hash)| {
             matches
                 .iter()
                 .find(|m| m.hash == *hash)
@@ -214,13 +241,13 @@ impl Runtime {
     }
 
     /// A copy of `conversation` as it stood after its turn `through`: its turns' records and
-    /// every agent's context up to then, under new ids, written in one write. No model is
-    /// called.
+    /// every agent's context up to then, under new ids, written in one write, and held as a
+    /// session. No model is called.
     async fn fork(
         &self,
         conversation: ConversationId,
         through: u32,
-    ) -> Result<ConversationId, RuntimeError> {
+    ) -> Result<Session, RuntimeError> {
         let source = self
             .store
             .conversation(conversation)
@@ -237,16 +264,16 @@ impl Runtime {
             &self.store.messages(conversation).await?,
             through,
         );
-        let id = copy.id;
-        self.store
+        let written = self
+            .store
             .write(agency_store::Write {
-                conversation: Some(copy),
+                conversation: Some(copy.clone()),
                 messages,
                 turns,
                 thread: None,
             })
             .await?;
-        Ok(id)
+        Ok(Session::of(&copy, written.messages))
     }
 
     /// A new conversation kept in memory until its first turn writes it (with that turn's
@@ -385,6 +412,27 @@ mod tests {
                 &t(&[(Role::User, "hi"), (Role::Assistant, "hello")])
             ),
             "an end user's transcripts are theirs"
+        );
+        let prefixes = answer_hashes(
+            Some("ann"),
+            None,
+            &t(&[
+                (Role::User, "hi"),
+                (Role::Assistant, "hello"),
+                (Role::User, "more"),
+            ]),
+        );
+        assert_eq!(
+            prefixes,
+            [(
+                2,
+                transcript_hash(
+                    Some("ann"),
+                    None,
+                    &t(&[(Role::User, "hi"), (Role::Assistant, "hello")])
+                )
+            )],
+            "one digest at each answer, as the whole would have it"
         );
         assert_ne!(
             transcript_hash(Some(""), None, &[]),

@@ -54,7 +54,12 @@ impl Session {
             .await?
             .ok_or(RuntimeError::ConversationNotFound(conversation))?;
         let messages = store.messages(conversation).await?;
-        let mut session = Self::empty(&c);
+        Ok(Self::of(&c, messages))
+    }
+
+    /// A written conversation with its messages (in `seq` order).
+    pub(crate) fn of(c: &Conversation, messages: Vec<Message>) -> Self {
+        let mut session = Self::empty(c);
         // Seeded history (no turn) is not a turn of its own.
         session.turns = u32::try_from(
             messages
@@ -64,7 +69,7 @@ impl Session {
         )
         .unwrap_or(u32::MAX);
         session.extend(messages);
-        Ok(session)
+        session
     }
 
     /// A new conversation `id` of `agency`, in memory only; `client_system` goes at the end

@@ -1,0 +1,157 @@
+//! What a Chat Completions request's history costs: a request with a 200-message history that
+//! continues its conversation, forks it at its 99th turn (a regenerated message) or seeds a new
+//! one (a history nobody stored), against a fresh request without history, through the
+//! runtime (`Runtime::chat_completion`) on SQLite, one agent on the rules model.
+//!
+//!     cargo bench -p agency-runtime --bench api_history
+//!
+//! The four run in alternating blocks of `AGENCY_BENCH_CALLS` requests (default 10) for
+//! `AGENCY_BENCH_ROUNDS` rounds (default 10); each figure is the median of its blocks'
+//! per-request means, and "added" is that minus the fresh request's.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench code: a failed unwrap is a failed run
+
+use std::time::Instant;
+
+use agency_core::{AgencyDraft, AgentDraft, Role, RuleDraft};
+use agency_providers::Providers;
+use agency_runtime::api::ChatTurn;
+use agency_runtime::keys::{self, Keyring};
+use agency_runtime::secrets::MasterKeySource;
+use agency_runtime::tools::Tools;
+use agency_runtime::{LOCAL_OWNER, Runtime};
+
+/// Turns of the stored conversation: a history of twice as many messages.
+const TURNS: usize = 100;
+
+fn echo() -> AgencyDraft {
+    AgencyDraft {
+        name: "echo".into(),
+        protocol: "json".into(),
+        manager: "boss".into(),
+        agents: vec![AgentDraft {
+            name: "boss".into(),
+            model: "builtin/rules".into(),
+            rules: vec![RuleDraft {
+                when: "user".into(),
+                action: "noted: {{message}}".into(),
+                send_to: vec!["user".into()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (calls, rounds) = (
+        env("AGENCY_BENCH_CALLS", 10),
+        env("AGENCY_BENCH_ROUNDS", 10),
+    );
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    tokio.block_on(async {
+        let dir = tempfile::tempdir()?;
+        let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+        let store = agency_store::open(&url).await?;
+        let rt = Runtime::assemble(
+            store.clone(),
+            Providers::builtin(),
+            None,
+            Tools::new(Vec::new(), false),
+        );
+        let agency = rt.save_agency(&echo(), LOCAL_OWNER).await?;
+        let keyring = Keyring::load(&*store, &MasterKeySource::File(dir.path().join("k"))).await?;
+        let (key, _) = keys::create_key(&*store, &keyring, &agency, "bench", None, None).await?;
+        let ask = |history: Vec<(Role, String)>, input: String| {
+            let (rt, key, agency) = (rt.clone(), key.clone(), agency.clone());
+            async move {
+                let turn = ChatTurn {
+                    history,
+                    input: vec![input],
+                    ..ChatTurn::default()
+                };
+                rt.chat_completion(&key, &agency, turn).await.unwrap()
+            }
+        };
+
+        // The stored conversation: 100 turns, each request resending the history.
+        let mut history: Vec<(Role, String)> = Vec::new();
+        let mut stored = None;
+        for i in 0..TURNS {
+            let input = format!("message {i}");
+            let out = ask(history.clone(), input.clone()).await;
+            assert_eq!(
+                *stored.get_or_insert(out.conversation_id),
+                out.conversation_id
+            );
+            history.push((Role::User, input));
+            history.push((Role::Assistant, out.answer));
+        }
+        let stored = stored.unwrap();
+        // Regenerating the last answer: the history up to turn 99.
+        let regenerate = history[..history.len() - 2].to_vec();
+        // A history nobody stored: the same, its first answer edited.
+        let mut foreign = history.clone();
+        foreign[1].1.push_str(" (edited)");
+
+        let (mut fresh, mut cont, mut fork, mut seed) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let started = Instant::now();
+            for _ in 0..calls {
+                let out = ask(Vec::new(), "hello".into()).await;
+                assert_eq!(out.number, 1);
+            }
+            fresh.push(started.elapsed().as_secs_f64() * 1e3 / calls as f64);
+
+            let started = Instant::now();
+            for _ in 0..calls {
+                let out = ask(history.clone(), "go on".into()).await;
+                assert_eq!(out.conversation_id, stored, "continued");
+                history.push((Role::User, "go on".into()));
+                history.push((Role::Assistant, out.answer));
+            }
+            cont.push(started.elapsed().as_secs_f64() * 1e3 / calls as f64);
+
+            let started = Instant::now();
+            for _ in 0..calls {
+                let out = ask(regenerate.clone(), "again".into()).await;
+                assert_ne!(out.conversation_id, stored);
+                assert_eq!(out.number as usize, TURNS, "forked after turn 99");
+            }
+            fork.push(started.elapsed().as_secs_f64() * 1e3 / calls as f64);
+
+            let started = Instant::now();
+            for _ in 0..calls {
+                let out = ask(foreign.clone(), "again".into()).await;
+                assert_eq!(out.number, 1, "seeded");
+            }
+            seed.push(started.elapsed().as_secs_f64() * 1e3 / calls as f64);
+        }
+        let fresh = median(fresh);
+        println!("fresh request (no history)              {fresh:>7.3} ms");
+        for (label, v) in [
+            ("continued (200+ messages)", cont),
+            ("forked at turn 99 (198 messages)", fork),
+            ("seeded (200 messages)", seed),
+        ] {
+            let m = median(v);
+            println!("{label:<40} {m:>7.3} ms | added {:>7.3} ms", m - fresh);
+        }
+        Ok(())
+    })
+}
