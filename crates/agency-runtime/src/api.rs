@@ -261,7 +261,7 @@ impl Runtime {
         let (turns, messages) = agency_core::message::fork(
             copy.id,
             &self.store.turns(conversation).await?,
-            &self.store.messages(conversation).await?,
+            &self.store.messages_through(conversation, through).await?,
             through,
         );
         let written = self

@@ -174,6 +174,13 @@ pub trait ConversationStore: Send + Sync {
         conversation: ConversationId,
         turn: TurnId,
     ) -> Result<Vec<Message>>;
+    /// The messages of its turns numbered up to `number` and those of no turn (system prompts,
+    /// seeded history), in `seq` order: what a fork after that turn copies.
+    async fn messages_through(
+        &self,
+        conversation: ConversationId,
+        number: u32,
+    ) -> Result<Vec<Message>>;
     /// In order.
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>>;
 }

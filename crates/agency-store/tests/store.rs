@@ -48,6 +48,7 @@ suite!(
     concurrent_writes_succeed_or_fail_alone,
     large_appends,
     turns_are_recorded_and_updated,
+    messages_through_a_turn_are_what_a_fork_copies,
     settings_are_claimed_once,
     sealed_provider_keys,
     api_keys_by_hash_name_and_state,
@@ -434,6 +435,41 @@ async fn large_appends(s: Arc<dyn Store>) {
     let many: Vec<Message> = (0..2_500).map(|i| message(c, None, i)).collect();
     append(&s, &many).await.unwrap();
     assert_eq!(s.messages(c).await.unwrap(), many);
+}
+
+async fn messages_through_a_turn_are_what_a_fork_copies(s: Arc<dyn Store>) {
+    let c = setup(&s).await;
+    let one = first_turn(c);
+    let two = TurnRecord {
+        id: TurnId::new(),
+        number: 2,
+        ..first_turn(c)
+    };
+    save_turn(&s, &one).await;
+    save_turn(&s, &two).await;
+    let messages = vec![
+        message(c, None, 0),
+        message(c, Some(one.id), 1),
+        message(c, Some(two.id), 2),
+        message(c, None, 3),
+        // A turn without a record (a crash cut it short) is not one a fork can end at.
+        message(c, Some(TurnId::new()), 4),
+    ];
+    append(&s, &messages).await.unwrap();
+    let seqs = |n: u32| {
+        let s = s.clone();
+        async move {
+            s.messages_through(c, n)
+                .await
+                .unwrap()
+                .iter()
+                .map(|m| m.seq)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(seqs(0).await, [0, 3]);
+    assert_eq!(seqs(1).await, [0, 1, 3]);
+    assert_eq!(seqs(2).await, [0, 1, 2, 3]);
 }
 
 async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {

@@ -138,6 +138,19 @@ impl ConversationStore for PostgresStore {
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
+    async fn messages_through(
+        &self,
+        conversation: ConversationId,
+        number: u32,
+    ) -> Result<Vec<Message>> {
+        let rows: Vec<MessageRow> = sqlx::query_as(conversations::MESSAGES_THROUGH_TURN)
+            .bind(conversation.0)
+            .bind(i64::from(number))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
         let rows: Vec<TurnRow> = sqlx::query_as(conversations::TURNS_OF_CONVERSATION)
             .bind(conversation.0)

@@ -48,6 +48,12 @@ pub(crate) const MESSAGES_OF_TURN: &str = concat!(
     message_columns!(),
     " FROM messages WHERE conversation_id = $1 AND turn_id = $2 ORDER BY seq"
 );
+pub(crate) const MESSAGES_THROUGH_TURN: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 AND (turn_id IS NULL OR turn_id IN \
+     (SELECT id FROM turns WHERE conversation_id = $1 AND number <= $2)) ORDER BY seq"
+);
 pub(crate) const SAVE_TURN: &str = concat!(
     "INSERT INTO turns (",
     turn_columns!(),

@@ -110,6 +110,19 @@ impl ConversationStore for SqliteStore {
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
+    async fn messages_through(
+        &self,
+        conversation: ConversationId,
+        number: u32,
+    ) -> Result<Vec<Message>> {
+        let rows = self.with_long(|conn| {
+            conn.prepare_cached(conversations::MESSAGES_THROUGH_TURN)?
+                .query_map(params![conversation.0, number], message_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>> {
         let rows = self.with(|conn| {
             conn.prepare_cached(conversations::TURNS_OF_CONVERSATION)?
