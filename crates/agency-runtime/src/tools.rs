@@ -60,6 +60,9 @@ fn credentials_name(server: &str) -> String {
     format!("{CREDENTIALS_PREFIX}{server}")
 }
 
+/// The bounds of an account's credentials for one server.
+pub use agency_tools::{MAX_HEADERS, MAX_NAME_BYTES, MAX_VALUE_BYTES};
+
 /// See [`credentials_name`].
 pub(crate) const CREDENTIALS_PREFIX: &str = "mcp:";
 

@@ -126,17 +126,26 @@ mod text {
             .build()
     }
 
+    /// Header names are HTTP tokens, values visible ASCII (and spaces, tabs): what a header
+    /// can carry. (That the MCP client's own headers are refused, JSON Schema cannot say.)
     pub fn mcp_headers() -> Object {
+        let value = string(false)
+            .pattern(Some(r"^[\t\x20-\x7E]+$"))
+            .max_length(Some(agency_runtime::tools::MAX_VALUE_BYTES))
+            .description(Some("The header's value."))
+            .build();
+        let name = string(false)
+            .pattern(Some(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"))
+            .max_length(Some(agency_runtime::tools::MAX_NAME_BYTES))
+            .build();
         ObjectBuilder::new()
             .schema_type(Type::Object)
+            .property_names(Some(name))
             .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::RefOr(
-                utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(not_blank(
-                    4096,
-                    "The header's value.",
-                ))),
+                utoipa::openapi::RefOr::T(utoipa::openapi::Schema::Object(value)),
             )))
             .min_properties(Some(1))
-            .max_properties(Some(8))
+            .max_properties(Some(agency_runtime::tools::MAX_HEADERS))
             .description(Some("Header → value, sent on every request to the server."))
             .build()
     }

@@ -5,6 +5,8 @@ use reqwest::header::{HeaderName, HeaderValue};
 
 /// Most headers one server's credentials may hold.
 pub const MAX_HEADERS: usize = 8;
+/// Longest name of one header.
+pub const MAX_NAME_BYTES: usize = 100;
 /// Longest value of one header.
 pub const MAX_VALUE_BYTES: usize = 4096;
 
@@ -56,6 +58,11 @@ impl Credentials {
         }
         let mut out: Vec<(HeaderName, HeaderValue)> = Vec::new();
         for (name, value) in headers {
+            if name.len() > MAX_NAME_BYTES {
+                return Err(format!(
+                    "a header's name has at most {MAX_NAME_BYTES} bytes"
+                ));
+            }
             let header = HeaderName::from_bytes(name.trim().as_bytes())
                 .map_err(|_| format!("`{name}` is not a header name"))?;
             if RESERVED.contains(&header.as_str()) {

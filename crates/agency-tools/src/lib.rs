@@ -29,7 +29,7 @@ mod hub;
 mod output;
 
 pub use builtin::Builtin;
-pub use credentials::{Credentials, Declarer};
+pub use credentials::{Credentials, Declarer, MAX_HEADERS, MAX_NAME_BYTES, MAX_VALUE_BYTES};
 pub use error::ToolError;
 pub use hub::ToolHub;
 pub use output::ToolOutput;
