@@ -121,26 +121,8 @@ impl Session {
         let manager = agency.manager;
         let mut out = Vec::new();
         for (role, text) in std::mem::take(&mut self.seed) {
-            let mut message = |agent, kind, from, to, text: String, linked| {
-                let seq = self.next_seq;
-                self.next_seq += 1;
-                Message {
-                    id: MessageId::new(),
-                    conversation_id: self.conversation,
-                    turn_id: None,
-                    seq,
-                    agent,
-                    kind,
-                    linked,
-                    from,
-                    to,
-                    text,
-                    tool: None,
-                    usage: None,
-                    latency_ms: None,
-                    included: true,
-                    created_at: Utc::now(),
-                }
+            let mut message = |agent, kind, from, to, text, linked| {
+                self.message(None, agent, kind, from, to, text, linked)
             };
             match role {
                 agency_core::Role::Assistant => {
@@ -183,6 +165,39 @@ impl Session {
         out
     }
 
+    /// The conversation's next message (numbered, not written), of turn `turn`.
+    #[allow(clippy::too_many_arguments)] // a message's fields, each named at its call
+    fn message(
+        &mut self,
+        turn: Option<TurnId>,
+        agent: Option<AgentId>,
+        kind: MessageKind,
+        from: Option<AgentId>,
+        to: Option<AgentId>,
+        text: String,
+        linked: Option<MessageId>,
+    ) -> Message {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        Message {
+            id: MessageId::new(),
+            conversation_id: self.conversation,
+            turn_id: turn,
+            seq,
+            agent,
+            kind,
+            linked,
+            from,
+            to,
+            text,
+            tool: None,
+            usage: None,
+            latency_ms: None,
+            included: true,
+            created_at: Utc::now(),
+        }
+    }
+
     /// Messages written (in `seq` order), into their agents' contexts.
     pub(crate) fn extend(&mut self, messages: Vec<Message>) {
         for m in messages {
@@ -207,25 +222,15 @@ impl Session {
             {
                 text = format!("{text}\n\n## From the client\n{extra}");
             }
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            prompts.push(Message {
-                id: MessageId::new(),
-                conversation_id: self.conversation,
-                turn_id: None,
-                seq,
-                agent: Some(agent.id),
-                kind: MessageKind::System,
-                linked: None,
-                from: None,
-                to: Some(agent.id),
+            prompts.push(self.message(
+                None,
+                Some(agent.id),
+                MessageKind::System,
+                None,
+                Some(agent.id),
                 text,
-                tool: None,
-                usage: None,
-                latency_ms: None,
-                included: true,
-                created_at: Utc::now(),
-            });
+                None,
+            ));
         }
         prompts
     }
@@ -863,30 +868,12 @@ impl TurnRun {
         text: String,
         linked: Option<MessageId>,
     ) -> Message {
-        let seq = self.session.next_seq;
-        self.session.next_seq += 1;
-        Message {
-            id: MessageId::new(),
-            conversation_id: self.session.conversation,
-            turn_id: Some(self.record.id),
-            seq,
-            agent,
-            kind,
-            linked,
-            from,
-            to,
-            text,
-            tool: None,
-            usage: None,
-            latency_ms: None,
-            included: true,
-            created_at: Utc::now(),
-        }
+        let turn = Some(self.record.id);
+        self.session
+            .message(turn, agent, kind, from, to, text, linked)
     }
 }
 
-/// The calls with ids unique in their reply: a model that gave none, or the same one twice,
-/// gets ids made from the reply's position.
 fn grace(agency: &Agency) -> Duration {
     agency.limits.turn_deadline.min(MAX_GRACE)
 }
