@@ -436,6 +436,7 @@ impl TurnRun {
         let deadline = tokio::time::sleep_until(Instant::now() + agency.limits.turn_deadline);
         tokio::pin!(deadline);
         let mut deadline_passed = false;
+        let mut cancelled = false;
         while self.answer.is_none() && self.failure.is_none() {
             if self.inflight.is_empty() {
                 // Nobody is working and nobody answered: end the turn rather than hang.
@@ -448,13 +449,17 @@ impl TurnRun {
                 Timer,
                 Cancel,
             }
+            // A cancel is seen before whatever ended at the same time (a tool call it stopped
+            // ends with it): the turn stops there rather than going on with that result.
             let next = tokio::select! {
-                done = self.inflight.next() => Next::Done(done),
+                biased;
+                Ok(_) = stop.wait_for(|stop| *stop), if !cancelled => Next::Cancel,
                 () = &mut deadline => Next::Timer,
-                Ok(_) = stop.wait_for(|stop| *stop) => Next::Cancel,
+                done = self.inflight.next() => Next::Done(done),
             };
             match next {
                 Next::Cancel => {
+                    cancelled = true;
                     let steps = self.engine.cancel();
                     self.apply(steps, Vec::new()).await?;
                 }
