@@ -368,10 +368,12 @@ pub fn fork(
         .iter()
         .filter(|m| m.turn_id.is_none_or(|t| turn_ids.contains_key(&t)))
         .collect();
-    let ids: HashMap<crate::ids::MessageId, crate::ids::MessageId> = kept
-        .iter()
-        .map(|m| (m.id, crate::ids::MessageId::new()))
+    let copies: Vec<(&Message, crate::ids::MessageId)> = kept
+        .into_iter()
+        .map(|m| (m, crate::ids::MessageId::new()))
         .collect();
+    let ids: HashMap<crate::ids::MessageId, crate::ids::MessageId> =
+        copies.iter().map(|(m, id)| (m.id, *id)).collect();
     let turns = turns
         .iter()
         .filter_map(|t| {
@@ -382,10 +384,10 @@ pub fn fork(
             })
         })
         .collect();
-    let messages = kept
+    let messages = copies
         .into_iter()
-        .map(|m| Message {
-            id: ids[&m.id],
+        .map(|(m, id)| Message {
+            id,
             conversation_id: into,
             turn_id: m.turn_id.and_then(|t| turn_ids.get(&t).copied()),
             linked: m.linked.and_then(|l| ids.get(&l).copied()),
