@@ -5,6 +5,7 @@
 //! servers (HTTP only; an account's follow the network rule of its other URLs), one of the
 //! operator's (`mcp_servers` in `--config`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use agency_core::tool::{self, BUILTIN_SERVER};
@@ -52,7 +53,17 @@ pub struct Tools {
     /// Where accounts' credentials for their servers are kept, sealed (set as the runtime is
     /// assembled; without it, accounts' servers are called without any).
     secrets: Option<(Arc<dyn Store>, MasterKeySource)>,
+    /// Credentials as opened, by owner and server (none stored: `None`), and when: listings
+    /// and calls — every model call of an agent with such tools — read no row and open no
+    /// seal. Forgotten when this process stores or deletes them, read again after
+    /// [`CREDENTIALS_FRESH`] (another process may have).
+    opened: std::sync::Mutex<HashMap<(String, String), Opened>>,
 }
+
+type Opened = (std::time::Instant, Option<Credentials>);
+
+/// How long opened credentials are used before they are read again.
+const CREDENTIALS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The name an account's credentials for its MCP server `server` are sealed under, beside its
 /// provider keys (whose names cannot hold `:`).
@@ -74,6 +85,7 @@ impl Tools {
             hub: ToolHub::new(allow_private),
             operator,
             secrets: None,
+            opened: Default::default(),
         }
     }
 
@@ -96,18 +108,39 @@ impl Tools {
         let Some((store, master)) = &self.secrets else {
             return Ok(None);
         };
+        let key = (scope.owner.to_string(), name.to_string());
+        if let Some((at, known)) = self.opened_credentials().get(&key)
+            && at.elapsed() < CREDENTIALS_FRESH
+        {
+            return Ok(known.clone());
+        }
         let opened = secrets::provider_key(&**store, master, scope.owner, &credentials_name(name))
             .await
             .map_err(|e| format!("the credentials stored for `{name}` cannot be used: {e}"))?;
-        let Some(json) = opened else {
-            return Ok(None);
+        let credentials = match opened {
+            None => None,
+            Some(json) => serde_json::from_str::<Vec<(String, String)>>(json.expose_secret())
+                .map_err(|_| {
+                    format!("the credentials stored for `{name}` are damaged: store them again")
+                })
+                .and_then(|pairs: Vec<(String, String)>| Credentials::new(&pairs))
+                .map(Some)?,
         };
-        serde_json::from_str::<Vec<(String, String)>>(json.expose_secret())
-            .map_err(|_| {
-                format!("the credentials stored for `{name}` are damaged: store them again")
-            })
-            .and_then(|pairs: Vec<(String, String)>| Credentials::new(&pairs))
-            .map(Some)
+        self.opened_credentials()
+            .insert(key, (std::time::Instant::now(), credentials.clone()));
+        Ok(credentials)
+    }
+
+    fn opened_credentials(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Opened>> {
+        self.opened
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Forgets `owner`'s credentials for `server` as opened: the next call reads them again.
+    fn forget_credentials(&self, owner: &str, server: &str) {
+        self.opened_credentials()
+            .remove(&(owner.to_string(), server.to_string()));
     }
 
     /// The operator's servers' names.
@@ -329,6 +362,7 @@ impl Runtime {
         // What a list shows: the headers' names, never a character of their values.
         sealed.suffix = checked.names().collect::<Vec<_>>().join(",");
         self.store.put_provider_key(&sealed).await?;
+        self.tools.forget_credentials(owner, server);
         Ok(StoredCredentials {
             server: server.to_string(),
             headers: checked.names().map(str::to_string).collect(),
@@ -357,9 +391,11 @@ impl Runtime {
         owner: &str,
         server: &str,
     ) -> Result<bool, RuntimeError> {
-        Ok(self
+        let deleted = self
             .store
             .delete_provider_key(owner, &credentials_name(server))
-            .await?)
+            .await?;
+        self.tools.forget_credentials(owner, server);
+        Ok(deleted)
     }
 }
