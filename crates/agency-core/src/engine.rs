@@ -21,9 +21,13 @@
 //!   any other gets an error result at once) run concurrently ([`Step::CallTool`]), each result
 //!   is a hop delivered to the caller alone, right after its reply, and once all are in the agent
 //!   is called again; the agent stays busy meanwhile, so what reaches it waits as for a model
-//!   call. The same call answered the same way three times in a turn is a loop.
+//!   call. The same call answered the same way three times in a turn is a loop;
+//! - the manager may also call the client's tools (an API request's own): those calls are not
+//!   run here. Once the manager waits for nothing else and no other agent is working, the turn
+//!   **pauses** ([`Step::Pause`]); the client's results resume it ([`TurnEngine::resume`]), in
+//!   another engine if need be, with the hops counted so far.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::agency::{Agency, Protocol, Recipient, Roster};
@@ -73,6 +77,12 @@ pub enum Step {
     Fail { agent: AgentId, error: String },
     /// The turn was cancelled: it is over, without an answer (`StopReason::Cancelled`).
     Cancelled,
+    /// The turn waits for the client: these calls of the manager's reply `reply` are of the
+    /// client's tools (`StopReason::ToolCalls`). Nothing else is running.
+    Pause {
+        reply: MessageId,
+        calls: Vec<ToolCall>,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -83,8 +93,11 @@ struct AgentState {
     /// It has been delivered something it has not been called for yet.
     unanswered: bool,
     corrections: u8,
-    /// Its tool calls still running.
+    /// Its tool calls still running, and those waiting for the client.
     pending_tools: usize,
+    /// Calls of the client's tools (the manager's only) that wait for the client: the reply
+    /// they are of, and the calls.
+    client_calls: Option<(MessageId, Vec<ToolCall>)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +128,8 @@ pub struct TurnEngine {
     tool_exchanges: HashMap<(AgentId, u64), u8>,
     last_addressee: Option<AgentId>,
     tools: HashMap<AgentId, ToolGrants>,
+    /// The client's tools (an API request's), by name: the manager's beside its own.
+    client_tools: BTreeSet<String>,
 }
 
 /// How often an agent may make the same call and get the same result in one turn before it
@@ -150,7 +165,15 @@ impl TurnEngine {
                 .iter()
                 .map(|a| (a.id, a.tools.clone()))
                 .collect(),
+            client_tools: BTreeSet::new(),
         }
+    }
+
+    /// The manager may call these tools of the client too (their names): a call of one
+    /// pauses the turn rather than running.
+    pub fn with_client_tools(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.client_tools = names.into_iter().collect();
+        self
     }
 
     /// Replies processed so far (every model call that returned counts as one hop).
@@ -198,6 +221,54 @@ impl TurnEngine {
             },
             &mut steps,
         );
+        self.schedule(&mut steps);
+        steps
+    }
+
+    /// A turn that paused on the client's tools goes on, in this new engine: `results`
+    /// (each call of the manager's reply `reply` with its text and whether it is an error)
+    /// reach the manager, then `input` (a user's message sent with them), and the manager is
+    /// called. `hops` is the count the turn had reached. Agents in `unanswered` are called
+    /// too, as at [`TurnEngine::start`].
+    pub fn resume(
+        &mut self,
+        hops: u32,
+        reply: MessageId,
+        results: Vec<(ToolCall, String, bool)>,
+        input: Option<String>,
+        unanswered: impl IntoIterator<Item = AgentId>,
+    ) -> Vec<Step> {
+        let mut steps = Vec::new();
+        self.hops = hops;
+        for id in unanswered {
+            if let Some(s) = self.state(id) {
+                s.unanswered = true;
+            }
+        }
+        let manager = self.manager;
+        for (call, text, is_error) in results {
+            self.hops += 1;
+            self.route(
+                tool_result(manager, reply, &call, text, is_error),
+                &mut steps,
+            );
+        }
+        if let Some(text) = input {
+            self.route(
+                Delivery {
+                    to: manager,
+                    from: None,
+                    kind: MessageKind::Input,
+                    text,
+                    linked: None,
+                    tool: None,
+                },
+                &mut steps,
+            );
+        }
+        if self.hops >= self.max_hops {
+            self.trip(StopReason::MaxHops, &mut steps);
+        }
         self.schedule(&mut steps);
         steps
     }
@@ -415,6 +486,7 @@ impl TurnEngine {
         self.hops += 1;
         let grants = self.tools.get(&agent).cloned().unwrap_or_default();
         let mut running = 0;
+        let mut client = Vec::new();
         for call in calls {
             if grants.allows(&call.name) {
                 running += 1;
@@ -423,16 +495,21 @@ impl TurnEngine {
                     reply,
                     call: call.clone(),
                 });
+            } else if agent == self.manager && self.client_tools.contains(&call.name) {
+                client.push(call.clone());
             } else {
-                let text = grants.refusal(&call.name);
+                let text = self.refusal(agent, &grants, &call.name);
                 steps.push(Step::Deliver(tool_result(agent, reply, call, text, true)));
             }
         }
         let s = self.state_mut(agent);
         s.corrections = 0;
-        s.pending_tools = running;
+        s.pending_tools = running + client.len();
         s.unanswered = true;
-        if running == 0 {
+        if !client.is_empty() {
+            s.client_calls = Some((reply, client));
+        }
+        if s.pending_tools == 0 {
             self.release(agent, &mut steps);
         }
         if self.phase == Phase::Running && self.hops >= self.max_hops {
@@ -482,6 +559,50 @@ impl TurnEngine {
         }
         self.schedule(&mut steps);
         steps
+    }
+
+    /// What a call of `name` that `grants` do not allow gets: the manager is reminded of the
+    /// client's tools too.
+    fn refusal(&self, agent: AgentId, grants: &ToolGrants, name: &str) -> String {
+        let text = grants.refusal(name);
+        if agent != self.manager || self.client_tools.is_empty() {
+            return text;
+        }
+        let client: Vec<&str> = self.client_tools.iter().map(String::as_str).collect();
+        format!("{text} The client's tools: {}.", client.join(", "))
+    }
+
+    /// When the manager waits only for the client's results and nobody else works, the turn
+    /// pauses: what waited for the manager goes into its context (after the calls; their
+    /// results will be read right after them), and the client is asked.
+    fn pause_if_waiting(&mut self, steps: &mut Vec<Step>) {
+        if self.phase == Phase::Ended {
+            return;
+        }
+        let manager = self.manager;
+        let others_busy = self.agents.iter().any(|(id, s)| *id != manager && s.busy);
+        let Some(s) = self.state(manager) else { return };
+        let waiting_for_client = s
+            .client_calls
+            .as_ref()
+            .is_some_and(|(_, calls)| calls.len() == s.pending_tools);
+        if others_busy || !waiting_for_client {
+            return;
+        }
+        let Some((reply, calls)) = s.client_calls.take() else {
+            return;
+        };
+        s.pending_tools = 0;
+        s.busy = false;
+        s.unanswered = false;
+        steps.extend(
+            std::mem::take(&mut s.waiting)
+                .into_iter()
+                .map(Step::Deliver),
+        );
+        self.phase = Phase::Ended;
+        steps.push(Step::Pause { reply, calls });
+        self.flush_idle(steps);
     }
 
     fn state(&mut self, id: AgentId) -> Option<&mut AgentState> {
@@ -603,7 +724,9 @@ impl TurnEngine {
             }
             StopReason::Deadline => "this turn reached its time limit".to_string(),
             StopReason::Loop => "agents were repeating the same exchange".to_string(),
-            StopReason::Answered | StopReason::Cancelled => "the turn is over".to_string(),
+            StopReason::Answered | StopReason::Cancelled | StopReason::ToolCalls => {
+                "the turn is over".to_string()
+            }
         };
         let how = match self.protocol {
             Protocol::Json => "{\"to\": 0, \"context\": \"<your answer>\"}",
@@ -673,6 +796,7 @@ impl TurnEngine {
                 steps.push(Step::Invoke(*id));
             }
         }
+        self.pause_if_waiting(steps);
     }
 }
 

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::ids::{AgentId, ConversationId, MessageId, TurnId};
-use crate::tool::{ToolPart, ToolResult};
+use crate::tool::{ToolCall, ToolPart, ToolResult};
 
 /// The chat role a message plays in the context it belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -159,6 +159,53 @@ impl Message {
     }
 }
 
+/// One message of a transcript an API client sent: a user's message, an assistant's answer
+/// or its calls of the client's tools (the calls in `tool`), or a tool's result (`Role::Tool`,
+/// what it answers in `tool`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Said {
+    pub role: Role,
+    pub text: String,
+    pub tool: Option<ToolPart>,
+}
+
+impl Said {
+    /// A message without tool calls or results.
+    pub fn new(role: Role, text: impl Into<String>) -> Self {
+        Self {
+            role,
+            text: text.into(),
+            tool: None,
+        }
+    }
+
+    /// An assistant message calling tools.
+    pub fn calls(text: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Self {
+            role: Role::Assistant,
+            text: text.into(),
+            tool: Some(ToolPart::Calls(calls)),
+        }
+    }
+
+    /// A tool's result answering the call `call_id` of tool `name`.
+    pub fn result(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Self {
+        Self {
+            role: Role::Tool,
+            text: text.into(),
+            tool: Some(ToolPart::Result(ToolResult {
+                call_id: call_id.into(),
+                name: name.into(),
+                is_error: false,
+            })),
+        }
+    }
+}
+
 /// Why a turn ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StopReason {
@@ -172,6 +219,9 @@ pub enum StopReason {
     Loop,
     /// The client cancelled the turn; it ended without an answer.
     Cancelled,
+    /// The manager called tools of the client (an API request's own tools): the turn waits for
+    /// their results, which the client's next request brings (it resumes the same turn).
+    ToolCalls,
 }
 
 impl StopReason {
@@ -182,6 +232,7 @@ impl StopReason {
             StopReason::Deadline => "deadline",
             StopReason::Loop => "loop",
             StopReason::Cancelled => "cancelled",
+            StopReason::ToolCalls => "tool_calls",
         }
     }
 
@@ -192,6 +243,7 @@ impl StopReason {
             "deadline" => StopReason::Deadline,
             "loop" => StopReason::Loop,
             "cancelled" => StopReason::Cancelled,
+            "tool_calls" => StopReason::ToolCalls,
             _ => return None,
         })
     }

@@ -46,6 +46,27 @@ pub struct ToolResult {
     pub is_error: bool,
 }
 
+/// Whether and how a model must call a tool: what an API client asks of the manager
+/// (`tool_choice`), for the client's tools.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// It must call some tool.
+    Required,
+    /// It must call this tool (its qualified name).
+    Named(String),
+}
+
+/// How a model call may use its tools: the choice, and whether it may make several calls in
+/// one reply (`None`: the provider's default).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolUse {
+    pub choice: ToolChoice,
+    pub parallel: Option<bool>,
+}
+
 /// What a message carries besides its text: an agent's tool calls (on a reply), or the result of
 /// one (on a tool result).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 use crate::http::{Answer, Endpoint, HttpSettings, Origin, ProviderError, SseEvent};
 use crate::tools::{ToolNames, distinct, paired, schema};
 use crate::{ChatMessage, ChatRequest, Completion, Deltas, Model, ModelError, Provider};
+use agency_core::tool::ToolChoice;
 
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -208,6 +209,17 @@ impl AnthropicModel {
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
+            let mut choice = match &request.tool_use.choice {
+                ToolChoice::Auto => json!({"type": "auto"}),
+                ToolChoice::Required => json!({"type": "any"}),
+                ToolChoice::Named(name) => json!({"type": "tool", "name": names.to_wire(name)}),
+            };
+            if request.tool_use.parallel == Some(false) {
+                choice["disable_parallel_tool_use"] = json!(true);
+            }
+            if choice != json!({"type": "auto"}) {
+                body.insert("tool_choice".into(), choice);
+            }
         }
         body.insert(
             "max_tokens".into(),

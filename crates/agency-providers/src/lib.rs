@@ -32,6 +32,8 @@ pub struct ModelRequest {
     /// The tools this agent may call (qualified `server/tool` names), as the runtime resolved
     /// them; empty when it may call none.
     pub tools: Arc<Vec<Tool>>,
+    /// How the model may use them (an API client's `tool_choice`, for the manager).
+    pub tool_use: agency_core::tool::ToolUse,
     /// Set when the caller streams: the provider streams too and sends each piece of text as
     /// it arrives. The returned [`Completion`] still holds the whole text.
     pub deltas: Option<tokio::sync::mpsc::UnboundedSender<String>>,
@@ -71,6 +73,8 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     /// What the model may call, by qualified name (`server/tool`); none sends no tools.
     pub tools: Vec<Tool>,
+    /// How the model may use them; ignored without tools.
+    pub tool_use: agency_core::tool::ToolUse,
     pub sampling: agency_core::Sampling,
     /// The answer is a reply of the `json` protocol: providers that can ask for it as
     /// structured output.
@@ -92,6 +96,7 @@ impl ModelRequest {
         ChatRequest {
             messages: self.chat(),
             tools: self.tools.as_ref().clone(),
+            tool_use: self.tool_use.clone(),
             sampling: self.agent().map(|a| a.sampling).unwrap_or_default(),
             json_reply: self.agency.protocol == agency_core::Protocol::Json,
             deltas: self.deltas.clone(),
@@ -529,6 +534,7 @@ mod tests {
             agent: AgentId::new(2).unwrap(),
             context: Arc::new(context),
             tools: Arc::default(),
+            tool_use: Default::default(),
             deltas: None,
             on_retry: None,
         }

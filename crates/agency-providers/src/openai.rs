@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 use crate::http::{Answer, Endpoint, HttpSettings, Origin, ProviderError};
 use crate::tools::{ToolNames, paired};
 use crate::{ChatMessage, ChatRequest, Completion, Deltas, Model, ModelError, Provider};
+use agency_core::tool::ToolChoice;
 
 /// OpenAI's own endpoint.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -212,6 +213,19 @@ impl OpenAiModel {
         body.insert("messages".into(), Value::Array(messages));
         if !request.tools.is_empty() {
             body.insert("tools".into(), tools(&request.tools, names));
+            let choice = match &request.tool_use.choice {
+                ToolChoice::Auto => None,
+                ToolChoice::Required => Some(json!("required")),
+                ToolChoice::Named(name) => {
+                    Some(json!({"type": "function", "function": {"name": names.to_wire(name)}}))
+                }
+            };
+            if let Some(choice) = choice {
+                body.insert("tool_choice".into(), choice);
+            }
+            if let Some(parallel) = request.tool_use.parallel {
+                body.insert("parallel_tool_calls".into(), json!(parallel));
+            }
         }
         let sampling = request.sampling;
         if let Some(t) = sampling.temperature {
@@ -633,6 +647,7 @@ mod tests {
             agent: AgentId::new(1).unwrap(),
             context: Arc::new(Vec::new()),
             tools: Arc::default(),
+            tool_use: Default::default(),
             deltas: None,
             on_retry: None,
         }

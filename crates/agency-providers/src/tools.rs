@@ -142,9 +142,11 @@ pub fn distinct(tools: &[Tool]) -> impl Iterator<Item = &Tool> {
 /// `chat` as the APIs take it: every assistant message's tool calls followed at once by their
 /// results, and every result right after the calls it answers.
 ///
-/// - A call with no result before the next message that is not one (or the chat's end) gets a
-///   tool message answering it with [`MISSING_RESULT`] as an error, in the calls' order.
-/// - A result that answers no call still open (its call left out of the chat, or answered
+/// - A result found later in the chat, after other messages (those that reached an agent
+///   while the client ran its tools), moves up to follow its call; results keep their order.
+/// - A call with no result anywhere after it gets a tool message answering it with
+///   [`MISSING_RESULT`] as an error, after the results found, in the calls' order.
+/// - A result that answers no call before it (its call left out of the chat, or answered
 ///   already), and a tool message without a result, become user messages that say so, so the
 ///   model still reads them.
 ///
@@ -153,27 +155,44 @@ pub fn paired(chat: &[ChatMessage]) -> Cow<'_, [ChatMessage]> {
     if is_paired(chat) {
         return Cow::Borrowed(chat);
     }
+    let mut taken = vec![false; chat.len()];
     let mut out = Vec::with_capacity(chat.len() + 1);
-    let mut open: Vec<(&str, &str)> = Vec::new();
-    for m in chat {
-        if m.role == Role::Tool {
-            let answers = m.tool.as_ref().and_then(ToolPart::result);
-            if let Some(r) = answers
-                && let Some(i) = open.iter().position(|(id, _)| *id == r.call_id)
-            {
-                open.remove(i);
-                out.push(m.clone());
-                continue;
-            }
-            close(&mut open, &mut out);
-            out.push(ChatMessage::new(Role::User, stray_result(answers, &m.text)));
+    for (i, m) in chat.iter().enumerate() {
+        if taken[i] {
             continue;
         }
-        close(&mut open, &mut out);
+        if m.role == Role::Tool {
+            out.push(ChatMessage::new(
+                Role::User,
+                stray_result(m.tool.as_ref().and_then(ToolPart::result), &m.text),
+            ));
+            continue;
+        }
         out.push(m.clone());
-        open = calls_of(m);
+        let mut found = Vec::new();
+        let mut missing = Vec::new();
+        for (id, name) in calls_of(m) {
+            let answer = (i + 1..chat.len()).find(|&j| {
+                !taken[j]
+                    && chat[j].role == Role::Tool
+                    && chat[j]
+                        .tool
+                        .as_ref()
+                        .and_then(ToolPart::result)
+                        .is_some_and(|r| r.call_id == id)
+            });
+            match answer {
+                Some(j) => {
+                    taken[j] = true;
+                    found.push(j);
+                }
+                None => missing.push((id, name)),
+            }
+        }
+        found.sort_unstable();
+        out.extend(found.into_iter().map(|j| chat[j].clone()));
+        close(&mut missing, &mut out);
     }
-    close(&mut open, &mut out);
     Cow::Owned(out)
 }
 
@@ -393,6 +412,27 @@ mod tests {
                 ChatMessage::new(Role::User, "next"),
                 calls("", &["d"]),
                 missing("d"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_result_after_other_messages_moves_up_to_its_call() {
+        let chat = vec![
+            ChatMessage::new(Role::User, "u"),
+            calls("", &["a", "b"]),
+            result("a", "A"),
+            ChatMessage::new(Role::User, "while the client ran b"),
+            result("b", "B"),
+        ];
+        assert_eq!(
+            paired(&chat).into_owned(),
+            vec![
+                ChatMessage::new(Role::User, "u"),
+                calls("", &["a", "b"]),
+                result("a", "A"),
+                result("b", "B"),
+                ChatMessage::new(Role::User, "while the client ran b"),
             ]
         );
     }

@@ -112,6 +112,7 @@ fn request_with(sampling: Sampling, context: &[(MessageKind, Option<u32>, &str)]
         agent: AgentId::new(2).unwrap(),
         context: Arc::new(context),
         tools: Arc::default(),
+        tool_use: Default::default(),
         deltas: None,
         on_retry: None,
     }

@@ -117,6 +117,7 @@ fn request(protocol: &str, sampling: Sampling) -> ModelRequest {
         agent: AgentId::new(2).unwrap(),
         context: Arc::new(context),
         tools: Arc::default(),
+        tool_use: Default::default(),
         deltas: None,
         on_retry: None,
     }

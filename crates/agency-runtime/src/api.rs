@@ -11,11 +11,17 @@
 //!   **fork** of that conversation as it stood after that turn — every agent's context copied,
 //!   no model called — in which the rest of the history, if any, is **seeded**;
 //! - nothing: a new conversation whose manager's context is **seeded** with the whole history
-//!   (the user's messages and its own answers, in order); the other agents start fresh.
+//!   (the user's messages, its own answers, its calls of the client's tools and their results,
+//!   in order); the other agents start fresh.
+//!
+//! A turn whose manager called the client's tools pauses, and records the transcript up to
+//! those calls; a request whose new messages are their results, and whose history is that
+//! transcript, **resumes** the paused turn (see [`crate::turn`]).
 
 use std::sync::Arc;
 
-use agency_core::{Agency, ApiKey, ConversationId, Role};
+use agency_core::tool::{ToolCall, ToolPart, ToolUse};
+use agency_core::{Agency, ApiKey, ConversationId, Role, Said, Tool};
 use agency_store::ApiThread;
 use sha2::{Digest, Sha256};
 use tokio::sync::OwnedMutexGuard;
@@ -24,14 +30,16 @@ use crate::turn::Session;
 use crate::{Runtime, RuntimeError, TurnOutcome};
 
 /// One Chat Completions request, as the conversation sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChatTurn {
     /// The client's system messages, joined: appended to the manager's system prompt.
     pub system: Option<String>,
-    /// The visible transcript before the new message: user messages and answers, in order.
-    pub history: Vec<(Role, String)>,
-    /// The new user messages, as sent (usually one): the manager gets them joined.
-    pub input: Vec<String>,
+    /// The transcript before the new messages: user messages, answers, calls of the client's
+    /// tools and their results, in order.
+    pub history: Vec<Said>,
+    /// The new messages, as sent: results of the client's tools the last assistant message
+    /// called, and user messages (usually one; the manager gets them joined).
+    pub input: Vec<Said>,
     /// A conversation the client named (`x-agency-conversation`); its history is then the
     /// server's.
     pub conversation: Option<ConversationId>,
@@ -42,11 +50,37 @@ pub struct ChatTurn {
     /// The end user the request names (`user`, `safety_identifier`): its transcripts are
     /// matched only with that end user's.
     pub end_user: Option<String>,
+    /// The client's tools: the manager may call them beside its own (a call pauses the turn).
+    pub tools: Vec<Tool>,
+    /// How the manager may use them.
+    pub tool_use: ToolUse,
+}
+
+impl ChatTurn {
+    /// The new user messages' text, joined.
+    fn user_text(&self) -> String {
+        self.input
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+
+    /// The new tool results: (call id, text), in order.
+    fn results(&self) -> Vec<(String, String)> {
+        self.input
+            .iter()
+            .filter_map(|m| match &m.tool {
+                Some(ToolPart::Result(r)) => Some((r.call_id.clone(), m.text.clone())),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// The new message as the manager reads it: the user's messages, and the prefill asked for.
-fn manager_input(input: &[String], prefill: Option<&str>) -> String {
-    let text = input.join("\n\n");
+fn manager_input(text: String, prefill: Option<&str>) -> String {
     match prefill {
         Some(prefill) => format!("{text}\n\n(Begin your answer with exactly: {prefill})"),
         None => text,
@@ -55,31 +89,29 @@ fn manager_input(input: &[String], prefill: Option<&str>) -> String {
 
 /// A stable digest of a visible transcript, of an end user when named (without one, the digest
 /// is the one recorded before end users were).
-pub fn transcript_hash(
-    end_user: Option<&str>,
-    system: Option<&str>,
-    turns: &[(Role, String)],
-) -> String {
+pub fn transcript_hash(end_user: Option<&str>, system: Option<&str>, turns: &[Said]) -> String {
     let mut h = Hasher::new(end_user, system);
-    for (role, text) in turns {
-        h.push(*role, text);
+    for said in turns {
+        h.push(said);
     }
     h.digest()
 }
 
-/// The digests of `turns`' prefixes that end with an answer, each with its length: what
+/// The digests of `turns`' prefixes that end with an assistant message (an answer, or calls
+/// of the client's tools), each with its length and whether it ends with calls: what
 /// [`transcript_hash`] gives for each, in one pass over the history.
 fn answer_hashes(
     end_user: Option<&str>,
     system: Option<&str>,
-    turns: &[(Role, String)],
-) -> Vec<(usize, String)> {
+    turns: &[Said],
+) -> Vec<(usize, String, bool)> {
     let mut h = Hasher::new(end_user, system);
     let mut out = Vec::new();
-    for (i, (role, text)) in turns.iter().enumerate() {
-        h.push(*role, text);
-        if *role == Role::Assistant {
-            out.push((i + 1, h.digest()));
+    for (i, said) in turns.iter().enumerate() {
+        h.push(said);
+        if said.role == Role::Assistant {
+            let calls = said.tool.as_ref().is_some_and(|t| !t.calls().is_empty());
+            out.push((i + 1, h.digest(), calls));
         }
     }
     out
@@ -105,9 +137,27 @@ impl Hasher {
         self.0.update(s.as_bytes());
     }
 
-    fn push(&mut self, role: Role, text: &str) {
-        self.field(role.as_str());
-        self.field(text);
+    /// A message: its role and text, then (only when it has them, so that digests of plain
+    /// transcripts stay as they were) its calls' ids and names, or the call its result answers.
+    fn push(&mut self, said: &Said) {
+        self.field(said.role.as_str());
+        self.field(&said.text);
+        // A length no text field can have marks each part.
+        let mark = (u64::MAX - 1).to_be_bytes();
+        match &said.tool {
+            None => {}
+            Some(ToolPart::Calls(calls)) => {
+                for call in calls {
+                    self.0.update(mark);
+                    self.field(&call.id);
+                    self.field(&call.name);
+                }
+            }
+            Some(ToolPart::Result(r)) => {
+                self.0.update(mark);
+                self.field(&r.call_id);
+            }
+        }
     }
 
     /// The digest so far (the hasher goes on).
@@ -134,17 +184,19 @@ pub(crate) struct Thread {
     key: uuid::Uuid,
     end_user: Option<String>,
     system: Option<String>,
-    before: Vec<(Role, String)>,
+    before: Vec<Said>,
 }
 
 impl Thread {
-    pub(crate) fn answered(
+    /// The transcript with `last`, the answer (or the calls of the client's tools) of turn
+    /// `turn`, as recorded.
+    pub(crate) fn ended(
         mut self,
         conversation: ConversationId,
         turn: u32,
-        answer: &str,
+        last: Said,
     ) -> ApiThread {
-        self.before.push((Role::Assistant, answer.to_string()));
+        self.before.push(last);
         ApiThread {
             key: self.key,
             hash: transcript_hash(
@@ -162,6 +214,9 @@ impl Thread {
 enum Found {
     New,
     Continue(ConversationId),
+    /// The history ends with the calls of the client's tools a turn of this conversation
+    /// paused on, when it still waits for them.
+    Resume(ConversationId),
     /// Through turn `turn` of `conversation`, then `rest` of the history seeded.
     Fork {
         conversation: ConversationId,
@@ -185,11 +240,23 @@ impl Runtime {
                 Some(c) if c.agency_id == agency.id => Found::Continue(id),
                 _ => return Err(RuntimeError::ConversationNotFound(id)),
             },
-            None => self.find(key, turn).await?,
+            None => self.find(key, turn, false).await?,
+        };
+        let found = match found {
+            Found::Resume(id) => {
+                let guard = self.lock_conversation(id).await?;
+                if waits_for(guard.as_ref(), agency.manager, turn) {
+                    return Ok(Opened { id, guard });
+                }
+                // Its calls were answered since (a retried request): as any other history.
+                drop(guard);
+                self.find(key, turn, true).await?
+            }
+            found => found,
         };
         let history = &turn.history;
         Ok(match found {
-            Found::Continue(id) => Opened {
+            Found::Continue(id) | Found::Resume(id) => Opened {
                 id,
                 guard: self.lock_conversation(id).await?,
             },
@@ -216,26 +283,48 @@ impl Runtime {
         })
     }
 
-    /// The conversation a request's history continues or forks, looked up at each of its
-    /// answers in one query.
-    async fn find(&self, key: &ApiKey, turn: &ChatTurn) -> Result<Found, RuntimeError> {
+    /// The conversation a request's history resumes, continues or forks, looked up at each
+    /// of its assistant messages in one query; at answers only with `answers_only`.
+    async fn find(
+        &self,
+        key: &ApiKey,
+        turn: &ChatTurn,
+        answers_only: bool,
+    ) -> Result<Found, RuntimeError> {
         let history = &turn.history;
         let ends = answer_hashes(turn.end_user.as_deref(), turn.system.as_deref(), history);
-        let hashes: Vec<String> = ends.iter().map(|(_, h)| h.clone()).collect();
+        // Calls are looked up only at the history's end (those it goes on after were answered).
+        let last = ends.len();
+        let ends: Vec<(usize, String, bool)> = ends
+            .into_iter()
+            .enumerate()
+            .filter(|(i, (_, _, calls))| !calls || (!answers_only && i + 1 == last))
+            .map(|(_, end)| end)
+            .collect();
+        let hashes: Vec<String> = ends.iter().map(|(_, h, _)| h.clone()).collect();
         let matches = self.store.api_threads(key.id, &hashes).await?;
-        let longest = ends.iter().rev().find_map(|(end, hash)| {
-            matches
-                .iter()
-                .find(|m| m.hash == *hash)
-                .map(|m| (history.len() - end, m))
-        });
+        let longest = ends
+            .iter()
+            .rev()
+            .filter_map(|(end, hash, calls)| {
+                matches
+                    .iter()
+                    .find(|m| m.hash == *hash)
+                    .map(|m| (history.len() - end, *calls, m))
+            })
+            // Calls of a turn the conversation went on after cannot be resumed.
+            .find(|(rest, calls, m)| !calls || (*rest == 0 && m.turn == m.last_turn));
         Ok(match longest {
             None => Found::New,
-            Some((0, m)) if m.turn == 0 || m.turn == m.last_turn => Found::Continue(m.conversation),
-            Some((rest, m)) => Found::Fork {
-                conversation: m.conversation,
-                turn: if m.turn == 0 { m.last_turn } else { m.turn },
-                rest,
+            // The calls a paused turn made, answered by the request: it resumes.
+            Some((_, true, m)) => Found::Resume(m.conversation),
+            Some((rest, false, m)) => match (rest, m) {
+                (0, m) if m.turn == 0 || m.turn == m.last_turn => Found::Continue(m.conversation),
+                (rest, m) => Found::Fork {
+                    conversation: m.conversation,
+                    turn: if m.turn == 0 { m.last_turn } else { m.turn },
+                    rest,
+                },
             },
         })
     }
@@ -300,41 +389,42 @@ impl Runtime {
         answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<TurnOutcome, RuntimeError> {
         // Named by its id, the conversation's transcript is the server's, not the request's.
+        let input = crate::turn::TurnInput {
+            text: manager_input(turn.user_text(), turn.prefill.as_deref()),
+            results: turn.results(),
+        };
         let mut before = if turn.conversation.is_some() && turn.history.is_empty() {
             self.visible_transcript(opened.id).await?
         } else {
             turn.history
         };
-        before.extend(turn.input.iter().map(|text| (Role::User, text.clone())));
-        let thread = Thread {
-            key: key.id,
-            end_user: turn.end_user,
-            system: turn.system,
-            before,
+        before.extend(turn.input);
+        let api = crate::turn::ApiTurn {
+            thread: Thread {
+                key: key.id,
+                end_user: turn.end_user,
+                system: turn.system,
+                before,
+            },
+            tools: Arc::new(turn.tools),
+            tool_use: turn.tool_use,
         };
-        crate::turn::run(
-            self.clone(),
-            opened.guard,
-            manager_input(&turn.input, turn.prefill.as_deref()),
-            answer,
-            Some(thread),
-        )
-        .await
+        crate::turn::run(self.clone(), opened.guard, input, answer, Some(api)).await
     }
 
     /// The user's messages and the answers of the conversation so far.
     async fn visible_transcript(
         &self,
         conversation: ConversationId,
-    ) -> Result<Vec<(Role, String)>, RuntimeError> {
+    ) -> Result<Vec<Said>, RuntimeError> {
         Ok(self
             .store
             .messages(conversation)
             .await?
             .into_iter()
             .filter_map(|m| match m.kind {
-                agency_core::MessageKind::Input => Some((Role::User, m.text)),
-                agency_core::MessageKind::Answer => Some((Role::Assistant, m.text)),
+                agency_core::MessageKind::Input => Some(Said::new(Role::User, m.text)),
+                agency_core::MessageKind::Answer => Some(Said::new(Role::Assistant, m.text)),
                 _ => None,
             })
             .collect())
@@ -352,16 +442,28 @@ impl Runtime {
     }
 }
 
+/// Whether the session's manager waits for exactly the results the request brings.
+fn waits_for(session: Option<&Session>, manager: agency_core::AgentId, turn: &ChatTurn) -> bool {
+    let Some((_, calls)) = session.and_then(|s| s.waiting_calls(manager, &[])) else {
+        return false;
+    };
+    let results = turn.results();
+    calls.len() == results.len()
+        && calls
+            .iter()
+            .all(|c: &ToolCall| results.iter().any(|(id, _)| *id == c.id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_prefill_follows_the_new_message() {
-        let input = ["a haiku".to_string(), "about frogs".to_string()];
-        assert_eq!(manager_input(&input, None), "a haiku\n\nabout frogs");
+        let input = "a haiku\n\nabout frogs".to_string();
+        assert_eq!(manager_input(input.clone(), None), "a haiku\n\nabout frogs");
         assert_eq!(
-            manager_input(&input, Some("Sure!")),
+            manager_input(input, Some("Sure!")),
             "a haiku\n\nabout frogs\n\n(Begin your answer with exactly: Sure!)"
         );
     }
@@ -371,7 +473,7 @@ mod tests {
         let t = |pairs: &[(Role, &str)]| {
             pairs
                 .iter()
-                .map(|(r, s)| (*r, s.to_string()))
+                .map(|(r, s)| Said::new(*r, *s))
                 .collect::<Vec<_>>()
         };
         let a = transcript_hash(
@@ -430,7 +532,8 @@ mod tests {
                     Some("ann"),
                     None,
                     &t(&[(Role::User, "hi"), (Role::Assistant, "hello")])
-                )
+                ),
+                false
             )],
             "one digest at each answer, as the whole would have it"
         );
@@ -446,6 +549,51 @@ mod tests {
                 None,
                 &t(&[(Role::Assistant, "hi"), (Role::User, "hello")])
             )
+        );
+    }
+
+    #[test]
+    fn calls_and_results_are_part_of_a_transcript_and_plain_ones_hash_as_before() {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "get_weather".into(),
+            arguments: "{}".into(),
+        };
+        let with = |id: &str| {
+            vec![
+                Said::new(Role::User, "weather?"),
+                Said::calls("", vec![call(id)]),
+                Said::result(id, "get_weather", "sunny"),
+            ]
+        };
+        assert_ne!(
+            transcript_hash(None, None, &with("a")),
+            transcript_hash(None, None, &with("b"))
+        );
+        assert_ne!(
+            transcript_hash(None, None, &with("a")[..2]),
+            transcript_hash(
+                None,
+                None,
+                &[
+                    Said::new(Role::User, "weather?"),
+                    Said::new(Role::Assistant, "")
+                ]
+            ),
+            "calls are not an empty answer"
+        );
+        let ends = answer_hashes(None, None, &with("a"));
+        assert_eq!(ends.len(), 1);
+        assert_eq!((ends[0].0, ends[0].2), (2, true));
+        // A digest recorded before tools existed: the same bytes as then.
+        let mut h = Sha256::new();
+        for field in ["", "user", "hi"] {
+            h.update((field.len() as u64).to_be_bytes());
+            h.update(field.as_bytes());
+        }
+        assert_eq!(
+            transcript_hash(None, None, &[Said::new(Role::User, "hi")]),
+            crate::hex::encode(&h.finalize())
         );
     }
 }

@@ -67,6 +67,9 @@ pub struct TurnOutcome {
     pub trace: Vec<TraceEntry>,
     /// The agency's agents, to name the trace's parties.
     pub roster: Arc<agency_core::Roster>,
+    /// The calls of the client's tools the turn paused on (`StopReason::ToolCalls`): the
+    /// client's next request brings their results.
+    pub tool_calls: Vec<agency_core::ToolCall>,
 }
 
 /// An agency as loaded at some revision (or a published version), with its roster and its providers (the server's plus
@@ -113,7 +116,12 @@ pub struct Runtime {
     logins: throttle::LoginThrottle,
     /// The MCP servers agents call, and the connections to them.
     tools: tools::Tools,
+    /// How long a turn paused on the client's tools waits for their results, in seconds.
+    client_tools_wait: std::sync::atomic::AtomicU64,
 }
+
+/// How long a turn paused on the client's tools waits for them unless the operator says.
+pub const DEFAULT_CLIENT_TOOLS_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl Runtime {
     /// A runtime whose agencies may use `providers` (the server's). Agencies' own providers
@@ -169,7 +177,22 @@ impl Runtime {
             running: StdMutex::new(HashMap::new()),
             logins: throttle::LoginThrottle::new(throttle::LoginLimits::default()),
             tools,
+            client_tools_wait: DEFAULT_CLIENT_TOOLS_WAIT.as_secs().into(),
         })
+    }
+
+    /// How long a turn paused on the client's tools (an API request's) waits for their
+    /// results: a later answer starts a new turn instead of resuming it.
+    pub fn set_client_tools_wait(&self, wait: std::time::Duration) {
+        self.client_tools_wait
+            .store(wait.as_secs(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn client_tools_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.client_tools_wait
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// What stored provider keys are sealed under, when the server has it.
@@ -303,7 +326,14 @@ impl Runtime {
         answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<TurnOutcome, RuntimeError> {
         let guard = self.lock_conversation(conversation).await?;
-        turn::run(self.clone(), guard, text, answer, None).await
+        turn::run(
+            self.clone(),
+            guard,
+            turn::TurnInput::text(text),
+            answer,
+            None,
+        )
+        .await
     }
 
     /// The conversation's session, locked (one turn at a time), loaded when not in memory.

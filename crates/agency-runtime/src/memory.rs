@@ -293,6 +293,7 @@ impl Runtime {
                 message(1, MessageKind::Input, task.prompt()),
             ]),
             tools: Arc::default(),
+            tool_use: Default::default(),
             deltas: None,
             on_retry: None,
         };

@@ -1,4 +1,11 @@
 //! One turn, carried out: the engine decides, this persists, delivers and calls models.
+//!
+//! A turn of an API request may pause: its manager called the client's tools. The pause is
+//! all in the store — the manager's reply with the calls, the turn's record (`tool_calls`,
+//! its hops) and the request's transcript — so a restart keeps it. The client's next request,
+//! bringing the results, resumes that turn in a new engine (same record, hops counted on),
+//! unless it waited longer than [`crate::Runtime::set_client_tools_wait`]: then the results
+//! start a new turn. Waiting for the client is not run time: each run has the deadline.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -6,9 +13,11 @@ use std::time::Duration;
 
 use agency_core::engine::{Step, TurnEngine};
 use agency_core::stream::AnswerStream;
+use agency_core::tool::{ToolChoice, ToolResult, ToolUse};
 use agency_core::{
-    Agency, AgencyId, AgentId, Conversation, ConversationId, Message, MessageId, MessageKind,
-    Roster, ToolCall, ToolPart, ToolProgress, TraceEntry, TurnId, TurnRecord, Usage, prompt, tool,
+    Agency, AgencyId, AgentId, Conversation, ConversationId, Message, MessageId, MessageKind, Role,
+    Roster, Said, StopReason, Tool, ToolCall, ToolPart, ToolProgress, TraceEntry, TurnId,
+    TurnRecord, Usage, prompt, tool,
 };
 use agency_providers::{Completion, ModelError, ModelRequest};
 use agency_store::{Store, Write};
@@ -41,7 +50,7 @@ pub(crate) struct Session {
     client_system: Option<String>,
     /// A client's history the server has not stored, for the manager's context: written with
     /// the next turn's first write.
-    seed: Vec<(agency_core::Role, String)>,
+    seed: Vec<Said>,
 }
 
 impl Session {
@@ -60,14 +69,10 @@ impl Session {
     /// A written conversation with its messages (in `seq` order).
     pub(crate) fn of(c: &Conversation, messages: Vec<Message>) -> Self {
         let mut session = Self::empty(c);
-        // Seeded history (no turn) is not a turn of its own.
-        session.turns = u32::try_from(
-            messages
-                .iter()
-                .filter(|m| m.kind == MessageKind::Input && m.turn_id.is_some())
-                .count(),
-        )
-        .unwrap_or(u32::MAX);
+        // Seeded history (no turn) is not a turn of its own; a resumed turn is still one.
+        let turns: std::collections::HashSet<TurnId> =
+            messages.iter().filter_map(|m| m.turn_id).collect();
+        session.turns = u32::try_from(turns.len()).unwrap_or(u32::MAX);
         session.extend(messages);
         session
     }
@@ -108,10 +113,11 @@ impl Session {
         }
     }
 
-    /// Puts a client's history (user messages and answers, in order) into the manager's
-    /// context with the next turn, as if its turns had happened: the user's messages, its
-    /// replies answering them, and the answers of the user's transcript.
-    pub(crate) fn seed(&mut self, history: Vec<(agency_core::Role, String)>) {
+    /// Puts a client's history (user messages, answers, calls of the client's tools and their
+    /// results, in order) into the manager's context with the next turn, as if its turns had
+    /// happened: the user's messages, its replies answering them and the answers of the user's
+    /// transcript, its replies calling tools and the results.
+    pub(crate) fn seed(&mut self, history: Vec<Said>) {
         self.seed = history;
     }
 
@@ -119,13 +125,46 @@ impl Session {
     /// far. Not in contexts until written.
     fn seeded(&mut self, agency: &Agency, roster: &Roster) -> Vec<Message> {
         let manager = agency.manager;
-        let mut out = Vec::new();
-        for (role, text) in std::mem::take(&mut self.seed) {
+        let mut out: Vec<Message> = Vec::new();
+        // The reply whose calls the next results answer.
+        let mut calling: Option<(MessageId, Vec<ToolCall>)> = None;
+        for said in std::mem::take(&mut self.seed) {
+            let Said { role, text, tool } = said;
             let mut message = |agent, kind, from, to, text, linked| {
                 self.message(None, agent, kind, from, to, text, linked)
             };
-            match role {
-                agency_core::Role::Assistant => {
+            match (role, tool) {
+                (Role::Assistant, Some(ToolPart::Calls(calls))) => {
+                    let mut reply = message(
+                        Some(manager),
+                        MessageKind::Reply,
+                        Some(manager),
+                        None,
+                        text,
+                        None,
+                    );
+                    reply.tool = Some(ToolPart::Calls(calls.clone()));
+                    calling = Some((reply.id, calls));
+                    out.push(reply);
+                }
+                (Role::Tool, Some(ToolPart::Result(r))) => {
+                    let linked = calling.as_ref().map(|(id, _)| *id);
+                    let name = calling
+                        .as_ref()
+                        .and_then(|(_, calls)| calls.iter().find(|c| c.id == r.call_id))
+                        .map_or(r.name.clone(), |c| c.name.clone());
+                    let mut result = message(
+                        Some(manager),
+                        MessageKind::ToolResult,
+                        None,
+                        Some(manager),
+                        text,
+                        linked,
+                    );
+                    result.tool = Some(ToolPart::Result(ToolResult { name, ..r }));
+                    out.push(result);
+                }
+                (Role::Assistant, _) => {
                     let framed = agency_core::protocol::format_reply(
                         agency.protocol,
                         &[agency_core::protocol::Envelope {
@@ -152,7 +191,7 @@ impl Session {
                     );
                     out.extend([reply, answer]);
                 }
-                _ => out.push(message(
+                (_, _) => out.push(message(
                     Some(manager),
                     MessageKind::Input,
                     None,
@@ -235,6 +274,41 @@ impl Session {
         prompts
     }
 
+    /// The calls of the client's tools `manager` waits for: those of its last reply with calls
+    /// (in its context, then in `unwritten`) that no result answers after it.
+    pub(crate) fn waiting_calls(
+        &self,
+        manager: AgentId,
+        unwritten: &[Message],
+    ) -> Option<(MessageId, Vec<ToolCall>)> {
+        let context = self
+            .contexts
+            .get(&manager)
+            .map_or(&[][..], |c| c.as_slice());
+        let all: Vec<&Message> = context
+            .iter()
+            .chain(unwritten.iter().filter(|m| m.agent == Some(manager)))
+            .collect();
+        let at = all
+            .iter()
+            .rposition(|m| m.kind == MessageKind::Reply && m.tool.is_some())?;
+        let answered: Vec<&str> = all[at + 1..]
+            .iter()
+            .filter_map(|m| m.tool.as_ref().and_then(ToolPart::result))
+            .map(|r| r.call_id.as_str())
+            .collect();
+        let calls: Vec<ToolCall> = all[at]
+            .tool
+            .as_ref()
+            .map(ToolPart::calls)
+            .unwrap_or_default()
+            .iter()
+            .filter(|c| !answered.contains(&c.id.as_str()))
+            .cloned()
+            .collect();
+        (!calls.is_empty()).then(|| (all[at].id, calls))
+    }
+
     /// The one agent of a conversation with that agent alone: the only context, not the
     /// manager's.
     fn solo(&self, manager: AgentId) -> Option<AgentId> {
@@ -294,22 +368,52 @@ struct TurnRun {
     failure: Option<(AgentId, String)>,
     /// Where the manager's answer streams, while the turn has not answered.
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
-    /// A Chat Completions request's transcript, recorded with the answer.
-    thread: Option<Thread>,
+    /// An API request's transcript (recorded with the answer) and the client's tools.
+    api: Option<ApiTurn>,
+    /// The manager's next model call is its first of the turn (the client's `tool_choice`
+    /// binds that one).
+    first_call: bool,
+    /// The calls of the client's tools the turn paused on.
+    client_calls: Vec<ToolCall>,
     /// How long each tool call took, by its agent and id, until its result is written.
     tool_took: HashMap<(AgentId, String), u32>,
     /// Set when the turn is cancelled: tool calls still running stop.
     stop: tokio::sync::watch::Receiver<bool>,
 }
 
+/// What starts a turn, or resumes a paused one: the user's message, and the results of the
+/// client's tools the manager called (an API request's: call id and text).
+pub(crate) struct TurnInput {
+    pub text: String,
+    pub results: Vec<(String, String)>,
+}
+
+impl TurnInput {
+    pub(crate) fn text(text: String) -> Self {
+        Self {
+            text,
+            results: Vec::new(),
+        }
+    }
+}
+
+/// What an API request adds to its turn.
+pub(crate) struct ApiTurn {
+    /// Its transcript, recorded with the answer (or the calls it pauses on).
+    pub thread: Thread,
+    /// The client's tools, the manager's beside its own, and how it may use them.
+    pub tools: Arc<Vec<Tool>>,
+    pub tool_use: ToolUse,
+}
+
 pub(crate) async fn run(
     rt: Arc<Runtime>,
     mut guard: OwnedMutexGuard<Option<Session>>,
-    text: String,
+    input: TurnInput,
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
-    thread: Option<Thread>,
+    api: Option<ApiTurn>,
 ) -> Result<TurnOutcome, RuntimeError> {
-    if text.trim().is_empty() {
+    if input.text.trim().is_empty() && input.results.is_empty() {
         return Err(RuntimeError::Invalid("the message is empty".into()));
     }
     let Some(session) = guard.take() else {
@@ -340,18 +444,35 @@ pub(crate) async fn run(
         }
     };
     let mut session = session;
-    session.turns += 1;
-    let record = TurnRecord {
-        id: TurnId::new(),
-        conversation_id: session.conversation,
-        number: session.turns,
-        started_at: Utc::now(),
-        finished_at: None,
-        stopped_by: None,
-        hops: 0,
-        usage: Usage::default(),
-        cost: Some(agency_core::Cost::default()),
-        error: None,
+    // A new conversation's agents, and agents added to the agency since the conversation
+    // started, get their system prompt; a client's history goes into the manager's context.
+    let mut batch = session.prompts(&agency);
+    batch.extend(session.seeded(&agency, &roster));
+    let client_tools = api.as_ref().map(|a| a.tools.clone()).unwrap_or_default();
+    let mut engine =
+        TurnEngine::new(&agency).with_client_tools(client_tools.iter().map(|t| t.name.clone()));
+    let unanswered = session.unanswered();
+    let (record, steps) = if input.results.is_empty() {
+        let steps = engine.start(input.text, unanswered);
+        (new_record(&mut session), steps)
+    } else {
+        let Some((reply, waiting)) = session.waiting_calls(agency.manager, &batch) else {
+            return Err(RuntimeError::Invalid(
+                "messages with role 'tool' must be a response to a preceding message with 'tool_calls'".into(),
+            ));
+        };
+        let results = answer(waiting, input.results)?;
+        let paused = paused_record(&rt, &session).await?;
+        let (record, hops) = match paused {
+            Some(r) => {
+                let hops = r.hops;
+                (r, hops)
+            }
+            None => (new_record(&mut session), 0),
+        };
+        let text = Some(input.text).filter(|t| !t.trim().is_empty());
+        let steps = engine.resume(hops, reply, results, text, unanswered);
+        (record, steps)
     };
     // The turn's record is written when it ends; its messages carry its id from the start, so
     // messages of a turn without a record are those of a turn a crash interrupted.
@@ -362,7 +483,7 @@ pub(crate) async fn run(
     });
     let cancel = Cancel::register(&rt, record.conversation_id);
     let run = TurnRun {
-        engine: TurnEngine::new(&agency),
+        engine,
         roster,
         agency,
         providers,
@@ -376,12 +497,82 @@ pub(crate) async fn run(
         answer: None,
         failure: None,
         answer_sink,
-        thread,
+        api,
+        first_call: true,
+        client_calls: Vec::new(),
         tool_took: HashMap::new(),
         stop: cancel.stop.clone(),
     };
     let stop = cancel.stop.clone();
-    run.go(text, stop).await
+    run.go(steps, batch, stop).await
+}
+
+/// The record of the conversation's next turn.
+fn new_record(session: &mut Session) -> TurnRecord {
+    session.turns += 1;
+    TurnRecord {
+        id: TurnId::new(),
+        conversation_id: session.conversation,
+        number: session.turns,
+        started_at: Utc::now(),
+        finished_at: None,
+        stopped_by: None,
+        hops: 0,
+        usage: Usage::default(),
+        cost: Some(agency_core::Cost::default()),
+        error: None,
+    }
+}
+
+/// The conversation's latest turn, when it paused on the client's tools and has not waited
+/// too long: it goes on (running again).
+async fn paused_record(
+    rt: &Runtime,
+    session: &Session,
+) -> Result<Option<TurnRecord>, RuntimeError> {
+    let Some(last) = rt.store.turns(session.conversation).await?.pop() else {
+        return Ok(None);
+    };
+    let wait = chrono::Duration::from_std(rt.client_tools_wait()).unwrap_or(chrono::Duration::MAX);
+    let waiting = last.stopped_by == Some(StopReason::ToolCalls)
+        && last.number == session.turns
+        && last.finished_at.is_some_and(|at| Utc::now() - at <= wait);
+    Ok(waiting.then(|| TurnRecord {
+        finished_at: None,
+        stopped_by: None,
+        ..last
+    }))
+}
+
+/// Each call `waiting` with its result from `results` (call id, text): every call needs one,
+/// and every result a call (OpenAI's rules, in its words).
+fn answer(
+    waiting: Vec<ToolCall>,
+    mut results: Vec<(String, String)>,
+) -> Result<Vec<(ToolCall, String, bool)>, RuntimeError> {
+    let mut out = Vec::with_capacity(waiting.len());
+    let mut missing = Vec::new();
+    for call in waiting {
+        match results.iter().position(|(id, _)| *id == call.id) {
+            Some(i) => {
+                let (_, text) = results.swap_remove(i);
+                out.push((call, tool::clip_result(text), false));
+            }
+            None => missing.push(call.id),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(RuntimeError::Invalid(format!(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+            missing.join(", ")
+        )));
+    }
+    if let Some((id, _)) = results.first() {
+        return Err(RuntimeError::Invalid(format!(
+            "Invalid parameter: messages with role 'tool' must be a response to a preceding message with 'tool_calls' (no call `{id}` waits for a result)."
+        )));
+    }
+    Ok(out)
 }
 
 /// The running turn's place in [`Runtime::cancel`]'s map, for as long as the turn runs (not
@@ -421,16 +612,11 @@ impl Drop for Cancel {
 impl TurnRun {
     async fn go(
         mut self,
-        text: String,
+        steps: Vec<Step>,
+        batch: Vec<Message>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) -> Result<TurnOutcome, RuntimeError> {
-        // A new conversation's agents, and agents added to the agency since the conversation
-        // started, get their system prompt.
         let agency = self.agency.clone();
-        let mut batch = self.session.prompts(&agency);
-        batch.extend(self.session.seeded(&agency, &self.roster));
-        let unanswered = self.session.unanswered();
-        let steps = self.engine.start(text, unanswered);
         self.apply(steps, batch).await?;
 
         let deadline = tokio::time::sleep_until(Instant::now() + agency.limits.turn_deadline);
@@ -512,6 +698,7 @@ impl TurnRun {
             cost: self.record.cost,
             trace: std::mem::take(&mut self.trace),
             roster: self.roster.clone(),
+            tool_calls: std::mem::take(&mut self.client_calls),
         };
         self.settle_later();
         Ok(outcome)
@@ -682,10 +869,13 @@ impl TurnRun {
                     batch.push(m);
                     self.record.stopped_by = Some(stopped_by);
                     write.turns = vec![self.finished_record()];
-                    write.thread = self
-                        .thread
-                        .take()
-                        .map(|t| t.answered(self.session.conversation, self.record.number, &text));
+                    write.thread = self.api.take().map(|api| {
+                        api.thread.ended(
+                            self.session.conversation,
+                            self.record.number,
+                            Said::new(Role::Assistant, text.clone()),
+                        )
+                    });
                     self.answer = Some((text, stopped_by));
                     // The stream of the answer ends with the turn, not with late replies.
                     self.answer_sink = None;
@@ -694,6 +884,21 @@ impl TurnRun {
                     let stopped_by = agency_core::StopReason::Cancelled;
                     self.record.stopped_by = Some(stopped_by);
                     write.turns = vec![self.finished_record()];
+                    self.answer = Some((String::new(), stopped_by));
+                    self.answer_sink = None;
+                }
+                Step::Pause { reply: _, calls } => {
+                    let stopped_by = StopReason::ToolCalls;
+                    self.record.stopped_by = Some(stopped_by);
+                    write.turns = vec![self.finished_record()];
+                    write.thread = self.api.take().map(|api| {
+                        api.thread.ended(
+                            self.session.conversation,
+                            self.record.number,
+                            Said::calls("", calls.clone()),
+                        )
+                    });
+                    self.client_calls = calls;
                     self.answer = Some((String::new(), stopped_by));
                     self.answer_sink = None;
                 }
@@ -832,6 +1037,18 @@ impl TurnRun {
             deltas: self.answer_deltas(agent),
             on_retry: self.retry_hook(agent),
             tools: Arc::default(),
+            tool_use: ToolUse::default(),
+        };
+        // The manager has the client's tools too; the client's choice binds its first call.
+        let client = match &self.api {
+            Some(api) if agent == self.agency.manager && !api.tools.is_empty() => {
+                let mut tool_use = api.tool_use.clone();
+                if !std::mem::take(&mut self.first_call) {
+                    tool_use.choice = ToolChoice::Auto;
+                }
+                Some((api.tools.clone(), tool_use))
+            }
+            _ => None,
         };
         let (rt, agency) = (self.rt.clone(), self.agency.clone());
         let model = self
@@ -841,7 +1058,12 @@ impl TurnRun {
         let started = Instant::now();
         let call: Call = Box::pin(async move {
             let mut request = request;
-            request.tools = Arc::new(rt.tools.of_agent(&agency, agent).await);
+            let mut tools = rt.tools.of_agent(&agency, agent).await;
+            if let Some((client, tool_use)) = client {
+                tools.extend(client.iter().cloned());
+                request.tool_use = tool_use;
+            }
+            request.tools = Arc::new(tools);
             let result = match model {
                 Some((_, Some(model))) => model.complete(request).await,
                 Some((r, None)) => Err(ModelError::UnknownModel {

@@ -71,6 +71,14 @@ fn show(steps: &[Step]) -> Vec<String> {
             Step::CallTool { agent, call, .. } => {
                 format!("call {} {} {}", agent.get(), call.name, call.arguments)
             }
+            Step::Pause { calls, .. } => format!(
+                "pause {}",
+                calls
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
         })
         .collect()
 }
@@ -592,4 +600,121 @@ fn results_after_a_cancel_are_kept_and_start_nothing() {
     // A late reply's calls are not run: each gets its error result.
     let steps = t.e.on_tool_calls(id(M), MessageId::new(), "", &[c]);
     assert!(steps.is_empty(), "the manager was not busy");
+}
+
+fn with_client_tools(max_hops: u32) -> (T, Vec<Step>) {
+    let mut e = TurnEngine::new(&agency(max_hops)).with_client_tools(["get_weather".to_string()]);
+    let steps = e.start("hello".into(), []);
+    (T { e }, steps)
+}
+
+#[test]
+fn a_call_of_the_clients_tool_pauses_the_turn_once_the_managers_own_tools_answered() {
+    let (mut t, _) = with_client_tools(16);
+    let reply = MessageId::new();
+    let (mine, theirs) = (
+        call("1", "builtin/now", "{}"),
+        call("2", "get_weather", "{\"city\":\"Oslo\"}"),
+    );
+    assert_eq!(
+        show(&t.calls(M, reply, &[mine.clone(), theirs.clone()])),
+        ["call 10 builtin/now {}"],
+        "the client's call is not run here"
+    );
+    let steps = t.result(M, reply, &mine, "noon");
+    assert_eq!(
+        show(&steps),
+        ["deliver 10<-0 tool_result \"noon\"", "pause get_weather"]
+    );
+    let Some(Step::Pause {
+        reply: paused,
+        calls,
+    }) = steps.last()
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (*paused, calls.as_slice()),
+        (reply, std::slice::from_ref(&theirs))
+    );
+    assert!(t.e.is_ended());
+    assert_eq!(t.e.hops(), 2);
+
+    // The client's result resumes it in a new engine, hops carried on.
+    let mut e = TurnEngine::new(&agency(16)).with_client_tools(["get_weather".to_string()]);
+    let steps = e.resume(2, reply, vec![(theirs, "sunny".into(), false)], None, []);
+    assert_eq!(
+        show(&steps),
+        ["deliver 10<-0 tool_result \"sunny\"", "invoke 10"]
+    );
+    assert_eq!(e.hops(), 3);
+    assert_eq!(
+        show(&e.on_reply(id(M), MessageId::new(), &to(0, "Sunny in Oslo"))),
+        ["answer answered \"Sunny in Oslo\""]
+    );
+}
+
+#[test]
+fn the_pause_waits_for_the_agents_still_working_and_what_they_send_the_manager() {
+    let (mut t, _) = with_client_tools(16);
+    let fan = format!("[{}, {}]", to(A, "a"), to(B, "b"));
+    t.reply(M, &fan);
+    t.reply(A, &to(M, "from alice"));
+    let reply = MessageId::new();
+    let theirs = call("9", "get_weather", "{}");
+    assert_eq!(
+        show(&t.calls(M, reply, std::slice::from_ref(&theirs))),
+        Vec::<String>::new(),
+        "bob is still working"
+    );
+    assert_eq!(
+        show(&t.reply(B, &to(M, "from bob"))),
+        ["deliver 10<-30 delivery \"from bob\"", "pause get_weather"]
+    );
+}
+
+#[test]
+fn only_the_manager_may_call_the_clients_tools() {
+    let (mut t, _) = with_client_tools(16);
+    t.reply(M, &to(A, "a"));
+    let steps = t.calls(A, MessageId::new(), &[call("1", "get_weather", "{}")]);
+    assert_eq!(
+        show(&steps),
+        [
+            "deliver 20<-0 tool_result \"Not run: `get_weather` i\"",
+            "invoke 20"
+        ]
+    );
+    // The manager calling a tool that is neither is told of both kinds.
+    let (mut t, _) = with_client_tools(16);
+    let steps = t.calls(M, MessageId::new(), &[call("1", "get_time", "{}")]);
+    let Step::Deliver(d) = &steps[0] else {
+        panic!()
+    };
+    assert!(
+        d.text.contains("The client's tools: get_weather."),
+        "{}",
+        d.text
+    );
+}
+
+#[test]
+fn a_resumed_turn_past_its_hop_limit_is_told_to_answer() {
+    let mut e = TurnEngine::new(&agency(3)).with_client_tools(["get_weather".to_string()]);
+    let steps = e.resume(
+        3,
+        MessageId::new(),
+        vec![(call("1", "get_weather", "{}"), "sunny".into(), false)],
+        Some("and tomorrow?".into()),
+        [],
+    );
+    assert_eq!(
+        show(&steps),
+        [
+            "deliver 10<-0 tool_result \"sunny\"",
+            "deliver 10<-0 input \"and tomorrow?\"",
+            "deliver 10<-0 guard \"Stop now: this turn reac\"",
+            "invoke 10"
+        ]
+    );
 }

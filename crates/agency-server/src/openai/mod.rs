@@ -5,13 +5,14 @@
 mod cors;
 mod error;
 mod prefill;
+pub mod tools;
 pub mod types;
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agency_core::{Agency, ApiKey, ConversationId, Role, StopReason};
+use agency_core::{Agency, ApiKey, ConversationId, Role, Said, StopReason};
 use agency_runtime::api::{ChatTurn, Opened};
 use agency_runtime::{RuntimeError, TurnOutcome};
 use axum::Router;
@@ -360,8 +361,15 @@ async fn chat(
     let stream = request.stream.unwrap_or(false);
     let include_usage = check(&request, stream)?;
     let end_user = end_user(&request);
+    let client = tools::client_tools(
+        request.other.get("tools"),
+        request.other.get("tool_choice"),
+        request.other.get("parallel_tool_calls"),
+    )?;
     let mut turn = chat_turn(request.messages)?;
     turn.end_user = end_user;
+    turn.tools = client.tools;
+    turn.tool_use = client.tool_use;
     turn.conversation = named_conversation(&headers)?;
     let prefill = turn.prefill.clone();
 
@@ -402,18 +410,22 @@ fn check(r: &ChatRequest, stream: bool) -> Result<bool, OpenAiError> {
         .iter()
         .find(|(k, v)| types::REFUSED.contains(&k.as_str()) && !v.is_null())
     {
+        let why = match name.as_str() {
+            "functions" | "function_call" => {
+                "it is deprecated; declare the same functions in `tools` (and use `tool_choice`)"
+            }
+            _ => "an agency answers with text from its manager; audio is not available",
+        };
         return Err(OpenAiError::invalid(
-            format!(
-                "`{name}` is not supported: an agency answers with text from its manager; tools and audio are not available."
-            ),
+            format!("`{name}` is not supported: {why}."),
             Some(name),
         ));
     }
-    if let Some(name) = r
-        .other
-        .keys()
-        .find(|k| !types::IGNORED.contains(&k.as_str()) && !types::REFUSED.contains(&k.as_str()))
-    {
+    if let Some(name) = r.other.keys().find(|k| {
+        ![types::IGNORED, types::REFUSED, types::TOOLS]
+            .iter()
+            .any(|list| list.contains(&k.as_str()))
+    }) {
         return Err(OpenAiError::invalid(
             format!("Unrecognized request argument supplied: {name}"),
             Some(name),
@@ -457,8 +469,11 @@ fn check(r: &ChatRequest, stream: bool) -> Result<bool, OpenAiError> {
     }
 }
 
-/// The messages as a conversation turn: system messages, the transcript so far, the new user
-/// message (the trailing user messages, joined), and a last assistant message as the prefill.
+/// The messages as a conversation turn: system messages, the transcript so far (with the
+/// calls of the client's tools and their results), the new messages (what follows the last
+/// assistant message: the user's, and the results of its calls), and a last assistant message
+/// without calls as the prefill. Tool messages are checked as OpenAI checks them: each answers
+/// a call of the assistant message before it, and every call is answered before anything else.
 fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError> {
     if messages.is_empty() {
         return Err(OpenAiError::invalid(
@@ -467,10 +482,31 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
         ));
     }
     let mut system = Vec::new();
-    let mut rest: Vec<(Role, String)> = Vec::new();
+    let mut rest: Vec<Said> = Vec::new();
+    // The calls of the last assistant message not answered yet: (id, name).
+    let mut open: Vec<(String, String)> = Vec::new();
+    let unanswered = |open: &[(String, String)]| {
+        OpenAiError::invalid(
+            format!(
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+                open.iter()
+                    .map(|(id, _)| id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Some("messages"),
+        )
+    };
     for (i, m) in messages.into_iter().enumerate() {
         let param = format!("messages[{i}]");
+        let calls = match (m.role.as_str(), m.other.get("tool_calls")) {
+            ("assistant", Some(calls)) => {
+                tools::history_calls(calls, &format!("{param}.tool_calls"))?
+            }
+            _ => Vec::new(),
+        };
         let text = match m.content {
+            None if !calls.is_empty() => String::new(),
             None => {
                 return Err(OpenAiError::invalid(
                     format!("{param} has no content."),
@@ -485,26 +521,53 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
                 .collect::<Result<Vec<_>, _>>()?
                 .join("\n"),
         };
+        if m.role != "tool" && !open.is_empty() {
+            return Err(unanswered(&open));
+        }
         match m.role.as_str() {
             "system" | "developer" => system.push(text),
-            "user" => rest.push((Role::User, text)),
-            "assistant" => rest.push((Role::Assistant, text)),
+            "user" => rest.push(Said::new(Role::User, text)),
+            "assistant" if calls.is_empty() => rest.push(Said::new(Role::Assistant, text)),
+            "assistant" => {
+                open = calls
+                    .iter()
+                    .map(|c| (c.id.clone(), c.name.clone()))
+                    .collect();
+                rest.push(Said::calls(text, calls));
+            }
+            "tool" => {
+                let id = m.other.get("tool_call_id").and_then(|v| v.as_str());
+                let Some(at) = id.and_then(|id| open.iter().position(|(open, _)| open == id))
+                else {
+                    return Err(OpenAiError::invalid(
+                        format!(
+                            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls' ({param}.tool_call_id)."
+                        ),
+                        Some(&format!("{param}.tool_call_id")),
+                    ));
+                };
+                let (id, name) = open.remove(at);
+                rest.push(Said::result(id, name, text));
+            }
             other => {
                 return Err(OpenAiError::invalid(
                     format!(
-                        "{param}: role `{other}` is not supported (use system, developer, user or assistant)."
+                        "{param}: role `{other}` is not supported (use system, developer, user, assistant or tool)."
                     ),
                     Some(&param),
                 ));
             }
         }
     }
+    if !open.is_empty() {
+        return Err(unanswered(&open));
+    }
     // A last assistant message is a prefill: the beginning of the answer the client wants.
     let prefill = match rest.last() {
-        Some((Role::Assistant, _)) => rest.pop().map(|(_, text)| text),
+        Some(last) if last.role == Role::Assistant => rest.pop().map(|m| m.text),
         _ => None,
     };
-    if !rest.iter().any(|(r, _)| *r == Role::User) {
+    if !rest.iter().any(|m| m.role == Role::User) {
         return Err(OpenAiError::invalid(
             "`messages` must hold a user message.",
             Some("messages"),
@@ -512,16 +575,19 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
     }
     let start = rest
         .iter()
-        .rposition(|(r, _)| *r == Role::Assistant)
+        .rposition(|m| m.role == Role::Assistant)
         .map_or(0, |i| i + 1);
-    let input: Vec<String> = rest.split_off(start).into_iter().map(|(_, t)| t).collect();
+    let input = rest.split_off(start);
     if input.is_empty() {
         return Err(OpenAiError::invalid(
             "A last assistant message (a prefill) must follow the user's message, not another assistant message.",
             Some("messages"),
         ));
     }
-    if input.iter().all(|t| t.trim().is_empty()) {
+    if input
+        .iter()
+        .all(|m| m.role == Role::User && m.text.trim().is_empty())
+    {
         return Err(OpenAiError::invalid(
             "The user's message is empty.",
             Some("messages"),
@@ -531,9 +597,8 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
         system: (!system.is_empty()).then(|| system.join("\n\n")),
         history: rest,
         input,
-        conversation: None,
         prefill: prefill.filter(|p| !p.trim().is_empty()),
-        end_user: None,
+        ..ChatTurn::default()
     })
 }
 
@@ -613,7 +678,9 @@ fn image_placeholder(url: &str) -> String {
 }
 
 fn finish_reason(stopped_by: StopReason) -> &'static str {
-    if stopped_by.is_guard() {
+    if stopped_by == StopReason::ToolCalls {
+        "tool_calls"
+    } else if stopped_by.is_guard() {
         "length"
     } else {
         "stop"
@@ -653,11 +720,22 @@ fn completion(agency: &Agency, out: &TurnOutcome, prefill: Option<&str>) -> type
         model: agency.name.clone(),
         choices: vec![types::Choice {
             index: 0,
-            message: types::AssistantMessage {
-                role: "assistant",
-                content: Continuation::whole(prefill, &out.answer),
-                refusal: None,
-                annotations: Vec::new(),
+            message: if out.tool_calls.is_empty() {
+                types::AssistantMessage {
+                    role: "assistant",
+                    content: Some(Continuation::whole(prefill, &out.answer)),
+                    refusal: None,
+                    annotations: Vec::new(),
+                    tool_calls: None,
+                }
+            } else {
+                types::AssistantMessage {
+                    role: "assistant",
+                    content: None,
+                    refusal: None,
+                    annotations: Vec::new(),
+                    tool_calls: Some(tools::wire_calls(&out.tool_calls, false)),
+                }
             },
             logprobs: None,
             finish_reason: finish_reason(out.stopped_by),
@@ -723,6 +801,7 @@ fn stream_turn(
                 types::Delta {
                     role: Some("assistant"),
                     content: Some(String::new()),
+                    tool_calls: None,
                 },
                 None,
                 usage_slot(),
@@ -745,8 +824,8 @@ fn stream_turn(
                 }
                 send(chunk(
                     types::Delta {
-                        role: None,
                         content: Some(piece),
+                        ..types::Delta::default()
                     },
                     None,
                     usage_slot(),
@@ -758,22 +837,35 @@ fn stream_turn(
                 .unwrap_or_else(|e| Err(RuntimeError::Invalid(format!("the turn stopped: {e}"))));
             match result {
                 Ok(out) => {
-                    let rest = match out.answer.strip_prefix(streamed.as_str()) {
-                        Some(rest) => rest.to_string(),
-                        None => {
-                            // Text streamed from a reply the agency did not keep as its answer.
-                            tracing::warn!(
-                                "a streamed answer was replaced; sending the final answer after it"
-                            );
-                            format!("\n\n{}", out.answer)
+                    if out.tool_calls.is_empty() {
+                        let rest = match out.answer.strip_prefix(streamed.as_str()) {
+                            Some(rest) => rest.to_string(),
+                            None => {
+                                // Text streamed from a reply the agency did not keep as its answer.
+                                tracing::warn!(
+                                    "a streamed answer was replaced; sending the final answer after it"
+                                );
+                                format!("\n\n{}", out.answer)
+                            }
+                        };
+                        let rest = continuation.push(&rest) + &continuation.finish();
+                        for piece in rest.split_inclusive(char::is_whitespace) {
+                            send(chunk(
+                                types::Delta {
+                                    content: Some(piece.to_string()),
+                                    ..types::Delta::default()
+                                },
+                                None,
+                                usage_slot(),
+                            ))
+                            .await;
                         }
-                    };
-                    let rest = continuation.push(&rest) + &continuation.finish();
-                    for piece in rest.split_inclusive(char::is_whitespace) {
+                    } else {
+                        // The turn paused on the client's tools: each call whole in one delta.
                         send(chunk(
                             types::Delta {
-                                role: None,
-                                content: Some(piece.to_string()),
+                                tool_calls: Some(tools::wire_calls(&out.tool_calls, true)),
+                                ..types::Delta::default()
                             },
                             None,
                             usage_slot(),

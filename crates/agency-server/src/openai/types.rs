@@ -41,7 +41,6 @@ pub const IGNORED: &[&str] = &[
     "prompt_cache_key",
     "safety_identifier",
     "verbosity",
-    "parallel_tool_calls",
     "prompt_cache_options",
     "prompt_cache_retention",
     "moderation",
@@ -49,10 +48,11 @@ pub const IGNORED: &[&str] = &[
     "modalities",
 ];
 
+/// Read on their own: the client's tools (see `tools.rs`).
+pub const TOOLS: &[&str] = &["tools", "tool_choice", "parallel_tool_calls"];
+
 /// Refused with a 400 naming the parameter when set to anything but null.
 pub const REFUSED: &[&str] = &[
-    "tools",
-    "tool_choice",
     "functions",
     "function_call",
     "audio",
@@ -135,10 +135,14 @@ pub struct Choice {
 #[derive(Debug, Serialize)]
 pub struct AssistantMessage {
     pub role: &'static str,
-    pub content: String,
+    /// `null` when the message calls the client's tools.
+    pub content: Option<String>,
     pub refusal: Option<String>,
     /// Always empty: an agency cites no URLs (OpenAI sends `[]` too).
     pub annotations: Vec<Value>,
+    /// The calls of the client's tools the turn paused on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -169,6 +173,8 @@ pub struct Delta {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Serialize)]
