@@ -10,6 +10,7 @@ is `$AGENCY_BIN` (default `target/debug/agency`, relative to the repository root
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import queue
 import re
@@ -23,6 +24,8 @@ from pathlib import Path
 
 import openai
 import pytest
+
+from fake_openai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIO_YAML = ROOT / "examples" / "studio.yaml"
@@ -111,7 +114,27 @@ def _clean_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory):
+def fake() -> FakeOpenAI:
+    """The model behind the `weather` agency's manager."""
+    f = FakeOpenAI()
+    yield f
+    f.close()
+
+
+WEATHER_YAML = """
+name: weather
+protocol: json
+manager: forecaster
+providers:
+  fake: {{ kind: openai, base_url: "{base_url}" }}
+agents:
+  - name: forecaster
+    model: fake/fake-model
+"""
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory, fake: FakeOpenAI):
     binary = agency_bin()
     work = tmp_path_factory.mktemp("agency")
     env = _clean_env()
@@ -158,6 +181,9 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     (work / "other.yaml").write_text(other)
     cli("import", str(work / "other.yaml"))
     keys["other"] = create_key("other", "good")
+    (work / "weather.yaml").write_text(WEATHER_YAML.format(base_url=fake.base_url))
+    cli("import", str(work / "weather.yaml"))
+    keys["weather"] = create_key("weather", "good")
     keys["bad"] = "agk_" + "0" * 64
 
     assert len(set(keys.values())) == len(keys), "two keys are the same"
@@ -165,7 +191,12 @@ def server(tmp_path_factory: pytest.TempPathFactory):
 
     log = work / "serve.log"
     # Browsers of these origins may call (CORS); commas, as the variable takes them.
-    serve_env = {**env, "AGENCY_CORS_ORIGIN": ", ".join(CORS_ORIGINS)}
+    serve_env = {
+        **env,
+        "AGENCY_CORS_ORIGIN": ", ".join(CORS_ORIGINS),
+        # The `weather` agency's model is the fake on loopback.
+        "AGENCY_ALLOW_PRIVATE_ADDRESSES": "true",
+    }
     with open(log, "wb") as stderr:
         proc = subprocess.Popen(
             [str(binary), "--db", db, "serve", "--listen", "127.0.0.1:0"],
@@ -628,26 +659,97 @@ def test_n_2_is_a_bad_request(client: openai.OpenAI):
     assert e.value.param == "n"
 
 
-def test_tools_are_a_bad_request(client: openai.OpenAI):
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": "get_weather",
-                "description": "The weather in a city",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"city": {"type": "string"}},
-                    "required": ["city"],
-                },
-            },
-        }
-    ]
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def test_client_tools_call_result_answer(server: Server, fake: FakeOpenAI):
+    """The manager calls the app's tool; the app runs it and sends the result; the same turn
+    answers with it. What the manager's model was sent is what OpenAI would take."""
+    with server.client("weather") as client:
+        messages: list = [user("What's the weather in Oslo?")]
+        first = client.chat.completions.create(model="weather", messages=messages, tools=[WEATHER_TOOL])
+        choice = first.choices[0]
+        assert choice.finish_reason == "tool_calls"
+        assert choice.message.content is None
+        (call,) = choice.message.tool_calls
+        assert call.type == "function" and call.function.name == "get_weather"
+        assert json.loads(call.function.arguments) == {"city": "Oslo"}
+        sent = fake.requests[-1]
+        assert [t["function"]["name"] for t in sent["tools"]] == ["get_weather"]
+
+        # The app appends the SDK's own message object, then the result, as the docs show.
+        messages.append(choice.message)
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"})
+        second = client.chat.completions.create(model="weather", messages=messages, tools=[WEATHER_TOOL])
+        assert second.choices[0].finish_reason == "stop"
+        assert second.choices[0].message.content == "Result: sunny, 21 C"
+        sent = fake.requests[-1]["messages"]
+        assert sent[-2]["role"] == "assistant"
+        assert [c["id"] for c in sent[-2]["tool_calls"]] == [call.id]
+        assert sent[-1] == {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}
+
+
+def test_client_tools_streamed(server: Server, fake: FakeOpenAI):
+    with server.client("weather") as client:
+        messages: list = [user("Weather for the weekend?")]
+        calls: dict[int, dict] = {}
+        finish = None
+        for chunk in client.chat.completions.create(
+            model="weather", messages=messages, tools=[WEATHER_TOOL], stream=True
+        ):
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            for tc in delta.tool_calls or []:
+                entry = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+                entry["id"] = tc.id or entry["id"]
+                entry["name"] += (tc.function.name or "") if tc.function else ""
+                entry["arguments"] += (tc.function.arguments or "") if tc.function else ""
+            finish = chunk.choices[0].finish_reason or finish
+        assert finish == "tool_calls"
+        assert list(calls) == [0]
+        call = calls[0]
+        assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Oslo"}
+
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": call["id"], "type": "function",
+                     "function": {"name": call["name"], "arguments": call["arguments"]}}
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": "rain"})
+        text = "".join(
+            c.choices[0].delta.content or ""
+            for c in client.chat.completions.create(
+                model="weather", messages=messages, tools=[WEATHER_TOOL], stream=True
+            )
+            if c.choices
+        )
+        assert text == "Result: rain"
+
+
+def test_hosted_tools_are_a_bad_request(client: openai.OpenAI):
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model="studio", messages=[user(TODO)], tools=tools)
+        client.chat.completions.create(
+            model="studio", messages=[user(TODO)], tools=[{"type": "web_search"}]
+        )
     assert e.value.status_code == 400
-    assert e.value.param == "tools"
-    assert "tools" in e.value.message
+    assert e.value.param == "tools[0].type"
 
 
 def test_stream_options_without_stream_is_a_bad_request(client: openai.OpenAI):

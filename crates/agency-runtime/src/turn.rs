@@ -537,7 +537,7 @@ async fn paused_record(
     let waiting = last.stopped_by == Some(StopReason::ToolCalls)
         && last.number == session.turns
         && last.finished_at.is_some_and(|at| Utc::now() - at <= wait);
-    Ok(waiting.then(|| TurnRecord {
+    Ok(waiting.then_some(TurnRecord {
         finished_at: None,
         stopped_by: None,
         ..last

@@ -783,14 +783,12 @@ async fn errors_have_openais_shape() {
             Some("n"),
         ),
         (
-            "error_400_tools",
-            app.post(CHAT, key).json(&ok(json!({ "tools": [{
-                "type": "function",
-                "function": { "name": "get_weather", "parameters": { "type": "object" } },
-            }] }))),
+            "error_400_hosted_tool",
+            app.post(CHAT, key)
+                .json(&ok(json!({ "tools": [{ "type": "web_search" }] }))),
             StatusCode::BAD_REQUEST,
             None,
-            Some("tools"),
+            Some("tools[0].type"),
         ),
         (
             "error_400_unknown_argument",
@@ -883,14 +881,14 @@ async fn errors_have_openais_shape() {
             Some("response_format"),
         ),
         (
-            "error_400_tool_role",
+            "error_400_tool_without_call",
             app.post(CHAT, key).json(&ok(json!({ "messages": [
                 user("a todo app"),
                 { "role": "tool", "tool_call_id": "x", "content": "42" },
             ] }))),
             StatusCode::BAD_REQUEST,
             None,
-            Some("messages[1]"),
+            Some("messages[1].tool_call_id"),
         ),
         (
             "error_400_blank_user_message",
@@ -2117,3 +2115,382 @@ async fn without_allowed_origins_a_browser_is_refused_cleanly() {
     assert_eq!(r.content(), answer("a todo app"));
     assert!(r.header("access-control-allow-origin").is_none());
 }
+
+// ---------------------------------------------------------------------------------------------
+// The client's tools: the manager calls them, the turn pauses, the client's results resume it
+
+fn weather_tool() -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"]
+            }
+        }
+    })
+}
+
+/// The client's echo of the paused answer: the assistant message with its calls, as the SDKs
+/// send it back.
+fn calling(calls: &Value) -> Value {
+    json!({"role": "assistant", "content": null, "tool_calls": calls})
+}
+
+fn tool_result(id: &str, text: &str) -> Value {
+    json!({"role": "tool", "tool_call_id": id, "content": text})
+}
+
+#[tokio::test]
+async fn the_managers_call_of_a_client_tool_pauses_the_turn_and_the_results_resume_it() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::tool_calls(
+        None,
+        &[agency_fakes::Call::new(
+            "call_w1",
+            "get_weather",
+            r#"{"city":"Oslo"}"#,
+        )],
+        10,
+        4,
+    ));
+    let ask = |messages: Value| {
+        app.post(CHAT, Some(&key)).json(&json!({
+            "model": "solo",
+            "messages": messages,
+            "tools": [weather_tool()],
+        }))
+    };
+    let r = Reply::of(ask(json!([user("Weather in Oslo?")]))).await;
+    let c = r.conversation();
+    let body = r.ok();
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], json!("tool_calls"), "{body}");
+    assert_eq!(choice["message"]["content"], Value::Null);
+    let calls = choice["message"]["tool_calls"].clone();
+    assert_eq!(
+        calls,
+        json!([{"id": "call_w1", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}])
+    );
+    // The manager's model was offered the client's tool under its own name.
+    let first = &fake.requests()[0];
+    assert_eq!(first.tool_names(), ["get_weather"]);
+    assert_eq!(
+        first.tools()[0]["function"]["parameters"]["required"],
+        json!(["city"])
+    );
+    let paused = app.store.turns(c).await.unwrap();
+    assert_eq!(paused.len(), 1);
+    assert_eq!(
+        paused[0].stopped_by,
+        Some(agency_core::StopReason::ToolCalls)
+    );
+
+    // The client runs it and sends the result: the same turn goes on to the answer.
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "Sunny in Oslo."}"#,
+        12,
+        5,
+    ));
+    let r = Reply::of(ask(json!([
+        user("Weather in Oslo?"),
+        calling(&calls),
+        tool_result("call_w1", "sunny, 21 C"),
+    ])))
+    .await;
+    assert_eq!(r.conversation(), c);
+    let body = r.ok();
+    assert_eq!(body["choices"][0]["finish_reason"], json!("stop"));
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        json!("Sunny in Oslo.")
+    );
+    let second = &fake.requests()[1];
+    assert_eq!(openai::problems(&second.body), Vec::<String>::new());
+    assert_eq!(
+        second.tool_results(),
+        [json!({"role": "tool", "tool_call_id": "call_w1", "content": "sunny, 21 C"})]
+    );
+    let turns = app.store.turns(c).await.unwrap();
+    assert_eq!(turns.len(), 1, "one turn, resumed");
+    assert_eq!(turns[0].stopped_by, Some(agency_core::StopReason::Answered));
+    assert_eq!(turns[0].hops, 3, "the call, its result and the answer");
+
+    // The next message continues the conversation.
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "You're welcome."}"#,
+        1,
+        1,
+    ));
+    let r = Reply::of(ask(json!([
+        user("Weather in Oslo?"),
+        calling(&calls),
+        tool_result("call_w1", "sunny, 21 C"),
+        assistant("Sunny in Oslo."),
+        user("Thanks!"),
+    ])))
+    .await;
+    assert_eq!(r.conversation(), c);
+    assert_eq!(r.content(), "You're welcome.");
+    assert_eq!(app.turns(c).await, [1, 2]);
+}
+
+#[tokio::test]
+async fn a_paused_turn_survives_a_restart() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::tool_calls(
+        Some(""),
+        &[
+            agency_fakes::Call::new("call_a", "get_weather", r#"{"city":"Oslo"}"#),
+            agency_fakes::Call::new("call_b", "get_weather", r#"{"city":"Rome"}"#),
+        ],
+        3,
+        3,
+    ));
+    let body = |messages: Value| {
+        json!({"model": "solo", "messages": messages, "tools": [weather_tool()],
+               "parallel_tool_calls": true})
+    };
+    let r = Reply::of(
+        app.post(CHAT, Some(&key))
+            .json(&body(json!([user("Oslo or Rome?")]))),
+    )
+    .await;
+    let c = r.conversation();
+    let calls = r.ok()["choices"][0]["message"]["tool_calls"].clone();
+    assert_eq!(calls.as_array().unwrap().len(), 2);
+    assert_eq!(fake.requests()[0].body["parallel_tool_calls"], json!(true));
+
+    // Another server on the same database (this one's memory gone) takes the results.
+    let again = agency_server::testing::serve(
+        app._dir.path(),
+        Providers::builtin(),
+        Vec::new(),
+        agency_server::Connections::default(),
+    )
+    .await
+    .unwrap();
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "Oslo: sunny. Rome: rain."}"#,
+        1,
+        1,
+    ));
+    let r = Reply::of(
+        app.client
+            .post(format!("{}{CHAT}", again.base))
+            .bearer_auth(&key)
+            .json(&body(json!([
+                user("Oslo or Rome?"),
+                calling(&calls),
+                // In another order than called: each answers its own.
+                tool_result("call_b", "rain"),
+                tool_result("call_a", "sunny"),
+            ]))),
+    )
+    .await;
+    assert_eq!(r.conversation(), c);
+    assert_eq!(r.content(), "Oslo: sunny. Rome: rain.");
+    let sent = &fake.requests()[1];
+    assert_eq!(openai::problems(&sent.body), Vec::<String>::new());
+    let turns = again.store.turns(c).await.unwrap();
+    assert_eq!(turns.len(), 1, "the paused turn resumed");
+    assert_eq!(turns[0].hops, 4);
+}
+
+#[tokio::test]
+async fn a_streamed_pause_sends_the_calls_as_openai_streams_them() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::tool_call_stream(
+        &[],
+        &[agency_fakes::Call::streamed(
+            "call_s",
+            "get_weather",
+            &[r#"{"city":"#, r#""Oslo"}"#],
+        )],
+        5,
+        5,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("Weather?")],
+        "tools": [weather_tool()],
+        "tool_choice": "required",
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    })))
+    .await;
+    assert_eq!(fake.requests()[0].body["tool_choice"], json!("required"));
+    let events = r.events();
+    assert_eq!(events.last(), Some(&json!("[DONE]")));
+    let chunks = &events[..events.len() - 1];
+    let deltas: Vec<&Value> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(
+        deltas,
+        [&json!({"index": 0, "id": "call_s", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}})]
+    );
+    let finishes: Vec<&Value> = chunks
+        .iter()
+        .map(|c| &c["choices"][0]["finish_reason"])
+        .filter(|f| !f.is_null())
+        .collect();
+    assert_eq!(finishes, [&json!("tool_calls")]);
+    assert_usage(&chunks[chunks.len() - 1]["usage"]);
+}
+
+#[tokio::test]
+async fn only_the_manager_sees_the_clients_tools_and_a_named_choice_binds_its_first_call() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let draft = AgencyDraft {
+        name: "pair".into(),
+        protocol: "json".into(),
+        manager: "boss".into(),
+        providers: vec![ProviderDraft {
+            name: "fake".into(),
+            kind: "openai".into(),
+            base_url: Some(format!("{}/v1", fake.url)),
+            ..Default::default()
+        }],
+        agents: vec![
+            AgentDraft {
+                id: Some(10),
+                name: "boss".into(),
+                model: "fake/m".into(),
+                ..Default::default()
+            },
+            AgentDraft {
+                id: Some(20),
+                name: "helper".into(),
+                model: "fake/m".into(),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let agency = app.rt.save_agency(&draft, LOCAL_OWNER).await.unwrap();
+    let key = app.make_key(&agency, "test", None, None).await;
+    fake.push(openai::completion(
+        r#"{"to": 20, "context": "look it up"}"#,
+        1,
+        1,
+    ));
+    fake.push(openai::completion(
+        r#"{"to": 10, "context": "ask the client"}"#,
+        1,
+        1,
+    ));
+    fake.push(openai::tool_calls(
+        None,
+        &[agency_fakes::Call::new("call_n", "get_weather", "{}")],
+        1,
+        1,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "pair",
+        "messages": [user("Weather?")],
+        "tools": [weather_tool()],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+    })))
+    .await;
+    assert_eq!(r.ok()["choices"][0]["finish_reason"], json!("tool_calls"));
+    let sent = fake.requests();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(sent[0].tool_names(), ["get_weather"]);
+    assert_eq!(
+        sent[0].body["tool_choice"],
+        json!({"type": "function", "function": {"name": "get_weather"}})
+    );
+    assert_eq!(
+        sent[1].tool_names(),
+        Vec::<String>::new(),
+        "the helper has none"
+    );
+    assert_eq!(sent[2].tool_names(), ["get_weather"]);
+    assert_eq!(
+        sent[2].body.get("tool_choice"),
+        None,
+        "only the first call is bound"
+    );
+}
+
+#[tokio::test]
+async fn tool_messages_are_checked_as_openai_checks_them() {
+    let app = App::spawn().await;
+    let weather = [weather_tool()];
+    let calls = json!([{"id": "call_x", "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{}"}}]);
+    let cases = [
+        (
+            json!({"messages": [user("hi"), tool_result("call_x", "stray")], "tools": weather}),
+            Some("messages[1].tool_call_id"),
+        ),
+        (
+            json!({"messages": [user("hi"), calling(&calls), user("and?")], "tools": weather}),
+            Some("messages"),
+        ),
+        (
+            json!({"messages": [user("hi")], "tool_choice": "required"}),
+            Some("tool_choice"),
+        ),
+        (
+            json!({"messages": [user("hi")], "tools": [{"type": "web_search_preview"}]}),
+            Some("tools[0].type"),
+        ),
+        (
+            json!({"messages": [user("hi")], "functions": [{"name": "f"}]}),
+            Some("functions"),
+        ),
+    ];
+    for (mut body, param) in cases {
+        body["model"] = json!("studio");
+        let r = app.chat(CHAT, &body).await;
+        let message = r.error(StatusCode::BAD_REQUEST, None, param);
+        assert!(!message.is_empty());
+    }
+    // A history whose calls nobody stored: the manager's context is seeded with them and the
+    // turn goes on from their results (the studio's rules model answers).
+    let r = app
+        .chat(
+            CHAT,
+            &json!({"model": "studio", "messages": [
+                user(TODO_APP), calling(&calls), tool_result("call_x", "cloudy"),
+                assistant("It is cloudy."), user(TODO_APP),
+            ], "tools": weather}),
+        )
+        .await;
+    assert_eq!(r.content(), answer(TODO_APP));
+    let c = r.conversation();
+    let messages = app.store.messages(c).await.unwrap();
+    let seeded: Vec<(MessageKind, &str)> = messages
+        .iter()
+        .filter(|m| m.turn_id.is_none() && m.kind != MessageKind::System)
+        .map(|m| (m.kind, m.text.as_str()))
+        .collect();
+    assert_eq!(
+        seeded,
+        [
+            (MessageKind::Input, TODO_APP),
+            (MessageKind::Reply, ""),
+            (MessageKind::ToolResult, "cloudy"),
+            (MessageKind::Reply, r#"{"to":0,"context":"It is cloudy."}"#),
+            (MessageKind::Answer, "It is cloudy."),
+        ]
+    );
+}
+
+const TODO_APP: &str = "a todo app";

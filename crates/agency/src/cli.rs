@@ -91,6 +91,10 @@ pub enum Command {
             value_parser = cors_origin
         )]
         cors_origins: Vec<String>,
+        /// Seconds a turn paused on an API client's own tools waits for their results; results
+        /// sent later start a new turn instead of resuming it.
+        #[arg(long, env = "AGENCY_CLIENT_TOOLS_WAIT", default_value_t = 3600)]
+        client_tools_wait: u64,
     },
     /// Create or update an agency from a YAML (or JSON) file.
     Import { file: PathBuf },

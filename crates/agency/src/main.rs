@@ -107,8 +107,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             max_connections_per_address,
             header_timeout,
             cors_origins,
+            client_tools_wait,
             ..
         } => {
+            rt.set_client_tools_wait(std::time::Duration::from_secs(client_tools_wait));
             let cors =
                 agency_server::CorsOrigins::parse(&cors_origins).map_err(anyhow::Error::msg)?;
             let connections = agency_server::Connections {
