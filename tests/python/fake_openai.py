@@ -5,6 +5,9 @@ recording every request so tests can assert what the manager's model was sent.
 - The last message is a tool result: it answers `{"to": 0, "context": "Result: <result>"}`.
 - It was offered `get_weather` and the user asks about the weather: it calls `get_weather`
   with `{"city": "Oslo"}`.
+- Asked for JSON (the manager's message holds "JSON Schema" or "JSON object"), or corrected
+  for its answer's format: `{"city": "Oslo", "temperature_c": 21}` as the answer; but first
+  plain words when the message says "(bad first)", so the server corrects it.
 - Otherwise it echoes the user's last message: `{"to": 0, "context": "echo: <message>"}`.
 """
 
@@ -115,6 +118,12 @@ class FakeOpenAI:
             return {"role": "assistant", "content": json.dumps({"to": 0, "context": f"Result: {last['content']}"})}
         user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
         text = user.get("content") if isinstance(user.get("content"), str) else ""
+        weather = {"city": "Oslo", "temperature_c": 21}
+        if "could not be given to the user" in text:
+            return {"role": "assistant", "content": json.dumps({"to": 0, "context": weather})}
+        if "JSON Schema" in text or "JSON object" in text:
+            answer = "It is 21 degrees in Oslo." if "(bad first)" in text else weather
+            return {"role": "assistant", "content": json.dumps({"to": 0, "context": answer})}
         if "get_weather" in offered and "weather" in text.lower():
             return {
                 "role": "assistant",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import openai
+import pydantic
 import pytest
 
 from fake_openai import FakeOpenAI
@@ -741,6 +742,40 @@ def test_client_tools_streamed(server: Server, fake: FakeOpenAI):
             if c.choices
         )
         assert text == "Result: rain"
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+    temperature_c: float
+
+
+def test_parse_with_a_pydantic_model(server: Server, fake: FakeOpenAI):
+    """`.parse()` sends a strict JSON schema; the manager's first answer is not JSON, so the
+    server corrects it, and the client gets its model back."""
+    with server.client("weather") as client:
+        before = len(fake.requests)
+        done = client.chat.completions.parse(
+            model="weather", messages=[user("Weather in Oslo? (bad first)")], response_format=Weather
+        )
+        assert done.choices[0].message.parsed == Weather(city="Oslo", temperature_c=21)
+        assert len(fake.requests) - before == 2, "one correction"
+        asked = fake.requests[before]["messages"][-1]["content"]
+        assert "JSON Schema (`Weather`)" in asked and "temperature_c" in asked
+
+
+def test_json_object_wants_the_word_json(server: Server):
+    with server.client("weather") as client:
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(
+                model="weather", messages=[user("Weather?")], response_format={"type": "json_object"}
+            )
+        assert e.value.param == "messages"
+        done = client.chat.completions.create(
+            model="weather",
+            messages=[user("Weather in Oslo, as json?")],
+            response_format={"type": "json_object"},
+        )
+        assert json.loads(done.choices[0].message.content) == {"city": "Oslo", "temperature_c": 21}
 
 
 def test_hosted_tools_are_a_bad_request(client: openai.OpenAI):

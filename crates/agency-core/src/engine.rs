@@ -36,8 +36,16 @@ use crate::message::{MessageKind, StopReason};
 use crate::protocol::{self, Envelope, ReplyError};
 use crate::tool::{ToolCall, ToolGrants, ToolPart, ToolResult};
 
-/// Corrections an agent gets in a row before its raw text is passed on.
+/// Corrections an agent gets in a row before its raw text is passed on; also how often the
+/// manager is corrected for an answer that is not in the client's format.
 pub const MAX_CORRECTIONS: u8 = 2;
+
+/// What the manager's answer must be (an API client's response format, such as JSON of a
+/// schema), checked where the turn would end.
+pub trait AnswerCheck: Send + Sync + std::fmt::Debug {
+    /// The answer as the client gets it, or why it is not one (told to the manager).
+    fn check(&self, answer: &str) -> Result<String, String>;
+}
 
 /// A message to put into an agent's context.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,6 +138,9 @@ pub struct TurnEngine {
     tools: HashMap<AgentId, ToolGrants>,
     /// The client's tools (an API request's), by name: the manager's beside its own.
     client_tools: BTreeSet<String>,
+    /// What the answer must be, and how often the manager was corrected for it.
+    answer_check: Option<std::sync::Arc<dyn AnswerCheck>>,
+    format_corrections: u8,
 }
 
 /// How often an agent may make the same call and get the same result in one turn before it
@@ -166,7 +177,16 @@ impl TurnEngine {
                 .map(|a| (a.id, a.tools.clone()))
                 .collect(),
             client_tools: BTreeSet::new(),
+            answer_check: None,
+            format_corrections: 0,
         }
+    }
+
+    /// The manager's answer must pass `check`: one that does not is sent back to it with why,
+    /// at most [`MAX_CORRECTIONS`] times; then the turn fails.
+    pub fn with_answer_check(mut self, check: std::sync::Arc<dyn AnswerCheck>) -> Self {
+        self.answer_check = Some(check);
+        self
     }
 
     /// The manager may call these tools of the client too (their names): a call of one
@@ -750,11 +770,44 @@ impl TurnEngine {
 
     fn finish(
         &mut self,
-        text: String,
+        mut text: String,
         stopped_by: StopReason,
         linked: Option<MessageId>,
         steps: &mut Vec<Step>,
     ) {
+        if let Some(check) = self.answer_check.clone() {
+            match check.check(&text) {
+                Ok(checked) => text = checked,
+                Err(why) if linked.is_some() && self.format_corrections < MAX_CORRECTIONS => {
+                    // Not the answer yet: the manager is told why and answers again.
+                    self.format_corrections += 1;
+                    self.route(
+                        Delivery {
+                            to: self.manager,
+                            from: None,
+                            kind: MessageKind::Correction,
+                            text: format!(
+                                "Your answer could not be given to the user: {why}. Answer the user again, in the format asked for."
+                            ),
+                            linked,
+                            tool: None,
+                        },
+                        steps,
+                    );
+                    self.schedule(steps);
+                    return;
+                }
+                Err(why) => {
+                    self.phase = Phase::Ended;
+                    steps.push(Step::Fail {
+                        agent: self.manager,
+                        error: format!("the answer is not in the response format asked for: {why}"),
+                    });
+                    self.flush_idle(steps);
+                    return;
+                }
+            }
+        }
         self.phase = Phase::Ended;
         steps.push(Step::Answer {
             text,

@@ -205,6 +205,8 @@ fn envelope(o: &Map<String, Value>, roster: &Roster) -> Result<Envelope, ReplyEr
     .ok_or_else(|| ReplyError::Shape("\"to\" must be the number of an agent".into()))?;
     let text = match (o.get("context"), o.get("content")) {
         (Some(Value::String(s)), _) | (None, Some(Value::String(s))) => s.clone(),
+        // JSON for its addressee (an answer in a client's JSON format): as JSON text.
+        (Some(v @ (Value::Object(_) | Value::Array(_))), _) => v.to_string(),
         (None, None) => {
             return Err(ReplyError::Shape(
                 "the object has no \"context\" field with your message".into(),
@@ -370,6 +372,11 @@ mod tests {
             json(r#"{"to": 143, "context": 5}"#),
             Err(ReplyError::Shape(_))
         ));
+        assert_eq!(
+            json(r#"{"to": 0, "context": {"city": "Oslo", "t": [1, 2]}}"#).unwrap()[0].text,
+            r#"{"city":"Oslo","t":[1,2]}"#,
+            "JSON as the message is its text"
+        );
         assert!(matches!(
             json(r#"{"to": -1, "context": "x"}"#),
             Err(ReplyError::Shape(_))

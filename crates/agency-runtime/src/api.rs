@@ -54,6 +54,8 @@ pub struct ChatTurn {
     pub tools: Vec<Tool>,
     /// How the manager may use them.
     pub tool_use: ToolUse,
+    /// What the answer must be (JSON, of a schema), when the client asks.
+    pub format: Option<crate::format::ResponseFormat>,
 }
 
 impl ChatTurn {
@@ -389,8 +391,14 @@ impl Runtime {
         answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<TurnOutcome, RuntimeError> {
         // Named by its id, the conversation's transcript is the server's, not the request's.
+        let mut text = manager_input(turn.user_text(), turn.prefill.as_deref());
+        if let Some(format) = &turn.format {
+            text = format!("{text}\n\n{}", format.instructions())
+                .trim()
+                .to_string();
+        }
         let input = crate::turn::TurnInput {
-            text: manager_input(turn.user_text(), turn.prefill.as_deref()),
+            text,
             results: turn.results(),
         };
         let mut before = if turn.conversation.is_some() && turn.history.is_empty() {
@@ -408,6 +416,7 @@ impl Runtime {
             },
             tools: Arc::new(turn.tools),
             tool_use: turn.tool_use,
+            format: turn.format,
         };
         crate::turn::run(self.clone(), opened.guard, input, answer, Some(api)).await
     }

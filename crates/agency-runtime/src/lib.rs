@@ -11,6 +11,7 @@ pub mod api;
 pub mod conversations;
 mod error;
 mod events;
+pub mod format;
 mod hex;
 pub mod keys;
 pub mod memory;

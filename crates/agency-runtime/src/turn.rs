@@ -404,6 +404,8 @@ pub(crate) struct ApiTurn {
     /// The client's tools, the manager's beside its own, and how it may use them.
     pub tools: Arc<Vec<Tool>>,
     pub tool_use: ToolUse,
+    /// What the answer must be.
+    pub format: Option<crate::format::ResponseFormat>,
 }
 
 pub(crate) async fn run(
@@ -451,6 +453,9 @@ pub(crate) async fn run(
     let client_tools = api.as_ref().map(|a| a.tools.clone()).unwrap_or_default();
     let mut engine =
         TurnEngine::new(&agency).with_client_tools(client_tools.iter().map(|t| t.name.clone()));
+    if let Some(format) = api.as_ref().and_then(|a| a.format.clone()) {
+        engine = engine.with_answer_check(Arc::new(format));
+    }
     let unanswered = session.unanswered();
     let (record, steps) = if input.results.is_empty() {
         let steps = engine.start(input.text, unanswered);

@@ -874,11 +874,12 @@ async fn errors_have_openais_shape() {
         (
             "error_400_response_format",
             app.post(CHAT, key).json(&ok(json!({
-                "response_format": { "type": "json_object" },
+                "response_format": { "type": "json_schema",
+                    "json_schema": { "name": "answer", "schema": { "type": 5 } } },
             }))),
             StatusCode::BAD_REQUEST,
             None,
-            Some("response_format"),
+            Some("response_format.json_schema.schema"),
         ),
         (
             "error_400_tool_without_call",
@@ -2494,3 +2495,101 @@ async fn tool_messages_are_checked_as_openai_checks_them() {
 }
 
 const TODO_APP: &str = "a todo app";
+
+// ---------------------------------------------------------------------------------------------
+// Structured outputs: the answer is JSON of the client's schema
+
+fn weather_format() -> Value {
+    json!({"type": "json_schema", "json_schema": {"name": "weather", "strict": true, "schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "temperature_c": {"type": "number"}},
+        "required": ["city", "temperature_c"],
+        "additionalProperties": false
+    }}})
+}
+
+#[tokio::test]
+async fn a_json_schema_answer_is_checked_and_the_manager_corrected() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "It is 21 degrees in Oslo."}"#,
+        1,
+        1,
+    ));
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": {"city": "Oslo"}}"#,
+        1,
+        1,
+    ));
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": {"city": "Oslo", "temperature_c": 21}}"#,
+        1,
+        1,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("Weather in Oslo?")],
+        "response_format": weather_format(),
+    })))
+    .await;
+    let answer = r.content();
+    assert_eq!(
+        serde_json::from_str::<Value>(&answer).unwrap(),
+        json!({"city": "Oslo", "temperature_c": 21})
+    );
+    let sent = fake.requests();
+    assert_eq!(sent.len(), 3, "two corrections");
+    let last_of = |i: usize| {
+        sent[i].body["messages"].as_array().unwrap().last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        last_of(0).contains("JSON Schema (`weather`)") && last_of(0).contains("temperature_c"),
+        "the schema: {}",
+        last_of(0)
+    );
+    assert!(last_of(1).contains("it is not JSON"), "{}", last_of(1));
+    assert!(
+        last_of(2).contains("at /") || last_of(2).contains("temperature_c"),
+        "{}",
+        last_of(2)
+    );
+
+    // Three answers out of format: the request fails, naming no agent.
+    for _ in 0..3 {
+        fake.push(openai::completion(r#"{"to": 0, "context": "words"}"#, 1, 1));
+    }
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("Weather again?")],
+        "response_format": weather_format(),
+    })))
+    .await;
+    let message = r.error(StatusCode::BAD_GATEWAY, None, None);
+    assert!(!message.contains("only"), "{message}");
+
+    // json_object asks for the word, as OpenAI does; then takes any object.
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("Weather?")],
+        "response_format": {"type": "json_object"},
+    })))
+    .await;
+    r.error(StatusCode::BAD_REQUEST, None, Some("messages"));
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "```json\n{\"ok\": true}\n```"}"#,
+        1,
+        1,
+    ));
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [user("Weather as JSON?")],
+        "response_format": {"type": "json_object"},
+    })))
+    .await;
+    assert_eq!(r.content(), r#"{"ok": true}"#, "the fence is taken off");
+}

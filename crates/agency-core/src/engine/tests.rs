@@ -718,3 +718,47 @@ fn a_resumed_turn_past_its_hop_limit_is_told_to_answer() {
         ]
     );
 }
+
+#[derive(Debug)]
+struct Braces;
+
+impl AnswerCheck for Braces {
+    fn check(&self, answer: &str) -> Result<String, String> {
+        let t = answer.trim();
+        if t.starts_with('{') && t.ends_with('}') {
+            Ok(t.to_string())
+        } else {
+            Err("it is not a JSON object".into())
+        }
+    }
+}
+
+#[test]
+fn an_answer_out_of_format_is_corrected_twice_then_the_turn_fails() {
+    let mut e = TurnEngine::new(&agency(16)).with_answer_check(std::sync::Arc::new(Braces));
+    e.start("hello".into(), []);
+    let mut t = T { e };
+    for _ in 0..2 {
+        assert_eq!(
+            show(&t.reply(M, &to(0, "plain words"))),
+            [
+                "deliver 10<-0 correction \"Your answer could not be\"",
+                "invoke 10"
+            ]
+        );
+    }
+    assert_eq!(
+        show(&t.reply(M, &to(0, "still plain"))),
+        ["fail 10 the answer is not in the response format asked for: it is not a JSON object"]
+    );
+
+    let mut e = TurnEngine::new(&agency(16)).with_answer_check(std::sync::Arc::new(Braces));
+    e.start("hello".into(), []);
+    let mut t = T { e };
+    t.reply(M, &to(0, "plain"));
+    let ok = r#"{\"a\": 1}"#;
+    assert_eq!(
+        show(&t.reply(M, &to(0, ok))),
+        ["answer answered \"{\\\"a\\\": 1}\""]
+    );
+}

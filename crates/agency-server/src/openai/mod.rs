@@ -4,6 +4,7 @@
 
 mod cors;
 mod error;
+mod format;
 mod prefill;
 pub mod tools;
 pub mod types;
@@ -366,8 +367,19 @@ async fn chat(
         request.other.get("tool_choice"),
         request.other.get("parallel_tool_calls"),
     )?;
+    let format =
+        format::response_format(request.response_format.as_ref(), "response_format", false)?;
+    if format == Some(agency_runtime::format::ResponseFormat::JsonObject)
+        && !request.messages.iter().any(|m| mentions_json(m))
+    {
+        return Err(OpenAiError::invalid(
+            "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.",
+            Some("messages"),
+        ));
+    }
     let mut turn = chat_turn(request.messages)?;
     turn.end_user = end_user;
+    turn.format = format;
     turn.tools = client.tools;
     turn.tool_use = client.tool_use;
     turn.conversation = named_conversation(&headers)?;
@@ -449,14 +461,6 @@ fn check(r: &ChatRequest, stream: bool) -> Result<bool, OpenAiError> {
         return Err(OpenAiError::invalid(
             "`logprobs` is not supported by an agency.",
             Some("logprobs"),
-        ));
-    }
-    if let Some(format) = &r.response_format
-        && format.get("type").and_then(|t| t.as_str()) != Some("text")
-    {
-        return Err(OpenAiError::invalid(
-            "Only `response_format: {\"type\": \"text\"}` is supported.",
-            Some("response_format"),
         ));
     }
     match &r.stream_options {
@@ -600,6 +604,19 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
         prefill: prefill.filter(|p| !p.trim().is_empty()),
         ..ChatTurn::default()
     })
+}
+
+/// Whether a message says "json" anywhere in its text (OpenAI asks it of `json_object`).
+fn mentions_json(m: &types::ChatMessage) -> bool {
+    let says = |t: &str| t.to_ascii_lowercase().contains("json");
+    match &m.content {
+        Some(Content::Text(t)) => says(t),
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(|t| t.as_str()))
+            .any(says),
+        None => false,
+    }
 }
 
 /// The end user a request names: `safety_identifier`, or the older `user`.
