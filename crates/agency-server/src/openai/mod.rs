@@ -370,7 +370,7 @@ async fn chat(
     let format =
         format::response_format(request.response_format.as_ref(), "response_format", false)?;
     if format == Some(agency_runtime::format::ResponseFormat::JsonObject)
-        && !request.messages.iter().any(|m| mentions_json(m))
+        && !request.messages.iter().any(mentions_json)
     {
         return Err(OpenAiError::invalid(
             "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.",
