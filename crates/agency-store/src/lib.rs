@@ -147,6 +147,19 @@ pub struct ApiThread {
     pub turn: u32,
 }
 
+/// A Responses API response as stored: its agency, the conversation and turn it answered (or
+/// paused), and the response object and input items as the edge sent and took them (JSON).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiResponse {
+    pub id: String,
+    pub agency: AgencyId,
+    pub conversation: ConversationId,
+    pub turn: u32,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub body: String,
+    pub input: String,
+}
+
 /// A stored transcript a request's history matched (see [`KeyStore::api_threads`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadMatch {
@@ -247,6 +260,12 @@ pub trait KeyStore: Send + Sync {
     /// The transcripts of `key` stored (by [`ConversationStore::write`]) under any of
     /// `hashes`, in one query.
     async fn api_threads(&self, key: uuid::Uuid, hashes: &[String]) -> Result<Vec<ThreadMatch>>;
+    /// Stores a response; its id is new.
+    async fn put_api_response(&self, response: &ApiResponse) -> Result<()>;
+    /// The agency's response of that id.
+    async fn api_response(&self, agency: AgencyId, id: &str) -> Result<Option<ApiResponse>>;
+    /// True when the agency had a response of that id.
+    async fn delete_api_response(&self, agency: AgencyId, id: &str) -> Result<bool>;
 }
 
 /// Small server-wide facts.

@@ -60,6 +60,7 @@ suite!(
     rooms_participants_and_messages,
     definitions_are_pointed_to_and_outlived,
     answers_in_flight_are_recorded_until_stored,
+    api_responses_are_kept_per_agency,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -1257,4 +1258,27 @@ fn participant(
         position,
         colour: "#2563eb".into(),
     }
+}
+
+async fn api_responses_are_kept_per_agency(s: Arc<dyn Store>) {
+    let c = setup(&s).await;
+    let agency = s.conversation(c).await.unwrap().unwrap().agency_id;
+    let other = agency_core::AgencyId::new();
+    let r = agency_store::ApiResponse {
+        id: "resp_1".into(),
+        agency,
+        conversation: c,
+        turn: 3,
+        created_at: chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+        body: r#"{"id":"resp_1"}"#.into(),
+        input: "[]".into(),
+    };
+    s.put_api_response(&r).await.unwrap();
+    assert!(s.put_api_response(&r).await.is_err(), "ids are unique");
+    assert_eq!(s.api_response(agency, "resp_1").await.unwrap(), Some(r.clone()));
+    assert_eq!(s.api_response(other, "resp_1").await.unwrap(), None, "another agency's");
+    assert!(!s.delete_api_response(other, "resp_1").await.unwrap());
+    assert!(s.delete_api_response(agency, "resp_1").await.unwrap());
+    assert_eq!(s.api_response(agency, "resp_1").await.unwrap(), None);
+    assert!(!s.delete_api_response(agency, "resp_1").await.unwrap());
 }

@@ -6,7 +6,7 @@ use chrono::Utc;
 
 use super::{PostgresStore, unique_violation};
 use crate::shared::keys;
-use crate::{KeyStore, Result, ThreadMatch};
+use crate::{ApiResponse, KeyStore, Result, ThreadMatch};
 
 #[async_trait]
 impl KeyStore for PostgresStore {
@@ -71,6 +71,38 @@ impl KeyStore for PostgresStore {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(keys::thread_match).collect())
+    }
+
+    async fn put_api_response(&self, r: &ApiResponse) -> Result<()> {
+        sqlx::query(keys::INSERT_API_RESPONSE)
+            .bind(&r.id)
+            .bind(r.agency.0)
+            .bind(r.conversation.0)
+            .bind(i64::from(r.turn))
+            .bind(r.created_at)
+            .bind(&r.body)
+            .bind(&r.input)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn api_response(&self, agency: AgencyId, id: &str) -> Result<Option<ApiResponse>> {
+        let row: Option<keys::ApiResponseRow> = sqlx::query_as(keys::API_RESPONSE)
+            .bind(agency.0)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(keys::api_response))
+    }
+
+    async fn delete_api_response(&self, agency: AgencyId, id: &str) -> Result<bool> {
+        let done = sqlx::query(keys::DELETE_API_RESPONSE)
+            .bind(agency.0)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {

@@ -45,6 +45,40 @@ pub(crate) const API_THREADS: &str = api_threads!();
 /// PostgreSQL: the hashes as one array.
 pub(crate) const API_THREADS_ANY: &str = concat!(api_threads!(), "t.hash = ANY($2)");
 
+pub(crate) const INSERT_API_RESPONSE: &str = "INSERT INTO api_responses \
+     (id, agency_id, conversation_id, turn_number, created_at, body, input) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+pub(crate) const API_RESPONSE: &str = "SELECT id, agency_id, conversation_id, \
+     CAST(turn_number AS BIGINT), created_at, body, input \
+     FROM api_responses WHERE agency_id = $1 AND id = $2";
+pub(crate) const DELETE_API_RESPONSE: &str =
+    "DELETE FROM api_responses WHERE agency_id = $1 AND id = $2";
+
+/// A row of [`API_RESPONSE`].
+pub(crate) type ApiResponseRow = (
+    String,
+    Uuid,
+    Uuid,
+    i64,
+    DateTime<Utc>,
+    String,
+    String,
+);
+
+pub(crate) fn api_response(
+    (id, agency, conversation, turn, created_at, body, input): ApiResponseRow,
+) -> crate::ApiResponse {
+    crate::ApiResponse {
+        id,
+        agency: agency_core::AgencyId(agency),
+        conversation: agency_core::ConversationId(conversation),
+        turn: u32::try_from(turn).unwrap_or(0),
+        created_at,
+        body,
+        input,
+    }
+}
+
 #[derive(sqlx::FromRow)]
 pub(crate) struct ApiKeyRow {
     pub id: Uuid,

@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use super::{SqliteStore, unique_violation};
 use crate::shared::keys::{self, ApiKeyRow};
-use crate::{KeyStore, Result, StoreError, ThreadMatch};
+use crate::{ApiResponse, KeyStore, Result, StoreError, ThreadMatch};
 
 #[async_trait]
 impl KeyStore for SqliteStore {
@@ -82,6 +82,48 @@ impl KeyStore for SqliteStore {
             .collect()
         })?;
         Ok(rows.into_iter().map(keys::thread_match).collect())
+    }
+
+    async fn put_api_response(&self, r: &ApiResponse) -> Result<()> {
+        self.with(|conn| {
+            conn.prepare_cached(keys::INSERT_API_RESPONSE)?.execute(params![
+                r.id,
+                r.agency.0,
+                r.conversation.0,
+                i64::from(r.turn),
+                r.created_at,
+                r.body,
+                r.input
+            ])
+        })
+        .map(|_| ())
+    }
+
+    async fn api_response(&self, agency: AgencyId, id: &str) -> Result<Option<ApiResponse>> {
+        let row: Option<keys::ApiResponseRow> = self.with(|conn| {
+            conn.prepare_cached(keys::API_RESPONSE)?
+                .query_row(params![agency.0, id], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                    ))
+                })
+                .optional()
+        })?;
+        Ok(row.map(keys::api_response))
+    }
+
+    async fn delete_api_response(&self, agency: AgencyId, id: &str) -> Result<bool> {
+        let n = self.with(|conn| {
+            conn.prepare_cached(keys::DELETE_API_RESPONSE)?
+                .execute(params![agency.0, id])
+        })?;
+        Ok(n > 0)
     }
 
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
