@@ -3,10 +3,10 @@ the suite, answering deterministically in the agency's `json` protocol, streamed
 recording every request so tests can assert what the manager's model was sent.
 
 - The last message is a tool result: it answers `{"to": 0, "context": "Result: <result>"}`.
+- Corrected for its answer's format (by the server): `{"city": "Oslo", "temperature_c": 21}`.
 - It was offered `get_weather` and the user asks about the weather: it calls `get_weather`
   with `{"city": "Oslo"}`.
-- Asked for JSON (the manager's message holds "JSON Schema" or "JSON object"), or corrected
-  for its answer's format: `{"city": "Oslo", "temperature_c": 21}` as the answer; but first
+- Asked for JSON (the manager's message holds "JSON Schema" or "JSON object"): `{"city": "Oslo", "temperature_c": 21}` as the answer; but first
   plain words when the message says "(bad first)", so the server corrects it.
 - Otherwise it echoes the user's last message: `{"to": 0, "context": "echo: <message>"}`.
 """
@@ -121,9 +121,6 @@ class FakeOpenAI:
         weather = {"city": "Oslo", "temperature_c": 21}
         if "could not be given to the user" in text:
             return {"role": "assistant", "content": json.dumps({"to": 0, "context": weather})}
-        if "JSON Schema" in text or "JSON object" in text:
-            answer = "It is 21 degrees in Oslo." if "(bad first)" in text else weather
-            return {"role": "assistant", "content": json.dumps({"to": 0, "context": answer})}
         if "get_weather" in offered and "weather" in text.lower():
             return {
                 "role": "assistant",
@@ -136,6 +133,9 @@ class FakeOpenAI:
                     }
                 ],
             }
+        if "JSON Schema" in text or "JSON object" in text:
+            answer = "It is 21 degrees in Oslo." if "(bad first)" in text else weather
+            return {"role": "assistant", "content": json.dumps({"to": 0, "context": answer})}
         return {"role": "assistant", "content": json.dumps({"to": 0, "context": f"echo: {text}"})}
 
     def close(self) -> None:

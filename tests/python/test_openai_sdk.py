@@ -912,3 +912,164 @@ def test_allowed_origins_may_call_from_a_browser(server: Server):
     status, headers = preflight(f"{server.v1}/chat/completions", "https://elsewhere.example")
     assert status == 204
     assert "access-control-allow-origin" not in headers
+
+
+# --- The Responses API -----------------------------------------------------------------------
+
+
+def test_responses_plain_and_retrieved(client: openai.OpenAI):
+    r = client.responses.create(model="studio", input=TODO)
+    assert r.object == "response" and r.id.startswith("resp_")
+    assert r.status == "completed"
+    assert r.model == "studio"
+    assert r.output_text == answer_for(TODO)
+    (item,) = r.output
+    assert item.type == "message" and item.role == "assistant"
+    assert item.content[0].type == "output_text"
+    assert r.usage is not None and r.usage.total_tokens == r.usage.input_tokens + r.usage.output_tokens
+
+    again = client.responses.retrieve(r.id)
+    assert again.id == r.id and again.output_text == r.output_text
+    items = client.responses.input_items.list(r.id)
+    texts = [i.content[0].text if isinstance(i.content, list) else i.content for i in items.data]
+    assert texts == [TODO]
+
+    deleted = client.responses.delete(r.id)
+    assert deleted is None or getattr(deleted, "deleted", True)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(r.id)
+
+
+def test_responses_previous_response_id_continues(client: openai.OpenAI):
+    first = client.responses.create(model="studio", input=TODO, instructions="Be quick.")
+    second = client.responses.create(
+        model="studio", input="a chat app", previous_response_id=first.id
+    )
+    assert second.output_text == answer_for("a chat app")
+    assert second.previous_response_id == first.id
+    raw = client.responses.with_raw_response.create(
+        model="studio", input="a blog", previous_response_id=second.id
+    )
+    assert raw.headers["x-agency-conversation"]
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="studio", input="x", previous_response_id="resp_nothing")
+
+
+def test_responses_streamed(client: openai.OpenAI):
+    events = list(client.responses.create(model="studio", input=TODO, stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] == "response.completed"
+    for k in ("response.output_item.added", "response.content_part.added",
+              "response.output_text.done", "response.content_part.done", "response.output_item.done"):
+        assert kinds.count(k) == 1, kinds
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == answer_for(TODO)
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[-1].response.output_text == text
+
+    # The SDK's stream helper accumulates the same.
+    with client.responses.stream(model="studio", input=TODO) as stream:
+        final = stream.get_final_response()
+    assert final.output_text == answer_for(TODO)
+
+
+def test_responses_function_calls(server: Server, fake: FakeOpenAI):
+    tool = {
+        "type": "function",
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": WEATHER_TOOL["function"]["parameters"],
+    }
+    with server.client("weather") as client:
+        first = client.responses.create(model="weather", input="Weather in Oslo?", tools=[tool])
+        (call,) = first.output
+        assert call.type == "function_call" and call.name == "get_weather"
+        assert json.loads(call.arguments) == {"city": "Oslo"}
+        second = client.responses.create(
+            model="weather",
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}],
+            tools=[tool],
+        )
+        assert second.output_text == "Result: sunny"
+        sent = fake.requests[-1]["messages"]
+        assert sent[-1] == {"role": "tool", "tool_call_id": call.call_id, "content": "sunny"}
+
+        # Streamed, and with the whole input resent instead of previous_response_id.
+        events = list(client.responses.create(model="weather", input="Weather today?", tools=[tool], stream=True))
+        done = [e for e in events if e.type == "response.function_call_arguments.done"]
+        assert len(done) == 1 and json.loads(done[0].arguments) == {"city": "Oslo"}
+        (call,) = events[-1].response.output
+        again = client.responses.create(
+            model="weather",
+            input=[
+                {"role": "user", "content": "Weather today?"},
+                {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+                {"type": "function_call_output", "call_id": call.call_id, "output": "rain"},
+            ],
+            tools=[tool],
+        )
+        assert again.output_text == "Result: rain"
+
+
+def test_responses_structured_output_and_refusals(server: Server, client: openai.OpenAI):
+    with server.client("weather") as weather:
+        parsed = weather.responses.parse(model="weather", input="Weather in Oslo?", text_format=Weather)
+        assert parsed.output_parsed == Weather(city="Oslo", temperature_c=21)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="studio", input=TODO, tools=[{"type": "web_search"}])
+    assert e.value.param == "tools[0].type"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="studio", input=TODO, background=True)
+    assert e.value.param == "background"
+    kept = client.responses.create(model="studio", input=TODO, store=False)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(kept.id)
+
+
+# --- The OpenAI Agents SDK -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["responses", "chat_completions"])
+def test_openai_agents_sdk_runs_an_agent_on_the_agency(server: Server, fake: FakeOpenAI, api: str):
+    """An Agents SDK agent whose model is the agency: it must call its function tool, and its
+    output type is structured. The SDK runs the tool between two requests; the agency's turn
+    pauses on the call and resumes with the result."""
+    import agents
+
+    agents.set_tracing_disabled(True)
+    ran: list[str] = []
+
+    @agents.function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        ran.append(city)
+        return f"sunny in {city}"
+
+    async def go():
+        client = server.async_client("weather")
+        model = (
+            agents.OpenAIResponsesModel(model="weather", openai_client=client)
+            if api == "responses"
+            else agents.OpenAIChatCompletionsModel(model="weather", openai_client=client)
+        )
+        agent = agents.Agent(
+            name="forecast",
+            instructions="Answer with the weather.",
+            model=model,
+            tools=[get_weather],
+            output_type=Weather,
+        )
+        try:
+            return await agents.Runner.run(agent, "What's the weather in Oslo?")
+        finally:
+            await client.close()
+
+    before = len(fake.requests)
+    result = asyncio.run(go())
+    assert ran == ["Oslo"], "the SDK ran the tool the manager called, once"
+    assert result.final_output == Weather(city="Oslo", temperature_c=21)
+    sent = fake.requests[before:]
+    # The call, then its result (answered as words, which the server corrects into the schema).
+    assert any(m.get("role") == "tool" and m["content"] == "sunny in Oslo" for m in sent[1]["messages"])

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use agency_core::tool::{ToolCall, ToolPart, ToolUse};
 use agency_core::{Agency, ApiKey, ConversationId, Role, Said, Tool};
+pub use agency_store::ApiResponse;
 use agency_store::ApiThread;
 use sha2::{Digest, Sha256};
 use tokio::sync::OwnedMutexGuard;
@@ -43,6 +44,9 @@ pub struct ChatTurn {
     /// A conversation the client named (`x-agency-conversation`); its history is then the
     /// server's.
     pub conversation: Option<ConversationId>,
+    /// A conversation as it stood after one of its turns (a Responses API request's
+    /// `previous_response_id`): continued when that is its latest turn, else forked there.
+    pub after: Option<(ConversationId, u32)>,
     /// How the answer should begin (a client's last assistant message, a "prefill"): the
     /// manager is asked, after the new message, to begin its answer with it. Not part of the
     /// transcript: the client's next request holds the answer instead.
@@ -237,12 +241,27 @@ impl Runtime {
         turn: &ChatTurn,
     ) -> Result<Opened, RuntimeError> {
         let system = turn.system.as_deref();
-        let found = match turn.conversation {
-            Some(id) => match self.store.conversation(id).await? {
+        let found = match (turn.conversation, turn.after) {
+            (Some(id), _) => match self.store.conversation(id).await? {
                 Some(c) if c.agency_id == agency.id => Found::Continue(id),
                 _ => return Err(RuntimeError::ConversationNotFound(id)),
             },
-            None => self.find(key, turn, false).await?,
+            (None, Some((id, after))) => match self.store.conversation(id).await? {
+                Some(c) if c.agency_id == agency.id => {
+                    let last = self.store.turns(id).await?.last().map_or(0, |t| t.number);
+                    if after >= last {
+                        Found::Continue(id)
+                    } else {
+                        Found::Fork {
+                            conversation: id,
+                            turn: after,
+                            rest: turn.history.len(),
+                        }
+                    }
+                }
+                _ => return Err(RuntimeError::ConversationNotFound(id)),
+            },
+            (None, None) => self.find(key, turn, false).await?,
         };
         let found = match found {
             Found::Resume(id) => {
@@ -390,18 +409,19 @@ impl Runtime {
         turn: ChatTurn,
         answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<TurnOutcome, RuntimeError> {
-        // Named by its id, the conversation's transcript is the server's, not the request's.
         let mut text = manager_input(turn.user_text(), turn.prefill.as_deref());
-        if let Some(format) = &turn.format {
-            text = format!("{text}\n\n{}", format.instructions())
-                .trim()
-                .to_string();
+        // The format goes with the user's message (results resuming a turn bring none: the
+        // manager was told with the message that began it).
+        if let Some(format) = turn.format.as_ref().filter(|_| !text.trim().is_empty()) {
+            text = format!("{text}\n\n{}", format.instructions());
         }
+        // Named by its id, the conversation's transcript is the server's, not the request's.
         let input = crate::turn::TurnInput {
             text,
             results: turn.results(),
         };
-        let mut before = if turn.conversation.is_some() && turn.history.is_empty() {
+        let pinned = turn.conversation.is_some() || turn.after.is_some();
+        let mut before = if pinned && turn.history.is_empty() {
             self.visible_transcript(opened.id).await?
         } else {
             turn.history
@@ -437,6 +457,29 @@ impl Runtime {
                 _ => None,
             })
             .collect())
+    }
+
+    /// Keeps a Responses API response (its id new).
+    pub async fn save_response(&self, response: &ApiResponse) -> Result<(), RuntimeError> {
+        Ok(self.store.put_api_response(response).await?)
+    }
+
+    /// The agency's stored response of that id.
+    pub async fn response(
+        &self,
+        agency: agency_core::AgencyId,
+        id: &str,
+    ) -> Result<Option<ApiResponse>, RuntimeError> {
+        Ok(self.store.api_response(agency, id).await?)
+    }
+
+    /// Forgets a stored response (its conversation stays); false when there was none.
+    pub async fn delete_response(
+        &self,
+        agency: agency_core::AgencyId,
+        id: &str,
+    ) -> Result<bool, RuntimeError> {
+        Ok(self.store.delete_api_response(agency, id).await?)
     }
 
     /// Both: one Chat Completions request.

@@ -1275,8 +1275,15 @@ async fn api_responses_are_kept_per_agency(s: Arc<dyn Store>) {
     };
     s.put_api_response(&r).await.unwrap();
     assert!(s.put_api_response(&r).await.is_err(), "ids are unique");
-    assert_eq!(s.api_response(agency, "resp_1").await.unwrap(), Some(r.clone()));
-    assert_eq!(s.api_response(other, "resp_1").await.unwrap(), None, "another agency's");
+    assert_eq!(
+        s.api_response(agency, "resp_1").await.unwrap(),
+        Some(r.clone())
+    );
+    assert_eq!(
+        s.api_response(other, "resp_1").await.unwrap(),
+        None,
+        "another agency's"
+    );
     assert!(!s.delete_api_response(other, "resp_1").await.unwrap());
     assert!(s.delete_api_response(agency, "resp_1").await.unwrap());
     assert_eq!(s.api_response(agency, "resp_1").await.unwrap(), None);

@@ -6,6 +6,7 @@ mod cors;
 mod error;
 mod format;
 mod prefill;
+mod responses;
 pub mod tools;
 pub mod types;
 
@@ -63,6 +64,31 @@ pub fn routes(cors: &CorsOrigins) -> Router<AppState> {
         .route(
             "/api/agency/{agency}/models/{model}",
             preflight().get(agency_model),
+        )
+        .route("/v1/responses", preflight().post(responses::v1_create))
+        .route(
+            "/v1/responses/{id}",
+            preflight()
+                .get(responses::v1_get)
+                .delete(responses::v1_delete),
+        )
+        .route(
+            "/v1/responses/{id}/input_items",
+            preflight().get(responses::v1_input_items),
+        )
+        .route(
+            "/api/agency/{agency}/responses",
+            preflight().post(responses::agency_create),
+        )
+        .route(
+            "/api/agency/{agency}/responses/{id}",
+            preflight()
+                .get(responses::agency_get)
+                .delete(responses::agency_delete),
+        )
+        .route(
+            "/api/agency/{agency}/responses/{id}/input_items",
+            preflight().get(responses::agency_input_items),
         )
         .route("/v1/{*rest}", axum::routing::any(unknown_url))
         .layer(DefaultBodyLimit::max(MAX_BODY));
@@ -170,7 +196,7 @@ async fn agency_model(
 async fn unknown_url(method: axum::http::Method, uri: axum::http::Uri) -> OpenAiError {
     OpenAiError::invalid(
         format!(
-            "Invalid URL ({method} {}): an agency serves chat completions and models.",
+            "Invalid URL ({method} {}): an agency serves chat completions, responses and models.",
             uri.path()
         ),
         None,
@@ -325,18 +351,7 @@ async fn chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            OpenAiError::invalid(
-                format!("The request is larger than {} MiB.", MAX_BODY >> 20),
-                None,
-            )
-            .status(StatusCode::PAYLOAD_TOO_LARGE)
-            .with_code("request_too_large")
-        } else {
-            OpenAiError::invalid(e.body_text(), None)
-        }
-    })?;
+    let body = body_of(body)?;
     // Like OpenAI: the key first, then the body.
     let bearer_check = authorize(&s, request_id, key, None).await?;
     let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
@@ -361,7 +376,7 @@ async fn chat(
     }
     let stream = request.stream.unwrap_or(false);
     let include_usage = check(&request, stream)?;
-    let end_user = end_user(&request);
+    let end_user = end_user(&request.other);
     let client = tools::client_tools(
         request.other.get("tools"),
         request.other.get("tool_choice"),
@@ -377,7 +392,7 @@ async fn chat(
             Some("messages"),
         ));
     }
-    let mut turn = chat_turn(request.messages)?;
+    let mut turn = chat_turn(request.messages, false)?;
     turn.end_user = end_user;
     turn.format = format;
     turn.tools = client.tools;
@@ -413,6 +428,22 @@ async fn chat(
         response.headers_mut().insert(CONVERSATION_HEADER, v);
     }
     Ok(response)
+}
+
+/// A request's body, or why it could not be read (too large: a 413).
+fn body_of(body: Result<Bytes, BytesRejection>) -> Result<Bytes, OpenAiError> {
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            OpenAiError::invalid(
+                format!("The request is larger than {} MiB.", MAX_BODY >> 20),
+                None,
+            )
+            .status(StatusCode::PAYLOAD_TOO_LARGE)
+            .with_code("request_too_large")
+        } else {
+            OpenAiError::invalid(e.body_text(), None)
+        }
+    })
 }
 
 /// Refuses what an agency cannot do, by parameter. Returns whether usage goes in the stream.
@@ -478,7 +509,9 @@ fn check(r: &ChatRequest, stream: bool) -> Result<bool, OpenAiError> {
 /// assistant message: the user's, and the results of its calls), and a last assistant message
 /// without calls as the prefill. Tool messages are checked as OpenAI checks them: each answers
 /// a call of the assistant message before it, and every call is answered before anything else.
-fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError> {
+/// A request `continuing` a stored conversation (the Responses API's `previous_response_id`)
+/// need not hold a user message: the conversation has them.
+fn chat_turn(messages: Vec<types::ChatMessage>, continuing: bool) -> Result<ChatTurn, OpenAiError> {
     if messages.is_empty() {
         return Err(OpenAiError::invalid(
             "`messages` must hold at least one message.",
@@ -571,7 +604,7 @@ fn chat_turn(messages: Vec<types::ChatMessage>) -> Result<ChatTurn, OpenAiError>
         Some(last) if last.role == Role::Assistant => rest.pop().map(|m| m.text),
         _ => None,
     };
-    if !rest.iter().any(|m| m.role == Role::User) {
+    if !continuing && !rest.iter().any(|m| m.role == Role::User) {
         return Err(OpenAiError::invalid(
             "`messages` must hold a user message.",
             Some("messages"),
@@ -620,9 +653,9 @@ fn mentions_json(m: &types::ChatMessage) -> bool {
 }
 
 /// The end user a request names: `safety_identifier`, or the older `user`.
-fn end_user(r: &ChatRequest) -> Option<String> {
+fn end_user(other: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
     ["safety_identifier", "user"].iter().find_map(|name| {
-        r.other
+        other
             .get(*name)
             .and_then(|v| v.as_str())
             .map(str::trim)

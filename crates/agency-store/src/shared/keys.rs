@@ -55,15 +55,7 @@ pub(crate) const DELETE_API_RESPONSE: &str =
     "DELETE FROM api_responses WHERE agency_id = $1 AND id = $2";
 
 /// A row of [`API_RESPONSE`].
-pub(crate) type ApiResponseRow = (
-    String,
-    Uuid,
-    Uuid,
-    i64,
-    DateTime<Utc>,
-    String,
-    String,
-);
+pub(crate) type ApiResponseRow = (String, Uuid, Uuid, i64, DateTime<Utc>, String, String);
 
 pub(crate) fn api_response(
     (id, agency, conversation, turn, created_at, body, input): ApiResponseRow,

@@ -86,15 +86,16 @@ impl KeyStore for SqliteStore {
 
     async fn put_api_response(&self, r: &ApiResponse) -> Result<()> {
         self.with(|conn| {
-            conn.prepare_cached(keys::INSERT_API_RESPONSE)?.execute(params![
-                r.id,
-                r.agency.0,
-                r.conversation.0,
-                i64::from(r.turn),
-                r.created_at,
-                r.body,
-                r.input
-            ])
+            conn.prepare_cached(keys::INSERT_API_RESPONSE)?
+                .execute(params![
+                    r.id,
+                    r.agency.0,
+                    r.conversation.0,
+                    i64::from(r.turn),
+                    r.created_at,
+                    r.body,
+                    r.input
+                ])
         })
         .map(|_| ())
     }
