@@ -250,20 +250,29 @@ impl Reply {
             "{}",
             self.text
         );
+        // An `event:` line (the Responses API's) names the type its data says.
+        let mut named: Option<&str> = None;
         self.text
             .lines()
             .filter(|l| !l.is_empty() && !l.starts_with(':'))
-            .map(|l| {
+            .filter_map(|l| {
+                if let Some(event) = l.strip_prefix("event:") {
+                    named = Some(event.trim());
+                    return None;
+                }
                 let data = l
                     .strip_prefix("data:")
                     .unwrap_or_else(|| panic!("not a data line: {l:?}"));
                 let data = data.strip_prefix(' ').unwrap_or(data);
                 if data == "[DONE]" {
-                    Value::from(data)
-                } else {
-                    serde_json::from_str(data)
-                        .unwrap_or_else(|e| panic!("data is not JSON ({e}): {data:?}"))
+                    return Some(Value::from(data));
                 }
+                let value: Value = serde_json::from_str(data)
+                    .unwrap_or_else(|e| panic!("data is not JSON ({e}): {data:?}"));
+                if let Some(event) = named.take() {
+                    assert_eq!(value["type"], json!(event), "{data}");
+                }
+                Some(value)
             })
             .collect()
     }
@@ -2592,4 +2601,198 @@ async fn a_json_schema_answer_is_checked_and_the_manager_corrected() {
     })))
     .await;
     assert_eq!(r.content(), r#"{"ok": true}"#, "the fence is taken off");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Responses API
+
+#[tokio::test]
+async fn responses_are_kept_per_agency_and_listed_as_sent() {
+    let app = App::spawn().await;
+    let r = app
+        .chat(
+            "/v1/responses",
+            &json!({"model": "studio", "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": TODO_APP}]},
+            ], "metadata": {"app": "test"}}),
+        )
+        .await;
+    let body = r.ok();
+    let id = body["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("resp_"), "{id}");
+    assert_eq!(body["object"], json!("response"));
+    assert_eq!(body["status"], json!("completed"));
+    assert_eq!(body["metadata"], json!({"app": "test"}));
+    assert_eq!(
+        body["output"][0]["content"][0]["text"],
+        json!(answer(TODO_APP))
+    );
+    let c = r.conversation();
+
+    // What was sent and kept.
+    let got = app
+        .get(&format!("/v1/responses/{id}"), Some(&app.key))
+        .await;
+    assert_eq!(got.ok(), body);
+    let items = app
+        .get(
+            &format!("/v1/responses/{id}/input_items?order=asc"),
+            Some(&app.key),
+        )
+        .await
+        .ok();
+    assert_eq!(items["object"], json!("list"));
+    assert_eq!(items["data"][0]["type"], json!("message"));
+    assert_eq!(items["data"][0]["content"][0]["text"], json!(TODO_APP));
+    assert_eq!(items["first_id"], items["data"][0]["id"]);
+
+    // Another agency's key sees nothing of it; the agency path names the agency.
+    let other = app.import_copy("other").await;
+    let other_key = app.make_key(&other, "k", None, None).await;
+    app.get(&format!("/v1/responses/{id}"), Some(&other_key))
+        .await
+        .error(StatusCode::NOT_FOUND, None, None);
+    app.get(
+        &format!("/api/agency/studio/responses/{id}"),
+        Some(&app.key),
+    )
+    .await
+    .ok();
+    let r = Reply::of(app.post("/v1/responses", Some(&other_key)).json(&json!({
+        "model": "other", "input": "more", "previous_response_id": id,
+    })))
+    .await;
+    r.error(StatusCode::NOT_FOUND, None, Some("previous_response_id"));
+
+    // Continued by id: the same conversation, its next turn.
+    let r = app
+        .chat(
+            "/v1/responses",
+            &json!({"model": "studio", "input": "a chat app", "previous_response_id": id}),
+        )
+        .await;
+    assert_eq!(r.conversation(), c);
+    assert_eq!(app.turns(c).await, [1, 2]);
+
+    // Deleted: gone, and the conversation stays.
+    let deleted = Reply::of(
+        app.client
+            .delete(app.url(&format!("/v1/responses/{id}")))
+            .bearer_auth(&app.key),
+    )
+    .await;
+    assert_eq!(
+        deleted.ok(),
+        json!({"id": id, "object": "response", "deleted": true})
+    );
+    app.get(&format!("/v1/responses/{id}"), Some(&app.key))
+        .await
+        .error(StatusCode::NOT_FOUND, None, None);
+    assert_eq!(app.turns(c).await, [1, 2]);
+}
+
+#[tokio::test]
+async fn a_streamed_response_pauses_on_a_function_call_and_previous_response_id_resumes_it() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::tool_call_stream(
+        &[],
+        &[agency_fakes::Call::new(
+            "call_r",
+            "get_weather",
+            r#"{"city":"Oslo"}"#,
+        )],
+        2,
+        2,
+    ));
+    let tool = json!({"type": "function", "name": "get_weather",
+                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}});
+    let r = Reply::of(app.post("/v1/responses", Some(&key)).json(&json!({
+        "model": "solo", "input": "Weather?", "tools": [tool], "stream": true,
+    })))
+    .await;
+    let c = r.conversation();
+    let events = r.events();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
+    let numbers: Vec<u64> = events
+        .iter()
+        .map(|e| e["sequence_number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, (0..7).collect::<Vec<_>>());
+    let done = &events[6]["response"];
+    assert_eq!(done["output"][0]["call_id"], json!("call_r"));
+    assert_eq!(done["output"][0]["arguments"], json!(r#"{"city":"Oslo"}"#));
+    let id = done["id"].as_str().unwrap();
+
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "Sunny."}"#,
+        1,
+        1,
+    ));
+    let r = Reply::of(app.post("/v1/responses", Some(&key)).json(&json!({
+        "model": "solo", "previous_response_id": id, "tools": [tool],
+        "input": [{"type": "function_call_output", "call_id": "call_r", "output": "sunny"}],
+    })))
+    .await;
+    assert_eq!(r.conversation(), c);
+    let body = r.ok();
+    assert_eq!(body["output"][0]["content"][0]["text"], json!("Sunny."));
+    assert_eq!(body["previous_response_id"], json!(id));
+    assert_eq!(
+        openai::problems(&fake.requests()[1].body),
+        Vec::<String>::new()
+    );
+    let turns = app.store.turns(c).await.unwrap();
+    assert_eq!(turns.len(), 1, "the paused turn resumed");
+}
+
+#[tokio::test]
+async fn what_an_agency_cannot_do_in_a_response_is_refused_by_name() {
+    let app = App::spawn().await;
+    for (body, param) in [
+        (json!({"input": "x", "background": true}), "background"),
+        (
+            json!({"input": "x", "tools": [{"type": "file_search"}]}),
+            "tools[0].type",
+        ),
+        (
+            json!({"input": [{"type": "web_search_call", "id": "ws_1"}]}),
+            "input[0].type",
+        ),
+        (
+            json!({"input": "x", "text": {"format": {"type": "json_schema", "name": "bad name"}}}),
+            "text.format.name",
+        ),
+        (json!({"input": "x", "frobnicate": 1}), "frobnicate"),
+        (json!({}), "input"),
+    ] {
+        let mut body = body;
+        body["model"] = json!("studio");
+        app.chat("/v1/responses", &body)
+            .await
+            .error(StatusCode::BAD_REQUEST, None, Some(param));
+    }
+    // A browser's preflight is answered, as for every OpenAI route.
+    let preflight = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/v1/responses"))
+        .header("origin", "https://elsewhere.example")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), StatusCode::NO_CONTENT);
 }
