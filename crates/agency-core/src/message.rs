@@ -146,6 +146,9 @@ pub struct Message {
     pub text: String,
     /// A reply's tool calls, or what a tool result answers.
     pub tool: Option<crate::tool::ToolPart>,
+    /// Images the message shows (URLs, `data:` URLs too): on a user's message to the manager,
+    /// sent to its model beside the text, which names each in its place (`[image: …]`).
+    pub images: Vec<String>,
     pub usage: Option<Usage>,
     pub latency_ms: Option<u32>,
     /// Whether it belongs in future contexts (rooms let a person untick messages).
@@ -167,6 +170,8 @@ pub struct Said {
     pub role: Role,
     pub text: String,
     pub tool: Option<ToolPart>,
+    /// Images a user's message shows (see [`Message::images`]).
+    pub images: Vec<String>,
 }
 
 impl Said {
@@ -176,6 +181,7 @@ impl Said {
             role,
             text: text.into(),
             tool: None,
+            images: Vec::new(),
         }
     }
 
@@ -185,6 +191,7 @@ impl Said {
             role: Role::Assistant,
             text: text.into(),
             tool: Some(ToolPart::Calls(calls)),
+            images: Vec::new(),
         }
     }
 
@@ -202,6 +209,7 @@ impl Said {
                 name: name.into(),
                 is_error: false,
             })),
+            images: Vec::new(),
         }
     }
 }

@@ -268,6 +268,7 @@ mod tests {
         .unwrap();
         let clerk = &agency.agents[0];
         let msg = |seq, kind, text: &str, tool| Message {
+            images: Vec::new(),
             id: crate::MessageId::new(),
             conversation_id: crate::ConversationId::new(),
             turn_id: None,

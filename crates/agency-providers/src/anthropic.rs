@@ -525,6 +525,8 @@ fn wire_id(id: &str) -> String {
 #[derive(Clone, Debug, PartialEq)]
 enum Block {
     Text(String),
+    /// An image: its URL, or the media type and data of a base64 `data:` URL.
+    Image(Value),
     ToolUse {
         id: String,
         name: String,
@@ -541,6 +543,7 @@ impl Block {
     fn into_json(self) -> Value {
         match self {
             Block::Text(text) => json!({"type": "text", "text": text}),
+            Block::Image(source) => json!({"type": "image", "source": source}),
             Block::ToolUse { id, name, input } => {
                 json!({"type": "tool_use", "id": id, "name": name, "input": input})
             }
@@ -617,9 +620,32 @@ fn blocks(m: &ChatMessage, names: Option<&ToolNames>) -> Vec<Block> {
             if r.is_error { ", an error" } else { "" },
             text.as_deref().unwrap_or(EMPTY_RESULT)
         ))),
-        _ => out.extend(text.map(Block::Text)),
+        _ => {
+            out.extend(text.map(Block::Text));
+            if m.role == Role::User {
+                out.extend(
+                    m.images
+                        .iter()
+                        .filter_map(|url| image_source(url))
+                        .map(Block::Image),
+                );
+            }
+        }
     }
     out
+}
+
+/// An image's `source`: a URL, or a base64 `data:` URL as its media type and data. Other
+/// `data:` URLs are left out (the text names the image).
+fn image_source(url: &str) -> Option<Value> {
+    match url.strip_prefix("data:") {
+        None => Some(json!({"type": "url", "url": url})),
+        Some(rest) => {
+            let (meta, data) = rest.split_once(',')?;
+            let media_type = meta.strip_suffix(";base64")?;
+            Some(json!({"type": "base64", "media_type": media_type, "data": data}))
+        }
+    }
 }
 
 /// The chat as the Messages API wants it: the system entries joined into one prompt, and the
@@ -721,6 +747,39 @@ mod tests {
     }
 
     #[test]
+    fn a_users_images_are_image_blocks_after_its_text() {
+        let m = ChatMessage {
+            images: vec![
+                "https://example.com/cat.png".into(),
+                "data:image/png;base64,iVBORw0KGgo=".into(),
+                "data:text/plain,not-base64".into(),
+            ],
+            ..ChatMessage::new(Role::User, "what is this?")
+        };
+        let content = Turn {
+            role: Role::User,
+            blocks: blocks(&m, None),
+        }
+        .into_json()["content"]
+            .clone();
+        assert_eq!(
+            content,
+            json!([
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                             "data": "iVBORw0KGgo="}},
+            ])
+        );
+        // Another role's images are not the user's: none are sent.
+        let a = ChatMessage {
+            role: Role::Assistant,
+            ..m
+        };
+        assert_eq!(blocks(&a, None).len(), 1);
+    }
+
+    #[test]
     fn folding_always_starts_with_the_user() {
         let (system, turns) = fold(&chat(&[(Role::Assistant, "hi"), (Role::User, "yo")]), None);
         assert_eq!(system, None);
@@ -743,6 +802,7 @@ mod tests {
         let chat = vec![
             ChatMessage::new(Role::User, "go"),
             ChatMessage {
+                images: Vec::new(),
                 role: Role::Assistant,
                 text: String::new(),
                 tool: Some(ToolPart::Calls(vec![ToolCall {
@@ -752,6 +812,7 @@ mod tests {
                 }])),
             },
             ChatMessage {
+                images: Vec::new(),
                 role: Role::Tool,
                 text: "ok".into(),
                 tool: Some(ToolPart::Result(ToolResult {

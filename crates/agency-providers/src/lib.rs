@@ -50,15 +50,18 @@ pub struct ChatMessage {
     /// May be empty on an assistant message that only calls tools.
     pub text: String,
     pub tool: Option<ToolPart>,
+    /// Images a user message shows (URLs, `data:` URLs too), sent beside its text.
+    pub images: Vec<String>,
 }
 
 impl ChatMessage {
-    /// A message without tool calls or results.
+    /// A message without tool calls, results or images.
     pub fn new(role: Role, text: impl Into<String>) -> Self {
         Self {
             role,
             text: text.into(),
             tool: None,
+            images: Vec::new(),
         }
     }
 }
@@ -131,6 +134,12 @@ impl ModelRequest {
                     role: m.role(),
                     text,
                     tool,
+                    // The user's images reach the model the user's message reaches.
+                    images: if m.kind == MessageKind::Input {
+                        m.images.clone()
+                    } else {
+                        Vec::new()
+                    },
                 }
             })
             .collect();
@@ -493,6 +502,7 @@ mod tests {
         .unwrap();
         let conversation = ConversationId::new();
         let msg = |seq, kind, from: Option<u32>, text: &str, included| Message {
+            images: Vec::new(),
             id: MessageId::new(),
             conversation_id: conversation,
             turn_id: None,
@@ -594,6 +604,7 @@ mod tests {
         add(MessageKind::Delivery, "more", None);
         let chat = req.chat();
         let calls = ChatMessage {
+            images: Vec::new(),
             role: Role::Assistant,
             text: String::new(),
             tool: Some(ToolPart::Calls(vec![call("a"), call("b")])),
@@ -603,11 +614,13 @@ mod tests {
             [
                 calls,
                 ChatMessage {
+                    images: Vec::new(),
                     role: Role::Tool,
                     text: "A".into(),
                     tool: result("a", false),
                 },
                 ChatMessage {
+                    images: Vec::new(),
                     role: Role::Tool,
                     text: tools::MISSING_RESULT.into(),
                     tool: result("b", true),

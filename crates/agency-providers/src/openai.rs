@@ -373,6 +373,15 @@ fn message(m: &ChatMessage, names: &ToolNames) -> Value {
         (Role::Tool, Some(ToolPart::Result(r))) => {
             json!({"role": "tool", "tool_call_id": r.call_id, "content": m.text})
         }
+        (Role::User, _) if !m.images.is_empty() => {
+            let mut parts = vec![json!({"type": "text", "text": m.text})];
+            parts.extend(
+                m.images
+                    .iter()
+                    .map(|url| json!({"type": "image_url", "image_url": {"url": url}})),
+            );
+            json!({"role": "user", "content": parts})
+        }
         (role, _) => json!({"role": role.as_str(), "content": m.text}),
     }
 }

@@ -234,6 +234,7 @@ fn calls_of(m: &ChatMessage) -> Vec<(&str, &str)> {
 fn close(open: &mut Vec<(&str, &str)>, out: &mut Vec<ChatMessage>) {
     for (id, name) in open.drain(..) {
         out.push(ChatMessage {
+            images: Vec::new(),
             role: Role::Tool,
             text: MISSING_RESULT.to_string(),
             tool: Some(ToolPart::Result(ToolResult {
@@ -347,6 +348,7 @@ mod tests {
 
     fn calls(text: &str, ids: &[&str]) -> ChatMessage {
         ChatMessage {
+            images: Vec::new(),
             role: Role::Assistant,
             text: text.into(),
             tool: Some(ToolPart::Calls(ids.iter().map(|id| call(id)).collect())),
@@ -355,6 +357,7 @@ mod tests {
 
     fn result(id: &str, text: &str) -> ChatMessage {
         ChatMessage {
+            images: Vec::new(),
             role: Role::Tool,
             text: text.into(),
             tool: Some(ToolPart::Result(ToolResult {
@@ -367,6 +370,7 @@ mod tests {
 
     fn missing(id: &str) -> ChatMessage {
         ChatMessage {
+            images: Vec::new(),
             role: Role::Tool,
             text: MISSING_RESULT.into(),
             tool: Some(ToolPart::Result(ToolResult {

@@ -89,6 +89,7 @@ fn request_with(sampling: Sampling, context: &[(MessageKind, Option<u32>, &str)]
         .iter()
         .enumerate()
         .map(|(seq, (kind, from, text))| Message {
+            images: Vec::new(),
             id: MessageId::new(),
             conversation_id: conversation,
             turn_id: None,

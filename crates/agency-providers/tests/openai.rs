@@ -91,6 +91,7 @@ fn request(protocol: &str, sampling: Sampling) -> ModelRequest {
     .unwrap();
     let conversation = ConversationId::new();
     let msg = |seq, kind, from: Option<u32>, text: &str| Message {
+        images: Vec::new(),
         id: MessageId::new(),
         conversation_id: conversation,
         turn_id: None,

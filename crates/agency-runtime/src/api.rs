@@ -73,6 +73,15 @@ impl ChatTurn {
             .join("\n\n")
     }
 
+    /// The images of the new user messages, in order.
+    fn images(&self) -> Vec<String> {
+        self.input
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .flat_map(|m| m.images.iter().cloned())
+            .collect()
+    }
+
     /// The new tool results: (call id, text), in order.
     fn results(&self) -> Vec<(String, String)> {
         self.input
@@ -419,6 +428,7 @@ impl Runtime {
         let input = crate::turn::TurnInput {
             text,
             results: turn.results(),
+            images: turn.images(),
         };
         let pinned = turn.conversation.is_some() || turn.after.is_some();
         let mut before = if pinned && turn.history.is_empty() {

@@ -264,6 +264,7 @@ impl Runtime {
         let conversation = ConversationId::new();
         let now = Utc::now();
         let message = |seq, kind, text: String| Message {
+            images: Vec::new(),
             id: MessageId::new(),
             conversation_id: conversation,
             turn_id: None,

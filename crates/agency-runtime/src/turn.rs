@@ -129,7 +129,12 @@ impl Session {
         // The reply whose calls the next results answer.
         let mut calling: Option<(MessageId, Vec<ToolCall>)> = None;
         for said in std::mem::take(&mut self.seed) {
-            let Said { role, text, tool } = said;
+            let Said {
+                role,
+                text,
+                tool,
+                images,
+            } = said;
             let mut message = |agent, kind, from, to, text, linked| {
                 self.message(None, agent, kind, from, to, text, linked)
             };
@@ -191,14 +196,18 @@ impl Session {
                     );
                     out.extend([reply, answer]);
                 }
-                (_, _) => out.push(message(
-                    Some(manager),
-                    MessageKind::Input,
-                    None,
-                    Some(manager),
-                    text,
-                    None,
-                )),
+                (_, _) => {
+                    let mut input = message(
+                        Some(manager),
+                        MessageKind::Input,
+                        None,
+                        Some(manager),
+                        text,
+                        None,
+                    );
+                    input.images = images;
+                    out.push(input);
+                }
             }
         }
         out
@@ -219,6 +228,7 @@ impl Session {
         let seq = self.next_seq;
         self.next_seq += 1;
         Message {
+            images: Vec::new(),
             id: MessageId::new(),
             conversation_id: self.conversation,
             turn_id: turn,
@@ -375,6 +385,8 @@ struct TurnRun {
     first_call: bool,
     /// The calls of the client's tools the turn paused on.
     client_calls: Vec<ToolCall>,
+    /// The images of the user's message, for its message in the manager's context.
+    input_images: Vec<String>,
     /// How long each tool call took, by its agent and id, until its result is written.
     tool_took: HashMap<(AgentId, String), u32>,
     /// Set when the turn is cancelled: tool calls still running stop.
@@ -386,6 +398,8 @@ struct TurnRun {
 pub(crate) struct TurnInput {
     pub text: String,
     pub results: Vec<(String, String)>,
+    /// The images the user's message shows.
+    pub images: Vec<String>,
 }
 
 impl TurnInput {
@@ -393,6 +407,7 @@ impl TurnInput {
         Self {
             text,
             results: Vec::new(),
+            images: Vec::new(),
         }
     }
 }
@@ -457,6 +472,7 @@ pub(crate) async fn run(
         engine = engine.with_answer_check(Arc::new(format));
     }
     let unanswered = session.unanswered();
+    let input_images = input.images;
     let (record, steps) = if input.results.is_empty() {
         let steps = engine.start(input.text, unanswered);
         (new_record(&mut session), steps)
@@ -505,6 +521,7 @@ pub(crate) async fn run(
         api,
         first_call: true,
         client_calls: Vec::new(),
+        input_images,
         tool_took: HashMap::new(),
         stop: cancel.stop.clone(),
     };
@@ -847,8 +864,12 @@ impl TurnRun {
         for step in steps {
             match step {
                 Step::Deliver(d) => {
+                    let user_input = d.kind == MessageKind::Input && d.from.is_none();
                     let mut m =
                         self.message(Some(d.to), d.kind, d.from, Some(d.to), d.text, d.linked);
+                    if user_input {
+                        m.images = std::mem::take(&mut self.input_images);
+                    }
                     if let Some(result) = d.tool.as_ref().and_then(ToolPart::result) {
                         m.latency_ms = self.tool_took.remove(&(d.to, result.call_id.clone()));
                     }

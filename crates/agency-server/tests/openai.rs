@@ -1702,14 +1702,19 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
 fn last_sent(fake: &Fake, n: usize) -> String {
     let calls = fake.requests();
     let messages = calls[n].body["messages"].as_array().unwrap();
-    let framed = messages.last().unwrap()["content"].as_str().unwrap();
+    // Text, or the text part beside images.
+    let content = &messages.last().unwrap()["content"];
+    let framed = content
+        .as_str()
+        .or_else(|| content[0]["text"].as_str())
+        .unwrap();
     let framed: Value = serde_json::from_str(framed).unwrap();
     assert_eq!(framed["from"], json!(0), "{framed}");
     framed["context"].as_str().unwrap().to_string()
 }
 
 #[tokio::test]
-async fn image_parts_reach_the_manager_as_placeholders() {
+async fn images_reach_the_managers_model_as_images_and_its_text_names_them() {
     let app = App::spawn().await;
     let fake = Fake::start().await;
     let (_, key) = solo(&app, &fake).await;
@@ -1737,14 +1742,60 @@ async fn image_parts_reach_the_manager_as_placeholders() {
         sent.contains("what are these?\n[image: https://example.com/cat.png]\n[image: inline image]\n[image: https://example.com/ccc"),
         "{sent}"
     );
-    assert!(!sent.contains("base64"), "no data URL: {sent}");
-    assert!(sent.len() < 1_000, "a URL is cut: {sent}");
+    assert!(!sent.contains("base64"), "no data URL in the text: {sent}");
+    assert!(sent.len() < 1_000, "a URL is cut in the text: {sent}");
     assert!(sent.contains("c…]"), "{sent}");
-    // The conversation keeps the placeholders too.
+    // The images themselves go beside the text, whole, as OpenAI's image parts.
+    let message = fake.requests()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let parts = message["content"].as_array().unwrap();
+    assert_eq!(parts[0]["type"], json!("text"));
+    let urls: Vec<&str> = parts[1..]
+        .iter()
+        .map(|p| p["image_url"]["url"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        urls,
+        [
+            "https://example.com/cat.png",
+            inline.as_str(),
+            long.as_str()
+        ]
+    );
+    assert_eq!(
+        openai::problems(&fake.requests()[0].body),
+        Vec::<String>::new()
+    );
+    // The conversation keeps the placeholders, and the images with the message.
+    let c = r.conversation();
     assert!(
-        app.inputs(r.conversation()).await[0].contains("[image: inline image]"),
+        app.inputs(c).await[0].contains("[image: inline image]"),
         "{:?}",
-        app.inputs(r.conversation()).await
+        app.inputs(c).await
+    );
+    let stored = app.store.messages(c).await.unwrap();
+    let input = stored
+        .iter()
+        .find(|m| m.kind == MessageKind::Input)
+        .unwrap();
+    assert_eq!(input.images.len(), 3);
+
+    // A scheme a model's provider should not be asked to fetch is refused.
+    let r = Reply::of(app.post(CHAT, Some(&key)).json(&json!({
+        "model": "solo",
+        "messages": [{ "role": "user", "content": [
+            { "type": "image_url", "image_url": { "url": "file:///etc/passwd" } },
+        ] }],
+    })))
+    .await;
+    r.error(
+        StatusCode::BAD_REQUEST,
+        None,
+        Some("messages[0].content[0]"),
     );
 }
 

@@ -220,6 +220,14 @@ fn conversation(agency: AgencyId) -> Conversation {
 
 fn message(c: ConversationId, turn: Option<TurnId>, seq: i64) -> Message {
     Message {
+        // Some show images, which read back in order.
+        images: match seq % 4 {
+            0 => vec![
+                "https://example.com/a.png".into(),
+                "data:image/png;base64,iVBORw0KGgo=".into(),
+            ],
+            _ => Vec::new(),
+        },
         id: MessageId::new(),
         conversation_id: c,
         turn_id: turn,

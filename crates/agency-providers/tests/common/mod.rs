@@ -69,6 +69,7 @@ pub fn with_context(
         .into_iter()
         .enumerate()
         .map(|(seq, (kind, from, text, tool))| Message {
+            images: Vec::new(),
             id: MessageId::new(),
             conversation_id: conversation,
             turn_id: None,

@@ -250,12 +250,14 @@ impl Runtime {
             }))
             .await;
             messages.push(ChatMessage {
+                images: Vec::new(),
                 role: Role::Assistant,
                 text: completion.text,
                 tool: Some(ToolPart::Calls(calls.clone())),
             });
             for (call, (text, is_error)) in calls.into_iter().zip(results) {
                 messages.push(ChatMessage {
+                    images: Vec::new(),
                     role: Role::Tool,
                     text: tool::clip_result(text),
                     tool: Some(ToolPart::Result(ToolResult {

@@ -542,6 +542,7 @@ fn chat_turn(messages: Vec<types::ChatMessage>, continuing: bool) -> Result<Chat
             }
             _ => Vec::new(),
         };
+        let mut images = Vec::new();
         let text = match m.content {
             None if !calls.is_empty() => String::new(),
             None => {
@@ -554,7 +555,9 @@ fn chat_turn(messages: Vec<types::ChatMessage>, continuing: bool) -> Result<Chat
             Some(Content::Parts(parts)) => parts
                 .iter()
                 .enumerate()
-                .map(|(j, part)| part_text(part, &m.role, &format!("{param}.content[{j}]")))
+                .map(|(j, part)| {
+                    part_text(part, &m.role, &format!("{param}.content[{j}]"), &mut images)
+                })
                 .collect::<Result<Vec<_>, _>>()?
                 .join("\n"),
         };
@@ -563,7 +566,10 @@ fn chat_turn(messages: Vec<types::ChatMessage>, continuing: bool) -> Result<Chat
         }
         match m.role.as_str() {
             "system" | "developer" => system.push(text),
-            "user" => rest.push(Said::new(Role::User, text)),
+            "user" => rest.push(Said {
+                images,
+                ..Said::new(Role::User, text)
+            }),
             "assistant" if calls.is_empty() => rest.push(Said::new(Role::Assistant, text)),
             "assistant" => {
                 open = calls
@@ -668,10 +674,16 @@ fn end_user(other: &serde_json::Map<String, serde_json::Value>) -> Option<String
 const MAX_IMAGE_URL: usize = 256;
 
 /// A content part as text: a text part as it is (and an assistant's refusal), an image in a
-/// user message as a short placeholder (the manager's models read text): `[image: URL]`, or
-/// `[image: inline image]` for a `data:` URL, which is never copied (it may be megabytes).
-/// Other parts (audio, files) are refused by name.
-fn part_text(part: &serde_json::Value, role: &str, param: &str) -> Result<String, OpenAiError> {
+/// user message as a short placeholder that names it in the text — `[image: URL]`, or
+/// `[image: inline image]` for a `data:` URL, never copied into text (it may be megabytes) —
+/// with the image itself pushed to `images` (the manager's model is sent it). Other parts
+/// (audio, files) are refused by name.
+fn part_text(
+    part: &serde_json::Value,
+    role: &str,
+    param: &str,
+    images: &mut Vec<String>,
+) -> Result<String, OpenAiError> {
     let kind = part.get("type").and_then(|t| t.as_str());
     let field = |name: &str| part.get(name).and_then(|v| v.as_str());
     match (kind, role) {
@@ -698,6 +710,14 @@ fn part_text(part: &serde_json::Value, role: &str, param: &str) -> Result<String
                         Some(param),
                     )
                 })?;
+            let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
+            if !matches!(scheme.as_deref(), Some("https" | "http" | "data")) {
+                return Err(OpenAiError::invalid(
+                    format!("{param}: `image_url.url` must be an https, http or data: URL."),
+                    Some(param),
+                ));
+            }
+            images.push(url.to_string());
             Ok(image_placeholder(url))
         }
         (Some(other), _) => Err(OpenAiError::invalid(

@@ -8,7 +8,7 @@ use super::PostgresStore;
 use crate::shared::conversations::{self, ConversationRow, MessageRow, TurnRow};
 use crate::{ConversationStore, Result, Write};
 
-/// Rows per multi-row INSERT (PostgreSQL allows 65,535 parameters; a row has 17).
+/// Rows per multi-row INSERT (PostgreSQL allows 65,535 parameters; a row has 18).
 const ROWS_PER_INSERT: usize = 1_000;
 
 /// One multi-row INSERT of `messages`.
@@ -32,7 +32,8 @@ fn insert_messages(messages: &[Message]) -> QueryBuilder<Postgres> {
             .push_bind(r.included)
             .push_bind(r.created_at)
             .push_bind(m.role().as_str())
-            .push_bind(r.tool);
+            .push_bind(r.tool)
+            .push_bind(r.images);
     });
     q
 }

@@ -14,7 +14,8 @@ use crate::StoreError;
 macro_rules! message_columns {
     () => {
         "id, conversation_id, turn_id, seq, agent_id, kind, linked_message_id, from_agent, \
-         to_agent, text, prompt_tokens, completion_tokens, latency_ms, included, created_at, role, tool"
+         to_agent, text, prompt_tokens, completion_tokens, latency_ms, included, created_at, role, tool, \
+         images"
     };
 }
 macro_rules! turn_columns {
@@ -29,14 +30,14 @@ pub(crate) const CONVERSATION: &str =
     "SELECT id, agency_id, version, created_at FROM conversations WHERE id = $1";
 pub(crate) const CONVERSATIONS_OF_AGENCY: &str = "SELECT id, agency_id, version, created_at FROM conversations \
      WHERE agency_id = $1 ORDER BY created_at DESC, id DESC";
-/// Followed by one `(...)` of 17 values per row.
+/// Followed by one `(...)` of 18 values per row.
 pub(crate) const INSERT_MESSAGES: &str =
     concat!("INSERT INTO messages (", message_columns!(), ") ");
 pub(crate) const INSERT_MESSAGE: &str = concat!(
     "INSERT INTO messages (",
     message_columns!(),
     ") \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
 );
 pub(crate) const MESSAGES_OF_CONVERSATION: &str = concat!(
     "SELECT ",
@@ -114,6 +115,8 @@ pub(crate) struct MessageRow {
     pub created_at: DateTime<Utc>,
     /// [`ToolPart`] as JSON.
     pub tool: Option<String>,
+    /// The images' URLs as a JSON array; `NULL` for none.
+    pub images: Option<String>,
 }
 
 impl From<&Message> for MessageRow {
@@ -135,6 +138,8 @@ impl From<&Message> for MessageRow {
             included: m.included,
             created_at: m.created_at,
             tool: m.tool.as_ref().map(tool_json),
+            images: (!m.images.is_empty())
+                .then(|| serde_json::Value::from(m.images.clone()).to_string()),
         }
     }
 }
@@ -192,6 +197,10 @@ impl TryFrom<MessageRow> for Message {
             _ => None,
         };
         Ok(Message {
+            images: match r.images.as_deref() {
+                None => Vec::new(),
+                Some(json) => serde_json::from_str(json).map_err(|_| corrupt(json))?,
+            },
             id: MessageId(r.id),
             conversation_id: ConversationId(r.conversation_id),
             turn_id: r.turn_id.map(TurnId),

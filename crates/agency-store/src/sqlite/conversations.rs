@@ -36,7 +36,8 @@ pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
                 r.included,
                 r.created_at,
                 m.role().as_str(),
-                r.tool
+                r.tool,
+                r.images
             ])?;
         }
     }
@@ -160,6 +161,7 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
         included: r.get("included")?,
         created_at: r.get("created_at")?,
         tool: r.get("tool")?,
+        images: r.get("images")?,
     })
 }
 

@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0012_room_tools.sql"),
     include_str!("../../migrations/sqlite/0013_api_thread_turns.sql"),
     include_str!("../../migrations/sqlite/0014_api_responses.sql"),
+    include_str!("../../migrations/sqlite/0015_message_images.sql"),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
