@@ -143,40 +143,42 @@ fn conversation_row(r: &Row<'_>) -> rusqlite::Result<ConversationRow> {
     })
 }
 
+/// A row of `message_columns!()`, by position (by name, every field is a scan of the names).
 fn message_row(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
     Ok(MessageRow {
-        id: r.get("id")?,
-        conversation_id: r.get("conversation_id")?,
-        turn_id: r.get("turn_id")?,
-        seq: r.get("seq")?,
-        agent_id: r.get("agent_id")?,
-        kind: r.get("kind")?,
-        linked_message_id: r.get("linked_message_id")?,
-        from_agent: r.get("from_agent")?,
-        to_agent: r.get("to_agent")?,
-        text: r.get("text")?,
-        prompt_tokens: r.get("prompt_tokens")?,
-        completion_tokens: r.get("completion_tokens")?,
-        latency_ms: r.get("latency_ms")?,
-        included: r.get("included")?,
-        created_at: r.get("created_at")?,
-        tool: r.get("tool")?,
-        images: r.get("images")?,
+        id: r.get(0)?,
+        conversation_id: r.get(1)?,
+        turn_id: r.get(2)?,
+        seq: r.get(3)?,
+        agent_id: r.get(4)?,
+        kind: r.get(5)?,
+        linked_message_id: r.get(6)?,
+        from_agent: r.get(7)?,
+        to_agent: r.get(8)?,
+        text: r.get(9)?,
+        prompt_tokens: r.get(10)?,
+        completion_tokens: r.get(11)?,
+        latency_ms: r.get(12)?,
+        included: r.get(13)?,
+        created_at: r.get(14)?,
+        tool: r.get(16)?,
+        images: r.get(17)?,
     })
 }
 
+/// A row of `turn_columns!()`, by position.
 fn turn_row(r: &Row<'_>) -> rusqlite::Result<TurnRow> {
     Ok(TurnRow {
-        id: r.get("id")?,
-        conversation_id: r.get("conversation_id")?,
-        number: r.get("number")?,
-        started_at: r.get("started_at")?,
-        finished_at: r.get("finished_at")?,
-        stopped_by: r.get("stopped_by")?,
-        hops: r.get("hops")?,
-        prompt_tokens: r.get("prompt_tokens")?,
-        completion_tokens: r.get("completion_tokens")?,
-        error: r.get("error")?,
-        cost_pico: r.get("cost_pico")?,
+        id: r.get(0)?,
+        conversation_id: r.get(1)?,
+        number: r.get(2)?,
+        started_at: r.get(3)?,
+        finished_at: r.get(4)?,
+        stopped_by: r.get(5)?,
+        hops: r.get(6)?,
+        prompt_tokens: r.get(7)?,
+        completion_tokens: r.get(8)?,
+        error: r.get(9)?,
+        cost_pico: r.get(10)?,
     })
 }
