@@ -160,7 +160,7 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
         completion_tokens: r.get(11)?,
         latency_ms: r.get(12)?,
         included: r.get(13)?,
-        created_at: r.get(14)?,
+        created_at: super::timestamp(r, 14)?,
         tool: r.get(16)?,
         images: r.get(17)?,
     })
@@ -172,7 +172,7 @@ fn turn_row(r: &Row<'_>) -> rusqlite::Result<TurnRow> {
         id: r.get(0)?,
         conversation_id: r.get(1)?,
         number: r.get(2)?,
-        started_at: r.get(3)?,
+        started_at: super::timestamp(r, 3)?,
         finished_at: r.get(4)?,
         stopped_by: r.get(5)?,
         hops: r.get(6)?,
