@@ -503,6 +503,8 @@ def targets(doc: dict, user: User, port: int) -> list[Target]:
     bearer = {"Authorization": f"Bearer {user.api_key}"}
     out.append(Target("POST", "/v1/chat/completions", bearer, JSON_BODIES))
     out.append(Target("POST", "/api/agency/studio/chat/completions", bearer, JSON_BODIES))
+    out.append(Target("POST", "/v1/responses", bearer, JSON_BODIES))
+    out.append(Target("POST", "/api/agency/studio/responses", bearer, JSON_BODIES))
     # The pages' forms: before log-in they check that Origin names this host.
     origin = {"Origin": f"http://127.0.0.1:{port}"}
     for form in ["/signup", "/login"]:

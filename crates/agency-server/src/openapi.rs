@@ -2,7 +2,8 @@
 //! themselves (utoipa), served at `/api/openapi.json` and committed as
 //! `crates/agency-server/openapi.json` (a test fails when the committed copy is stale).
 //!
-//! The drop-in Chat Completions endpoint is OpenAI's own API and is documented by OpenAI.
+//! The drop-in endpoints (Chat Completions, the Responses API) are OpenAI's own API, documented
+//! by OpenAI and, for what an agency does with them, in `docs/openai.md` and `docs/responses.md`.
 
 use std::sync::OnceLock;
 

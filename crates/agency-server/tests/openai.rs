@@ -2847,3 +2847,52 @@ async fn what_an_agency_cannot_do_in_a_response_is_refused_by_name() {
         .unwrap();
     assert_eq!(preflight.status(), StatusCode::NO_CONTENT);
 }
+
+#[tokio::test]
+async fn results_after_the_pause_expired_start_a_new_turn() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    app.rt.set_client_tools_wait(Duration::ZERO);
+    fake.push(openai::tool_calls(
+        None,
+        &[agency_fakes::Call::new("call_e", "get_weather", "{}")],
+        1,
+        1,
+    ));
+    let ask = |messages: Value| {
+        app.post(CHAT, Some(&key))
+            .json(&json!({"model": "solo", "messages": messages, "tools": [weather_tool()]}))
+    };
+    let r = Reply::of(ask(json!([user("Weather?")]))).await;
+    let c = r.conversation();
+    let calls = r.ok()["choices"][0]["message"]["tool_calls"].clone();
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "Late, but sunny."}"#,
+        1,
+        1,
+    ));
+    let r = Reply::of(ask(json!([
+        user("Weather?"),
+        calling(&calls),
+        tool_result("call_e", "sunny"),
+    ])))
+    .await;
+    assert_eq!(r.conversation(), c);
+    assert_eq!(r.content(), "Late, but sunny.");
+    // The manager still read the result right after its call.
+    assert_eq!(
+        openai::problems(&fake.requests()[1].body),
+        Vec::<String>::new()
+    );
+    let turns = app.store.turns(c).await.unwrap();
+    let ends: Vec<_> = turns.iter().map(|t| (t.number, t.stopped_by)).collect();
+    assert_eq!(
+        ends,
+        [
+            (1, Some(agency_core::StopReason::ToolCalls)),
+            (2, Some(agency_core::StopReason::Answered))
+        ],
+        "the paused turn stays as it ended; the results began another"
+    );
+}

@@ -117,10 +117,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// A time as this store writes it (`2026-11-26 06:10:00.123456+00:00`), read with chrono's
 /// RFC 3339 parser, which takes the space; rusqlite's own reading walks a format string for
 /// every value. Anything else is left to rusqlite.
-fn timestamp(
-    r: &rusqlite::Row<'_>,
-    i: usize,
-) -> rusqlite::Result<chrono::DateTime<chrono::Utc>> {
+fn timestamp(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<chrono::DateTime<chrono::Utc>> {
     if let Ok(rusqlite::types::ValueRef::Text(bytes)) = r.get_ref(i)
         && let Ok(s) = std::str::from_utf8(bytes)
         && let Ok(t) = chrono::DateTime::parse_from_rfc3339(s)
@@ -150,13 +147,16 @@ mod tests {
         let now = Utc::now().trunc_subsecs(6);
         for t in [now, now.trunc_subsecs(0), DateTime::<Utc>::UNIX_EPOCH] {
             let (ours, theirs): (DateTime<Utc>, DateTime<Utc>) =
-                conn.query_row("SELECT ?1", [t], |r| Ok((super::timestamp(r, 0)?, r.get(0)?)))?;
+                conn.query_row("SELECT ?1", [t], |r| {
+                    Ok((super::timestamp(r, 0)?, r.get(0)?))
+                })?;
             assert_eq!(ours, t);
             assert_eq!(ours, theirs);
         }
         // Another format still reads, through rusqlite.
-        let t: DateTime<Utc> =
-            conn.query_row("SELECT '2026-11-26 06:10:00'", [], |r| super::timestamp(r, 0))?;
+        let t: DateTime<Utc> = conn.query_row("SELECT '2026-11-26 06:10:00'", [], |r| {
+            super::timestamp(r, 0)
+        })?;
         assert_eq!(t.to_rfc3339(), "2026-11-26T06:10:00+00:00");
         Ok(())
     }
