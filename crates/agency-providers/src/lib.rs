@@ -34,6 +34,10 @@ pub struct ModelRequest {
     pub tools: Arc<Vec<Tool>>,
     /// How the model may use them (an API client's `tool_choice`, for the manager).
     pub tool_use: agency_core::tool::ToolUse,
+    /// The JSON Schema an answer to the user must match (an API client's strict structured
+    /// output, for the manager): providers that ask for the protocol's reply schema ask with
+    /// this one as the answer's `context`.
+    pub answer_schema: Option<Arc<serde_json::Value>>,
     /// Set when the caller streams: the provider streams too and sends each piece of text as
     /// it arrives. The returned [`Completion`] still holds the whole text.
     pub deltas: Option<tokio::sync::mpsc::UnboundedSender<String>>,
@@ -78,6 +82,8 @@ pub struct ChatRequest {
     pub tools: Vec<Tool>,
     /// How the model may use them; ignored without tools.
     pub tool_use: agency_core::tool::ToolUse,
+    /// See [`ModelRequest::answer_schema`].
+    pub answer_schema: Option<Arc<serde_json::Value>>,
     pub sampling: agency_core::Sampling,
     /// The answer is a reply of the `json` protocol: providers that can ask for it as
     /// structured output.
@@ -100,6 +106,7 @@ impl ModelRequest {
             messages: self.chat(),
             tools: self.tools.as_ref().clone(),
             tool_use: self.tool_use.clone(),
+            answer_schema: self.answer_schema.clone(),
             sampling: self.agent().map(|a| a.sampling).unwrap_or_default(),
             json_reply: self.agency.protocol == agency_core::Protocol::Json,
             deltas: self.deltas.clone(),
@@ -539,6 +546,7 @@ mod tests {
             ),
         ];
         ModelRequest {
+            answer_schema: None,
             roster: Arc::new(agency.roster()),
             agency: Arc::new(agency),
             agent: AgentId::new(2).unwrap(),

@@ -243,7 +243,10 @@ impl OpenAiModel {
             body.insert(field.into(), json!(n));
         }
         if p.structured_output && request.json_reply {
-            body.insert("response_format".into(), reply_format());
+            body.insert(
+                "response_format".into(),
+                reply_format(request.answer_schema.as_deref()),
+            );
         }
         if request.deltas.is_some() {
             body.insert("stream".into(), json!(true));
@@ -491,22 +494,30 @@ fn arguments_text(arguments: &Value) -> String {
 }
 
 /// `response_format` for the JSON protocol: exactly `{"to": <id>, "context": "<text>"}`.
-fn reply_format() -> Value {
-    json!({
-        "type": "json_schema",
-        "json_schema": {
-            "name": SCHEMA_NAME,
-            "strict": true,
-            "schema": {
-                "type": "object",
-                "properties": {
-                    "to": {"type": "integer"},
-                    "context": {"type": "string"}
-                },
-                "required": ["to", "context"],
-                "additionalProperties": false
+fn reply_format(answer: Option<&Value>) -> Value {
+    let mut schema = json!({
+        "type": "object",
+        "properties": {
+            "to": {"type": "integer"},
+            "context": {"type": "string"}
+        },
+        "required": ["to", "context"],
+        "additionalProperties": false
+    });
+    if let Some(answer) = answer {
+        // The answer may be the client's JSON itself; its definitions move to the root, where
+        // its references (`#/$defs/…`) find them.
+        let mut answer = answer.clone();
+        for defs in ["$defs", "definitions"] {
+            if let Some(found) = answer.as_object_mut().and_then(|o| o.remove(defs)) {
+                schema[defs] = found;
             }
         }
+        schema["properties"]["context"] = json!({"anyOf": [{"type": "string"}, answer]});
+    }
+    json!({
+        "type": "json_schema",
+        "json_schema": {"name": SCHEMA_NAME, "strict": true, "schema": schema}
     })
 }
 
@@ -651,6 +662,7 @@ mod tests {
         .validate(AgencyId::new(), "local", &|_| true)
         .unwrap();
         ModelRequest {
+            answer_schema: None,
             roster: Arc::new(agency.roster()),
             agency: Arc::new(agency),
             agent: AgentId::new(1).unwrap(),

@@ -108,6 +108,7 @@ fn request_with(sampling: Sampling, context: &[(MessageKind, Option<u32>, &str)]
         })
         .collect();
     ModelRequest {
+        answer_schema: None,
         roster: Arc::new(agency.roster()),
         agency: Arc::new(agency),
         agent: AgentId::new(2).unwrap(),

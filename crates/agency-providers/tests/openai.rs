@@ -113,6 +113,7 @@ fn request(protocol: &str, sampling: Sampling) -> ModelRequest {
         msg(1, MessageKind::Delivery, Some(1), "build \"it\""),
     ];
     ModelRequest {
+        answer_schema: None,
         roster: Arc::new(agency.roster()),
         agency: Arc::new(agency),
         agent: AgentId::new(2).unwrap(),
@@ -293,6 +294,43 @@ async fn structured_output_only_for_the_json_protocol_when_enabled() {
     assert_eq!(requests[0].body["response_format"], reply_format());
     assert!(requests[1].body.get("response_format").is_none());
     assert!(requests[2].body.get("response_format").is_none());
+}
+
+#[tokio::test]
+async fn a_clients_strict_schema_is_asked_for_as_the_answers_context() {
+    let fake = Fake::start().await;
+    fake.otherwise(openai::completion(
+        r#"{"to":0,"context":{"city":"Oslo","at":{"day":"mon"}}}"#,
+        1,
+        1,
+    ));
+    let mut on = config(&fake, Some(KEY));
+    on.structured_output = true;
+    // As Pydantic writes a nested model: definitions at the root, referenced from inside.
+    let schema = json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "at": {"$ref": "#/$defs/When"}},
+        "required": ["city", "at"],
+        "additionalProperties": false,
+        "$defs": {"When": {"type": "object", "properties": {"day": {"type": "string"}},
+                           "required": ["day"], "additionalProperties": false}}
+    });
+    let mut request = plain();
+    request.answer_schema = Some(std::sync::Arc::new(schema));
+    model(on).complete(request).await.unwrap();
+    let sent = &fake.requests()[0].body["response_format"]["json_schema"];
+    assert_eq!(sent["strict"], json!(true));
+    let root = &sent["schema"];
+    assert_eq!(
+        root["$defs"]["When"]["required"],
+        json!(["day"]),
+        "definitions at the root, where #/$defs/When finds them"
+    );
+    let context = &root["properties"]["context"]["anyOf"];
+    assert_eq!(context[0], json!({"type": "string"}));
+    assert_eq!(context[1]["properties"]["at"], json!({"$ref": "#/$defs/When"}));
+    assert!(context[1].get("$defs").is_none());
+    assert_eq!(root["required"], json!(["to", "context"]));
 }
 
 #[tokio::test]

@@ -23,7 +23,10 @@ pub enum ResponseFormat {
     /// JSON valid against `schema`.
     JsonSchema {
         name: String,
-        schema: Value,
+        schema: Arc<Value>,
+        /// The client asked for it strictly (OpenAI's rules for the schema hold): the
+        /// manager's provider may be asked with it natively.
+        strict: bool,
         validator: Arc<jsonschema::Validator>,
     },
 }
@@ -54,16 +57,29 @@ impl PartialEq for ResponseFormat {
 
 impl ResponseFormat {
     /// A `json_schema` format, its schema compiled; `Err` says what is wrong with the schema.
-    pub fn json_schema(name: &str, schema: Value) -> Result<Self, String> {
+    pub fn json_schema(name: &str, schema: Value, strict: bool) -> Result<Self, String> {
         let validator = jsonschema::options()
             .with_pattern_options(jsonschema::PatternOptions::regex())
             .build(&schema)
             .map_err(|e| e.to_string())?;
         Ok(Self::JsonSchema {
             name: name.to_string(),
-            schema,
+            schema: Arc::new(schema),
+            strict,
             validator: Arc::new(validator),
         })
+    }
+
+    /// The schema a provider may be asked with natively: a strict one's.
+    pub fn native_schema(&self) -> Option<Arc<Value>> {
+        match self {
+            Self::JsonSchema {
+                schema,
+                strict: true,
+                ..
+            } => Some(schema.clone()),
+            _ => None,
+        }
     }
 
     /// What the manager reads after the user's message.
@@ -138,6 +154,7 @@ mod tests {
             "weather",
             json!({"type": "object", "properties": {"city": {"type": "string"}, "t": {"type": "number"}},
                    "required": ["city", "t"], "additionalProperties": false}),
+            true,
         )
         .unwrap();
         assert_eq!(
@@ -159,13 +176,20 @@ mod tests {
     #[test]
     fn schemas_reach_nothing_and_bad_ones_are_refused() {
         assert!(
-            ResponseFormat::json_schema("x", json!({"$ref": "http://127.0.0.1:1/s.json"})).is_err()
+            ResponseFormat::json_schema("x", json!({"$ref": "http://127.0.0.1:1/s.json"}), false)
+                .is_err()
         );
-        assert!(ResponseFormat::json_schema("x", json!({"$ref": "file:///etc/passwd"})).is_err());
-        assert!(ResponseFormat::json_schema("x", json!({"type": 5})).is_err());
+        assert!(
+            ResponseFormat::json_schema("x", json!({"$ref": "file:///etc/passwd"}), false).is_err()
+        );
+        assert!(ResponseFormat::json_schema("x", json!({"type": 5}), false).is_err());
         // A pattern that backtracks exponentially elsewhere runs in linear time here.
-        let f = ResponseFormat::json_schema("x", json!({"type": "string", "pattern": "^(a+)+$"}))
-            .unwrap();
+        let f = ResponseFormat::json_schema(
+            "x",
+            json!({"type": "string", "pattern": "^(a+)+$"}),
+            false,
+        )
+        .unwrap();
         let evil = format!("\"{}!\"", "a".repeat(5000));
         assert!(f.check(&evil).is_err());
     }

@@ -282,6 +282,7 @@ impl Runtime {
             created_at: now,
         };
         let request = ModelRequest {
+            answer_schema: None,
             agency: view.agency.clone(),
             roster: view.roster.clone(),
             agent,

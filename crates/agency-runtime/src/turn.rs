@@ -1051,6 +1051,7 @@ impl TurnRun {
 
     fn invoke(&mut self, agent: AgentId) {
         let request = ModelRequest {
+            answer_schema: None,
             agency: self.agency.clone(),
             roster: self.roster.clone(),
             agent,
@@ -1064,6 +1065,13 @@ impl TurnRun {
             on_retry: self.retry_hook(agent),
             tools: Arc::default(),
             tool_use: ToolUse::default(),
+        };
+        // The manager is asked natively for the client's strict schema, where it can be.
+        let answer_schema = match &self.api {
+            Some(api) if agent == self.agency.manager => {
+                api.format.as_ref().and_then(|f| f.native_schema())
+            }
+            _ => None,
         };
         // The manager has the client's tools too; the client's choice binds its first call.
         let client = match &self.api {
@@ -1084,6 +1092,7 @@ impl TurnRun {
         let started = Instant::now();
         let call: Call = Box::pin(async move {
             let mut request = request;
+            request.answer_schema = answer_schema;
             let mut tools = rt.tools.of_agent(&agency, agent).await;
             if let Some((client, tool_use)) = client {
                 tools.extend(client.iter().cloned());

@@ -50,7 +50,8 @@ pub fn response_format(
                     ));
                 }
             };
-            ResponseFormat::json_schema(name, schema)
+            let strict = spec.get("strict").and_then(Value::as_bool).unwrap_or(false);
+            ResponseFormat::json_schema(name, schema, strict)
                 .map(Some)
                 .map_err(|why| {
                     let at = format!("{at}.schema");
