@@ -35,8 +35,8 @@ pub use ids::{
     RoomMessageId, TurnId, UserId,
 };
 pub use message::{
-    Conversation, Message, MessageKind, Role, Said, StopReason, TraceEntry, TurnRecord, Usage,
-    trace,
+    ChatMessage, Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord,
+    Usage, trace,
 };
 pub use price::{Cost, Price};
 pub use tool::{

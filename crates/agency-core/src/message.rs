@@ -162,20 +162,21 @@ impl Message {
     }
 }
 
-/// One message of a transcript an API client sent: a user's message, an assistant's answer
-/// or its calls of the client's tools (the calls in `tool`), or a tool's result (`Role::Tool`,
-/// what it answers in `tool`).
+/// One message of a chat: who speaks, what it says, the tool calls it makes (an assistant
+/// message; may have no text then) or the result it is (`Role::Tool`: what it answers), and
+/// the images it shows (a user's). What a chat model is sent, and what an API client's
+/// transcript holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Said {
+pub struct ChatMessage {
     pub role: Role,
     pub text: String,
     pub tool: Option<ToolPart>,
-    /// Images a user's message shows (see [`Message::images`]).
+    /// Images a user's message shows (URLs, `data:` URLs too; see [`Message::images`]).
     pub images: Vec<String>,
 }
 
-impl Said {
-    /// A message without tool calls or results.
+impl ChatMessage {
+    /// A message without tool calls, results or images.
     pub fn new(role: Role, text: impl Into<String>) -> Self {
         Self {
             role,

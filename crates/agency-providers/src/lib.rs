@@ -7,10 +7,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A chat message, as chat models are sent one (the core's: tool calls, results and images).
+pub use agency_core::ChatMessage;
 use agency_core::tool::{Tool, ToolCall, ToolPart};
 use agency_core::{
-    Agency, Agent, AgentId, Message, MessageKind, ModelRef, ProviderKind, ProviderSpec, Role,
-    Roster, Usage, protocol, rules,
+    Agency, Agent, AgentId, Message, MessageKind, ModelRef, ProviderKind, ProviderSpec, Roster,
+    Usage, protocol, rules,
 };
 use async_trait::async_trait;
 use secrecy::SecretString;
@@ -44,30 +46,6 @@ pub struct ModelRequest {
     /// Told when an HTTP provider retries the call (a 429, a 5xx, a lost connection), so the
     /// caller can show it. Models that do not retry ignore it.
     pub on_retry: Option<http::RetryHook>,
-}
-
-/// One message of a chat: who speaks, what it says, and the tool calls it makes (an assistant
-/// message) or the tool result it is (a [`Role::Tool`] message).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChatMessage {
-    pub role: Role,
-    /// May be empty on an assistant message that only calls tools.
-    pub text: String,
-    pub tool: Option<ToolPart>,
-    /// Images a user message shows (URLs, `data:` URLs too), sent beside its text.
-    pub images: Vec<String>,
-}
-
-impl ChatMessage {
-    /// A message without tool calls, results or images.
-    pub fn new(role: Role, text: impl Into<String>) -> Self {
-        Self {
-            role,
-            text: text.into(),
-            tool: None,
-            images: Vec::new(),
-        }
-    }
 }
 
 /// A chat model's call outside any routing: the messages (system first), the tools it may
@@ -476,7 +454,9 @@ impl Model for RulesModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agency_core::{AgencyDraft, AgencyId, AgentDraft, ConversationId, MessageId, RuleDraft};
+    use agency_core::{
+        AgencyDraft, AgencyId, AgentDraft, ConversationId, MessageId, Role, RuleDraft,
+    };
 
     fn request(protocol: &str) -> ModelRequest {
         let agency = AgencyDraft {

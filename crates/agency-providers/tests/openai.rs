@@ -328,7 +328,10 @@ async fn a_clients_strict_schema_is_asked_for_as_the_answers_context() {
     );
     let context = &root["properties"]["context"]["anyOf"];
     assert_eq!(context[0], json!({"type": "string"}));
-    assert_eq!(context[1]["properties"]["at"], json!({"$ref": "#/$defs/When"}));
+    assert_eq!(
+        context[1]["properties"]["at"],
+        json!({"$ref": "#/$defs/When"})
+    );
     assert!(context[1].get("$defs").is_none());
     assert_eq!(root["required"], json!(["to", "context"]));
 }

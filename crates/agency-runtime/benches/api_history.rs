@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use agency_core::{AgencyDraft, AgentDraft, Role, RuleDraft, Said};
+use agency_core::{AgencyDraft, AgentDraft, ChatMessage, Role, RuleDraft};
 use agency_providers::Providers;
 use agency_runtime::api::ChatTurn;
 use agency_runtime::keys::{self, Keyring};
@@ -76,12 +76,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let agency = rt.save_agency(&echo(), LOCAL_OWNER).await?;
         let keyring = Keyring::load(&*store, &MasterKeySource::File(dir.path().join("k"))).await?;
         let (key, _) = keys::create_key(&*store, &keyring, &agency, "bench", None, None).await?;
-        let ask = |history: Vec<Said>, input: String| {
+        let ask = |history: Vec<ChatMessage>, input: String| {
             let (rt, key, agency) = (rt.clone(), key.clone(), agency.clone());
             async move {
                 let turn = ChatTurn {
                     history,
-                    input: vec![Said::new(Role::User, input)],
+                    input: vec![ChatMessage::new(Role::User, input)],
                     ..ChatTurn::default()
                 };
                 rt.chat_completion(&key, &agency, turn).await.unwrap()
@@ -89,7 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
 
         // The stored conversation: 100 turns, each request resending the history.
-        let mut history: Vec<Said> = Vec::new();
+        let mut history: Vec<ChatMessage> = Vec::new();
         let mut stored = None;
         for i in 0..TURNS {
             let input = format!("message {i}");
@@ -98,8 +98,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 *stored.get_or_insert(out.conversation_id),
                 out.conversation_id
             );
-            history.push(Said::new(Role::User, input));
-            history.push(Said::new(Role::Assistant, out.answer));
+            history.push(ChatMessage::new(Role::User, input));
+            history.push(ChatMessage::new(Role::Assistant, out.answer));
         }
         let stored = stored.unwrap();
         // Regenerating the last answer: the history up to turn 99.
@@ -122,8 +122,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 0..calls {
                 let out = ask(history.clone(), "go on".into()).await;
                 assert_eq!(out.conversation_id, stored, "continued");
-                history.push(Said::new(Role::User, "go on"));
-                history.push(Said::new(Role::Assistant, out.answer));
+                history.push(ChatMessage::new(Role::User, "go on"));
+                history.push(ChatMessage::new(Role::Assistant, out.answer));
             }
             cont.push(started.elapsed().as_secs_f64() * 1e3 / calls as f64);
 

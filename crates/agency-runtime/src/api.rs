@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use agency_core::tool::{ToolCall, ToolPart, ToolUse};
-use agency_core::{Agency, ApiKey, ConversationId, Role, Said, Tool};
+use agency_core::{Agency, ApiKey, ChatMessage, ConversationId, Role, Tool};
 pub use agency_store::ApiResponse;
 use agency_store::ApiThread;
 use sha2::{Digest, Sha256};
@@ -37,10 +37,10 @@ pub struct ChatTurn {
     pub system: Option<String>,
     /// The transcript before the new messages: user messages, answers, calls of the client's
     /// tools and their results, in order.
-    pub history: Vec<Said>,
+    pub history: Vec<ChatMessage>,
     /// The new messages, as sent: results of the client's tools the last assistant message
     /// called, and user messages (usually one; the manager gets them joined).
-    pub input: Vec<Said>,
+    pub input: Vec<ChatMessage>,
     /// A conversation the client named (`x-agency-conversation`); its history is then the
     /// server's.
     pub conversation: Option<ConversationId>,
@@ -104,7 +104,11 @@ fn manager_input(text: String, prefill: Option<&str>) -> String {
 
 /// A stable digest of a visible transcript, of an end user when named (without one, the digest
 /// is the one recorded before end users were).
-pub fn transcript_hash(end_user: Option<&str>, system: Option<&str>, turns: &[Said]) -> String {
+pub fn transcript_hash(
+    end_user: Option<&str>,
+    system: Option<&str>,
+    turns: &[ChatMessage],
+) -> String {
     let mut h = Hasher::new(end_user, system);
     for said in turns {
         h.push(said);
@@ -118,7 +122,7 @@ pub fn transcript_hash(end_user: Option<&str>, system: Option<&str>, turns: &[Sa
 fn answer_hashes(
     end_user: Option<&str>,
     system: Option<&str>,
-    turns: &[Said],
+    turns: &[ChatMessage],
 ) -> Vec<(usize, String, bool)> {
     let mut h = Hasher::new(end_user, system);
     let mut out = Vec::new();
@@ -154,7 +158,7 @@ impl Hasher {
 
     /// A message: its role and text, then (only when it has them, so that digests of plain
     /// transcripts stay as they were) its calls' ids and names, or the call its result answers.
-    fn push(&mut self, said: &Said) {
+    fn push(&mut self, said: &ChatMessage) {
         self.field(said.role.as_str());
         self.field(&said.text);
         // A length no text field can have marks each part.
@@ -199,7 +203,7 @@ pub(crate) struct Thread {
     key: uuid::Uuid,
     end_user: Option<String>,
     system: Option<String>,
-    before: Vec<Said>,
+    before: Vec<ChatMessage>,
 }
 
 impl Thread {
@@ -209,7 +213,7 @@ impl Thread {
         mut self,
         conversation: ConversationId,
         turn: u32,
-        last: Said,
+        last: ChatMessage,
     ) -> ApiThread {
         self.before.push(last);
         ApiThread {
@@ -455,15 +459,15 @@ impl Runtime {
     async fn visible_transcript(
         &self,
         conversation: ConversationId,
-    ) -> Result<Vec<Said>, RuntimeError> {
+    ) -> Result<Vec<ChatMessage>, RuntimeError> {
         Ok(self
             .store
             .messages(conversation)
             .await?
             .into_iter()
             .filter_map(|m| match m.kind {
-                agency_core::MessageKind::Input => Some(Said::new(Role::User, m.text)),
-                agency_core::MessageKind::Answer => Some(Said::new(Role::Assistant, m.text)),
+                agency_core::MessageKind::Input => Some(ChatMessage::new(Role::User, m.text)),
+                agency_core::MessageKind::Answer => Some(ChatMessage::new(Role::Assistant, m.text)),
                 _ => None,
             })
             .collect())
@@ -535,7 +539,7 @@ mod tests {
         let t = |pairs: &[(Role, &str)]| {
             pairs
                 .iter()
-                .map(|(r, s)| Said::new(*r, *s))
+                .map(|(r, s)| ChatMessage::new(*r, *s))
                 .collect::<Vec<_>>()
         };
         let a = transcript_hash(
@@ -623,9 +627,9 @@ mod tests {
         };
         let with = |id: &str| {
             vec![
-                Said::new(Role::User, "weather?"),
-                Said::calls("", vec![call(id)]),
-                Said::result(id, "get_weather", "sunny"),
+                ChatMessage::new(Role::User, "weather?"),
+                ChatMessage::calls("", vec![call(id)]),
+                ChatMessage::result(id, "get_weather", "sunny"),
             ]
         };
         assert_ne!(
@@ -638,8 +642,8 @@ mod tests {
                 None,
                 None,
                 &[
-                    Said::new(Role::User, "weather?"),
-                    Said::new(Role::Assistant, "")
+                    ChatMessage::new(Role::User, "weather?"),
+                    ChatMessage::new(Role::Assistant, "")
                 ]
             ),
             "calls are not an empty answer"
@@ -654,7 +658,7 @@ mod tests {
             h.update(field.as_bytes());
         }
         assert_eq!(
-            transcript_hash(None, None, &[Said::new(Role::User, "hi")]),
+            transcript_hash(None, None, &[ChatMessage::new(Role::User, "hi")]),
             crate::hex::encode(&h.finalize())
         );
     }

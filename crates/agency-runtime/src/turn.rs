@@ -15,9 +15,9 @@ use agency_core::engine::{Step, TurnEngine};
 use agency_core::stream::AnswerStream;
 use agency_core::tool::{ToolChoice, ToolResult, ToolUse};
 use agency_core::{
-    Agency, AgencyId, AgentId, Conversation, ConversationId, Message, MessageId, MessageKind, Role,
-    Roster, Said, StopReason, Tool, ToolCall, ToolPart, ToolProgress, TraceEntry, TurnId,
-    TurnRecord, Usage, prompt, tool,
+    Agency, AgencyId, AgentId, ChatMessage, Conversation, ConversationId, Message, MessageId,
+    MessageKind, Role, Roster, StopReason, Tool, ToolCall, ToolPart, ToolProgress, TraceEntry,
+    TurnId, TurnRecord, Usage, prompt, tool,
 };
 use agency_providers::{Completion, ModelError, ModelRequest};
 use agency_store::{Store, Write};
@@ -50,7 +50,7 @@ pub(crate) struct Session {
     client_system: Option<String>,
     /// A client's history the server has not stored, for the manager's context: written with
     /// the next turn's first write.
-    seed: Vec<Said>,
+    seed: Vec<ChatMessage>,
 }
 
 impl Session {
@@ -117,7 +117,7 @@ impl Session {
     /// results, in order) into the manager's context with the next turn, as if its turns had
     /// happened: the user's messages, its replies answering them and the answers of the user's
     /// transcript, its replies calling tools and the results.
-    pub(crate) fn seed(&mut self, history: Vec<Said>) {
+    pub(crate) fn seed(&mut self, history: Vec<ChatMessage>) {
         self.seed = history;
     }
 
@@ -129,7 +129,7 @@ impl Session {
         // The reply whose calls the next results answer.
         let mut calling: Option<(MessageId, Vec<ToolCall>)> = None;
         for said in std::mem::take(&mut self.seed) {
-            let Said {
+            let ChatMessage {
                 role,
                 text,
                 tool,
@@ -893,40 +893,19 @@ impl TurnRun {
                         linked,
                     );
                     batch.push(m);
-                    self.record.stopped_by = Some(stopped_by);
-                    write.turns = vec![self.finished_record()];
-                    write.thread = self.api.take().map(|api| {
-                        api.thread.ended(
-                            self.session.conversation,
-                            self.record.number,
-                            Said::new(Role::Assistant, text.clone()),
-                        )
-                    });
+                    let said = ChatMessage::new(Role::Assistant, text.clone());
+                    self.end(&mut write, stopped_by, Some(said));
                     self.answer = Some((text, stopped_by));
-                    // The stream of the answer ends with the turn, not with late replies.
-                    self.answer_sink = None;
                 }
                 Step::Cancelled => {
-                    let stopped_by = agency_core::StopReason::Cancelled;
-                    self.record.stopped_by = Some(stopped_by);
-                    write.turns = vec![self.finished_record()];
-                    self.answer = Some((String::new(), stopped_by));
-                    self.answer_sink = None;
+                    self.end(&mut write, StopReason::Cancelled, None);
+                    self.answer = Some((String::new(), StopReason::Cancelled));
                 }
                 Step::Pause { reply: _, calls } => {
-                    let stopped_by = StopReason::ToolCalls;
-                    self.record.stopped_by = Some(stopped_by);
-                    write.turns = vec![self.finished_record()];
-                    write.thread = self.api.take().map(|api| {
-                        api.thread.ended(
-                            self.session.conversation,
-                            self.record.number,
-                            Said::calls("", calls.clone()),
-                        )
-                    });
+                    let said = ChatMessage::calls("", calls.clone());
+                    self.end(&mut write, StopReason::ToolCalls, Some(said));
                     self.client_calls = calls;
-                    self.answer = Some((String::new(), stopped_by));
-                    self.answer_sink = None;
+                    self.answer = Some((String::new(), StopReason::ToolCalls));
                 }
                 Step::Fail { agent, error } => {
                     self.record.error = Some(error.clone());
@@ -1002,6 +981,22 @@ impl TurnRun {
             }
         });
         self.inflight.push(run);
+    }
+
+    /// The run ends `stopped_by`: its record goes with `write`, with an API request's
+    /// transcript up to `last` (the answer, or the calls the turn pauses on), and the answer's
+    /// stream closes (it ends with the turn, not with late replies).
+    fn end(&mut self, write: &mut Write, stopped_by: StopReason, last: Option<ChatMessage>) {
+        self.record.stopped_by = Some(stopped_by);
+        write.turns = vec![self.finished_record()];
+        if let Some(last) = last {
+            let (conversation, number) = (self.session.conversation, self.record.number);
+            write.thread = self
+                .api
+                .take()
+                .map(|api| api.thread.ended(conversation, number, last));
+        }
+        self.answer_sink = None;
     }
 
     /// The turn's record as it ends now.

@@ -6,7 +6,7 @@
 
 mod common;
 
-use agency_core::{MessageKind, Role, Said};
+use agency_core::{ChatMessage, MessageKind, Role};
 use agency_runtime::api::{ChatTurn, transcript_hash};
 use agency_runtime::keys::{self, Keyring};
 use agency_runtime::secrets::MasterKeySource;
@@ -35,7 +35,7 @@ async fn a_request_writes_its_conversation_with_its_turn_and_the_next_continues_
 
     // Refused before its turn (an empty message): nothing is stored.
     let empty = ChatTurn {
-        input: vec![Said::new(Role::User, "  ")],
+        input: vec![ChatMessage::new(Role::User, "  ")],
         ..ChatTurn::default()
     };
     assert!(h.rt.chat_completion(&key, &agency, empty).await.is_err());
@@ -49,7 +49,7 @@ async fn a_request_writes_its_conversation_with_its_turn_and_the_next_continues_
 
     let first = ChatTurn {
         system: Some("Answer in French.".into()),
-        input: vec![Said::new(Role::User, "hello")],
+        input: vec![ChatMessage::new(Role::User, "hello")],
         ..ChatTurn::default()
     };
     let out = h.rt.chat_completion(&key, &agency, first).await.unwrap();
@@ -83,8 +83,8 @@ async fn a_request_writes_its_conversation_with_its_turn_and_the_next_continues_
     assert_eq!(turns.len(), 1);
     assert!(turns[0].finished_at.is_some() && turns[0].stopped_by.is_some());
     let after = [
-        Said::new(Role::User, "hello"),
-        Said::new(Role::Assistant, out.answer.clone()),
+        ChatMessage::new(Role::User, "hello"),
+        ChatMessage::new(Role::Assistant, out.answer.clone()),
     ];
     let hash = transcript_hash(None, Some("Answer in French."), &after);
     let recorded = store
@@ -109,7 +109,7 @@ async fn a_request_writes_its_conversation_with_its_turn_and_the_next_continues_
     let next = ChatTurn {
         system: Some("Answer in French.".into()),
         history: after.to_vec(),
-        input: vec![Said::new(Role::User, "more")],
+        input: vec![ChatMessage::new(Role::User, "more")],
         ..ChatTurn::default()
     };
     let again = h.rt.chat_completion(&key, &agency, next).await.unwrap();
@@ -215,8 +215,11 @@ async fn any_history_continues_forks_or_seeds() {
         .unwrap();
     let ask = |history: &[(Role, &str)], input: &str, end_user: Option<&str>| {
         let turn = ChatTurn {
-            history: history.iter().map(|(r, t)| Said::new(*r, *t)).collect(),
-            input: vec![Said::new(Role::User, input)],
+            history: history
+                .iter()
+                .map(|(r, t)| ChatMessage::new(*r, *t))
+                .collect(),
+            input: vec![ChatMessage::new(Role::User, input)],
             end_user: end_user.map(str::to_string),
             ..ChatTurn::default()
         };

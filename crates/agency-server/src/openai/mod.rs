@@ -14,7 +14,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agency_core::{Agency, ApiKey, ConversationId, Role, Said, StopReason};
+use agency_core::{Agency, ApiKey, ChatMessage, ConversationId, Role, StopReason};
 use agency_runtime::api::{ChatTurn, Opened};
 use agency_runtime::{RuntimeError, TurnOutcome};
 use axum::Router;
@@ -519,7 +519,7 @@ fn chat_turn(messages: Vec<types::ChatMessage>, continuing: bool) -> Result<Chat
         ));
     }
     let mut system = Vec::new();
-    let mut rest: Vec<Said> = Vec::new();
+    let mut rest: Vec<ChatMessage> = Vec::new();
     // The calls of the last assistant message not answered yet: (id, name).
     let mut open: Vec<(String, String)> = Vec::new();
     let unanswered = |open: &[(String, String)]| {
@@ -566,17 +566,17 @@ fn chat_turn(messages: Vec<types::ChatMessage>, continuing: bool) -> Result<Chat
         }
         match m.role.as_str() {
             "system" | "developer" => system.push(text),
-            "user" => rest.push(Said {
+            "user" => rest.push(ChatMessage {
                 images,
-                ..Said::new(Role::User, text)
+                ..ChatMessage::new(Role::User, text)
             }),
-            "assistant" if calls.is_empty() => rest.push(Said::new(Role::Assistant, text)),
+            "assistant" if calls.is_empty() => rest.push(ChatMessage::new(Role::Assistant, text)),
             "assistant" => {
                 open = calls
                     .iter()
                     .map(|c| (c.id.clone(), c.name.clone()))
                     .collect();
-                rest.push(Said::calls(text, calls));
+                rest.push(ChatMessage::calls(text, calls));
             }
             "tool" => {
                 let id = m.other.get("tool_call_id").and_then(|v| v.as_str());
@@ -590,7 +590,7 @@ fn chat_turn(messages: Vec<types::ChatMessage>, continuing: bool) -> Result<Chat
                     ));
                 };
                 let (id, name) = open.remove(at);
-                rest.push(Said::result(id, name, text));
+                rest.push(ChatMessage::result(id, name, text));
             }
             other => {
                 return Err(OpenAiError::invalid(
