@@ -379,6 +379,12 @@ impl Runtime {
         }
     }
 
+    /// Whether this server can take requests: its database answers with the schema this
+    /// program knows.
+    pub async fn ready(&self) -> Result<(), RuntimeError> {
+        Ok(self.store.ready().await?)
+    }
+
     /// Waits until the late replies of finished turns are persisted.
     pub async fn settle(&self) {
         loop {

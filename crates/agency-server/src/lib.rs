@@ -57,6 +57,7 @@ pub fn router(state: AppState) -> Router {
         .merge(rooms::routes())
         .merge(ui::routes())
         .route("/healthz", get(health))
+        .route("/readyz", get(ready))
         .route("/api/openapi.json", get(openapi_json))
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
@@ -93,6 +94,30 @@ pub async fn serve(
 
 async fn health() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// 200 when the database answers with the schema this program knows (a load balancer's
+/// readiness check), else 503 and why: the process lives (`/healthz`) but should get no
+/// requests.
+async fn ready(
+    axum::extract::State(s): axum::extract::State<AppState>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let reason = match s.rt.ready().await {
+        Ok(()) => return Json(serde_json::json!({ "status": "ready" })).into_response(),
+        // The schema's versions are ours to tell; what a failed connection says (hosts,
+        // addresses) stays in the log.
+        Err(agency_runtime::RuntimeError::Store(agency_store::StoreError::Migrate(m))) => m,
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready: the database does not answer");
+            "the database does not answer".to_string()
+        }
+    };
+    (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        Json(serde_json::json!({ "status": "unavailable", "reason": reason })),
+    )
+        .into_response()
 }
 
 async fn openapi_json() -> impl axum::response::IntoResponse {

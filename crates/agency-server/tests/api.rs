@@ -219,6 +219,24 @@ async fn health_is_ok() {
     let (status, body) = app.get("/healthz").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, json!({ "status": "ok" }));
+    let (status, body) = app.get("/readyz").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({ "status": "ready" }));
+
+    // A newer program migrated the database further: this one is alive but not ready.
+    let db = rusqlite::Connection::open(app._dir.path().join("agency.db")).unwrap();
+    db.execute_batch("PRAGMA user_version = 9999").unwrap();
+    let (status, body) = app.get("/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["status"], json!("unavailable"));
+    assert!(
+        body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("newer than this program knows"),
+        "{body}"
+    );
+    assert_eq!(app.get("/healthz").await.0, StatusCode::OK);
 }
 
 fn assert_is_studio(detail: &Value, id: &str) {

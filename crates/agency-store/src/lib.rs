@@ -275,6 +275,9 @@ pub trait SettingsStore: Send + Sync {
     async fn claim_once(&self, key: &str) -> Result<bool>;
     /// Whether `key` was ever claimed.
     async fn is_claimed(&self, key: &str) -> Result<bool>;
+    /// The database answers and its schema is the one this program knows (every migration
+    /// applied, none newer); else why not.
+    async fn ready(&self) -> Result<()>;
 }
 
 /// Agents' memories (spec 002): observations, reflections, and the plans they lead to.

@@ -61,6 +61,7 @@ suite!(
     definitions_are_pointed_to_and_outlived,
     answers_in_flight_are_recorded_until_stored,
     api_responses_are_kept_per_agency,
+    a_migrated_store_is_ready,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -1296,4 +1297,26 @@ async fn api_responses_are_kept_per_agency(s: Arc<dyn Store>) {
     assert!(s.delete_api_response(agency, "resp_1").await.unwrap());
     assert_eq!(s.api_response(agency, "resp_1").await.unwrap(), None);
     assert!(!s.delete_api_response(agency, "resp_1").await.unwrap());
+}
+
+async fn a_migrated_store_is_ready(s: Arc<dyn Store>) {
+    s.ready().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_schema_this_program_does_not_know_is_not_ready() {
+    let (s, dir) = sqlite().await;
+    s.ready().await.unwrap();
+    // Another program, newer, migrated the file further.
+    let conn = rusqlite::Connection::open(dir.path().join("t.db")).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    conn.execute_batch(&format!("PRAGMA user_version = {}", version + 1))
+        .unwrap();
+    let e = s.ready().await.unwrap_err();
+    assert!(
+        e.to_string().contains("newer than this program knows"),
+        "{e}"
+    );
 }

@@ -39,13 +39,16 @@ impl PostgresStore {
             .connect_with(options)
             .await
             .map_err(open_err)?;
-        sqlx::migrate!("./migrations/postgres")
+        MIGRATOR
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migrate(e.to_string()))?;
         Ok(Self { pool })
     }
 }
+
+/// The schema's migrations, embedded.
+pub(super) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 fn unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())

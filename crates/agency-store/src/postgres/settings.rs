@@ -18,6 +18,14 @@ impl SettingsStore for PostgresStore {
         Ok(done.rows_affected() == 1)
     }
 
+    async fn ready(&self) -> Result<()> {
+        let applied: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await?;
+        settings::schema_is(applied, super::MIGRATOR.migrations.len())
+    }
+
     async fn is_claimed(&self, key: &str) -> Result<bool> {
         Ok(sqlx::query(settings::SETTING_EXISTS)
             .bind(key)

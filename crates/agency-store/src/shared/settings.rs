@@ -3,3 +3,20 @@
 pub(crate) const CLAIM_SETTING: &str =
     "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING";
 pub(crate) const SETTING_EXISTS: &str = "SELECT 1 FROM settings WHERE key = $1";
+
+/// `applied` migrations against the `known` ones: ready when they are the same.
+pub(crate) fn schema_is(applied: i64, known: usize) -> crate::Result<()> {
+    let known = i64::try_from(known).unwrap_or(i64::MAX);
+    if applied == known {
+        return Ok(());
+    }
+    Err(crate::StoreError::Migrate(if applied < known {
+        format!(
+            "the database schema is at version {applied}; this program needs {known} (it migrates when it starts)"
+        )
+    } else {
+        format!(
+            "the database schema is at version {applied}, newer than this program knows ({known}): upgrade agency"
+        )
+    }))
+}

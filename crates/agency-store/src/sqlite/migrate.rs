@@ -5,7 +5,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::{Result, StoreError};
 
 /// Schema versions, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0001_init.sql"),
     include_str!("../../migrations/sqlite/0002_memory.sql"),
     include_str!("../../migrations/sqlite/0003_plans.sql"),

@@ -21,4 +21,10 @@ impl SettingsStore for SqliteStore {
     async fn is_claimed(&self, key: &str) -> Result<bool> {
         self.with(|conn| conn.prepare_cached(settings::SETTING_EXISTS)?.exists([key]))
     }
+
+    async fn ready(&self) -> Result<()> {
+        let version: i64 =
+            self.with(|conn| conn.query_row("PRAGMA user_version", [], |r| r.get(0)))?;
+        settings::schema_is(version, super::migrate::MIGRATIONS.len())
+    }
 }
