@@ -27,23 +27,35 @@ const DEMO: &str = include_str!("../../../examples/studio.yaml");
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let serving = matches!(cli.command, Command::Serve { .. });
-    tracing_subscriber::fmt()
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENCY_LOG")
+        // The embedded broker logs every client's disconnection as an error, and the MCP SDK
+        // every session's start and end at `info`: quiet by default
+        // (AGENCY_LOG=info,rumqttd=info,rmcp=info shows them).
+        .unwrap_or_else(|_| {
+            (if serving {
+                "info,rumqttd=off,rmcp=warn"
+            } else {
+                "warn"
+            })
+            .into()
+        });
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AGENCY_LOG")
-                // The embedded broker logs every client's disconnection as an error, and the MCP
-                // SDK every session's start and end at `info`: quiet by default
-                // (AGENCY_LOG=info,rumqttd=info,rmcp=info shows them).
-                .unwrap_or_else(|_| {
-                    (if serving {
-                        "info,rumqttd=off,rmcp=warn"
-                    } else {
-                        "warn"
-                    })
-                    .into()
-                }),
-        )
-        .init();
+        .with_env_filter(filter);
+    match std::env::var("AGENCY_LOG_FORMAT").as_deref() {
+        Err(_) | Ok("" | "text") => logs.init(),
+        // One JSON object a line, with the fields of the spans it is in (a request's id, its
+        // conversation): what log collectors read.
+        Ok("json") => logs
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .init(),
+        Ok(other) => {
+            eprintln!("error: AGENCY_LOG_FORMAT is `{other}`: it must be `text` or `json`");
+            return ExitCode::from(2);
+        }
+    }
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -149,7 +149,13 @@ impl Out {
 /// The binary, with nothing from this machine's environment that it reads.
 fn agency() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agency"));
-    for var in ["AGENCY_DB", "AGENCY_LISTEN", "AGENCY_LOG", "RUST_LOG"] {
+    for var in [
+        "AGENCY_DB",
+        "AGENCY_LISTEN",
+        "AGENCY_LOG",
+        "AGENCY_LOG_FORMAT",
+        "RUST_LOG",
+    ] {
         cmd.env_remove(var);
     }
     cmd.stdin(Stdio::null());
@@ -1158,6 +1164,60 @@ async fn serve_answers_health_checks() {
     let listed = env.run(&["list"]).success().stdout;
     assert!(listed.contains("studio"), "{listed}");
     drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_are_json_lines_when_asked() {
+    let env = Env::new();
+    let mut cmd = env.cmd();
+    cmd.env("AGENCY_LOG_FORMAT", "json")
+        .args(["serve", "--listen", "127.0.0.1:0"]);
+    let mut server = Server::start(cmd);
+    let health = http()
+        .get(format!("{}/readyz", server.url))
+        .send()
+        .await
+        .expect("GET /readyz");
+    assert_eq!(health.status(), reqwest::StatusCode::OK);
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status();
+    assert!(
+        server
+            .wait(Duration::from_secs(15))
+            .is_some_and(|s| s.success())
+    );
+    let mut stderr = String::new();
+    if let Some(mut s) = server.child.stderr.take() {
+        std::io::Read::read_to_string(&mut s, &mut stderr).expect("read stderr");
+    }
+    let lines: Vec<Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let messages: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            assert!(l["timestamp"].is_string() && l["level"].is_string(), "{l}");
+            l["fields"]["message"].as_str().unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("listening on http://127.0.0.1:")),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m.starts_with("shutting down")),
+        "{messages:?}"
+    );
+
+    // Another format is a usage error, before anything starts.
+    let mut cmd = env.cmd();
+    cmd.env("AGENCY_LOG_FORMAT", "xml").arg("list");
+    let out = output(cmd).usage_error();
+    assert!(out.stderr.contains("`text` or `json`"), "{}", out.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread")]
