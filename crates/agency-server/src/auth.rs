@@ -56,33 +56,21 @@ pub fn cleared_cookie() -> HeaderValue {
     HeaderValue::from_static("agency_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0")
 }
 
-/// The address a request came from, for limits on failed log-ins: the peer, or — when the
-/// peer is a proxy on this machine (loopback) — the last address it added to
-/// `X-Forwarded-For`. `None` when the server was not started with connection info.
+/// The address a request came from, for limits on failed log-ins: the peer, or the client a
+/// trusted proxy names (see [`crate::TrustedProxies`]). `None` when the server was not started
+/// with connection info.
 pub struct ClientAddr(pub Option<std::net::IpAddr>);
 
 impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let peer = parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|c| c.0.ip());
-        let forwarded = || {
+        Ok(ClientAddr(
             parts
-                .headers
-                .get_all("x-forwarded-for")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .last()
-                .and_then(|a| a.trim().parse().ok())
-        };
-        Ok(ClientAddr(match peer {
-            Some(ip) if ip.is_loopback() => forwarded().or(Some(ip)),
-            other => other,
-        }))
+                .extensions
+                .get::<crate::proxy::ClientIp>()
+                .map(|c| c.0),
+        ))
     }
 }
 

@@ -13,6 +13,7 @@ mod listen;
 mod manage;
 pub mod openai;
 pub mod openapi;
+mod proxy;
 mod rooms;
 pub mod testing;
 mod ui;
@@ -29,6 +30,7 @@ use tokio::net::TcpListener;
 pub use error::ApiError;
 pub use listen::Connections;
 pub use openai::CorsOrigins;
+pub use proxy::TrustedProxies;
 
 /// What every handler may use.
 #[derive(Clone)]

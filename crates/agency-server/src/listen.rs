@@ -32,6 +32,9 @@ pub struct Connections {
     /// starts waiting for them: on a new connection, or when a keep-alive connection has
     /// answered its last request. So a connection idle that long is closed too.
     pub header_timeout: Duration,
+    /// Proxies whose forwarding headers name the client (none by default: every peer is the
+    /// client).
+    pub trusted_proxies: crate::TrustedProxies,
 }
 
 impl Default for Connections {
@@ -40,6 +43,7 @@ impl Default for Connections {
             max: 10_000,
             max_per_address: None,
             header_timeout: Duration::from_secs(30),
+            trusted_proxies: crate::TrustedProxies::default(),
         }
     }
 }
@@ -109,9 +113,15 @@ pub(crate) async fn serve(
             continue;
         };
         let app = app.clone();
-        // The peer's address reaches handlers (limits on failed log-ins count per address).
-        let service = hyper::service::service_fn(move |mut request| {
+        let proxies = limits.trusted_proxies.clone();
+        // The peer's address, and the client's behind trusted proxies, reach handlers (limits
+        // on failed log-ins count per client address).
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            let client = proxies.client(peer.ip(), request.headers());
             request.extensions_mut().insert(ConnectInfo(peer));
+            request
+                .extensions_mut()
+                .insert(crate::proxy::ClientIp(client));
             app.clone().oneshot(request)
         });
         let builder = builder.clone();

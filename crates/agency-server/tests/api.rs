@@ -1118,7 +1118,12 @@ async fn accounts_sign_up_log_in_and_out() {
 
 #[tokio::test]
 async fn failed_log_ins_are_limited_per_email_and_address_without_locking_out_the_owner() {
-    let app = App::spawn().await;
+    // As behind a proxy on this machine, which names each client in X-Forwarded-For.
+    let app = App::spawn_with(agency_server::Connections {
+        trusted_proxies: agency_server::TrustedProxies::parse(&["127.0.0.1", "::1"]).unwrap(),
+        ..Default::default()
+    })
+    .await;
     let _bob = signed_up(&app.base, "bob@example.com").await;
     let anon = reqwest::Client::new();
     let login = |email: &str, password: &str| {
@@ -1177,6 +1182,36 @@ async fn failed_log_ins_are_limited_per_email_and_address_without_locking_out_th
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_client_cannot_name_its_own_address_unless_it_is_a_trusted_proxy() {
+    // No proxy named: what a client writes in X-Forwarded-For or Forwarded is not its address.
+    let app = App::spawn().await;
+    let anon = reqwest::Client::new();
+    let login = |password: &str, header: (&str, String)| {
+        anon.post(app.url("/api/auth/login"))
+            .header(header.0, header.1)
+            .json(&json!({ "email": "ada@example.com", "password": password }))
+            .send()
+    };
+    for i in 0..5 {
+        // Each failure from "another" address, as a spoofer would send them.
+        let header = ("x-forwarded-for", format!("198.51.100.{i}"));
+        let res = login("not the password", header).await.unwrap();
+        assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    }
+    for header in [
+        ("x-forwarded-for", "203.0.113.7".to_string()),
+        ("forwarded", "for=203.0.113.8".to_string()),
+    ] {
+        let res = login("correct horse battery", header).await.unwrap();
+        assert_eq!(
+            res.status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "the failures counted against the real address, which is still limited"
+        );
+    }
 }
 
 #[tokio::test]

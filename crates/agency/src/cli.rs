@@ -91,6 +91,17 @@ pub enum Command {
             value_parser = cors_origin
         )]
         cors_origins: Vec<String>,
+        /// A proxy (an address, or a network such as 10.0.0.0/8) whose `Forwarded` /
+        /// `X-Forwarded-For` headers name the client, for per-address limits and logs; repeat
+        /// it, or separate with commas. None by default: every connection's peer is the client.
+        #[arg(
+            long = "trusted-proxy",
+            env = "AGENCY_TRUSTED_PROXY",
+            value_name = "ADDR[/BITS]",
+            value_delimiter = ',',
+            value_parser = trusted_proxy
+        )]
+        trusted_proxies: Vec<String>,
         /// Seconds a turn paused on an API client's own tools waits for their results; results
         /// sent later start a new turn instead of resuming it.
         #[arg(long, env = "AGENCY_CLIENT_TOOLS_WAIT", default_value_t = 3600)]
@@ -210,6 +221,11 @@ pub struct EvalArgs {
     /// Also write the report as an HTML page with a chart.
     #[arg(long)]
     pub html: Option<PathBuf>,
+}
+
+/// One `--trusted-proxy`: an address or a network, checked before anything starts.
+fn trusted_proxy(value: &str) -> Result<String, String> {
+    agency_server::TrustedProxies::parse(&[value]).map(|_| value.to_string())
 }
 
 /// One `--cors-origin`: an origin or `*`, checked before anything starts.

@@ -120,6 +120,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             header_timeout,
             cors_origins,
             client_tools_wait,
+            trusted_proxies,
             ..
         } => {
             rt.set_client_tools_wait(std::time::Duration::from_secs(client_tools_wait));
@@ -129,6 +130,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 max: commands::serve::within_file_limit(max_connections),
                 max_per_address: max_connections_per_address,
                 header_timeout: std::time::Duration::from_secs(header_timeout.max(1)),
+                trusted_proxies: agency_server::TrustedProxies::parse(&trusted_proxies)
+                    .map_err(anyhow::Error::msg)?,
             };
             commands::serve::serve(rt, listen, mqtt, connections, cors).await
         }

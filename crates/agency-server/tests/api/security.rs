@@ -85,6 +85,7 @@ async fn idle_and_slow_connections_are_bounded_and_the_server_keeps_answering() 
         max: 40,
         max_per_address: None,
         header_timeout: std::time::Duration::from_secs(1),
+        ..Default::default()
     })
     .await;
     let addr = app.base.trim_start_matches("http://").to_string();
