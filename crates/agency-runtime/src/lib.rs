@@ -380,9 +380,17 @@ impl Runtime {
     }
 
     /// Whether this server can take requests: its database answers with the schema this
-    /// program knows.
-    pub async fn ready(&self) -> Result<(), RuntimeError> {
-        Ok(self.store.ready().await?)
+    /// program knows. Why not is safe to show anyone: what a failed connection said (hosts,
+    /// addresses) goes to the log only.
+    pub async fn ready(&self) -> Result<(), String> {
+        match self.store.ready().await {
+            Ok(()) => Ok(()),
+            Err(agency_store::StoreError::Migrate(schema)) => Err(schema),
+            Err(e) => {
+                tracing::warn!(error = %e, "not ready: the database does not answer");
+                Err("the database does not answer".into())
+            }
+        }
     }
 
     /// Waits until the late replies of finished turns are persisted.
