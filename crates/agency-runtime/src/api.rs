@@ -261,7 +261,7 @@ impl Runtime {
             },
             (None, Some((id, after))) => match self.store.conversation(id).await? {
                 Some(c) if c.agency_id == agency.id => {
-                    let last = self.store.turns(id).await?.last().map_or(0, |t| t.number);
+                    let last = self.store.last_turn(id).await?.map_or(0, |t| t.number);
                     if after >= last {
                         Found::Continue(id)
                     } else {

@@ -552,7 +552,7 @@ async fn paused_record(
     rt: &Runtime,
     session: &Session,
 ) -> Result<Option<TurnRecord>, RuntimeError> {
-    let Some(last) = rt.store.turns(session.conversation).await?.pop() else {
+    let Some(last) = rt.store.last_turn(session.conversation).await? else {
         return Ok(None);
     };
     let wait = chrono::Duration::from_std(rt.client_tools_wait()).unwrap_or(chrono::Duration::MAX);

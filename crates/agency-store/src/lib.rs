@@ -196,6 +196,8 @@ pub trait ConversationStore: Send + Sync {
     ) -> Result<Vec<Message>>;
     /// In order.
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>>;
+    /// The latest turn's record, read alone.
+    async fn last_turn(&self, conversation: ConversationId) -> Result<Option<TurnRecord>>;
 }
 
 /// A provider key as stored: sealed bytes, never the key itself.

@@ -484,6 +484,7 @@ async fn messages_through_a_turn_are_what_a_fork_copies(s: Arc<dyn Store>) {
 
 async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {
     let c = setup(&s).await;
+    assert_eq!(s.last_turn(c).await.unwrap(), None);
     let mut t = first_turn(c);
     save_turn(&s, &t).await;
     assert_eq!(s.turns(c).await.unwrap(), vec![t.clone()]);
@@ -505,6 +506,7 @@ async fn turns_are_recorded_and_updated(s: Arc<dyn Store>) {
         ..t.clone()
     };
     save_turn(&s, &t2).await;
+    assert_eq!(s.last_turn(c).await.unwrap(), Some(t2.clone()));
     assert_eq!(s.turns(c).await.unwrap(), vec![t, t2]);
 }
 

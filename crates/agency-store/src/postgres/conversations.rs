@@ -159,4 +159,12 @@ impl ConversationStore for PostgresStore {
             .await?;
         rows.into_iter().map(TryInto::try_into).collect()
     }
+
+    async fn last_turn(&self, conversation: ConversationId) -> Result<Option<TurnRecord>> {
+        let row: Option<TurnRow> = sqlx::query_as(conversations::LAST_TURN)
+            .bind(conversation.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(TryInto::try_into).transpose()
+    }
 }

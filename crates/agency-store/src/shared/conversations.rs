@@ -69,6 +69,11 @@ pub(crate) const TURNS_OF_CONVERSATION: &str = concat!(
     turn_columns!(),
     " FROM turns WHERE conversation_id = $1 ORDER BY number"
 );
+pub(crate) const LAST_TURN: &str = concat!(
+    "SELECT ",
+    turn_columns!(),
+    " FROM turns WHERE conversation_id = $1 ORDER BY number DESC LIMIT 1"
+);
 /// A transcript hash names one conversation, the latest to reach it; a conversation keeps the
 /// hash of every answered turn.
 pub(crate) const PUT_API_THREAD: &str = "INSERT INTO api_threads \

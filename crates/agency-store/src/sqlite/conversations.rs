@@ -132,6 +132,15 @@ impl ConversationStore for SqliteStore {
         })?;
         rows.into_iter().map(TryInto::try_into).collect()
     }
+
+    async fn last_turn(&self, conversation: ConversationId) -> Result<Option<TurnRecord>> {
+        let row = self.with(|conn| {
+            conn.prepare_cached(conversations::LAST_TURN)?
+                .query_row([conversation.0], turn_row)
+                .optional()
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
 }
 
 fn conversation_row(r: &Row<'_>) -> rusqlite::Result<ConversationRow> {
