@@ -11,6 +11,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench code: a failed unwrap is a failed run
 
+mod common;
+use common::{count, median};
 use std::time::Instant;
 
 use agency_core::{AgencyDraft, AgentDraft, ChatMessage, Role, RuleDraft};
@@ -44,21 +46,10 @@ fn echo() -> AgencyDraft {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let env = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
     let (calls, rounds) = (
-        env("AGENCY_BENCH_CALLS", 10),
-        env("AGENCY_BENCH_ROUNDS", 10),
+        count("AGENCY_BENCH_CALLS", 10),
+        count("AGENCY_BENCH_ROUNDS", 10),
     );
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -13,6 +13,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench code: a failed unwrap is a failed run
 
+mod common;
+use common::{count, median};
 use std::path::Path;
 use std::time::Instant;
 
@@ -50,11 +52,6 @@ fn clerk(call: Option<(&str, &str)>) -> AgencyDraft {
         }],
         ..Default::default()
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 async fn bench(
@@ -132,15 +129,9 @@ async fn bench(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let env = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
     let (calls, rounds) = (
-        env("AGENCY_BENCH_CALLS", 100),
-        env("AGENCY_BENCH_ROUNDS", 20),
+        count("AGENCY_BENCH_CALLS", 100),
+        count("AGENCY_BENCH_ROUNDS", 20),
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
