@@ -552,6 +552,10 @@ async fn paused_record(
     rt: &Runtime,
     session: &Session,
 ) -> Result<Option<TurnRecord>, RuntimeError> {
+    // A conversation not written yet (its calls seeded from the request) has no turns.
+    if session.unsaved.is_some() || session.turns == 0 {
+        return Ok(None);
+    }
     let Some(last) = rt.store.last_turn(session.conversation).await? else {
         return Ok(None);
     };
