@@ -32,7 +32,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::agency::{Agency, Protocol, Recipient, Roster};
 use crate::ids::{AgentId, MessageId};
-use crate::message::{MessageKind, StopReason};
+use crate::message::{Message, MessageKind, StopReason};
 use crate::protocol::{self, Envelope, ReplyError};
 use crate::tool::{ToolCall, ToolGrants, ToolPart, ToolResult};
 
@@ -242,6 +242,70 @@ impl TurnEngine {
             &mut steps,
         );
         self.schedule(&mut steps);
+        steps
+    }
+
+    /// What a crash left undelivered, delivered first: a turn of `messages` (the
+    /// conversation's, in `seq` order) that a process running it did not finish may have
+    /// replies whose deliveries only its engine held (they waited for a busy addressee). The
+    /// latest turn's replies are read again with the protocol; each delivery they make that no
+    /// stored message linked to the reply shows is delivered now, and its addressee will be
+    /// called. Nothing stored is delivered twice: a reply that was corrected, or whose raw
+    /// text was passed on, has its linked message; the manager's answers are the user's.
+    pub fn recover(&mut self, messages: &[&Message]) -> Vec<Step> {
+        let mut steps = Vec::new();
+        let Some(turn) = messages.iter().rev().find_map(|m| m.turn_id) else {
+            return steps;
+        };
+        let mut made: HashMap<MessageId, Vec<&Message>> = HashMap::new();
+        for m in messages {
+            if let Some(reply) = m.linked {
+                made.entry(reply).or_default().push(m);
+            }
+        }
+        let replies = messages.iter().filter(|m| {
+            m.turn_id == Some(turn)
+                && m.kind == MessageKind::Reply
+                && m.tool.as_ref().is_none_or(|t| t.calls().is_empty())
+        });
+        for reply in replies {
+            let Some(agent) = reply.agent else { continue };
+            let made = made.get(&reply.id).map(Vec::as_slice).unwrap_or_default();
+            let envelopes =
+                match protocol::parse_reply(self.protocol, &reply.text, agent, &self.roster) {
+                    Ok(envelopes) => envelopes,
+                    Err(_) if agent == self.manager || !made.is_empty() => continue,
+                    Err(_) => self.raw_fallback(agent, &reply.text),
+                };
+            // Deliveries stored per addressee, matched against the envelopes in order.
+            let mut stored: HashMap<AgentId, usize> = HashMap::new();
+            for d in made.iter().filter(|d| d.kind == MessageKind::Delivery) {
+                if let Some(to) = d.agent {
+                    *stored.entry(to).or_default() += 1;
+                }
+            }
+            for e in envelopes {
+                let to = match e.to {
+                    Recipient::User if agent == self.manager => continue,
+                    Recipient::User => self.manager,
+                    Recipient::Agent(id) => id,
+                };
+                match stored.get_mut(&to) {
+                    Some(n) if *n > 0 => *n -= 1,
+                    _ => self.route(
+                        Delivery {
+                            to,
+                            from: Some(agent),
+                            kind: MessageKind::Delivery,
+                            text: e.text,
+                            linked: Some(reply.id),
+                            tool: None,
+                        },
+                        &mut steps,
+                    ),
+                }
+            }
+        }
         steps
     }
 

@@ -442,10 +442,6 @@ impl Bridge {
         let roster = agency.roster();
         let cid = id.to_string();
         let progress_topic = topic::chat_progress(team, agent, &cid);
-        if self.shared {
-            // The conversation's last turn may have run on another server of the group.
-            self.rt.forget_session(id);
-        }
         let mut events = self.rt.subscribe();
         let rt = self.rt.clone();
         let turn = rt.send(id, content);

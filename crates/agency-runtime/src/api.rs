@@ -25,7 +25,6 @@ use agency_core::{Agency, ApiKey, ChatMessage, ConversationId, Role, Tool};
 pub use agency_store::ApiResponse;
 use agency_store::ApiThread;
 use sha2::{Digest, Sha256};
-use tokio::sync::OwnedMutexGuard;
 
 use crate::turn::Session;
 use crate::{Runtime, RuntimeError, TurnOutcome};
@@ -188,7 +187,7 @@ impl Hasher {
 /// A conversation a request will take its turn in, locked for it (one turn at a time).
 pub struct Opened {
     id: ConversationId,
-    guard: OwnedMutexGuard<Option<Session>>,
+    guard: crate::lock::Locked,
 }
 
 impl Opened {
@@ -279,7 +278,7 @@ impl Runtime {
         let found = match found {
             Found::Resume(id) => {
                 let guard = self.lock_conversation(id).await?;
-                if waits_for(guard.as_ref(), agency.manager, turn) {
+                if waits_for(guard.session(), agency.manager, turn) {
                     return Ok(Opened { id, guard });
                 }
                 // Its calls were answered since (a retried request): as any other history.
@@ -302,14 +301,13 @@ impl Runtime {
                 let mut session = self.fork(conversation, turn).await?;
                 session.seed(history[history.len() - rest..].to_vec());
                 let id = session.conversation;
-                // A new id: its lock is free.
-                let mut guard = self.session_slot(id).lock_owned().await;
-                *guard = Some(session);
+                let mut guard = crate::lock::Locked::new_conversation(self.session_slot(id)).await;
+                guard.put(session);
                 Opened { id, guard }
             }
             Found::New => {
                 let mut opened = self.open_conversation(agency, system).await;
-                if let Some(session) = opened.guard.as_mut() {
+                if let Some(session) = opened.guard.session_mut() {
                     session.seed(history.clone());
                 }
                 opened
@@ -404,9 +402,9 @@ impl Runtime {
     /// system message, as spec 000 has it; no other agent sees it).
     async fn open_conversation(&self, agency: &Agency, manager_system: Option<&str>) -> Opened {
         let (conversation, session) = Session::fresh(ConversationId::new(), agency, manager_system);
-        // A new id: its lock is free.
-        let mut guard = self.session_slot(conversation.id).lock_owned().await;
-        *guard = Some(session);
+        let mut guard =
+            crate::lock::Locked::new_conversation(self.session_slot(conversation.id)).await;
+        guard.put(session);
         Opened {
             id: conversation.id,
             guard,

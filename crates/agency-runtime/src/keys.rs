@@ -253,14 +253,30 @@ impl Authenticator {
             KeyState::Expired => return Err(AuthError::Expired(key.prefix.clone())),
             KeyState::Revoked => return Err(AuthError::Revoked(key.prefix.clone())),
         }
-        self.check_rate(&key)?;
+        self.check_rate(&key).await?;
         if let Ok(mut used) = self.used.lock() {
             used.insert(key.id, now);
         }
         Ok(key)
     }
 
-    fn check_rate(&self, key: &ApiKey) -> Result<(), AuthError> {
+    /// Counts the request against the key's limit: in the database where several servers share
+    /// it (see [`agency_store::KeyStore::count_key_request`]), else in memory.
+    async fn check_rate(&self, key: &ApiKey) -> Result<(), AuthError> {
+        let limit = key.rate_limit_per_minute;
+        match self.store.count_key_request(key.id, limit).await {
+            Ok(Some(rate)) if rate.allowed => return Ok(()),
+            Ok(Some(rate)) => {
+                return Err(AuthError::RateLimited {
+                    limit,
+                    retry_after: retry_after(&rate, limit),
+                });
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot count a key's request in the database; counting in memory");
+            }
+        }
         let limiter = {
             let Ok(mut limiters) = self.limiters.lock() else {
                 return Ok(());
@@ -306,7 +322,72 @@ impl crate::Runtime {
     }
 }
 
+/// How long until a request refused at `rate` would be counted. Within this minute the
+/// estimate falls as the previous minute's weight does (1/60 a second); after it, this minute's
+/// count is the previous one's and falls the same way.
+fn retry_after(rate: &agency_store::KeyRate, limit: u32) -> Duration {
+    let (limit, current, previous) = (
+        f64::from(limit),
+        f64::from(rate.current),
+        f64::from(rate.previous),
+    );
+    let rest_of_minute = 60.0 * rate.weight.clamp(0.0, 1.0);
+    let within = (previous > 0.0)
+        .then(|| 60.0 * (previous * rate.weight + current + 1.0 - limit) / previous)
+        .filter(|dt| *dt <= rest_of_minute);
+    let secs = within.unwrap_or_else(|| {
+        let after = if current > 0.0 {
+            60.0 * (1.0 - (limit - 1.0) / current).max(0.0)
+        } else {
+            0.0
+        };
+        rest_of_minute + after
+    });
+    Duration::from_secs_f64(secs.clamp(1.0, 120.0).ceil())
+}
+
 fn limiter(per_minute: u32) -> DefaultDirectRateLimiter {
     let n = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
     RateLimiter::direct(Quota::per_minute(n))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use agency_store::KeyRate;
+
+    fn rate(current: u32, previous: u32, weight: f64) -> KeyRate {
+        KeyRate {
+            allowed: false,
+            current,
+            previous,
+            weight,
+        }
+    }
+
+    #[test]
+    fn a_refused_request_is_told_when_one_would_be_counted() {
+        // 60 this minute, none before, a quarter of the minute left: the next minute's estimate
+        // is 60 × (1 − elapsed), under 60 after one second of it.
+        assert_eq!(
+            super::retry_after(&rate(60, 0, 0.25), 60),
+            Duration::from_secs(16)
+        );
+        // 30 + 60 × 0.5 = 60: one more fits once the previous minute weighs 29/60 (after 1 s).
+        assert_eq!(
+            super::retry_after(&rate(30, 60, 0.5), 60),
+            Duration::from_secs(1)
+        );
+        // 59 + 60 × 0.9 = 113: one more fits only once the previous minute is out (54 s).
+        assert_eq!(
+            super::retry_after(&rate(59, 60, 0.9), 60),
+            Duration::from_secs(54)
+        );
+        // 60 this minute and 60 before: this minute full, wait past its end too.
+        assert_eq!(
+            super::retry_after(&rate(60, 60, 0.5), 60),
+            Duration::from_secs(31)
+        );
+    }
 }

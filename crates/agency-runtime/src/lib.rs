@@ -14,6 +14,7 @@ mod events;
 pub mod format;
 mod hex;
 pub mod keys;
+mod lock;
 pub mod memory;
 pub mod providers;
 pub mod rooms;
@@ -31,7 +32,7 @@ use agency_core::{
 };
 use agency_providers::Providers;
 use agency_store::{Store, Write};
-use tokio::sync::{Mutex, OwnedMutexGuard, broadcast};
+use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 pub use error::RuntimeError;
@@ -102,7 +103,7 @@ pub struct Runtime {
     providers: Arc<Providers>,
     master_key: Option<secrets::MasterKeySource>,
     events: broadcast::Sender<Event>,
-    sessions: StdMutex<HashMap<ConversationId, Arc<Mutex<Option<Session>>>>>,
+    sessions: StdMutex<HashMap<ConversationId, lock::Slot>>,
     /// Agencies as last loaded: drafts (`None`) and published versions.
     agencies: StdMutex<HashMap<(AgencyId, Option<u32>), Cached>>,
     /// Agencies' states as last read, and when (see [`AGENCY_STATE_FOR`]).
@@ -337,16 +338,18 @@ impl Runtime {
         .await
     }
 
-    /// The conversation's session, locked (one turn at a time), loaded when not in memory.
+    /// The conversation, locked for a turn (see [`lock`]), with its session loaded when not
+    /// in memory or stale.
     async fn lock_conversation(
         &self,
         conversation: ConversationId,
-    ) -> Result<OwnedMutexGuard<Option<Session>>, RuntimeError> {
-        let mut guard = self.session_slot(conversation).lock_owned().await;
-        if guard.is_none() {
-            *guard = Some(Session::load(&*self.store, conversation).await?);
+    ) -> Result<lock::Locked, RuntimeError> {
+        let mut locked =
+            lock::Locked::take(&self.store, conversation, self.session_slot(conversation)).await?;
+        if locked.session().is_none() {
+            locked.put(Session::load(&*self.store, conversation).await?);
         }
-        Ok(guard)
+        Ok(locked)
     }
 
     /// Cancels the turn running in `conversation`: it ends at once without an answer
@@ -361,22 +364,6 @@ impl Runtime {
         running
             .get(&conversation)
             .is_some_and(|stop| !stop.send_replace(true))
-    }
-
-    /// Drops the conversation's session kept in memory (unless a turn of this process holds
-    /// it), so that its next turn reads it from the store again: for a conversation another
-    /// process may have written since (MQTT shared subscriptions send a conversation's
-    /// messages to any process of the group).
-    pub fn forget_session(&self, conversation: ConversationId) {
-        let slot = match self.sessions.lock() {
-            Ok(s) => s.get(&conversation).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(&conversation).cloned(),
-        };
-        if let Some(slot) = slot
-            && let Ok(mut session) = slot.try_lock()
-        {
-            *session = None;
-        }
     }
 
     /// Whether this server can take requests: its database answers with the schema this
@@ -522,7 +509,7 @@ impl Runtime {
         }
     }
 
-    fn session_slot(&self, conversation: ConversationId) -> Arc<Mutex<Option<Session>>> {
+    fn session_slot(&self, conversation: ConversationId) -> lock::Slot {
         let mut sessions = match self.sessions.lock() {
             Ok(s) => s,
             Err(poisoned) => poisoned.into_inner(),

@@ -25,7 +25,6 @@ use chrono::Utc;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
-use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
 use crate::api::Thread;
@@ -51,6 +50,9 @@ pub(crate) struct Session {
     /// A client's history the server has not stored, for the manager's context: written with
     /// the next turn's first write.
     seed: Vec<ChatMessage>,
+    /// Read from the store since its last turn here: that turn may have been cut short by a
+    /// crash, and what it left undelivered is delivered first (`TurnEngine::recover`).
+    from_store: bool,
 }
 
 impl Session {
@@ -74,6 +76,7 @@ impl Session {
             messages.iter().filter_map(|m| m.turn_id).collect();
         session.turns = u32::try_from(turns.len()).unwrap_or(u32::MAX);
         session.extend(messages);
+        session.from_store = true;
         session
     }
 
@@ -99,6 +102,11 @@ impl Session {
         (conversation, session)
     }
 
+    /// The `seq` its next message gets.
+    pub(crate) fn next_seq(&self) -> i64 {
+        self.next_seq
+    }
+
     fn empty(c: &Conversation) -> Self {
         Self {
             conversation: c.id,
@@ -110,7 +118,15 @@ impl Session {
             unsaved: None,
             client_system: None,
             seed: Vec::new(),
+            from_store: false,
         }
+    }
+
+    /// Every message of every context, in `seq` order.
+    fn messages(&self) -> Vec<&Message> {
+        let mut all: Vec<&Message> = self.contexts.values().flat_map(|c| c.iter()).collect();
+        all.sort_unstable_by_key(|m| m.seq);
+        all
     }
 
     /// Puts a client's history (user messages, answers, calls of the client's tools and their
@@ -363,7 +379,7 @@ enum Done {
 
 struct TurnRun {
     rt: Arc<Runtime>,
-    guard: OwnedMutexGuard<Option<Session>>,
+    guard: crate::lock::Locked,
     session: Session,
     agency: Arc<Agency>,
     roster: Arc<Roster>,
@@ -425,7 +441,7 @@ pub(crate) struct ApiTurn {
 
 pub(crate) async fn run(
     rt: Arc<Runtime>,
-    mut guard: OwnedMutexGuard<Option<Session>>,
+    mut guard: crate::lock::Locked,
     input: TurnInput,
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     api: Option<ApiTurn>,
@@ -433,7 +449,7 @@ pub(crate) async fn run(
     if input.text.trim().is_empty() && input.results.is_empty() {
         return Err(RuntimeError::Invalid("the message is empty".into()));
     }
-    let Some(session) = guard.take() else {
+    let Some(session) = guard.take_session() else {
         return Err(RuntimeError::Invalid(
             "the conversation is not loaded".into(),
         ));
@@ -472,10 +488,14 @@ pub(crate) async fn run(
         engine = engine.with_answer_check(Arc::new(format));
     }
     let unanswered = session.unanswered();
+    let mut steps = Vec::new();
+    if std::mem::take(&mut session.from_store) {
+        steps = engine.recover(&session.messages());
+    }
     let input_images = input.images;
-    let (record, steps) = if input.results.is_empty() {
-        let steps = engine.start(input.text, unanswered);
-        (new_record(&mut session), steps)
+    let record = if input.results.is_empty() {
+        steps.extend(engine.start(input.text, unanswered));
+        new_record(&mut session)
     } else {
         let Some((reply, waiting)) = session.waiting_calls(agency.manager, &batch) else {
             return Err(RuntimeError::Invalid(
@@ -492,8 +512,8 @@ pub(crate) async fn run(
             None => (new_record(&mut session), 0),
         };
         let text = Some(input.text).filter(|t| !t.trim().is_empty());
-        let steps = engine.resume(hops, reply, results, text, unanswered);
-        (record, steps)
+        steps.extend(engine.resume(hops, reply, results, text, unanswered));
+        record
     };
     // The turn's record is written when it ends; its messages carry its id from the start, so
     // messages of a turn without a record are those of a turn a crash interrupted.
@@ -773,7 +793,7 @@ impl TurnRun {
         let TurnRun {
             mut guard, session, ..
         } = self;
-        *guard = Some(session);
+        guard.put(session);
     }
 
     async fn on_done(&mut self, done: Done) -> Result<(), RuntimeError> {

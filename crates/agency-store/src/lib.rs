@@ -198,6 +198,39 @@ pub trait ConversationStore: Send + Sync {
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>>;
     /// The latest turn's record, read alone.
     async fn last_turn(&self, conversation: ConversationId) -> Result<Option<TurnRecord>>;
+    /// Takes the conversation's turn lock for `holder` until `lease` from now, or extends it
+    /// when `holder` has it: one turn at a time in a conversation, across every process on the
+    /// store. A lease not extended expires, so a dead process's lock frees by itself.
+    async fn lock_turn(
+        &self,
+        conversation: ConversationId,
+        holder: uuid::Uuid,
+        lease: std::time::Duration,
+    ) -> Result<TurnLock>;
+    /// Gives the lock up, if `holder` still has it.
+    async fn unlock_turn(&self, conversation: ConversationId, holder: uuid::Uuid) -> Result<()>;
+}
+
+/// What [`KeyStore::count_key_request`] found.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KeyRate {
+    /// The request was counted: it may go on.
+    pub allowed: bool,
+    /// Requests counted this minute (before this one), and in the previous minute.
+    pub current: u32,
+    pub previous: u32,
+    /// The share of the previous minute still within the last 60 seconds, 0 to 1.
+    pub weight: f64,
+}
+
+/// What [`ConversationStore::lock_turn`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnLock {
+    /// Taken: the conversation's next `seq`, read with the lock, so that a copy of its messages
+    /// kept in memory can tell whether another process wrote since.
+    Taken { next_seq: i64 },
+    /// Another holder has it, and its lease has not expired.
+    Held,
 }
 
 /// A provider key as stored: sealed bytes, never the key itself.
@@ -254,6 +287,11 @@ pub trait KeyStore: Send + Sync {
         name: &str,
         at: chrono::DateTime<chrono::Utc>,
     ) -> Result<bool>;
+    /// Counts a request of `key` in the current minute (the database's clock) unless that would
+    /// take its rate over `limit` a minute, estimated as this minute's count plus the previous
+    /// minute's weighted by the share of it still within the last 60 seconds. `None` where one
+    /// process has the store (SQLite): it counts in memory.
+    async fn count_key_request(&self, key: uuid::Uuid, limit: u32) -> Result<Option<KeyRate>>;
     /// Records when keys were last used (never moving a time backwards), in one write.
     async fn touch_api_keys(
         &self,

@@ -762,3 +762,91 @@ fn an_answer_out_of_format_is_corrected_twice_then_the_turn_fails() {
         ["answer answered \"{\\\"a\\\": 1}\""]
     );
 }
+
+/// A stored message of turn `turn` in `agent`'s context.
+fn stored(
+    turn: Option<crate::ids::TurnId>,
+    agent: u32,
+    kind: MessageKind,
+    from: Option<u32>,
+    linked: Option<MessageId>,
+    text: &str,
+) -> Message {
+    Message {
+        id: MessageId::new(),
+        conversation_id: crate::ids::ConversationId::new(),
+        turn_id: turn,
+        seq: 0,
+        agent: Some(id(agent)),
+        kind,
+        linked,
+        from: from.map(id),
+        to: Some(id(agent)),
+        text: text.into(),
+        tool: None,
+        images: Vec::new(),
+        usage: None,
+        latency_ms: None,
+        included: true,
+        created_at: chrono::DateTime::UNIX_EPOCH,
+    }
+}
+
+#[test]
+fn what_a_crash_left_undelivered_is_delivered_once_and_its_addressee_called() {
+    use MessageKind::{Correction, Delivery as Delivered, Input, Reply};
+    let (earlier, turn) = (
+        Some(crate::ids::TurnId::new()),
+        Some(crate::ids::TurnId::new()),
+    );
+    // An earlier turn's reply whose delivery is not stored: that turn has ended, not ours.
+    let old = stored(earlier, B, Reply, None, None, &to(A, "old news"));
+    let input = stored(turn, M, Input, None, None, "hello");
+    // The manager sent to alice and bob; both deliveries were stored.
+    let fan = stored(
+        turn,
+        M,
+        Reply,
+        None,
+        None,
+        &format!("[{}, {}]", to(A, "build"), to(B, "test")),
+    );
+    let to_alice = stored(turn, A, Delivered, Some(M), Some(fan.id), "build");
+    let to_bob = stored(turn, B, Delivered, Some(M), Some(fan.id), "test");
+    // Bob answered alice while she worked: only the engine held that delivery.
+    let lost = stored(turn, B, Reply, None, None, &to(A, "tests pass"));
+    // Bob's invalid reply was corrected (stored with it); alice's, past corrections, went to
+    // the manager raw and was lost.
+    let invalid = stored(turn, B, Reply, None, None, "no idea");
+    let corrected = stored(turn, B, Correction, None, Some(invalid.id), "send it again");
+    let raw = stored(turn, A, Reply, None, None, "  plain words  ");
+    // The manager's answer to the user is not a delivery.
+    let answer = stored(turn, M, Reply, None, None, &to(0, "done"));
+    let messages = [
+        &old, &input, &fan, &to_alice, &to_bob, &lost, &invalid, &corrected, &raw, &answer,
+    ];
+    let mut e = TurnEngine::new(&agency(16));
+    let recovered = e.recover(&messages);
+    assert_eq!(
+        show(&recovered),
+        [
+            "deliver 20<-30 delivery \"tests pass\"",
+            "deliver 10<-20 delivery \"plain words\""
+        ]
+    );
+    let Step::Deliver(d) = &recovered[0] else {
+        panic!("not a delivery")
+    };
+    assert_eq!(d.linked, Some(lost.id));
+    // Then the user's message: alice and the manager are called with what reached them.
+    assert_eq!(
+        show(&e.start("next".into(), [])),
+        ["deliver 10<-0 input \"next\"", "invoke 10", "invoke 20"]
+    );
+    // Once delivered (stored, linked), the same messages recover nothing.
+    let delivered = stored(turn, A, Delivered, Some(B), Some(lost.id), "tests pass");
+    let passed = stored(turn, M, Delivered, Some(A), Some(raw.id), "plain words");
+    let mut all = messages.to_vec();
+    all.extend([&delivered, &passed]);
+    assert!(TurnEngine::new(&agency(16)).recover(&all).is_empty());
+}

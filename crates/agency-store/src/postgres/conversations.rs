@@ -6,7 +6,7 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::PostgresStore;
 use crate::shared::conversations::{self, ConversationRow, MessageRow, TurnRow};
-use crate::{ConversationStore, Result, Write};
+use crate::{ConversationStore, Result, TurnLock, Write};
 
 /// Rows per multi-row INSERT (PostgreSQL allows 65,535 parameters; a row has 18).
 const ROWS_PER_INSERT: usize = 1_000;
@@ -167,4 +167,45 @@ impl ConversationStore for PostgresStore {
             .await?;
         row.map(TryInto::try_into).transpose()
     }
+
+    async fn lock_turn(
+        &self,
+        conversation: ConversationId,
+        holder: uuid::Uuid,
+        lease: std::time::Duration,
+    ) -> Result<TurnLock> {
+        let (taken, next_seq): (bool, i64) = sqlx::query_as(LOCK_TURN)
+            .bind(conversation.0)
+            .bind(holder)
+            .bind(lease.as_secs_f64())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(if taken {
+            TurnLock::Taken { next_seq }
+        } else {
+            TurnLock::Held
+        })
+    }
+
+    async fn unlock_turn(&self, conversation: ConversationId, holder: uuid::Uuid) -> Result<()> {
+        sqlx::query("DELETE FROM turn_locks WHERE conversation_id = $1 AND holder = $2")
+            .bind(conversation.0)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
 }
+
+/// Takes or extends a turn lock, and reads the conversation's next `seq` in the same round
+/// trip. The statement's snapshot begins after the previous holder's writes committed (it
+/// wrote them before letting go).
+const LOCK_TURN: &str = "WITH taken AS ( \
+     INSERT INTO turn_locks (conversation_id, holder, expires_at) \
+     VALUES ($1, $2, clock_timestamp() + make_interval(secs => $3)) \
+     ON CONFLICT (conversation_id) DO UPDATE SET holder = excluded.holder, \
+     expires_at = excluded.expires_at \
+     WHERE turn_locks.holder = excluded.holder OR turn_locks.expires_at < clock_timestamp() \
+     RETURNING 1) \
+     SELECT EXISTS (SELECT 1 FROM taken), \
+     (SELECT coalesce(max(seq) + 1, 0) FROM messages WHERE conversation_id = $1)";

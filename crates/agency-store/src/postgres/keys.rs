@@ -105,6 +105,25 @@ impl KeyStore for PostgresStore {
         Ok(done.rows_affected() > 0)
     }
 
+    async fn count_key_request(
+        &self,
+        key: uuid::Uuid,
+        limit: u32,
+    ) -> Result<Option<crate::KeyRate>> {
+        let (allowed, current, previous, weight): (bool, i32, i32, f64) =
+            sqlx::query_as(COUNT_KEY_REQUEST)
+                .bind(key)
+                .bind(i64::from(limit))
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(Some(crate::KeyRate {
+            allowed,
+            current: u32::try_from(current).unwrap_or_default(),
+            previous: u32::try_from(previous).unwrap_or_default(),
+            weight,
+        }))
+    }
+
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         for (id, at) in used {
@@ -118,3 +137,23 @@ impl KeyStore for PostgresStore {
         Ok(())
     }
 }
+
+/// Counts a key's request unless the estimated rate would pass the limit (see
+/// `KeyStore::count_key_request`), and forgets the key's minutes before the previous one. Two
+/// servers counting at once take turns on the row: the later sees the earlier's count.
+const COUNT_KEY_REQUEST: &str = "WITH w AS ( \
+     SELECT floor(t / 60)::bigint AS minute, 1 - (t - floor(t / 60) * 60) / 60 AS weight \
+     FROM (SELECT extract(epoch FROM clock_timestamp()) AS t) now), \
+     prev AS (SELECT coalesce((SELECT r.count FROM key_requests r, w \
+     WHERE r.key_id = $1 AND r.minute = w.minute - 1), 0) AS n), \
+     gone AS (DELETE FROM key_requests r USING w \
+     WHERE r.key_id = $1 AND r.minute < w.minute - 1), \
+     counted AS (INSERT INTO key_requests (key_id, minute, count) \
+     SELECT $1, w.minute, 1 FROM w, prev WHERE prev.n * w.weight + 1 <= $2 \
+     ON CONFLICT (key_id, minute) DO UPDATE SET count = key_requests.count + 1 \
+     WHERE key_requests.count + 1 + (SELECT n FROM prev) * (SELECT weight FROM w) <= $2 \
+     RETURNING 1) \
+     SELECT EXISTS (SELECT 1 FROM counted), \
+     coalesce((SELECT r.count FROM key_requests r, w \
+     WHERE r.key_id = $1 AND r.minute = w.minute), 0), \
+     (SELECT n FROM prev), (SELECT weight FROM w)::float8";

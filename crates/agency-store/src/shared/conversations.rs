@@ -74,6 +74,9 @@ pub(crate) const LAST_TURN: &str = concat!(
     turn_columns!(),
     " FROM turns WHERE conversation_id = $1 ORDER BY number DESC LIMIT 1"
 );
+/// The `seq` the conversation's next message gets.
+pub(crate) const NEXT_SEQ: &str =
+    "SELECT coalesce(max(seq) + 1, 0) FROM messages WHERE conversation_id = $1";
 /// A transcript hash names one conversation, the latest to reach it; a conversation keeps the
 /// hash of every answered turn.
 pub(crate) const PUT_API_THREAD: &str = "INSERT INTO api_threads \

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::SqliteStore;
 use crate::shared::conversations::{self, ConversationRow, MessageRow, TurnRow};
-use crate::{ConversationStore, Result, Write};
+use crate::{ConversationStore, Result, TurnLock, Write};
 
 /// Writes the rows of `w` in the caller's transaction.
 pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
@@ -140,6 +140,45 @@ impl ConversationStore for SqliteStore {
                 .optional()
         })?;
         row.map(TryInto::try_into).transpose()
+    }
+
+    async fn lock_turn(
+        &self,
+        conversation: ConversationId,
+        holder: uuid::Uuid,
+        lease: std::time::Duration,
+    ) -> Result<TurnLock> {
+        {
+            let mut locks = match self.turn_locks.lock() {
+                Ok(l) => l,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            let now = std::time::Instant::now();
+            match locks.get(&conversation) {
+                Some((other, until)) if *other != holder && *until > now => {
+                    return Ok(TurnLock::Held);
+                }
+                _ => {
+                    locks.insert(conversation, (holder, now + lease));
+                }
+            }
+        }
+        let next_seq = self.with(|conn| {
+            conn.prepare_cached(conversations::NEXT_SEQ)?
+                .query_row([conversation.0], |r| r.get(0))
+        })?;
+        Ok(TurnLock::Taken { next_seq })
+    }
+
+    async fn unlock_turn(&self, conversation: ConversationId, holder: uuid::Uuid) -> Result<()> {
+        let mut locks = match self.turn_locks.lock() {
+            Ok(l) => l,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if locks.get(&conversation).is_some_and(|(h, _)| *h == holder) {
+            locks.remove(&conversation);
+        }
+        Ok(())
     }
 }
 

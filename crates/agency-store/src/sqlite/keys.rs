@@ -127,6 +127,14 @@ impl KeyStore for SqliteStore {
         Ok(n > 0)
     }
 
+    async fn count_key_request(
+        &self,
+        _key: uuid::Uuid,
+        _limit: u32,
+    ) -> Result<Option<crate::KeyRate>> {
+        Ok(None)
+    }
+
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
         self.with(|conn| {
             let tx = conn.transaction()?;

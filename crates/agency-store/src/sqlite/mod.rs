@@ -31,6 +31,11 @@ mod settings;
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     group: Mutex<Group>,
+    /// Conversations' turn locks: the holder and when its lease ends. One process has the
+    /// file, so they live here; runtimes sharing this store share them.
+    turn_locks: Mutex<
+        std::collections::HashMap<agency_core::ConversationId, (uuid::Uuid, std::time::Instant)>,
+    >,
     /// Dropped with the store, which stops the checkpointer.
     _checkpointer: Option<std::sync::mpsc::Sender<()>>,
 }
@@ -85,6 +90,7 @@ impl SqliteStore {
         Ok(Self {
             conn: Mutex::new(conn),
             group: Mutex::default(),
+            turn_locks: Mutex::default(),
             _checkpointer: checkpointer,
         })
     }
