@@ -7,21 +7,16 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod common;
+use common::{Server, agency, http, studio_answer};
+
 /// What the demo agency answers to "a todo app".
 const TODO_ANSWER: &str = "Here is your reviewed build. Approved: Please review: fn main() { /* Please build: a todo app */ }";
-
-/// The demo agency's answer to any message.
-fn studio_answer(message: &str) -> String {
-    format!(
-        "Here is your reviewed build. Approved: Please review: fn main() {{ /* Please build: {message} */ }}"
-    )
-}
 
 /// A small agency in the other protocol: the desk hands a ticket to the tech, who hands the fix
 /// to the writer, who gives the documented fix back to the desk, who answers.
@@ -144,22 +139,6 @@ impl Out {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
-}
-
-/// The binary, with nothing from this machine's environment that it reads.
-fn agency() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agency"));
-    for var in [
-        "AGENCY_DB",
-        "AGENCY_LISTEN",
-        "AGENCY_LOG",
-        "AGENCY_LOG_FORMAT",
-        "RUST_LOG",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.stdin(Stdio::null());
-    cmd
 }
 
 fn output(mut cmd: Command) -> Out {
@@ -1049,84 +1028,6 @@ fn env_free_run(dir: &Path, args: &[&str]) -> Out {
 // ---------------------------------------------------------------------------------------------
 // Serve
 // ---------------------------------------------------------------------------------------------
-
-/// A running `agency serve`, killed when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Server {
-    /// Starts `cmd` (a `serve` command) and waits for its "listening" line.
-    fn start(mut cmd: Command) -> Self {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn agency serve");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Self {
-            child,
-            url: String::new(),
-            lines,
-        };
-        let line = match server.lines.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) => line,
-            Err(e) => {
-                let _ = server.child.kill();
-                let mut stderr = String::new();
-                if let Some(mut s) = server.child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut s, &mut stderr);
-                }
-                panic!("no `listening` line from agency serve ({e}); stderr:\n{stderr}");
-            }
-        };
-        let addr = line
-            .strip_prefix("agency: listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line: {line}"));
-        let addr: std::net::SocketAddr = addr.parse().expect("an address");
-        assert!(addr.ip().is_loopback(), "listening on {addr}");
-        assert_ne!(addr.port(), 0);
-        server.url = format!("http://{addr}");
-        server
-    }
-
-    /// Waits (a while) for the server to exit.
-    fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            if let Some(status) = self.child.try_wait().expect("poll the server") {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn http() -> reqwest::Client {
-    // Loopback only: never through a proxy from the machine's environment.
-    reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("an HTTP client")
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_answers_health_checks() {

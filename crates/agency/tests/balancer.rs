@@ -1,0 +1,246 @@
+//! Several `agency serve` on one PostgreSQL behind HAProxy, configured by `deploy/haproxy.cfg`:
+//! any request on any server. Needs PostgreSQL (`AGENCY_TEST_POSTGRES`) and Debian's
+//! `haproxy`: skips without them, fails under `CI=true` (`.ci/run` installs HAProxy).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Server, agency, http, studio_answer};
+use serde_json::{Value, json};
+
+/// Every server seals and opens with the same master key.
+const MASTER_KEY: &str = "4242424242424242424242424242424242424242424242424242424242424242";
+const SERVERS: usize = 3;
+const CONVERSATIONS: usize = 300;
+const TURNS: usize = 4;
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// `agency --db DB ...` in `dir`, with the shared master key.
+fn cli(dir: &Path, db: &str) -> Command {
+    let mut cmd = agency();
+    cmd.current_dir(dir)
+        .env("AGENCY_MASTER_KEY", MASTER_KEY)
+        // Only errors: nobody reads the servers' logs while the test runs.
+        .env("AGENCY_LOG", "error")
+        .args(["--db", db]);
+    cmd
+}
+
+/// HAProxy in the foreground with the deploy configuration, killed when dropped.
+struct Balancer {
+    child: Child,
+    url: String,
+}
+
+impl Balancer {
+    fn start(servers: &[Server]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
+        let mut cmd = Command::new("haproxy");
+        cmd.arg("-db")
+            .arg("-f")
+            .arg(config)
+            .env("AGENCY_LB_BIND", format!("127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (i, s) in servers.iter().enumerate() {
+            cmd.env(
+                format!("AGENCY_SERVER_{}", i + 1),
+                s.url.trim_start_matches("http://"),
+            );
+        }
+        Self {
+            child: cmd.spawn().expect("start haproxy"),
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One Chat Completions request through the balancer: the answer's text.
+async fn chat(client: &reqwest::Client, url: &str, key: &str, messages: &[Value]) -> String {
+    let response = client
+        .post(format!("{url}/v1/chat/completions"))
+        .bearer_auth(key)
+        .json(&json!({"model": "studio", "messages": messages}))
+        .send()
+        .await
+        .expect("the balancer answers");
+    let status = response.status();
+    let body: Value = response.json().await.expect("a JSON body");
+    assert_eq!(status, 200, "{body}");
+    body["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("an answer")
+        .to_string()
+}
+
+/// A conversation of `TURNS` stateless requests, each with the whole history so far.
+async fn conversation(client: reqwest::Client, url: Arc<str>, key: Arc<str>, n: usize) {
+    let mut messages = Vec::new();
+    for turn in 0..TURNS {
+        let text = format!("conversation {n} turn {turn}");
+        messages.push(json!({"role": "user", "content": text}));
+        let answer = chat(&client, &url, &key, &messages).await;
+        assert_eq!(answer, studio_answer(&text));
+        messages.push(json!({"role": "assistant", "content": answer}));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_servers_behind_haproxy_take_any_request() {
+    let Some(db) = agency_store::testing::postgres_url().await else {
+        return;
+    };
+    if Command::new("haproxy").arg("-v").output().is_err() {
+        assert!(!in_ci(), "CI=true but haproxy is not installed");
+        eprintln!("skipping: haproxy is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Three servers start at once on an empty database: migrations, the demo agency and the
+    // keys' secret each happen once.
+    let servers: Vec<Server> = std::thread::scope(|s| {
+        let starting: Vec<_> = (0..SERVERS)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut cmd = cli(dir.path(), &db);
+                    cmd.args([
+                        "serve",
+                        "--listen",
+                        "127.0.0.1:0",
+                        "--trusted-proxy",
+                        "127.0.0.1",
+                    ]);
+                    Server::start(cmd)
+                })
+            })
+            .collect();
+        starting.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let store = agency_store::open(&db).await.unwrap();
+    let agencies = store
+        .list_agencies(agency_runtime::LOCAL_OWNER)
+        .await
+        .unwrap();
+    assert_eq!(agencies.len(), 1, "the demo agency is imported once");
+    let studio = agencies[0].0.id;
+    let made = cli(dir.path(), &db)
+        .args([
+            "keys",
+            "create",
+            "studio",
+            "--name",
+            "balanced",
+            "--rate-limit",
+            "100000",
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let key: Arc<str> = String::from_utf8(made.stdout).unwrap().trim().into();
+
+    let lb = Balancer::start(&servers);
+    let client = http();
+    let started = Instant::now();
+    loop {
+        let ready = client.get(format!("{}/readyz", lb.url)).send().await;
+        if ready.is_ok_and(|r| r.status() == 200) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the balancer found no ready server"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let url: Arc<str> = lb.url.clone().into();
+
+    // Conversations of stateless requests, 16 at a time; round robin sends each request to
+    // the next server, so every turn runs on another server than the one before.
+    let mut running = tokio::task::JoinSet::new();
+    for n in 0..CONVERSATIONS {
+        if running.len() >= 16 {
+            running.join_next().await.unwrap().unwrap();
+        }
+        running.spawn(conversation(client.clone(), url.clone(), key.clone(), n));
+    }
+    while let Some(done) = running.join_next().await {
+        done.unwrap();
+    }
+    // Each request found its conversation on whatever server took it: no forks, no new
+    // conversations; each turn's message stored once, in order.
+    let conversations = store.list_conversations(studio).await.unwrap();
+    assert_eq!(conversations.len(), CONVERSATIONS);
+    for c in &conversations {
+        let turns = store.turns(c.id).await.unwrap();
+        assert_eq!(
+            turns.iter().map(|t| t.number).collect::<Vec<_>>(),
+            [1, 2, 3, 4]
+        );
+        let messages = store.messages(c.id).await.unwrap();
+        let inputs: Vec<&str> = messages
+            .iter()
+            .filter(|m| m.kind == agency_core::MessageKind::Input)
+            .map(|m| m.text.as_str())
+            .collect();
+        assert_eq!(inputs.len(), TURNS, "{inputs:?}");
+        for (turn, text) in inputs.iter().enumerate() {
+            assert!(text.ends_with(&format!(" turn {turn}")), "{inputs:?}");
+        }
+    }
+
+    // Twenty requests at once continuing one conversation: all answered, none lost.
+    let history = vec![
+        json!({"role": "user", "content": "conversation 0 turn 0"}),
+        json!({"role": "assistant", "content": studio_answer("conversation 0 turn 0")}),
+    ];
+    let mut at_once = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let (client, url, key) = (client.clone(), url.clone(), key.clone());
+        let mut messages = history.clone();
+        let text = format!("at once {i}");
+        messages.push(json!({"role": "user", "content": text}));
+        at_once.spawn(async move {
+            assert_eq!(
+                chat(&client, &url, &key, &messages).await,
+                studio_answer(&text)
+            );
+        });
+    }
+    while let Some(done) = at_once.join_next().await {
+        done.unwrap();
+    }
+    let mut stored: HashMap<String, usize> = HashMap::new();
+    for c in store.list_conversations(studio).await.unwrap() {
+        for m in store.messages(c.id).await.unwrap() {
+            if m.kind == agency_core::MessageKind::Input && m.text.starts_with("at once ") {
+                *stored.entry(m.text).or_default() += 1;
+            }
+        }
+    }
+    assert_eq!(stored.len(), 20, "{stored:?}");
+    assert!(stored.values().all(|n| *n == 1), "{stored:?}");
+    drop(lb);
+    drop(servers);
+}

@@ -1,0 +1,109 @@
+//! What the binary's suites share: the binary itself, a running `agency serve`, an HTTP client.
+#![allow(dead_code, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The demo agency's answer to any message.
+pub fn studio_answer(message: &str) -> String {
+    format!(
+        "Here is your reviewed build. Approved: Please review: fn main() {{ /* Please build: {message} */ }}"
+    )
+}
+
+/// The binary, with nothing from this machine's environment that it reads.
+pub fn agency() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agency"));
+    for var in [
+        "AGENCY_DB",
+        "AGENCY_LISTEN",
+        "AGENCY_LOG",
+        "AGENCY_LOG_FORMAT",
+        "RUST_LOG",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// A running `agency serve`, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    pub lines: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Starts `cmd` (a `serve` command) and waits for its "listening" line.
+    pub fn start(mut cmd: Command) -> Self {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn agency serve");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut server = Self {
+            child,
+            url: String::new(),
+            lines,
+        };
+        let line = match server.lines.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => line,
+            Err(e) => {
+                let _ = server.child.kill();
+                let mut stderr = String::new();
+                if let Some(mut s) = server.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut s, &mut stderr);
+                }
+                panic!("no `listening` line from agency serve ({e}); stderr:\n{stderr}");
+            }
+        };
+        let addr = line
+            .strip_prefix("agency: listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+        let addr: std::net::SocketAddr = addr.parse().expect("an address");
+        assert!(addr.ip().is_loopback(), "listening on {addr}");
+        assert_ne!(addr.port(), 0);
+        server.url = format!("http://{addr}");
+        server
+    }
+
+    /// Waits (a while) for the server to exit.
+    pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Some(status) = self.child.try_wait().expect("poll the server") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client for loopback servers.
+pub fn http() -> reqwest::Client {
+    // Loopback only: never through a proxy from the machine's environment.
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("an HTTP client")
+}
