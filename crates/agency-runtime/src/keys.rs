@@ -343,6 +343,8 @@ fn retry_after(rate: &agency_store::KeyRate, limit: u32) -> Duration {
         };
         rest_of_minute + after
     });
+    // Whole seconds (Retry-After), after rounding away floating-point noise.
+    let secs = (secs * 1000.0).round() / 1000.0;
     Duration::from_secs_f64(secs.clamp(1.0, 120.0).ceil())
 }
 
