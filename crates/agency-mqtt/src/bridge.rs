@@ -442,7 +442,7 @@ impl Bridge {
         let roster = agency.roster();
         let cid = id.to_string();
         let progress_topic = topic::chat_progress(team, agent, &cid);
-        let mut events = self.rt.subscribe();
+        let mut events = self.rt.subscribe_local();
         let rt = self.rt.clone();
         let turn = rt.send(id, content);
         tokio::pin!(turn);

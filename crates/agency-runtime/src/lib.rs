@@ -17,6 +17,7 @@ pub mod keys;
 mod lock;
 pub mod memory;
 pub mod providers;
+mod relay;
 pub mod rooms;
 pub mod secrets;
 pub mod throttle;
@@ -102,7 +103,12 @@ pub struct Runtime {
     store: Arc<dyn Store>,
     providers: Arc<Providers>,
     master_key: Option<secrets::MasterKeySource>,
+    /// Every event: this process's, and those other processes on the store tell of.
     events: broadcast::Sender<Event>,
+    /// This process's own events.
+    local: broadcast::Sender<Event>,
+    /// What this process tells the others (when the store is shared).
+    relay: relay::Relay,
     sessions: StdMutex<HashMap<ConversationId, lock::Slot>>,
     /// Agencies as last loaded: drafts (`None`) and published versions.
     agencies: StdMutex<HashMap<(AgencyId, Option<u32>), Cached>>,
@@ -167,11 +173,14 @@ impl Runtime {
         mut tools: tools::Tools,
     ) -> Arc<Self> {
         tools.attach(store.clone(), master_key.clone());
+        let relay = relay::Relay::new(&store);
         Arc::new(Self {
             store,
             providers: Arc::new(providers),
             master_key,
             events: broadcast::channel(1024).0,
+            local: broadcast::channel(1024).0,
+            relay,
             sessions: StdMutex::new(HashMap::new()),
             agencies: StdMutex::new(HashMap::new()),
             states: StdMutex::new(States::default()),
@@ -206,9 +215,31 @@ impl Runtime {
         &self.providers
     }
 
-    /// Every event of every conversation, as it happens.
+    /// Every event of every conversation, as it happens: this process's, and (once
+    /// [`Runtime::hear_others`] runs) those of the other processes on the store.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.events.subscribe()
+    }
+
+    /// This process's own events alone: what a turn it runs does (MQTT progress, which the
+    /// process that runs the turn sends).
+    pub fn subscribe_local(&self) -> broadcast::Receiver<Event> {
+        self.local.subscribe()
+    }
+
+    /// Hears what the other processes on the store do, so that [`Runtime::subscribe`] shows
+    /// their turns and rooms too: `agency serve` starts it, and it listens when this returns.
+    /// Nothing where the store is not shared.
+    pub async fn hear_others(&self) -> Result<(), RuntimeError> {
+        if let Some(notices) = self.store.listen().await? {
+            tokio::spawn(relay::hear(
+                notices,
+                self.relay.process(),
+                self.store.clone(),
+                self.events.clone(),
+            ));
+        }
+        Ok(())
     }
 
     /// Validates a draft; the errors name each bad field.
@@ -529,8 +560,20 @@ impl Runtime {
     }
 
     fn publish(&self, event: impl FnOnce() -> Event) {
-        if self.events.receiver_count() > 0 {
-            let _ = self.events.send(event());
+        let (all, local) = (
+            self.events.receiver_count() > 0,
+            self.local.receiver_count() > 0,
+        );
+        if !(all || local || self.relay.is_on()) {
+            return;
+        }
+        let event = event();
+        self.relay.event(&event);
+        if local {
+            let _ = self.local.send(event.clone());
+        }
+        if all {
+            let _ = self.events.send(event);
         }
     }
 }

@@ -952,6 +952,12 @@ impl TurnRun {
                 self.trace.push(entry);
             }
         }
+        self.rt.relay.hops(
+            self.record.conversation_id,
+            self.record.id,
+            &written.messages,
+            |l| self.reply_usage.get(&l).copied(),
+        );
         self.session.extend(written.messages);
         for agent in invokes {
             self.invoke(agent);

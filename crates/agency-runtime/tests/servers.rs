@@ -1,6 +1,6 @@
 //! Several processes on one store: any of them takes any conversation's next turn, one turn at
 //! a time, and a turn a crash cut short is finished by the next.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -249,4 +249,113 @@ async fn a_keys_rate_limit_holds_across_servers() {
             .iter()
             .all(|r| *r >= Duration::from_secs(1) && *r <= Duration::from_secs(120))
     );
+}
+
+/// The next event of `events` that `pick` takes, within a few seconds.
+async fn next<T>(
+    events: &mut tokio::sync::broadcast::Receiver<agency_runtime::Event>,
+    mut pick: impl FnMut(agency_runtime::Event) -> Option<T>,
+) -> T {
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("the event in time")
+            .expect("the stream is open");
+        if let Some(got) = pick(event) {
+            return got;
+        }
+    }
+}
+
+#[tokio::test]
+async fn another_servers_turns_and_rooms_reach_this_servers_live_views() {
+    use agency_runtime::Event;
+    let Some((a, b)) = two_servers().await else {
+        return;
+    };
+    b.rt.hear_others().await.unwrap();
+    let mut events = b.rt.subscribe();
+    // What only this server does is not on its own stream: MQTT progress.
+    let mut local = b.rt.subscribe_local();
+    a.script(
+        "boss",
+        vec![
+            Act::Say(r#"{"to": 2, "context": "build it"}"#),
+            Act::Say(r#"{"to": 0, "context": "built"}"#),
+        ],
+    );
+    a.script("alice", vec![Act::Say(r#"{"to": 1, "context": "done"}"#)]);
+    let agency = a.agency(team()).await;
+    let c = a.rt.start_conversation(&agency).await.unwrap();
+    let out = a.rt.send(c.id, "hello".into()).await.unwrap();
+    assert_eq!(out.answer, "built");
+
+    let number = next(&mut events, |e| match e {
+        Event::TurnStarted {
+            conversation,
+            number,
+            ..
+        } if conversation == c.id => Some(number),
+        _ => None,
+    })
+    .await;
+    assert_eq!(number, out.number);
+    let mut hops = Vec::new();
+    let stopped_by = next(&mut events, |e| match e {
+        Event::Hop {
+            conversation,
+            entry,
+            ..
+        } if conversation == c.id => {
+            hops.push(entry);
+            None
+        }
+        Event::TurnFinished {
+            conversation,
+            stopped_by,
+            ..
+        } if conversation == c.id => Some(stopped_by),
+        _ => None,
+    })
+    .await;
+    assert_eq!(stopped_by, out.stopped_by);
+    assert_eq!(
+        hops, out.trace,
+        "the same hops, content read from the store"
+    );
+
+    // A room answered on server A.
+    a.script("ann", vec![Act::Say("hi there")]);
+    let (room, _) = a.rt.create_room("ada", "ideas", None).await.unwrap();
+    a.rt.add_participant(
+        "ada",
+        room.id,
+        agency_runtime::rooms::NewParticipant {
+            name: "ann".into(),
+            model: "script/ann".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let posted =
+        a.rt.post_to_room("ada", room.id, "hello", None)
+            .await
+            .unwrap();
+    let (_, answers) = posted.answers().await;
+    assert_eq!(answers.len(), 1);
+    let answer = next(&mut events, |e| match e {
+        Event::Room {
+            room: r,
+            change: agency_runtime::rooms::RoomChange::Message(m),
+        } if r == room.id && m.text != "hello" => Some(m),
+        _ => None,
+    })
+    .await;
+    // As stored (PostgreSQL keeps times to the microsecond).
+    assert_eq!(
+        (answer.id, answer.text.as_str(), answer.seq),
+        (answers[0].id, "hi there", answers[0].seq)
+    );
+    assert!(local.try_recv().is_err(), "nothing ran on this server");
 }

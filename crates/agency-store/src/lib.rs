@@ -198,6 +198,12 @@ pub trait ConversationStore: Send + Sync {
     async fn turns(&self, conversation: ConversationId) -> Result<Vec<TurnRecord>>;
     /// The latest turn's record, read alone.
     async fn last_turn(&self, conversation: ConversationId) -> Result<Option<TurnRecord>>;
+    /// These messages of the conversation (those it has), in `seq` order.
+    async fn messages_by_id(
+        &self,
+        conversation: ConversationId,
+        ids: &[agency_core::MessageId],
+    ) -> Result<Vec<Message>>;
     /// Takes the conversation's turn lock for `holder` until `lease` from now, or extends it
     /// when `holder` has it: one turn at a time in a conversation, across every process on the
     /// store. A lease not extended expires, so a dead process's lock frees by itself.
@@ -209,6 +215,21 @@ pub trait ConversationStore: Send + Sync {
     ) -> Result<TurnLock>;
     /// Gives the lock up, if `holder` still has it.
     async fn unlock_turn(&self, conversation: ConversationId, holder: uuid::Uuid) -> Result<()>;
+}
+
+/// Notices between the processes sharing a store, for their live views.
+#[async_trait]
+pub trait NoticeStore: Send + Sync {
+    /// Whether other processes may share the store: PostgreSQL's may; a SQLite file is one
+    /// process's.
+    fn shared(&self) -> bool;
+    /// Tells every process listening (this one too) these notices, in order; nothing where
+    /// the store is not shared.
+    async fn notify(&self, notices: &[String]) -> Result<()>;
+    /// Every process's notices from now on (listening has begun when this returns), as they
+    /// come; the stream reconnects by itself and misses what was told meanwhile. `None` where
+    /// the store is not shared.
+    async fn listen(&self) -> Result<Option<futures::stream::BoxStream<'static, String>>>;
 }
 
 /// What [`KeyStore::count_key_request`] found.
@@ -389,6 +410,8 @@ pub trait RoomStore: Send + Sync {
     async fn set_included(&self, room: RoomId, id: RoomMessageId, included: bool) -> Result<bool>;
     /// In order.
     async fn room_messages(&self, room: RoomId) -> Result<Vec<RoomMessage>>;
+    /// One message of the room.
+    async fn room_message(&self, room: RoomId, id: RoomMessageId) -> Result<Option<RoomMessage>>;
     /// Inserts or updates (name and text). A name the owner has for another definition of
     /// the kind (without regard to case) is a [`StoreError::Conflict`].
     async fn put_definition(&self, definition: &Definition) -> Result<()>;
@@ -410,6 +433,7 @@ pub trait Store:
     + MemoryStore
     + AccountStore
     + RoomStore
+    + NoticeStore
 {
 }
 impl<
@@ -420,7 +444,8 @@ impl<
         + KeyStore
         + MemoryStore
         + AccountStore
-        + RoomStore,
+        + RoomStore
+        + NoticeStore,
 > Store for T
 {
 }

@@ -241,6 +241,93 @@ async fn three_servers_behind_haproxy_take_any_request() {
     }
     assert_eq!(stored.len(), 20, "{stored:?}");
     assert!(stored.values().all(|n| *n == 1), "{stored:?}");
+
+    live_views_cross_servers(&servers).await;
     drop(lb);
     drop(servers);
+}
+
+/// A playground turn run on the first server shows on a stream opened on the second.
+async fn live_views_cross_servers(servers: &[Server]) {
+    let (one, two) = (&servers[0].url, &servers[1].url);
+    // An account (its session is in the database: good on every server).
+    let res = http()
+        .post(format!("{one}/api/auth/signup"))
+        .json(&json!({"email": "ada@example.com", "password": "correct horse battery"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let cookie = res.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let me: Value = res.json().await.unwrap();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("cookie", cookie.parse().unwrap());
+    headers.insert(
+        "x-csrf-token",
+        me["csrf_token"].as_str().unwrap().parse().unwrap(),
+    );
+    // No overall timeout: the stream stays open; reads are bounded below.
+    let account = reqwest::Client::builder()
+        .no_proxy()
+        .default_headers(headers)
+        .build()
+        .unwrap();
+    let imported = account
+        .post(format!("{one}/api/agencies/import"))
+        .header("content-type", "application/yaml")
+        .body(include_str!("../../../examples/studio.yaml"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(imported.status(), 201);
+    let created: Value = account
+        .post(format!("{one}/api/agencies/studio/conversations"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().expect("a conversation id");
+    let mut stream = account
+        .get(format!("{two}/api/conversations/{id}/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let sent = account
+        .post(format!("{one}/api/conversations/{id}/messages"))
+        .json(&json!({"text": "a todo app"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        sent.status(),
+        200,
+        "{}",
+        sent.text().await.unwrap_or_default()
+    );
+    let mut seen = String::new();
+    let read = async {
+        while !seen.contains("event: turn_finished") {
+            let chunk = stream
+                .chunk()
+                .await
+                .unwrap()
+                .expect("the stream stays open");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .unwrap_or_else(|_| panic!("no turn_finished on the second server; it showed:\n{seen}"));
+    assert!(seen.contains("event: turn_started"), "{seen}");
+    assert!(seen.contains("event: hop"), "{seen}");
+    assert!(seen.contains("Please build: a todo app"), "{seen}");
 }

@@ -168,6 +168,26 @@ impl ConversationStore for PostgresStore {
         row.map(TryInto::try_into).transpose()
     }
 
+    async fn messages_by_id(
+        &self,
+        conversation: ConversationId,
+        ids: &[agency_core::MessageId],
+    ) -> Result<Vec<Message>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let row: Option<MessageRow> = sqlx::query_as(conversations::MESSAGE_BY_ID)
+                .bind(conversation.0)
+                .bind(id.0)
+                .fetch_optional(&self.pool)
+                .await?;
+            if let Some(row) = row {
+                out.push(row.try_into()?);
+            }
+        }
+        out.sort_by_key(|m: &Message| m.seq);
+        Ok(out)
+    }
+
     async fn lock_turn(
         &self,
         conversation: ConversationId,

@@ -50,6 +50,43 @@ impl PostgresStore {
 /// The schema's migrations, embedded.
 pub(super) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
+/// The channel servers on one database tell each other what happens on.
+const CHANNEL: &str = "agency_events";
+
+#[async_trait::async_trait]
+impl crate::NoticeStore for PostgresStore {
+    fn shared(&self) -> bool {
+        true
+    }
+
+    async fn notify(&self, notices: &[String]) -> Result<()> {
+        if !notices.is_empty() {
+            sqlx::query("SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n")
+                .bind(CHANNEL)
+                .bind(notices)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn listen(&self) -> Result<Option<futures::stream::BoxStream<'static, String>>> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
+        listener.listen(CHANNEL).await?;
+        let notices = futures::stream::unfold(listener, |mut listener| async move {
+            loop {
+                match listener.recv().await {
+                    Ok(n) => return Some((n.payload().to_string(), listener)),
+                    Err(sqlx::Error::PoolClosed) => return None,
+                    // Reconnects on the next call.
+                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                }
+            }
+        });
+        Ok(Some(Box::pin(notices)))
+    }
+}
+
 fn unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }

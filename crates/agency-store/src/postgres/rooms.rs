@@ -162,6 +162,15 @@ impl RoomStore for PostgresStore {
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
+    async fn room_message(&self, room: RoomId, id: RoomMessageId) -> Result<Option<RoomMessage>> {
+        let row: Option<RoomMessageRow> = sqlx::query_as(rooms::MESSAGE)
+            .bind(room.0)
+            .bind(id.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(TryInto::try_into).transpose()
+    }
+
     async fn put_definition(&self, d: &Definition) -> Result<()> {
         let put = sqlx::query(rooms::PUT_DEFINITION)
             .bind(d.id.0)

@@ -44,6 +44,11 @@ pub(crate) const MESSAGES_OF_CONVERSATION: &str = concat!(
     message_columns!(),
     " FROM messages WHERE conversation_id = $1 ORDER BY seq"
 );
+pub(crate) const MESSAGE_BY_ID: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 AND id = $2"
+);
 pub(crate) const MESSAGES_OF_TURN: &str = concat!(
     "SELECT ",
     message_columns!(),

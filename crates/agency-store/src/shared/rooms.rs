@@ -74,6 +74,10 @@ pub(crate) const MESSAGES: &str = "SELECT room_id, seq, id, kind, participant_id
      text, included, created_at, reply_to, tagged FROM room_messages WHERE room_id = $1 \
      ORDER BY seq";
 
+pub(crate) const MESSAGE: &str = "SELECT room_id, seq, id, kind, participant_id, author_name, \
+     text, included, created_at, reply_to, tagged FROM room_messages WHERE room_id = $1 \
+     AND id = $2";
+
 #[derive(sqlx::FromRow)]
 pub(crate) struct RoomRow {
     pub id: Uuid,

@@ -142,6 +142,32 @@ impl ConversationStore for SqliteStore {
         row.map(TryInto::try_into).transpose()
     }
 
+    async fn messages_by_id(
+        &self,
+        conversation: ConversationId,
+        ids: &[agency_core::MessageId],
+    ) -> Result<Vec<Message>> {
+        let rows = self.with(|conn| {
+            let mut read = conn.prepare_cached(conversations::MESSAGE_BY_ID)?;
+            let mut rows = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(row) = read
+                    .query_row([conversation.0, id.0], message_row)
+                    .optional()?
+                {
+                    rows.push(row);
+                }
+            }
+            Ok(rows)
+        })?;
+        let mut out = rows
+            .into_iter()
+            .map(TryInto::try_into)
+            .collect::<Result<Vec<Message>>>()?;
+        out.sort_by_key(|m| m.seq);
+        Ok(out)
+    }
+
     async fn lock_turn(
         &self,
         conversation: ConversationId,

@@ -117,6 +117,22 @@ impl SqliteStore {
     }
 }
 
+/// One process has the file: nobody to tell.
+#[async_trait::async_trait]
+impl crate::NoticeStore for SqliteStore {
+    fn shared(&self) -> bool {
+        false
+    }
+
+    async fn notify(&self, _notices: &[String]) -> Result<()> {
+        Ok(())
+    }
+
+    async fn listen(&self) -> Result<Option<futures::stream::BoxStream<'static, String>>> {
+        Ok(None)
+    }
+}
+
 /// How long a statement waits for another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -172,6 +172,15 @@ impl RoomStore for SqliteStore {
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
+    async fn room_message(&self, room: RoomId, id: RoomMessageId) -> Result<Option<RoomMessage>> {
+        let row = self.with(|conn| {
+            conn.prepare_cached(rooms::MESSAGE)?
+                .query_row([room.0, id.0], room_message_row)
+                .optional()
+        })?;
+        row.map(TryInto::try_into).transpose()
+    }
+
     async fn put_definition(&self, d: &Definition) -> Result<()> {
         let put = self.with(|conn| {
             conn.execute(

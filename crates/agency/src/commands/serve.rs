@@ -62,6 +62,8 @@ pub async fn serve(
         );
     }
     let auth = Arc::new(rt.authenticator().await?);
+    // Live views show what other servers on the database do (PostgreSQL).
+    rt.hear_others().await?;
     let addr = listener.local_addr()?;
     let shutdown = shutdown_signal()?;
     tracing::info!("listening on http://{addr}");
