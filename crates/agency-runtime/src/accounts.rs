@@ -125,15 +125,12 @@ impl Runtime {
         password: &str,
         client: Option<std::net::IpAddr>,
     ) -> Result<NewSession, RuntimeError> {
-        match self.logins.check(email, client) {
+        let now = chrono::Utc::now();
+        match self.logins.check(&*self.store, email, client, now).await? {
             Err(wait) => return Err(RuntimeError::TooManyAttempts(wait)),
             Ok(delay) if !delay.is_zero() => tokio::time::sleep(delay).await,
             Ok(_) => {}
         }
-        let wrong = || {
-            self.logins.failed(email, client);
-            RuntimeError::Unauthorized("wrong email or password".into())
-        };
         let user = match Email::parse(email) {
             Ok(e) => self.store.user_by_email(&e).await?,
             Err(_) => None,
@@ -144,7 +141,12 @@ impl Runtime {
         let ok = verify_password(password.to_string(), hash).await;
         match user {
             Some(user) if ok => self.new_session(user).await,
-            _ => Err(wrong()),
+            _ => {
+                self.logins
+                    .failed(&*self.store, email, client, chrono::Utc::now())
+                    .await?;
+                Err(RuntimeError::Unauthorized("wrong email or password".into()))
+            }
         }
     }
 

@@ -109,6 +109,8 @@ pub struct Runtime {
     local: broadcast::Sender<Event>,
     /// What this process tells the others (when the store is shared).
     relay: relay::Relay,
+    /// This process among those on the store (see [`Runtime::keep_alive`]).
+    process: uuid::Uuid,
     sessions: StdMutex<HashMap<ConversationId, lock::Slot>>,
     /// Agencies as last loaded: drafts (`None`) and published versions.
     agencies: StdMutex<HashMap<(AgencyId, Option<u32>), Cached>>,
@@ -173,7 +175,8 @@ impl Runtime {
         mut tools: tools::Tools,
     ) -> Arc<Self> {
         tools.attach(store.clone(), master_key.clone());
-        let relay = relay::Relay::new(&store);
+        let process = uuid::Uuid::now_v7();
+        let relay = relay::Relay::new(&store, process);
         Arc::new(Self {
             store,
             providers: Arc::new(providers),
@@ -181,6 +184,7 @@ impl Runtime {
             events: broadcast::channel(1024).0,
             local: broadcast::channel(1024).0,
             relay,
+            process,
             sessions: StdMutex::new(HashMap::new()),
             agencies: StdMutex::new(HashMap::new()),
             states: StdMutex::new(States::default()),
@@ -227,6 +231,13 @@ impl Runtime {
         self.local.subscribe()
     }
 
+    /// Records that this process is alive: `agency serve` does every
+    /// [`rooms::ALIVE_EVERY`](crate::rooms::ALIVE_EVERY), so that the other processes on the store leave its rooms'
+    /// answers in flight to it (see [`Runtime::recover_rooms`]).
+    pub async fn keep_alive(&self) -> Result<(), RuntimeError> {
+        Ok(self.store.alive(self.process, chrono::Utc::now()).await?)
+    }
+
     /// Hears what the other processes on the store do, so that [`Runtime::subscribe`] shows
     /// their turns and rooms too: `agency serve` starts it, and it listens when this returns.
     /// Nothing where the store is not shared.
@@ -234,7 +245,7 @@ impl Runtime {
         if let Some(notices) = self.store.listen().await? {
             tokio::spawn(relay::hear(
                 notices,
-                self.relay.process(),
+                self.process,
                 self.store.clone(),
                 self.events.clone(),
             ));

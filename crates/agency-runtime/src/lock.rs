@@ -64,7 +64,7 @@ impl Locked {
         slot: Slot,
     ) -> Result<Self, RuntimeError> {
         let mut guard = slot.lock_owned().await;
-        let holder = Uuid::new_v4();
+        let holder = Uuid::now_v7();
         let mut backoff = Duration::from_millis(1);
         let next_seq = loop {
             match store.lock_turn(conversation, holder, LEASE).await? {

@@ -145,7 +145,7 @@ pub(crate) struct Relay {
 
 impl Relay {
     /// Tells through `store` when it is shared (a task sends the notices), else nothing.
-    pub(crate) fn new(store: &Arc<dyn Store>) -> Self {
+    pub(crate) fn new(store: &Arc<dyn Store>, process: Uuid) -> Self {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let queue = runtime.filter(|_| store.shared()).map(|runtime| {
             let (tx, rx) = mpsc::channel(QUEUE);
@@ -153,7 +153,7 @@ impl Relay {
             tx
         });
         Self {
-            process: Uuid::new_v4(),
+            process,
             sent: AtomicU64::new(0),
             queue,
         }
@@ -161,11 +161,6 @@ impl Relay {
 
     pub(crate) fn is_on(&self) -> bool {
         self.queue.is_some()
-    }
-
-    /// This process, as its notices name it.
-    pub(crate) fn process(&self) -> Uuid {
-        self.process
     }
 
     /// Tells the others of `event` (hops are told by [`Relay::hops`]).

@@ -122,7 +122,7 @@ async fn a_dead_servers_lock_frees_when_its_lease_ends() {
     };
     let store = agency_store::open(&url).await.unwrap();
     let c = ConversationId::new();
-    let (dead, alive) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let (dead, alive) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
     let lease = Duration::from_millis(300);
     use agency_store::TurnLock;
     assert!(matches!(
@@ -358,4 +358,78 @@ async fn another_servers_turns_and_rooms_reach_this_servers_live_views() {
         (answers[0].id, "hi there", answers[0].seq)
     );
     assert!(local.try_recv().is_err(), "nothing ran on this server");
+}
+
+/// A server starting (or looking for what a dead one left) leaves the room answers that a
+/// live server is giving alone.
+#[tokio::test]
+async fn a_starting_server_leaves_another_servers_room_answers_alone() {
+    let Some((a, b)) = two_servers().await else {
+        return;
+    };
+    a.rt.keep_alive().await.unwrap();
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    a.script("ann", vec![Act::Gated(gate.clone(), "late but here")]);
+    let (room, _) = a.rt.create_room("ada", "ideas", None).await.unwrap();
+    a.rt.add_participant(
+        "ada",
+        room.id,
+        agency_runtime::rooms::NewParticipant {
+            name: "ann".into(),
+            model: "script/ann".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let posted =
+        a.rt.post_to_room("ada", room.id, "hello", None)
+            .await
+            .unwrap();
+    // Ann is answering on server A; server B starts.
+    assert_eq!(b.rt.recover_rooms().await.unwrap(), 0);
+    gate.notify_one();
+    let (_, answers) = posted.answers().await;
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].text, "late but here");
+    let stored = a.store.room_messages(room.id).await.unwrap();
+    assert_eq!(
+        stored.len(),
+        2,
+        "the person's message and ann's answer, no failure"
+    );
+}
+
+/// Failed log-ins count on every server: five from one address for one email, spread over two
+/// servers, and the sixth is refused on either.
+#[tokio::test]
+async fn failed_log_ins_count_across_servers() {
+    let Some((a, b)) = two_servers().await else {
+        return;
+    };
+    a.rt.sign_up("ada@example.com", "correct horse battery", None)
+        .await
+        .unwrap();
+    let client = Some("192.0.2.7".parse().unwrap());
+    for i in 0..5 {
+        let rt = if i % 2 == 0 { &a.rt } else { &b.rt };
+        assert!(matches!(
+            rt.log_in("ada@example.com", "wrong", client).await,
+            Err(agency_runtime::RuntimeError::Unauthorized(_))
+        ));
+    }
+    for rt in [&a.rt, &b.rt] {
+        assert!(matches!(
+            rt.log_in("ada@example.com", "correct horse battery", client)
+                .await,
+            Err(agency_runtime::RuntimeError::TooManyAttempts(_))
+        ));
+    }
+    // The owner, from elsewhere, logs in.
+    let elsewhere = Some("198.51.100.1".parse().unwrap());
+    assert!(
+        b.rt.log_in("ada@example.com", "correct horse battery", elsewhere)
+            .await
+            .is_ok()
+    );
 }

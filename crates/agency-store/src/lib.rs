@@ -109,6 +109,22 @@ pub trait AccountStore: Send + Sync {
     ) -> Result<Option<User>>;
     async fn delete_session(&self, token_hash: &str) -> Result<()>;
     /// Ends every session of the user but `keep` (after a password change).
+    /// The time of the `nth` newest failed log-in counted under `key` after `since` (1 is the
+    /// newest), when there are that many.
+    async fn login_failure(
+        &self,
+        key: &str,
+        since: chrono::DateTime<chrono::Utc>,
+        nth: u32,
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>>;
+    /// Counts a failed log-in `at` under each of `keys`, and forgets every failure before
+    /// `forget_before`.
+    async fn add_login_failure(
+        &self,
+        keys: &[String],
+        at: chrono::DateTime<chrono::Utc>,
+        forget_before: chrono::DateTime<chrono::Utc>,
+    ) -> Result<()>;
     async fn delete_other_sessions(&self, user: UserId, keep: &str) -> Result<()>;
 }
 
@@ -339,6 +355,8 @@ pub trait SettingsStore: Send + Sync {
     /// The database answers and its schema is the one this program knows (every migration
     /// applied, none newer); else why not.
     async fn ready(&self) -> Result<()>;
+    /// Records that `process` is alive `at` (and forgets processes not seen for a day).
+    async fn alive(&self, process: uuid::Uuid, at: chrono::DateTime<chrono::Utc>) -> Result<()>;
 }
 
 /// Agents' memories (spec 002): observations, reflections, and the plans they lead to.
@@ -388,14 +406,15 @@ pub trait RoomStore: Send + Sync {
     async fn participants(&self, room: RoomId) -> Result<Vec<Participant>>;
     /// Appends the message as the room's next (its `seq` is set here) and returns it.
     async fn add_room_message(&self, message: RoomMessage) -> Result<RoomMessage>;
-    /// Records that `agents` are about to answer `asked`, until [`RoomStore::add_room_answer`]
-    /// stores each one's answer: what a crash leaves recorded, [`RoomStore::interrupted_answers`]
-    /// finds.
+    /// Records that `agents` are about to answer `asked` in `process`, until
+    /// [`RoomStore::add_room_answer`] stores each one's answer: what a crash leaves recorded,
+    /// [`RoomStore::interrupted_answers`] finds.
     async fn start_answers(
         &self,
         room: RoomId,
         asked: RoomMessageId,
         agents: &[ParticipantId],
+        process: uuid::Uuid,
     ) -> Result<()>;
     /// Appends an agent's answer to `asked` (or its failure) as [`RoomStore::add_room_message`]
     /// does, and in the same transaction clears its record of answering.
@@ -404,8 +423,14 @@ pub trait RoomStore: Send + Sync {
         message: RoomMessage,
         asked: RoomMessageId,
     ) -> Result<RoomMessage>;
-    /// Every answer recorded as started and never stored: `(room, asked, agent)`.
-    async fn interrupted_answers(&self) -> Result<Vec<(RoomId, RoomMessageId, ParticipantId)>>;
+    /// Every answer recorded as started and never stored by a process other than `except`
+    /// that has not said it was alive since `unseen_since` ([`SettingsStore::alive`]):
+    /// `(room, asked, agent)`.
+    async fn interrupted_answers(
+        &self,
+        except: uuid::Uuid,
+        unseen_since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<(RoomId, RoomMessageId, ParticipantId)>>;
     /// False when the room has no such message.
     async fn set_included(&self, room: RoomId, id: RoomMessageId, included: bool) -> Result<bool>;
     /// In order.

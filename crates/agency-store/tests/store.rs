@@ -1184,17 +1184,35 @@ async fn answers_in_flight_are_recorded_until_stored(s: Arc<dyn Store>) {
         created_at: Utc::now().trunc_subsecs(6),
     };
     let asked = s.add_room_message(message(Author::Person)).await.unwrap();
-    s.start_answers(room.id, asked.id, &[ann.id, bob.id])
+    // A process that answers, and one that looks for what others left.
+    let (gone, me) = (uuid::Uuid::now_v7(), uuid::Uuid::now_v7());
+    let now = Utc::now().trunc_subsecs(6);
+    let left = |s: Arc<dyn Store>| async move {
+        let mut open = s.interrupted_answers(me, now).await.unwrap();
+        open.sort_by_key(|(_, _, p)| (*p == bob.id, p.0));
+        open
+    };
+    s.start_answers(room.id, asked.id, &[ann.id, bob.id], gone)
         .await
         .unwrap();
     // Recording twice is harmless (a retry of the same agent for the same message).
-    s.start_answers(room.id, asked.id, &[ann.id]).await.unwrap();
-    let mut open = s.interrupted_answers().await.unwrap();
-    open.sort_by_key(|(_, _, p)| (*p == bob.id, p.0));
+    s.start_answers(room.id, asked.id, &[ann.id], gone)
+        .await
+        .unwrap();
     assert_eq!(
-        open,
+        left(s.clone()).await,
         vec![(room.id, asked.id, ann.id), (room.id, asked.id, bob.id)]
     );
+    // A process's own answers, and those of a process seen alive since, are not left.
+    assert_eq!(s.interrupted_answers(gone, now).await.unwrap(), vec![]);
+    s.alive(gone, now + chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(left(s.clone()).await, vec![]);
+    s.alive(gone, now - chrono::Duration::seconds(60))
+        .await
+        .unwrap();
+    assert_eq!(left(s.clone()).await.len(), 2);
     let answer = s
         .add_room_answer(
             message(Author::Agent {
@@ -1206,16 +1224,15 @@ async fn answers_in_flight_are_recorded_until_stored(s: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(answer.seq, 2);
-    assert_eq!(
-        s.interrupted_answers().await.unwrap(),
-        vec![(room.id, asked.id, bob.id)]
-    );
+    assert_eq!(left(s.clone()).await, vec![(room.id, asked.id, bob.id)]);
     // A removed agent, or room, leaves nothing to recover.
     assert!(s.delete_participant(room.id, bob.id).await.unwrap());
-    assert_eq!(s.interrupted_answers().await.unwrap(), vec![]);
-    s.start_answers(room.id, asked.id, &[ann.id]).await.unwrap();
+    assert_eq!(left(s.clone()).await, vec![]);
+    s.start_answers(room.id, asked.id, &[ann.id], gone)
+        .await
+        .unwrap();
     assert!(s.delete_room(room.id).await.unwrap());
-    assert_eq!(s.interrupted_answers().await.unwrap(), vec![]);
+    assert_eq!(left(s.clone()).await, vec![]);
 }
 
 /// A new room with two agents, `ann` and `bob`, stored.

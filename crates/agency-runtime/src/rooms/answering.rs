@@ -12,9 +12,15 @@ use tokio::task::JoinSet;
 
 use super::{Posted, RoomChange, Setting};
 
+use crate::{Runtime, RuntimeError};
+
 /// Most times a room agent's model may call tools before it must answer.
 pub const MAX_TOOL_ROUNDS: usize = 8;
-use crate::{Runtime, RuntimeError};
+/// How often a serving process says it is alive ([`Runtime::keep_alive`]).
+pub const ALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a process on a shared store may go without saying so before the answers it was
+/// giving in rooms count as lost.
+pub const DEAD_AFTER: chrono::Duration = chrono::Duration::seconds(30);
 
 impl Runtime {
     /// Stores the person's message, then has the agents it asks answer it, in parallel. A
@@ -131,7 +137,9 @@ impl Runtime {
         // Recorded before any call starts: a crash from here on leaves its mark (see
         // `Runtime::recover_rooms`).
         let ids: Vec<ParticipantId> = answering.iter().map(|p| p.id).collect();
-        self.store.start_answers(room.id, asking.id, &ids).await?;
+        self.store
+            .start_answers(room.id, asking.id, &ids, self.process)
+            .await?;
         let participants = Arc::new(participants);
         for agent in answering {
             let (rt, setting, history, participants, room, asking) = (
@@ -321,12 +329,22 @@ impl Runtime {
         stored
     }
 
-    /// On start: every answer a crash interrupted (recorded as started, never stored) becomes
-    /// a failure in its agent's place, answering the message it was asked, so the person sees
-    /// what happened and can Retry. Returns how many. Only the process that runs rooms may
-    /// call this, before it answers anyone: another's answers in flight would look the same.
+    /// Every answer a crash interrupted (recorded as started, never stored, by a process that
+    /// is gone) becomes a failure in its agent's place, answering the message it was asked, so
+    /// the person sees what happened and can Retry. Returns how many. On a shared store a
+    /// process is gone once it has not said it is alive ([`Runtime::keep_alive`]) for
+    /// [`DEAD_AFTER`]; on a store one process has, any other process is gone.
     pub async fn recover_rooms(&self) -> Result<usize, RuntimeError> {
-        let interrupted = self.store.interrupted_answers().await?;
+        let now = chrono::Utc::now();
+        let unseen_since = if self.store.shared() {
+            now - DEAD_AFTER
+        } else {
+            now
+        };
+        let interrupted = self
+            .store
+            .interrupted_answers(self.process, unseen_since)
+            .await?;
         let mut recovered = 0;
         for (room_id, asked, agent) in interrupted {
             let Some(room) = self.store.room(room_id).await? else {

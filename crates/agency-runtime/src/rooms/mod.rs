@@ -118,7 +118,7 @@ fn optional(s: Option<String>) -> Option<String> {
 }
 
 mod answering;
-pub use answering::MAX_TOOL_ROUNDS;
+pub use answering::{ALIVE_EVERY, DEAD_AFTER, MAX_TOOL_ROUNDS};
 mod bots;
 
 impl Runtime {

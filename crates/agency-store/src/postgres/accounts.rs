@@ -80,6 +80,42 @@ impl AccountStore for PostgresStore {
         Ok(())
     }
 
+    async fn login_failure(
+        &self,
+        key: &str,
+        since: DateTime<Utc>,
+        nth: u32,
+    ) -> Result<Option<DateTime<Utc>>> {
+        Ok(sqlx::query_scalar(accounts::LOGIN_FAILURE)
+            .bind(key)
+            .bind(since)
+            .bind(i64::from(nth.saturating_sub(1)))
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    async fn add_login_failure(
+        &self,
+        keys: &[String],
+        at: DateTime<Utc>,
+        forget_before: DateTime<Utc>,
+    ) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(accounts::FORGET_LOGIN_FAILURES)
+            .bind(forget_before)
+            .execute(&mut *tx)
+            .await?;
+        for key in keys {
+            sqlx::query(accounts::ADD_LOGIN_FAILURE)
+                .bind(key)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn delete_other_sessions(&self, user: UserId, keep: &str) -> Result<()> {
         sqlx::query(accounts::DELETE_OTHER_SESSIONS)
             .bind(user.to_string())

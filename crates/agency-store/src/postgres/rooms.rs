@@ -115,6 +115,7 @@ impl RoomStore for PostgresStore {
         room: RoomId,
         asked: RoomMessageId,
         agents: &[ParticipantId],
+        process: uuid::Uuid,
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         for agent in agents {
@@ -122,6 +123,7 @@ impl RoomStore for PostgresStore {
                 .bind(room.0)
                 .bind(asked.0)
                 .bind(agent.0)
+                .bind(process)
                 .execute(&mut *tx)
                 .await?;
         }
@@ -133,9 +135,15 @@ impl RoomStore for PostgresStore {
         self.add_message(m, Some(asked)).await
     }
 
-    async fn interrupted_answers(&self) -> Result<Vec<(RoomId, RoomMessageId, ParticipantId)>> {
+    async fn interrupted_answers(
+        &self,
+        except: uuid::Uuid,
+        unseen_since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<(RoomId, RoomMessageId, ParticipantId)>> {
         let rows: Vec<(uuid::Uuid, uuid::Uuid, uuid::Uuid)> =
             sqlx::query_as(rooms::INTERRUPTED_ANSWERS)
+                .bind(except)
+                .bind(unseen_since)
                 .fetch_all(&self.pool)
                 .await?;
         Ok(rows

@@ -26,6 +26,19 @@ impl SettingsStore for PostgresStore {
         settings::schema_is(applied, super::MIGRATOR.migrations.len())
     }
 
+    async fn alive(&self, process: uuid::Uuid, at: chrono::DateTime<Utc>) -> Result<()> {
+        sqlx::query(settings::ALIVE)
+            .bind(process)
+            .bind(at)
+            .execute(&self.pool)
+            .await?;
+        sqlx::query(settings::FORGET_PROCESSES)
+            .bind(at - chrono::Duration::days(1))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn is_claimed(&self, key: &str) -> Result<bool> {
         Ok(sqlx::query(settings::SETTING_EXISTS)
             .bind(key)

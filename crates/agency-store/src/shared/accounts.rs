@@ -22,6 +22,11 @@ pub(crate) const DELETE_SESSION: &str = "DELETE FROM sessions WHERE token_hash =
 pub(crate) const DELETE_OTHER_SESSIONS: &str =
     "DELETE FROM sessions WHERE user_id = $1 AND token_hash <> $2";
 
+pub(crate) const LOGIN_FAILURE: &str = "SELECT at FROM login_failures \
+     WHERE key = $1 AND at > $2 ORDER BY at DESC LIMIT 1 OFFSET $3";
+pub(crate) const ADD_LOGIN_FAILURE: &str = "INSERT INTO login_failures (key, at) VALUES ($1, $2)";
+pub(crate) const FORGET_LOGIN_FAILURES: &str = "DELETE FROM login_failures WHERE at < $1";
+
 pub(crate) fn email_taken(email: &agency_core::Email) -> StoreError {
     StoreError::Conflict(format!(
         "an account with {email} exists already: log in instead"

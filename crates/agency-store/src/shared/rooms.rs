@@ -63,11 +63,14 @@ pub(crate) const ADD_MESSAGE: &str = "INSERT INTO room_messages \
      VALUES ($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM room_messages WHERE room_id = $1), \
      $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq";
 pub(crate) const START_ANSWER: &str = "INSERT INTO room_answering \
-     (room_id, message_id, participant_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING";
+     (room_id, message_id, participant_id, process_id) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (room_id, message_id, participant_id) DO UPDATE SET process_id = excluded.process_id";
 pub(crate) const END_ANSWER: &str = "DELETE FROM room_answering \
      WHERE room_id = $1 AND message_id = $2 AND participant_id = $3";
-pub(crate) const INTERRUPTED_ANSWERS: &str =
-    "SELECT room_id, message_id, participant_id FROM room_answering";
+pub(crate) const INTERRUPTED_ANSWERS: &str = "SELECT a.room_id, a.message_id, a.participant_id \
+     FROM room_answering a LEFT JOIN processes p ON p.id = a.process_id \
+     WHERE (a.process_id IS NULL OR a.process_id <> $1) \
+     AND (p.seen_at IS NULL OR p.seen_at < $2)";
 pub(crate) const SET_INCLUDED: &str =
     "UPDATE room_messages SET included = $1 WHERE room_id = $2 AND id = $3";
 pub(crate) const MESSAGES: &str = "SELECT room_id, seq, id, kind, participant_id, author_name, \

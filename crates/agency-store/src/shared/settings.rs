@@ -20,3 +20,7 @@ pub(crate) fn schema_is(applied: i64, known: usize) -> crate::Result<()> {
         )
     }))
 }
+
+pub(crate) const ALIVE: &str = "INSERT INTO processes (id, seen_at) VALUES ($1, $2) \
+     ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at";
+pub(crate) const FORGET_PROCESSES: &str = "DELETE FROM processes WHERE seen_at < $1";

@@ -79,6 +79,40 @@ impl AccountStore for SqliteStore {
             .map(|_| ())
     }
 
+    async fn login_failure(
+        &self,
+        key: &str,
+        since: DateTime<Utc>,
+        nth: u32,
+    ) -> Result<Option<DateTime<Utc>>> {
+        Ok(self.with(|conn| {
+            conn.prepare_cached(accounts::LOGIN_FAILURE)?
+                .query_row(params![key, since, nth.saturating_sub(1)], |r| {
+                    super::timestamp(r, 0)
+                })
+                .optional()
+        })?)
+    }
+
+    async fn add_login_failure(
+        &self,
+        keys: &[String],
+        at: DateTime<Utc>,
+        forget_before: DateTime<Utc>,
+    ) -> Result<()> {
+        self.with(|conn| {
+            let tx = conn.transaction()?;
+            tx.prepare_cached(accounts::FORGET_LOGIN_FAILURES)?
+                .execute(params![forget_before])?;
+            for key in keys {
+                tx.prepare_cached(accounts::ADD_LOGIN_FAILURE)?
+                    .execute(params![key, at])?;
+            }
+            tx.commit()
+        })?;
+        Ok(())
+    }
+
     async fn delete_other_sessions(&self, user: UserId, keep: &str) -> Result<()> {
         self.with(|conn| {
             conn.execute(

@@ -21,6 +21,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0013_api_thread_turns.sql"),
     include_str!("../../migrations/sqlite/0014_api_responses.sql"),
     include_str!("../../migrations/sqlite/0015_message_images.sql"),
+    include_str!("../../migrations/sqlite/0016_processes.sql"),
+    include_str!("../../migrations/sqlite/0017_login_failures.sql"),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {

@@ -116,11 +116,15 @@ impl RoomStore for SqliteStore {
         room: RoomId,
         asked: RoomMessageId,
         agents: &[ParticipantId],
+        process: uuid::Uuid,
     ) -> Result<()> {
         self.with(|conn| {
             let tx = conn.transaction()?;
             for agent in agents {
-                tx.execute(rooms::START_ANSWER, params![room.0, asked.0, agent.0])?;
+                tx.execute(
+                    rooms::START_ANSWER,
+                    params![room.0, asked.0, agent.0, process],
+                )?;
             }
             tx.commit()
         })
@@ -143,10 +147,14 @@ impl RoomStore for SqliteStore {
         Ok(m)
     }
 
-    async fn interrupted_answers(&self) -> Result<Vec<(RoomId, RoomMessageId, ParticipantId)>> {
+    async fn interrupted_answers(
+        &self,
+        except: uuid::Uuid,
+        unseen_since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<(RoomId, RoomMessageId, ParticipantId)>> {
         self.with(|conn| {
             conn.prepare_cached(rooms::INTERRUPTED_ANSWERS)?
-                .query_map([], |r| {
+                .query_map(params![except, unseen_since], |r| {
                     Ok((
                         RoomId(r.get(0)?),
                         RoomMessageId(r.get(1)?),

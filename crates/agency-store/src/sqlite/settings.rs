@@ -22,6 +22,16 @@ impl SettingsStore for SqliteStore {
         self.with(|conn| conn.prepare_cached(settings::SETTING_EXISTS)?.exists([key]))
     }
 
+    async fn alive(&self, process: uuid::Uuid, at: chrono::DateTime<Utc>) -> Result<()> {
+        self.with(|conn| {
+            conn.prepare_cached(settings::ALIVE)?
+                .execute(params![process, at])?;
+            conn.prepare_cached(settings::FORGET_PROCESSES)?
+                .execute(params![at - chrono::Duration::days(1)])
+        })?;
+        Ok(())
+    }
+
     async fn ready(&self) -> Result<()> {
         let version: i64 =
             self.with(|conn| conn.query_row("PRAGMA user_version", [], |r| r.get(0)))?;

@@ -54,6 +54,7 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    rt.keep_alive().await?;
     let lost = rt.recover_rooms().await?;
     if lost > 0 {
         tracing::warn!(
@@ -61,6 +62,7 @@ pub async fn serve(
             "room answers in flight when the server last stopped are shown as failures, with Retry"
         );
     }
+    tokio::spawn(tend(rt.clone()));
     let auth = Arc::new(rt.authenticator().await?);
     // Live views show what other servers on the database do (PostgreSQL).
     rt.hear_others().await?;
@@ -99,6 +101,30 @@ pub async fn serve(
     }
     rt.settle().await;
     Ok(())
+}
+
+/// Says this server is alive, every few seconds; and now and then records as failures the room
+/// answers that another server on the database was giving when it died.
+async fn tend(rt: Arc<agency_runtime::Runtime>) {
+    let mut tick = tokio::time::interval(agency_runtime::rooms::ALIVE_EVERY);
+    for n in 0u64.. {
+        tick.tick().await;
+        if let Err(e) = rt.keep_alive().await {
+            tracing::warn!(error = %e, "cannot tell the database this server is alive");
+        }
+        if n % 3 == 2 {
+            match rt.recover_rooms().await {
+                Ok(0) => {}
+                Ok(lost) => tracing::warn!(
+                    answers = lost,
+                    "room answers a stopped server was giving are shown as failures, with Retry"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot look for room answers a stopped server left")
+                }
+            }
+        }
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM (what service managers send). Armed before the server says it
