@@ -570,6 +570,11 @@ impl Runtime {
         }
     }
 
+    /// Whether anyone hears events: a live view here, or (a shared store) other processes.
+    fn listened(&self) -> bool {
+        self.relay.is_on() || self.events.receiver_count() > 0 || self.local.receiver_count() > 0
+    }
+
     fn publish(&self, event: impl FnOnce() -> Event) {
         let (all, local) = (
             self.events.receiver_count() > 0,

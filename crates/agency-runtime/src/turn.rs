@@ -975,13 +975,13 @@ impl TurnRun {
         let agency = self.agency.clone();
         let mut stop = self.stop.clone();
         let (conversation, turn) = (self.record.conversation_id, self.record.id);
-        let progress = (rt.events.receiver_count() > 0).then(|| {
+        let progress = rt.listened().then(|| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ToolProgress>();
-            let events = rt.events.clone();
+            let rt = rt.clone();
             let (tool, call_id) = (call.name.clone(), call.id.clone());
             tokio::spawn(async move {
                 while let Some(progress) = rx.recv().await {
-                    let _ = events.send(Event::ToolProgress {
+                    rt.publish(|| Event::ToolProgress {
                         conversation,
                         turn,
                         agent,
@@ -1058,13 +1058,13 @@ impl TurnRun {
 
     /// Publishes the provider's retries of `agent`'s call, while anyone listens.
     fn retry_hook(&self, agent: AgentId) -> Option<agency_providers::http::RetryHook> {
-        if self.rt.events.receiver_count() == 0 {
+        if !self.rt.listened() {
             return None;
         }
-        let events = self.rt.events.clone();
+        let rt = self.rt.clone();
         let (conversation, turn) = (self.record.conversation_id, self.record.id);
         Some(agency_providers::http::RetryHook::new(move |r| {
-            let _ = events.send(Event::ModelRetry {
+            rt.publish(|| Event::ModelRetry {
                 conversation,
                 turn,
                 agent,
