@@ -1,6 +1,7 @@
 //! The engine alone: the rules model, a manager and 4 agents, 10 hops a turn, every message
-//! persisted. Reports persisted hops per second on SQLite and (when reachable) PostgreSQL, then
-//! one turn of 1,000 hops in windows of 100, to show that a long turn does not slow down.
+//! persisted. Reports persisted hops per second on SQLite and (when reachable) PostgreSQL, one
+//! conversation at a time and 64 at once, then one turn of 1,000 hops in windows of 100, to
+//! show that a long turn does not slow down.
 //!
 //!     cargo bench -p agency-runtime --bench engine
 //!
@@ -123,6 +124,33 @@ async fn bench(label: &str, url: &str, turns: u32) -> Result<(), Box<dyn std::er
         "{label:<9} 10-hop turns: {hops} hops in {secs:.2} s = {:>8.0} persisted hops/s ({:.1} µs/hop)",
         hops as f64 / secs,
         secs * 1e6 / hops as f64
+    );
+
+    // The same turns in 64 conversations at once: what concurrent writers get (group commit).
+    let at_once = 64u32;
+    let mut running = tokio::task::JoinSet::new();
+    let started = Instant::now();
+    for _ in 0..at_once {
+        let (rt, agency) = (rt.clone(), agency.clone());
+        running.spawn(async move {
+            let c = rt.start_conversation(&agency).await.unwrap();
+            let mut hops = 0u64;
+            for _ in 0..(turns / at_once).max(1) {
+                let out = rt.send(c.id, "build the thing".into()).await.unwrap();
+                assert_eq!(out.hops, 10);
+                hops += u64::from(out.hops);
+            }
+            hops
+        });
+    }
+    let mut hops = 0u64;
+    while let Some(done) = running.join_next().await {
+        hops += done?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{label:<9} 10-hop turns, {at_once} conversations at once: {hops} hops in {secs:.2} s = {:>8.0} persisted hops/s",
+        hops as f64 / secs,
     );
 
     // One turn of 1,000 hops, timed in windows of 100 hops from the event stream: a turn that

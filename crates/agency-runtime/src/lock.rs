@@ -120,6 +120,15 @@ impl Drop for Locked {
             return;
         };
         lease.renew.abort();
+        // A store one process has (SQLite) keeps its locks in memory: given back at once, no
+        // task needed.
+        if !lease.store.shared() {
+            let unlock = lease.store.unlock_turn(lease.conversation, lease.holder);
+            if let Some(Err(e)) = futures::FutureExt::now_or_never(unlock) {
+                tracing::warn!(conversation = %lease.conversation, error = %e, "could not give a turn lock back");
+            }
+            return;
+        }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             // No runtime to give it back on: the lease expires.
             return;

@@ -2,104 +2,15 @@
 
 use agency_core::{AgencyId, Conversation, ConversationId, Message, TurnId, TurnRecord};
 use async_trait::async_trait;
-use sqlx::{Postgres, QueryBuilder};
 
 use super::PostgresStore;
 use crate::shared::conversations::{self, ConversationRow, MessageRow, TurnRow};
 use crate::{ConversationStore, Result, TurnLock, Write};
 
-/// Rows per multi-row INSERT (PostgreSQL allows 65,535 parameters; a row has 18).
-const ROWS_PER_INSERT: usize = 1_000;
-
-/// One multi-row INSERT of `messages`.
-fn insert_messages(messages: &[Message]) -> QueryBuilder<Postgres> {
-    let mut q = QueryBuilder::<Postgres>::new(conversations::INSERT_MESSAGES);
-    q.push_values(messages, |mut b, m| {
-        let r = MessageRow::from(m);
-        b.push_bind(r.id)
-            .push_bind(r.conversation_id)
-            .push_bind(r.turn_id)
-            .push_bind(r.seq)
-            .push_bind(r.agent_id)
-            .push_bind(r.kind)
-            .push_bind(r.linked_message_id)
-            .push_bind(r.from_agent)
-            .push_bind(r.to_agent)
-            .push_bind(r.text)
-            .push_bind(r.prompt_tokens)
-            .push_bind(r.completion_tokens)
-            .push_bind(r.latency_ms)
-            .push_bind(r.included)
-            .push_bind(r.created_at)
-            .push_bind(m.role().as_str())
-            .push_bind(r.tool)
-            .push_bind(r.images);
-    });
-    q
-}
-
 #[async_trait]
 impl ConversationStore for PostgresStore {
     async fn write(&self, write: Write) -> Result<Write> {
-        match &write {
-            w if w.is_empty() => {}
-            // One statement is atomic by itself: a hop's write needs no BEGIN/COMMIT round
-            // trips.
-            Write {
-                conversation: None,
-                messages,
-                turns,
-                thread: None,
-            } if turns.is_empty() && messages.len() <= ROWS_PER_INSERT => {
-                insert_messages(messages)
-                    .build()
-                    .execute(&self.pool)
-                    .await?;
-            }
-            w => {
-                let mut tx = self.pool.begin().await?;
-                if let Some(c) = &w.conversation {
-                    sqlx::query(conversations::INSERT_CONVERSATION)
-                        .bind(c.id.0)
-                        .bind(c.agency_id.0)
-                        .bind(c.version.map(i64::from))
-                        .bind(c.created_at)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                for chunk in w.messages.chunks(ROWS_PER_INSERT) {
-                    insert_messages(chunk).build().execute(&mut *tx).await?;
-                }
-                for t in &w.turns {
-                    let r = TurnRow::from(t);
-                    sqlx::query(conversations::SAVE_TURN)
-                        .bind(r.id)
-                        .bind(r.conversation_id)
-                        .bind(r.number)
-                        .bind(r.started_at)
-                        .bind(r.finished_at)
-                        .bind(r.stopped_by)
-                        .bind(r.hops)
-                        .bind(r.prompt_tokens)
-                        .bind(r.completion_tokens)
-                        .bind(r.error)
-                        .bind(r.cost_pico)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                if let Some(t) = &w.thread {
-                    sqlx::query(conversations::PUT_API_THREAD)
-                        .bind(t.key)
-                        .bind(&t.hash)
-                        .bind(t.conversation.0)
-                        .bind(i64::from(t.turn))
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await?;
-            }
-        }
-        Ok(write)
+        super::group_commit::write(&self.commits, write).await
     }
 
     async fn conversation(&self, id: ConversationId) -> Result<Option<Conversation>> {

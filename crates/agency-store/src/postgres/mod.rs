@@ -11,6 +11,7 @@ use crate::{Result, StoreError, redact};
 mod accounts;
 mod agencies;
 mod conversations;
+mod group_commit;
 mod keys;
 mod memory;
 mod rooms;
@@ -19,6 +20,8 @@ mod settings;
 
 pub struct PostgresStore {
     pool: PgPool,
+    /// Conversation writes, committed in groups (`group_commit.rs`).
+    commits: tokio::sync::mpsc::UnboundedSender<group_commit::Queued>,
 }
 
 impl PostgresStore {
@@ -43,7 +46,8 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Migrate(e.to_string()))?;
-        Ok(Self { pool })
+        let commits = group_commit::committer(pool.clone());
+        Ok(Self { pool, commits })
     }
 }
 

@@ -60,14 +60,24 @@ pub(crate) const MESSAGES_THROUGH_TURN: &str = concat!(
     " FROM messages WHERE conversation_id = $1 AND (turn_id IS NULL OR turn_id IN \
      (SELECT id FROM turns WHERE conversation_id = $1 AND number <= $2)) ORDER BY seq"
 );
+macro_rules! save_turn_on_conflict {
+    () => {
+        " ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, \
+         stopped_by = excluded.stopped_by, hops = excluded.hops, \
+         prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, \
+         error = excluded.error, cost_pico = excluded.cost_pico"
+    };
+}
 pub(crate) const SAVE_TURN: &str = concat!(
     "INSERT INTO turns (",
     turn_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-     ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, \
-     stopped_by = excluded.stopped_by, hops = excluded.hops, \
-     prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, \
-     error = excluded.error, cost_pico = excluded.cost_pico"
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    save_turn_on_conflict!()
+);
+/// [`SAVE_TURN`] in parts, for many rows: the head, one `(...)` of 11 values per row, the tail.
+pub(crate) const SAVE_TURNS: (&str, &str) = (
+    concat!("INSERT INTO turns (", turn_columns!(), ") "),
+    save_turn_on_conflict!(),
 );
 pub(crate) const TURNS_OF_CONVERSATION: &str = concat!(
     "SELECT ",
@@ -84,10 +94,25 @@ pub(crate) const NEXT_SEQ: &str =
     "SELECT coalesce(max(seq) + 1, 0) FROM messages WHERE conversation_id = $1";
 /// A transcript hash names one conversation, the latest to reach it; a conversation keeps the
 /// hash of every answered turn.
-pub(crate) const PUT_API_THREAD: &str = "INSERT INTO api_threads \
-     (key_id, hash, conversation_id, turn_number) VALUES ($1, $2, $3, $4) \
-     ON CONFLICT (key_id, hash) DO UPDATE SET conversation_id = excluded.conversation_id, \
-     turn_number = excluded.turn_number";
+macro_rules! put_api_thread_on_conflict {
+    () => {
+        " ON CONFLICT (key_id, hash) DO UPDATE SET conversation_id = excluded.conversation_id, \
+         turn_number = excluded.turn_number"
+    };
+}
+pub(crate) const PUT_API_THREAD: &str = concat!(
+    "INSERT INTO api_threads (key_id, hash, conversation_id, turn_number) \
+     VALUES ($1, $2, $3, $4)",
+    put_api_thread_on_conflict!()
+);
+/// [`PUT_API_THREAD`] in parts, for many rows.
+pub(crate) const PUT_API_THREADS: (&str, &str) = (
+    "INSERT INTO api_threads (key_id, hash, conversation_id, turn_number) ",
+    put_api_thread_on_conflict!(),
+);
+/// [`INSERT_CONVERSATION`] without its values, for many rows.
+pub(crate) const INSERT_CONVERSATIONS: &str =
+    "INSERT INTO conversations (id, agency_id, version, created_at) ";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct ConversationRow {
