@@ -251,6 +251,23 @@ async fn a_keys_rate_limit_holds_across_servers() {
     );
 }
 
+/// A room of ada's on `h` with one agent, ann (`script/ann`).
+async fn room_with_ann(h: &Harness) -> agency_core::room::Room {
+    let (room, _) = h.rt.create_room("ada", "ideas", None).await.unwrap();
+    h.rt.add_participant(
+        "ada",
+        room.id,
+        agency_runtime::rooms::NewParticipant {
+            name: "ann".into(),
+            model: "script/ann".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    room
+}
+
 /// The next event of `events` that `pick` takes, within a few seconds.
 async fn next<T>(
     events: &mut tokio::sync::broadcast::Receiver<agency_runtime::Event>,
@@ -326,18 +343,7 @@ async fn another_servers_turns_and_rooms_reach_this_servers_live_views() {
 
     // A room answered on server A.
     a.script("ann", vec![Act::Say("hi there")]);
-    let (room, _) = a.rt.create_room("ada", "ideas", None).await.unwrap();
-    a.rt.add_participant(
-        "ada",
-        room.id,
-        agency_runtime::rooms::NewParticipant {
-            name: "ann".into(),
-            model: "script/ann".into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let room = room_with_ann(&a).await;
     let posted =
         a.rt.post_to_room("ada", room.id, "hello", None)
             .await
@@ -370,18 +376,7 @@ async fn a_starting_server_leaves_another_servers_room_answers_alone() {
     a.rt.keep_alive().await.unwrap();
     let gate = std::sync::Arc::new(tokio::sync::Notify::new());
     a.script("ann", vec![Act::Gated(gate.clone(), "late but here")]);
-    let (room, _) = a.rt.create_room("ada", "ideas", None).await.unwrap();
-    a.rt.add_participant(
-        "ada",
-        room.id,
-        agency_runtime::rooms::NewParticipant {
-            name: "ann".into(),
-            model: "script/ann".into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let room = room_with_ann(&a).await;
     let posted =
         a.rt.post_to_room("ada", room.id, "hello", None)
             .await

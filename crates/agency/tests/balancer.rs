@@ -1,6 +1,7 @@
-//! Several `agency serve` on one PostgreSQL behind HAProxy, configured by `deploy/haproxy.cfg`:
-//! any request on any server. Needs PostgreSQL (`AGENCY_TEST_POSTGRES`) and Debian's
-//! `haproxy`: skips without them, fails under `CI=true` (`.ci/run` installs HAProxy).
+//! Several processes on one PostgreSQL: `agency serve` behind HAProxy, configured by
+//! `deploy/haproxy.cfg` (any request on any server), and a process killed mid-turn. Needs
+//! PostgreSQL (`AGENCY_TEST_POSTGRES`) and Debian's `haproxy`: skips without them, fails under
+//! `CI=true` (`.ci/run` installs HAProxy).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -330,4 +331,148 @@ async fn live_views_cross_servers(servers: &[Server]) {
     assert!(seen.contains("event: turn_started"), "{seen}");
     assert!(seen.contains("event: hop"), "{seen}");
     assert!(seen.contains("Please build: a todo app"), "{seen}");
+}
+
+/// A process killed (`kill -9`) in the middle of a turn — its coder's model call running, the
+/// tester's message to the coder waiting for it in memory: the conversation's next message, in
+/// another process on the same database, finishes the interrupted turn's work (the tester's
+/// message delivered, the coder called again with both) and keeps every message the first
+/// process had accepted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_killed_mid_turn_loses_nothing_accepted() {
+    use agency_fakes::{Fake, Reply, openai};
+    let Some(db) = agency_store::testing::postgres_url().await else {
+        return;
+    };
+    let (lead, coder, tester) = (
+        Fake::start().await,
+        Fake::start().await,
+        Fake::start().await,
+    );
+    lead.push(openai::completion(
+        r#"[{"to": 2, "context": "build it"}, {"to": 3, "context": "test it"}]"#,
+        5,
+        5,
+    ))
+    .otherwise(openai::completion(
+        r#"{"to": 0, "context": "working on it"}"#,
+        5,
+        5,
+    ));
+    coder
+        .push(Reply::Hang)
+        .otherwise(openai::completion(r#"{"to": 1, "context": "built"}"#, 5, 5));
+    tester.otherwise(openai::completion(
+        r#"{"to": 2, "context": "tests ready"}"#,
+        5,
+        5,
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("agency.yaml"),
+        format!(
+            "providers:\n  lead: {{ kind: openai, base_url: \"{}/v1\", api_key_env: FAKE_KEY }}\n  coder: {{ kind: openai, base_url: \"{}/v1\", api_key_env: FAKE_KEY }}\n  tester: {{ kind: openai, base_url: \"{}/v1\", api_key_env: FAKE_KEY }}\n",
+            lead.url, coder.url, tester.url
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("team.yaml"),
+        "name: team\nprotocol: json\nmanager: lead\nagents:\n  - { id: 1, name: lead, model: lead/m }\n  - { id: 2, name: coder, model: coder/m }\n  - { id: 3, name: tester, model: tester/m }\n",
+    )
+    .unwrap();
+    let cli = |args: &[&str]| {
+        let mut cmd = cli(d, &db);
+        cmd.env("FAKE_KEY", "sk-test")
+            .args(["--config", "agency.yaml"])
+            .args(args);
+        cmd
+    };
+    let imported = cli(&["import", "team.yaml"]).output().unwrap();
+    assert!(imported.status.success(), "{imported:?}");
+
+    // The first process: the lead hands the work to the coder, whose call never returns, and
+    // to the tester, whose answer to the coder waits for it.
+    let mut first = cli(&["chat", "team", "--message", "ship it", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let store = agency_store::open(&db).await.unwrap();
+    let team = store
+        .agency_by_name(agency_runtime::LOCAL_OWNER, "team")
+        .await
+        .unwrap()
+        .unwrap();
+    let started = Instant::now();
+    let conversation = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the tester never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let Some(c) = store.list_conversations(team.id).await.unwrap().pop() else {
+            continue;
+        };
+        let stored = store.messages(c.id).await.unwrap();
+        let tester_replied = stored
+            .iter()
+            .any(|m| m.kind == agency_core::MessageKind::Reply && m.text.contains("tests ready"));
+        if tester_replied && !coder.requests().is_empty() {
+            break c;
+        }
+    };
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let id = conversation.id.to_string();
+
+    // Another process takes the conversation's next message (once the dead one's turn lock
+    // has expired) and answers it.
+    let mut second = cli(&[
+        "chat",
+        "team",
+        "--conversation",
+        &id,
+        "--message",
+        "status?",
+        "--json",
+    ]);
+    let second = tokio::task::spawn_blocking(move || second.output());
+    let second = second.await.unwrap().unwrap();
+    assert!(second.status.success(), "{second:?}");
+    let turn: Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(turn["answer"], "working on it");
+
+    // The coder was called again, with the work and the tester's message, each once.
+    let requests = coder.requests();
+    assert_eq!(requests.len(), 2);
+    let asked: Vec<String> = requests[1]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect();
+    for text in ["build it", "tests ready"] {
+        assert_eq!(
+            asked.iter().filter(|m| m.contains(text)).count(),
+            1,
+            "{text}: {asked:?}"
+        );
+    }
+    // Everything the first process had accepted is kept.
+    let messages = store.messages(conversation.id).await.unwrap();
+    let inputs: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.kind == agency_core::MessageKind::Input)
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(inputs, ["ship it", "status?"]);
+    assert_eq!(
+        messages
+            .iter()
+            .filter(|m| m.kind == agency_core::MessageKind::Delivery && m.text == "build it")
+            .count(),
+        1
+    );
 }
