@@ -232,8 +232,8 @@ impl Runtime {
     }
 
     /// Records that this process is alive: `agency serve` does every
-    /// [`rooms::ALIVE_EVERY`](crate::rooms::ALIVE_EVERY), so that the other processes on the store leave its rooms'
-    /// answers in flight to it (see [`Runtime::recover_rooms`]).
+    /// [`rooms::ALIVE_EVERY`](crate::rooms::ALIVE_EVERY), so that the other processes on the
+    /// store leave its rooms' answers in flight to it (see [`Runtime::recover_rooms`]).
     pub async fn keep_alive(&self) -> Result<(), RuntimeError> {
         Ok(self.store.alive(self.process, chrono::Utc::now()).await?)
     }
@@ -576,19 +576,15 @@ impl Runtime {
     }
 
     fn publish(&self, event: impl FnOnce() -> Event) {
-        let (all, local) = (
-            self.events.receiver_count() > 0,
-            self.local.receiver_count() > 0,
-        );
-        if !(all || local || self.relay.is_on()) {
+        if !self.listened() {
             return;
         }
         let event = event();
         self.relay.event(&event);
-        if local {
+        if self.local.receiver_count() > 0 {
             let _ = self.local.send(event.clone());
         }
-        if all {
+        if self.events.receiver_count() > 0 {
             let _ = self.events.send(event);
         }
     }
