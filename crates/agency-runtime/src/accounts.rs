@@ -27,7 +27,7 @@ pub struct NewSession {
 
 /// The SHA-256 of a session token, as stored.
 fn token_hash(token: &str) -> String {
-    crate::hex::encode(&Sha256::digest(token.as_bytes()))
+    crate::hex::sha256(token)
 }
 
 /// The CSRF token of the session whose token is `session_token`.

@@ -301,9 +301,11 @@ impl Runtime {
                 let mut session = self.fork(conversation, turn).await?;
                 session.seed(history[history.len() - rest..].to_vec());
                 let id = session.conversation;
-                let mut guard = crate::lock::Locked::new_conversation(self.session_slot(id)).await;
-                guard.put(session);
-                Opened { id, guard }
+                Opened {
+                    id,
+                    guard: crate::lock::Locked::new_conversation(self.session_slot(id), session)
+                        .await,
+                }
             }
             Found::New => {
                 let mut opened = self.open_conversation(agency, system).await;
@@ -402,12 +404,13 @@ impl Runtime {
     /// system message, as spec 000 has it; no other agent sees it).
     async fn open_conversation(&self, agency: &Agency, manager_system: Option<&str>) -> Opened {
         let (conversation, session) = Session::fresh(ConversationId::new(), agency, manager_system);
-        let mut guard =
-            crate::lock::Locked::new_conversation(self.session_slot(conversation.id)).await;
-        guard.put(session);
         Opened {
             id: conversation.id,
-            guard,
+            guard: crate::lock::Locked::new_conversation(
+                self.session_slot(conversation.id),
+                session,
+            )
+            .await,
         }
     }
 

@@ -1,5 +1,11 @@
 //! Bytes as lower-case hex digits, and back: how keys, secrets and digests are written.
 
+/// The SHA-256 of `text`, in hex.
+pub(crate) fn sha256(text: &str) -> String {
+    use sha2::Digest;
+    encode(&sha2::Sha256::digest(text.as_bytes()))
+}
+
 pub(crate) fn encode(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(2 * bytes.len());

@@ -234,7 +234,11 @@ impl Runtime {
     /// Records that this process is alive: `agency serve` does every
     /// [`rooms::ALIVE_EVERY`](crate::rooms::ALIVE_EVERY), so that the other processes on the
     /// store leave its rooms' answers in flight to it (see [`Runtime::recover_rooms`]).
+    /// Nothing where the store is not shared: no other process reads it there.
     pub async fn keep_alive(&self) -> Result<(), RuntimeError> {
+        if !self.store.shared() {
+            return Ok(());
+        }
         Ok(self.store.alive(self.process, chrono::Utc::now()).await?)
     }
 

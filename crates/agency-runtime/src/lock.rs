@@ -47,11 +47,13 @@ struct Lease {
 }
 
 impl Locked {
-    /// A conversation with a new id, which no other process can know yet: this process's lock
-    /// is the whole lock.
-    pub(crate) async fn new_conversation(slot: Slot) -> Self {
+    /// A conversation with a new id, which no other process can know yet, and its session:
+    /// this process's lock is the whole lock.
+    pub(crate) async fn new_conversation(slot: Slot, session: Session) -> Self {
+        let mut guard = slot.lock_owned().await;
+        *guard = Some(session);
         Self {
-            guard: Some(slot.lock_owned().await),
+            guard: Some(guard),
             lease: None,
         }
     }

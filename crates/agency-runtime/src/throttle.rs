@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use agency_store::{Store, StoreError};
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 
 /// How many failures are allowed in the window, and what happens past them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +81,7 @@ impl LoginThrottle {
             )],
         };
         keys.into_iter()
-            .map(|(key, limit)| (crate::hex::encode(&Sha256::digest(key.as_bytes())), limit))
+            .map(|(key, limit)| (crate::hex::sha256(&key), limit))
             .collect()
     }
 

@@ -84,19 +84,13 @@ impl ConversationStore for PostgresStore {
         conversation: ConversationId,
         ids: &[agency_core::MessageId],
     ) -> Result<Vec<Message>> {
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            let row: Option<MessageRow> = sqlx::query_as(conversations::MESSAGE_BY_ID)
-                .bind(conversation.0)
-                .bind(id.0)
-                .fetch_optional(&self.pool)
-                .await?;
-            if let Some(row) = row {
-                out.push(row.try_into()?);
-            }
-        }
-        out.sort_by_key(|m: &Message| m.seq);
-        Ok(out)
+        let ids: Vec<uuid::Uuid> = ids.iter().map(|id| id.0).collect();
+        let rows: Vec<MessageRow> = sqlx::query_as(conversations::MESSAGES_BY_IDS)
+            .bind(conversation.0)
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(TryInto::try_into).collect()
     }
 
     async fn lock_turn(

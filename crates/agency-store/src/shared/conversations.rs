@@ -49,6 +49,13 @@ pub(crate) const MESSAGE_BY_ID: &str = concat!(
     message_columns!(),
     " FROM messages WHERE conversation_id = $1 AND id = $2"
 );
+/// Messages by id in one round trip: PostgreSQL's alone (an array parameter); SQLite reads
+/// [`MESSAGE_BY_ID`] once per id.
+pub(crate) const MESSAGES_BY_IDS: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages WHERE conversation_id = $1 AND id = ANY($2) ORDER BY seq"
+);
 pub(crate) const MESSAGES_OF_TURN: &str = concat!(
     "SELECT ",
     message_columns!(),
