@@ -273,7 +273,8 @@ impl AnthropicModel {
             usage.prompt_tokens = input_tokens(u).unwrap_or(0);
             usage.completion_tokens = tokens(u, "output_tokens").unwrap_or(0);
         }
-        self.finish(text, usage, stop_reason, calls)
+        let model = message.get("model").and_then(Value::as_str);
+        self.finish(text, usage, stop_reason, calls, model)
     }
 
     /// A streamed message: text deltas go to `deltas` as they arrive; a tool call's input
@@ -289,6 +290,7 @@ impl AnthropicModel {
         let mut calls: BTreeMap<u64, ToolUse> = BTreeMap::new();
         let mut usage = Usage::default();
         let mut stop_reason: Option<String> = None;
+        let mut model: Option<String> = None;
         while let Some(event) = events.next().await {
             let SseEvent { event, data } = event?;
             let data: Value = if data.trim().is_empty() {
@@ -301,6 +303,10 @@ impl AnthropicModel {
             let kind = data.get("type").and_then(Value::as_str).unwrap_or(&event);
             match kind {
                 "message_start" => {
+                    model = data
+                        .pointer("/message/model")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
                     if let Some(u) = data.pointer("/message/usage") {
                         if let Some(n) = input_tokens(u) {
                             usage.prompt_tokens = n;
@@ -363,7 +369,13 @@ impl AnthropicModel {
                         .into_values()
                         .map(|c| c.finish(names))
                         .collect();
-                    return self.finish(text, usage, stop_reason.as_deref(), calls);
+                    return self.finish(
+                        text,
+                        usage,
+                        stop_reason.as_deref(),
+                        calls,
+                        model.as_deref(),
+                    );
                 }
                 "error" => {
                     let message = data
@@ -393,6 +405,7 @@ impl AnthropicModel {
         usage: Usage,
         stop_reason: Option<&str>,
         tool_calls: Vec<ToolCall>,
+        model: Option<&str>,
     ) -> Result<Completion, ProviderError> {
         if stop_reason == Some("max_tokens") {
             tracing::warn!(
@@ -411,6 +424,8 @@ impl AnthropicModel {
             text,
             usage,
             tool_calls,
+            model: model.map(str::to_string),
+            finish_reason: stop_reason.map(str::to_string),
         })
     }
 

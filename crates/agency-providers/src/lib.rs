@@ -206,6 +206,10 @@ pub struct Completion {
     pub text: String,
     pub usage: Usage,
     pub tool_calls: Vec<ToolCall>,
+    /// The model that answered, as the provider named it (for traces).
+    pub model: Option<String>,
+    /// Why the model stopped, in the provider's words (`stop`, `tool_calls`, `end_turn`).
+    pub finish_reason: Option<String>,
 }
 
 /// Why a model could not answer.

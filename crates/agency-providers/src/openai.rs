@@ -268,6 +268,7 @@ impl OpenAiModel {
         let mut refusal = String::new();
         let mut usage = Usage::default();
         let mut calls = StreamedCalls::default();
+        let (mut model, mut finish_reason) = (None, None);
         while let Some(event) = events.next().await {
             let event = event?;
             let data = event.data.trim();
@@ -285,6 +286,8 @@ impl OpenAiModel {
                     text,
                     usage,
                     tool_calls,
+                    model,
+                    finish_reason,
                 });
             }
             let chunk: Value = serde_json::from_str(data).map_err(|e| {
@@ -305,6 +308,12 @@ impl OpenAiModel {
             if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
                 usage = parse_usage(u);
             }
+            if model.is_none() {
+                model = chunk
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+            }
             let choices = match chunk.get("choices") {
                 None | Some(Value::Null) => &Vec::new(),
                 Some(Value::Array(c)) => c,
@@ -315,6 +324,13 @@ impl OpenAiModel {
                     )));
                 }
             };
+            if let Some(reason) = choices
+                .first()
+                .and_then(|c| c.get("finish_reason"))
+                .and_then(Value::as_str)
+            {
+                finish_reason = Some(reason.to_string());
+            }
             let Some(delta) = choices.first().and_then(|c| c.get("delta")) else {
                 continue;
             };
@@ -561,10 +577,17 @@ fn parse_completion(bytes: &[u8], names: &ToolNames) -> Result<Completion, Provi
         }
     };
     let usage = body.get("usage").map(parse_usage).unwrap_or_default();
+    let text_of = |pointer: &str| {
+        body.pointer(pointer)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
     Ok(Completion {
         text,
         usage,
         tool_calls,
+        model: text_of("/model"),
+        finish_reason: text_of("/choices/0/finish_reason"),
     })
 }
 
@@ -751,7 +774,7 @@ mod tests {
                     prompt_tokens: 3,
                     completion_tokens: 1
                 },
-                tool_calls: Vec::new(),
+                ..Completion::default()
             })
         );
         let no_usage = parse_completion(br#"{"choices":[{"message":{"content":"hi"}}]}"#);

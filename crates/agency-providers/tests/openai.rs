@@ -178,6 +178,8 @@ async fn a_completion_sends_the_chat_and_returns_text_and_usage() {
                 completion_tokens: 7
             },
             tool_calls: Vec::new(),
+            model: Some(openai::MODEL.into()),
+            finish_reason: Some("stop".into()),
         }
     );
 
@@ -352,6 +354,8 @@ async fn a_stream_sends_each_piece_and_returns_the_whole() {
                 completion_tokens: 5
             },
             tool_calls: Vec::new(),
+            model: Some(openai::MODEL.into()),
+            finish_reason: Some("stop".into()),
         }
     );
     assert_eq!(drain(&mut rx), pieces);

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agency_core::RoomMessageId;
 use agency_core::room::{Author, RoomMessage};
-use agency_core::{RoomMessageId, Usage};
 use agency_providers::{ChatRequest, Completion, Model, ModelError, Provider, Providers};
 use agency_runtime::Runtime;
 use agency_runtime::rooms::NewParticipant;
@@ -34,8 +34,7 @@ impl Model for Slow {
         tokio::time::sleep(LATENCY).await;
         Ok(Completion {
             text: format!("an answer to {n} messages"),
-            usage: Usage::default(),
-            tool_calls: Vec::new(),
+            ..Completion::default()
         })
     }
 }

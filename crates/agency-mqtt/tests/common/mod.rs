@@ -304,8 +304,7 @@ impl agency_providers::Model for Gate {
         let _ = open.wait_for(|o| *o).await;
         Ok(agency_providers::Completion {
             text: self.reply.clone(),
-            usage: agency_core::Usage::default(),
-            tool_calls: Vec::new(),
+            ..agency_providers::Completion::default()
         })
     }
 }

@@ -143,6 +143,7 @@ impl Script {
                 completion_tokens: 2,
             },
             tool_calls,
+            ..Completion::default()
         })
     }
 }
