@@ -15,6 +15,7 @@ use rumqttc::v5::{AsyncClient, Event as MqttEvent, MqttOptions};
 use secrecy::ExposeSecret;
 use serde::Serialize;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::acks::AckEvent;
 use crate::topic::{self, Inbound};
@@ -228,7 +229,25 @@ impl Bridge {
         }
     }
 
+    /// A message received: counted, and handled in its own span (continuing the trace its
+    /// MQTT 5 user properties name, when they name one).
     async fn handle(&self, seq: u64, p: Publish) {
+        agency_telemetry::metrics().mqtt(true);
+        if !agency_telemetry::tracing_on() {
+            return self.handle_message(seq, p).await;
+        }
+        let span = tracing::info_span!(
+            "mqtt",
+            otel.name = %format_args!("process {}", String::from_utf8_lossy(&p.topic)),
+            otel.kind = "consumer",
+        );
+        if let Some(props) = &p.properties {
+            agency_telemetry::propagate::continue_from_pairs(&span, &props.user_properties);
+        }
+        self.handle_message(seq, p).instrument(span).await;
+    }
+
+    async fn handle_message(&self, seq: u64, p: Publish) {
         let name = String::from_utf8_lossy(&p.topic).into_owned();
         let mut ack = Ack {
             acks: self.acks.clone(),
@@ -310,9 +329,15 @@ impl Bridge {
                 return;
             }
         };
+        agency_telemetry::metrics().mqtt(false);
+        // The trace goes on at whoever reads it (MQTT 5 user properties), when tracing is on.
+        let properties = rumqttc::v5::mqttbytes::v5::PublishProperties {
+            user_properties: agency_telemetry::propagate::pairs(),
+            ..Default::default()
+        };
         if let Err(e) = self
             .client
-            .publish(topic, QoS::AtLeastOnce, false, bytes)
+            .publish_with_properties(topic, QoS::AtLeastOnce, false, bytes, properties)
             .await
         {
             tracing::warn!(error = %e, "cannot publish");

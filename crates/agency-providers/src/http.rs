@@ -367,6 +367,12 @@ impl Endpoint {
                 ));
                 request = request.header(*name, value);
             }
+            // The trace goes on at the provider, the bot or the MCP server (when tracing is on).
+            if agency_telemetry::tracing_on() {
+                let mut context = reqwest::header::HeaderMap::new();
+                agency_telemetry::propagate::inject(&mut context);
+                request = request.headers(context);
+            }
             let error = match tokio::time::timeout(first_byte, request.send()).await {
                 Err(_) => ProviderError::Timeout("the first byte"),
                 Ok(Err(e)) if e.is_timeout() => ProviderError::Timeout("the connection"),

@@ -16,6 +16,7 @@ mod hex;
 pub mod keys;
 mod lock;
 pub mod memory;
+mod observe;
 pub mod providers;
 mod relay;
 pub mod rooms;
@@ -194,6 +195,21 @@ impl Runtime {
             tools,
             client_tools_wait: DEFAULT_CLIENT_TOOLS_WAIT.as_secs().into(),
         })
+    }
+
+    /// Reports the sessions held in memory as the `agency.sessions` gauge, for as long as
+    /// this runtime lives (`agency serve`'s one runtime).
+    pub fn observe_sessions(self: &Arc<Self>) {
+        let rt = Arc::downgrade(self);
+        agency_telemetry::metrics::observe_sessions(move || {
+            rt.upgrade().map_or(0, |rt| {
+                let sessions = match rt.sessions.lock() {
+                    Ok(s) => s.len(),
+                    Err(poisoned) => poisoned.into_inner().len(),
+                };
+                u64::try_from(sessions).unwrap_or(u64::MAX)
+            })
+        });
     }
 
     /// How long a turn paused on the client's tools (an API request's) waits for their

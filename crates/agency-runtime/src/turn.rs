@@ -26,6 +26,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::api::Thread;
 use crate::{Event, Runtime, RuntimeError, TurnOutcome};
@@ -407,6 +408,8 @@ struct TurnRun {
     tool_took: HashMap<(AgentId, String), u32>,
     /// Set when the turn is cancelled: tool calls still running stop.
     stop: tokio::sync::watch::Receiver<bool>,
+    /// The turn's span (see [`crate::observe`]); disabled when tracing is off.
+    span: tracing::Span,
 }
 
 /// What starts a turn, or resumes a paused one: the user's message, and the results of the
@@ -493,6 +496,11 @@ pub(crate) async fn run(
         steps = engine.recover(&session.messages());
     }
     let input_images = input.images;
+    let said = if agency_telemetry::capture_content() {
+        input.text.clone()
+    } else {
+        String::new()
+    };
     let record = if input.results.is_empty() {
         steps.extend(engine.start(input.text, unanswered));
         new_record(&mut session)
@@ -523,6 +531,7 @@ pub(crate) async fn run(
         number: record.number,
     });
     let cancel = Cancel::register(&rt, record.conversation_id);
+    let span = crate::observe::turn_span(&agency, &record, &said);
     let run = TurnRun {
         engine,
         roster,
@@ -544,9 +553,10 @@ pub(crate) async fn run(
         input_images,
         tool_took: HashMap::new(),
         stop: cancel.stop.clone(),
+        span: span.clone(),
     };
     let stop = cancel.stop.clone();
-    run.go(steps, batch, stop).await
+    run.go(steps, batch, stop).instrument(span).await
 }
 
 /// The record of the conversation's next turn.
@@ -714,6 +724,7 @@ impl TurnRun {
         let conversation = self.record.conversation_id;
         let turn = self.record.id;
         if let Some((agent, error)) = self.failure.take() {
+            crate::observe::turn_failed(&self.span, &self.agency, self.engine.hops(), &error);
             self.rt.publish(|| Event::TurnFailed {
                 conversation,
                 turn,
@@ -728,6 +739,13 @@ impl TurnRun {
             .answer
             .take()
             .unwrap_or_else(|| (String::new(), agency_core::StopReason::Deadline));
+        crate::observe::turn_ended(
+            &self.span,
+            &self.agency,
+            stopped_by,
+            self.record.hops,
+            &answer,
+        );
         self.rt.publish(|| Event::TurnFinished {
             conversation,
             turn,
@@ -943,6 +961,7 @@ impl TurnRun {
         let written = self.rt.store.write(write).await?;
         for m in &written.messages {
             for entry in TraceEntry::of(m, |l| self.reply_usage.get(&l).copied()) {
+                crate::observe::hop(&self.span, &self.agency, &entry);
                 let (conversation, turn) = (self.record.conversation_id, self.record.id);
                 self.rt.publish(|| Event::Hop {
                     conversation,
@@ -993,15 +1012,21 @@ impl TurnRun {
             });
             tx
         });
+        let span = crate::observe::tool_span(&self.span, &call);
         let started = Instant::now();
         let run: Call = Box::pin(async move {
-            let output = tokio::select! {
-                output = rt.tools.call((&*agency).into(), &call, progress) => output,
-                Ok(_) = stop.wait_for(|stop| *stop) => agency_tools::ToolOutput {
-                    text: "Cancelled: the turn was cancelled while the tool ran.".into(),
-                    is_error: true,
-                },
-            };
+            let output = async {
+                tokio::select! {
+                    output = rt.tools.call((&*agency).into(), &call, progress) => output,
+                    Ok(_) = stop.wait_for(|stop| *stop) => agency_tools::ToolOutput {
+                        text: "Cancelled: the turn was cancelled while the tool ran.".into(),
+                        is_error: true,
+                    },
+                }
+            }
+            .instrument(span.clone())
+            .await;
+            crate::observe::tool_done(&span, &call, &output, started.elapsed().as_secs_f64());
             Done::Tool {
                 agent,
                 reply,
@@ -1056,14 +1081,17 @@ impl TurnRun {
         Some(tx)
     }
 
-    /// Publishes the provider's retries of `agent`'s call, while anyone listens.
-    fn retry_hook(&self, agent: AgentId) -> Option<agency_providers::http::RetryHook> {
-        if !self.rt.listened() {
-            return None;
-        }
+    /// Tells the provider's retries of `agent`'s call to the call's observer (its span and
+    /// metrics) and, while anyone listens, to the event stream.
+    fn retry_hook(
+        &self,
+        agent: AgentId,
+        observer: Arc<crate::observe::ModelCallObserver>,
+    ) -> agency_providers::http::RetryHook {
         let rt = self.rt.clone();
         let (conversation, turn) = (self.record.conversation_id, self.record.id);
-        Some(agency_providers::http::RetryHook::new(move |r| {
+        agency_providers::http::RetryHook::new(move |r| {
+            observer.retry(r.attempt, &r.reason);
             rt.publish(|| Event::ModelRetry {
                 conversation,
                 turn,
@@ -1071,23 +1099,35 @@ impl TurnRun {
                 attempt: r.attempt,
                 reason: r.reason,
             });
-        }))
+        })
     }
 
     fn invoke(&mut self, agent: AgentId) {
+        let context = self
+            .session
+            .contexts
+            .get(&agent)
+            .cloned()
+            .unwrap_or_default();
+        let price = self
+            .agency
+            .agent(agent)
+            .and_then(|a| self.providers.price(&a.model));
+        let observer = Arc::new(crate::observe::ModelCallObserver::agent(
+            &self.span,
+            &self.agency,
+            agent,
+            &context,
+            price,
+        ));
         let request = ModelRequest {
             answer_schema: None,
             agency: self.agency.clone(),
             roster: self.roster.clone(),
             agent,
-            context: self
-                .session
-                .contexts
-                .get(&agent)
-                .cloned()
-                .unwrap_or_default(),
+            context,
             deltas: self.answer_deltas(agent),
-            on_retry: self.retry_hook(agent),
+            on_retry: Some(self.retry_hook(agent, observer.clone())),
             tools: Arc::default(),
             tool_use: ToolUse::default(),
         };
@@ -1124,8 +1164,9 @@ impl TurnRun {
                 request.tool_use = tool_use;
             }
             request.tools = Arc::new(tools);
+            let span = observer.span.clone();
             let result = match model {
-                Some((_, Some(model))) => model.complete(request).await,
+                Some((_, Some(model))) => model.complete(request).instrument(span).await,
                 Some((r, None)) => Err(ModelError::UnknownModel {
                     provider: r.provider,
                     model: r.model,
@@ -1135,7 +1176,9 @@ impl TurnRun {
                     message: format!("no agent #{}", agent.get()),
                 }),
             };
-            Done::Model(agent, result, started.elapsed())
+            let took = started.elapsed();
+            observer.finish(&result, took.as_secs_f64());
+            Done::Model(agent, result, took)
         });
         self.inflight.push(call);
         let (conversation, turn) = (self.record.conversation_id, self.record.id);

@@ -137,19 +137,25 @@ fn main() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(3000);
-    // What goes wrong is logged (errors only by default; `AGENCY_LOG` as the server reads it).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AGENCY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let telemetry = std::env::var("AGENCY_BENCH_TELEMETRY").unwrap_or_else(|_| "off".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
+        // What goes wrong is logged (errors only by default; `AGENCY_LOG` as the server reads
+        // it), and the telemetry asked for is on, as `agency serve` sets it up: `metrics`
+        // (Prometheus text kept for scraping), `traces` (every span exported over OTLP to a
+        // receiver in this process, which reads and drops the batches: its own work is
+        // counted too), `both`, or `off`.
+        let mut settings = agency_telemetry::Settings::from_env("error").unwrap();
+        settings.otlp = true;
+        settings.prometheus = matches!(telemetry.as_str(), "metrics" | "both");
+        if matches!(telemetry.as_str(), "traces" | "both") {
+            settings.otlp_endpoint = Some(format!("http://{}", otlp_sink().await));
+        }
+        let _telemetry = agency_telemetry::init(settings).unwrap();
+        println!("telemetry: {telemetry}");
         let fake = Fake::start().await;
         fake.otherwise(openai::completion(r#"{"to": 0, "context": "ok"}"#, 5, 3))
             .unrecorded();
@@ -203,6 +209,20 @@ fn main() {
             }
         }
     });
+}
+
+/// An OTLP receiver that takes every batch and drops it.
+async fn otlp_sink() -> SocketAddr {
+    let app = axum::Router::new().fallback(|body: Bytes| async move {
+        drop(body);
+        axum::http::StatusCode::OK
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    addr
 }
 
 /// The floor of an HTTP hop on our stack: an axum handler that forwards the body to the fake

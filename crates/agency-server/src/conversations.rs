@@ -189,7 +189,7 @@ pub async fn events(
         let out = ConversationEvent::of(&event, c.id, &roster).and_then(|e| e.sse());
         std::future::ready(out.map(Ok))
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(crate::counted(stream)).keep_alive(KeepAlive::default()))
 }
 
 /// Events as a stream; a subscriber that falls behind skips what it missed.

@@ -64,8 +64,84 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(observe))
         .with_state(state)
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+}
+
+/// Every request's span (continuing the caller's trace when its `traceparent` names one) and
+/// its place in the HTTP metrics: by method, route pattern and status, with its duration.
+async fn observe(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use tracing::Instrument;
+    let started = std::time::Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_string();
+    let response = if agency_telemetry::tracing_on() {
+        let span = tracing::info_span!(
+            "http",
+            otel.name = %format_args!("{method} {route}"),
+            otel.kind = "server",
+            http.request.method = %method,
+            http.route = %route,
+            http.response.status_code = tracing::field::Empty,
+        );
+        agency_telemetry::propagate::continue_from(&span, request.headers());
+        let response = next.run(request).instrument(span.clone()).await;
+        span.record("http.response.status_code", response.status().as_u16());
+        if response.status().is_server_error() {
+            span.record("otel.status_code", "ERROR");
+        }
+        response
+    } else {
+        next.run(request).await
+    };
+    agency_telemetry::metrics().http(
+        method.as_str(),
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+/// `GET /metrics`: the process's metrics in Prometheus' text format, on the operator's own
+/// listener (`--metrics-listen`), never the public one.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    prometheus: agency_telemetry::Prometheus,
+) -> std::io::Result<()> {
+    let app = Router::new().route(
+        "/metrics",
+        get(move || {
+            let prometheus = prometheus.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    prometheus.render(),
+                )
+            }
+        }),
+    );
+    axum::serve(listener, app).await
+}
+
+/// `stream`, counted among the open event streams until it is dropped.
+pub(crate) fn counted<S: futures::Stream>(stream: S) -> impl futures::Stream<Item = S::Item> {
+    use futures::StreamExt;
+    let open = agency_telemetry::metrics().sse_stream();
+    stream.map(move |item| {
+        let _open = &open;
+        item
+    })
 }
 
 /// Serves until `shutdown` resolves, then finishes the requests in progress; at most as

@@ -372,7 +372,7 @@ pub async fn events(
         };
         std::future::ready(out.map(Ok))
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(crate::counted(stream)).keep_alive(KeepAlive::default()))
 }
 
 /// Your reusable roles and personalities, roles first, by name.

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use tracing::Instrument;
 
 use agency_core::tool::{
     DEFAULT_CALL_TIMEOUT_SECS, DEFAULT_MAX_CONCURRENCY, McpServer, Tool, ToolProgress,
@@ -212,7 +213,10 @@ impl ToolHub {
             return Err(failure.clone());
         }
         slot.attempts.fetch_add(1, Ordering::AcqRel);
-        let attempt = connection::connect(server, declared, self.inner.allow_private);
+        // In a span of its own, not the caller's: the connection's tasks (and the MCP SDK's
+        // spans) outlive the call that opened it, and would hold its request's spans open.
+        let attempt = connection::connect(server, declared, self.inner.allow_private)
+            .instrument(tracing::info_span!(parent: None, "mcp_connection", server = %slot.label));
         let result = match timeout_at(deadline, attempt).await {
             Ok(result) => result,
             Err(_) => Err(slot.timed_out()),

@@ -106,6 +106,16 @@ pub enum Command {
         /// sent later start a new turn instead of resuming it.
         #[arg(long, env = "AGENCY_CLIENT_TOOLS_WAIT", default_value_t = 3600)]
         client_tools_wait: u64,
+        /// Serve Prometheus metrics (`GET /metrics`) on this address, apart from the public
+        /// listener. Off by default. Traces and OTLP metrics follow the standard `OTEL_*`
+        /// variables (docs/observability.md).
+        #[arg(long, env = "AGENCY_METRICS_LISTEN", value_name = "ADDR")]
+        metrics_listen: Option<SocketAddr>,
+        /// Send traces and metrics over OTLP (http/protobuf) to this collector, such as
+        /// http://127.0.0.1:4318; `OTEL_EXPORTER_OTLP_ENDPOINT` and the other standard
+        /// variables do the same, gRPC included.
+        #[arg(long, value_name = "URL")]
+        otlp_endpoint: Option<String>,
     },
     /// Create or update an agency from a YAML (or JSON) file.
     Import { file: PathBuf },

@@ -26,41 +26,26 @@ const DEMO: &str = include_str!("../../../examples/studio.yaml");
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The embedded broker logs every client's disconnection as an error, and the MCP SDK
+    // every session's start and end at `info`: quiet by default
+    // (AGENCY_LOG=info,rumqttd=info,rmcp=info shows them).
     let serving = matches!(cli.command, Command::Serve { .. });
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENCY_LOG")
-        // The embedded broker logs every client's disconnection as an error, and the MCP SDK
-        // every session's start and end at `info`: quiet by default
-        // (AGENCY_LOG=info,rumqttd=info,rmcp=info shows them).
-        .unwrap_or_else(|_| {
-            (if serving {
-                "info,rumqttd=off,rmcp=warn"
-            } else {
-                "warn"
-            })
-            .into()
-        });
-    let logs = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter);
-    match std::env::var("AGENCY_LOG_FORMAT").as_deref() {
-        Err(_) | Ok("" | "text") => logs.init(),
-        // One JSON object a line, with the fields of the spans it is in (a request's id, its
-        // conversation): what log collectors read.
-        Ok("json") => logs
-            .json()
-            .with_current_span(true)
-            .with_span_list(true)
-            .init(),
-        Ok(other) => {
-            eprintln!("error: AGENCY_LOG_FORMAT is `{other}`: it must be `text` or `json`");
+    let settings = match agency_telemetry::Settings::from_env(if serving {
+        "info,rumqttd=off,rmcp=warn"
+    } else {
+        "warn"
+    }) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("error: {e}");
             return ExitCode::from(2);
         }
-    }
+    };
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")
-        .and_then(|rt| rt.block_on(run(cli)));
+        .and_then(|rt| rt.block_on(start(cli, settings)));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -70,7 +55,29 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Logs, traces and metrics (see `agency-telemetry`), then the command; what is still queued
+/// for export leaves before the process ends.
+async fn start(cli: Cli, mut settings: agency_telemetry::Settings) -> anyhow::Result<()> {
+    if let Command::Serve {
+        metrics_listen,
+        otlp_endpoint,
+        ..
+    } = &cli.command
+    {
+        settings.otlp = true;
+        settings.prometheus = metrics_listen.is_some();
+        settings.otlp_endpoint.clone_from(otlp_endpoint);
+    }
+    let telemetry = std::sync::Arc::new(agency_telemetry::init(settings)?);
+    let result = run(cli, telemetry.clone()).await;
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    result
+}
+
+async fn run(
+    cli: Cli,
+    telemetry: std::sync::Arc<agency_telemetry::Telemetry>,
+) -> anyhow::Result<()> {
     let master_key = match std::env::var(MASTER_KEY_ENV) {
         Ok(hex) if !hex.trim().is_empty() => MasterKeySource::Hex(SecretString::from(hex)),
         _ => MasterKeySource::File(cli.master_key_file.clone()),
@@ -121,6 +128,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cors_origins,
             client_tools_wait,
             trusted_proxies,
+            metrics_listen,
             ..
         } => {
             rt.set_client_tools_wait(std::time::Duration::from_secs(client_tools_wait));
@@ -133,7 +141,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 trusted_proxies: agency_server::TrustedProxies::parse(&trusted_proxies)
                     .map_err(anyhow::Error::msg)?,
             };
-            commands::serve::serve(rt, listen, mqtt, connections, cors).await
+            let metrics = metrics_listen.zip(telemetry.prometheus());
+            commands::serve::serve(rt, listen, mqtt, connections, cors, metrics).await
         }
         Command::Import { file } => commands::agencies::import(&rt, &file).await,
         Command::Export { name, output } => commands::agencies::export(&rt, &name, output).await,

@@ -9,6 +9,7 @@ use agency_core::{ModelRef, ParticipantId, Role, RoomId, RoomMessageId};
 use agency_providers::{ChatMessage, ChatRequest};
 use chrono::Utc;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::{Posted, RoomChange, Setting};
 
@@ -150,33 +151,44 @@ impl Runtime {
                 room.clone(),
                 asking.clone(),
             );
-            answers.spawn(async move {
-                rt.publish_room(room.id, RoomChange::AgentStarted(agent.id));
-                let (result, reply_to, tagged) = match &agent.speaker {
-                    Speaker::Model(model) => {
-                        let text = rt
-                            .model_answer(&room, &agent, model, &participants, &history, &setting)
-                            .await;
-                        (text, None, Vec::new())
-                    }
-                    Speaker::Bot(bot) => {
-                        let text = rt
-                            .bot_answer(
-                                &room,
-                                (&agent, bot),
-                                &asking,
-                                &participants,
-                                &history,
-                                &setting.providers,
-                            )
-                            .await;
-                        let tagged = room::reply_tags(&asking, &history, agent.id);
-                        (text, Some(asking.id), tagged)
-                    }
-                };
-                rt.store_answer(&room, &agent, asking.id, result, reply_to, tagged)
-                    .await
-            });
+            let span = crate::observe::room_answer_span(&room, &agent.name);
+            answers.spawn(
+                async move {
+                    rt.publish_room(room.id, RoomChange::AgentStarted(agent.id));
+                    let (result, reply_to, tagged) = match &agent.speaker {
+                        Speaker::Model(model) => {
+                            let text = rt
+                                .model_answer(
+                                    &room,
+                                    &agent,
+                                    model,
+                                    &participants,
+                                    &history,
+                                    &setting,
+                                )
+                                .await;
+                            (text, None, Vec::new())
+                        }
+                        Speaker::Bot(bot) => {
+                            let text = rt
+                                .bot_answer(
+                                    &room,
+                                    (&agent, bot),
+                                    &asking,
+                                    &participants,
+                                    &history,
+                                    &setting.providers,
+                                )
+                                .await;
+                            let tagged = room::reply_tags(&asking, &history, agent.id);
+                            (text, Some(asking.id), tagged)
+                        }
+                    };
+                    rt.store_answer(&room, &agent, asking.id, result, reply_to, tagged)
+                        .await
+                }
+                .instrument(span),
+            );
         }
         Ok(answers)
     }
@@ -220,16 +232,32 @@ impl Runtime {
                 deltas: Some(tx),
                 ..ChatRequest::default()
             };
-            let call = answerer.chat(request);
+            let observer = crate::observe::ModelCallObserver::start(
+                &tracing::Span::current(),
+                Some(crate::observe::Caller {
+                    agency: "rooms".into(),
+                    agent: agent.name.clone(),
+                    agent_id: None,
+                    model: model.clone(),
+                    temperature: None,
+                    max_tokens: None,
+                }),
+                || messages.iter().map(|m| (m.role.as_str(), m.text.as_str())),
+                setting.providers.price(model),
+            );
+            let started = std::time::Instant::now();
+            let call = answerer.chat(request).instrument(observer.span.clone());
             tokio::pin!(call);
-            let completion = loop {
+            let done = loop {
                 tokio::select! {
-                    done = &mut call => break done.map_err(|e| e.to_string())?,
+                    done = &mut call => break done,
                     Some(text) = rx.recv() => {
                         self.publish_room(room.id, RoomChange::Delta { agent: agent.id, text });
                     }
                 }
             };
+            observer.finish(&done, started.elapsed().as_secs_f64());
+            let completion = done.map_err(|e| e.to_string())?;
             if completion.tool_calls.is_empty() || round == MAX_TOOL_ROUNDS {
                 return Ok(completion.text);
             }
@@ -245,7 +273,14 @@ impl Runtime {
                         tool: call.name.clone(),
                     },
                 );
-                let output = self.tools.call(scope, call, None).await;
+                let span = crate::observe::tool_span(&tracing::Span::current(), call);
+                let started = std::time::Instant::now();
+                let output = self
+                    .tools
+                    .call(scope, call, None)
+                    .instrument(span.clone())
+                    .await;
+                crate::observe::tool_done(&span, call, &output, started.elapsed().as_secs_f64());
                 self.publish_room(
                     room.id,
                     RoomChange::ToolDone {

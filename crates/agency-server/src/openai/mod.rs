@@ -818,6 +818,29 @@ fn completion(agency: &Agency, out: &TurnOutcome, prefill: Option<&str>) -> type
 
 /// A streamed answer: the role chunk at once, keep-alive comments while the agents work, then
 /// the answer's pieces, the finish chunk, the usage chunk when asked for, and `[DONE]`.
+/// The time to the first token of a streamed answer (`gen_ai.server.time_to_first_token`),
+/// from when its stream was opened.
+pub(crate) struct FirstToken {
+    started: std::time::Instant,
+    agency: Option<String>,
+}
+
+impl FirstToken {
+    pub(crate) fn new(agency: &str) -> Self {
+        Self {
+            started: std::time::Instant::now(),
+            agency: Some(agency.to_string()),
+        }
+    }
+
+    /// Text goes to the client: the first time, it is measured.
+    pub(crate) fn seen(&mut self) {
+        if let Some(agency) = self.agency.take() {
+            agency_telemetry::metrics().first_token(&agency, self.started.elapsed().as_secs_f64());
+        }
+    }
+}
+
 fn stream_turn(
     s: AppState,
     request_id: RequestId,
@@ -828,6 +851,7 @@ fn stream_turn(
     include_usage: bool,
 ) -> Response {
     let mut continuation = Continuation::new(turn.prefill.as_deref());
+    let mut first_token = FirstToken::new(&agency.name);
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(32);
     let id = format!("chatcmpl-{}", uuid::Uuid::now_v7().simple());
     let created = Utc::now().timestamp();
@@ -892,6 +916,7 @@ fn stream_turn(
                 if piece.is_empty() {
                     continue;
                 }
+                first_token.seen();
                 send(chunk(
                     types::Delta {
                         content: Some(piece),
@@ -919,6 +944,9 @@ fn stream_turn(
                             }
                         };
                         let rest = continuation.push(&rest) + &continuation.finish();
+                        if !rest.is_empty() {
+                            first_token.seen();
+                        }
                         for piece in rest.split_inclusive(char::is_whitespace) {
                             send(chunk(
                                 types::Delta {
@@ -970,7 +998,7 @@ fn stream_turn(
     let events = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
-    Sse::new(events)
+    Sse::new(crate::counted(events))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response()
 }

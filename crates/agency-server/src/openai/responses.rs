@@ -645,6 +645,7 @@ fn stream(
     input: Value,
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(32);
+    let mut first_token = super::FirstToken::new(&agency.name);
     tokio::spawn(
         async move {
             let mut emit = Emitter { tx, seq: 0 };
@@ -669,6 +670,7 @@ fn stream(
                     opened = true;
                     open_message(&mut emit, &message_id).await;
                 }
+                first_token.seen();
                 streamed.push_str(&piece);
                 emit.send(
                     "response.output_text.delta",
@@ -692,6 +694,7 @@ fn stream(
                     let text = if rest.is_empty() {
                         streamed.clone()
                     } else {
+                        first_token.seen();
                         emit.send(
                             "response.output_text.delta",
                             json!({"item_id": message_id, "output_index": 0,
@@ -772,7 +775,7 @@ fn stream(
     let events = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
-    Sse::new(events)
+    Sse::new(crate::counted(events))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response()
 }

@@ -26,7 +26,13 @@ pub(super) fn committer(pool: PgPool) -> mpsc::UnboundedSender<Queued> {
         let mut group: Vec<Queued> = Vec::with_capacity(MAX_GROUP);
         while queued.recv_many(&mut group, MAX_GROUP).await > 0 {
             let writes: Vec<&Write> = group.iter().map(|(w, _)| w).collect();
+            let started = std::time::Instant::now();
             let results = commit(&pool, &writes).await;
+            agency_telemetry::metrics().commit(
+                "postgres",
+                writes.len(),
+                started.elapsed().as_secs_f64(),
+            );
             for ((write, done), result) in group.drain(..).zip(results) {
                 let _ = done.send(result.map(|()| write));
             }

@@ -84,11 +84,17 @@ impl SqliteStore {
             let writes: Vec<&Write> = batch.iter().map(|p| &p.write).collect();
             let messages: usize = writes.iter().map(|w| w.messages.len()).sum();
             let commit = |conn: &mut Connection| commit_group(conn, &writes);
+            let started = std::time::Instant::now();
             let results = if messages > 100 {
                 self.with_long(commit)
             } else {
                 self.with(commit)
             };
+            agency_telemetry::metrics().commit(
+                "sqlite",
+                writes.len(),
+                started.elapsed().as_secs_f64(),
+            );
             let mut results: Vec<Result<()>> = match results {
                 Ok(each) => each,
                 // The transaction itself failed: so did every write in it.

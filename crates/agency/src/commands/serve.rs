@@ -37,6 +37,7 @@ pub async fn serve(
     mqtt: Option<String>,
     connections: agency_server::Connections,
     cors: agency_server::CorsOrigins,
+    metrics: Option<(SocketAddr, agency_telemetry::Prometheus)>,
 ) -> anyhow::Result<()> {
     let mqtt = mqtt
         .map(|url| agency_mqtt::MqttConfig::parse(&url))
@@ -54,6 +55,15 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    let metrics = match metrics {
+        Some((addr, prometheus)) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} for metrics"))?;
+            Some((listener, prometheus))
+        }
+        None => None,
+    };
     rt.keep_alive().await?;
     let lost = rt.recover_rooms().await?;
     if lost > 0 {
@@ -63,6 +73,7 @@ pub async fn serve(
         );
     }
     tokio::spawn(tend(rt.clone()));
+    rt.observe_sessions();
     let auth = Arc::new(rt.authenticator().await?);
     // Live views show what other servers on the database do (PostgreSQL).
     rt.hear_others().await?;
@@ -70,6 +81,17 @@ pub async fn serve(
     let shutdown = shutdown_signal()?;
     tracing::info!("listening on http://{addr}");
     println!("agency: listening on http://{addr}");
+    let metrics = match metrics {
+        Some((listener, prometheus)) => {
+            let addr = listener.local_addr()?;
+            tracing::info!("Prometheus metrics on http://{addr}/metrics");
+            println!("agency: metrics on http://{addr}/metrics");
+            Some(tokio::spawn(agency_server::serve_metrics(
+                listener, prometheus,
+            )))
+        }
+        None => None,
+    };
     match &cors {
         agency_server::CorsOrigins::None => {}
         agency_server::CorsOrigins::Any => {
@@ -100,6 +122,9 @@ pub async fn serve(
         mqtt.await??;
     }
     rt.settle().await;
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
     Ok(())
 }
 

@@ -21,7 +21,16 @@ pub fn agency() -> Command {
         "AGENCY_LISTEN",
         "AGENCY_LOG",
         "AGENCY_LOG_FORMAT",
+        "AGENCY_METRICS_LISTEN",
         "RUST_LOG",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_SERVICE_NAME",
+        "OTEL_SDK_DISABLED",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     ] {
         cmd.env_remove(var);
     }
@@ -38,10 +47,13 @@ pub struct Server {
 
 impl Server {
     /// Starts `cmd` (a `serve` command) and waits for its "listening" line.
-    pub fn start(mut cmd: Command) -> Self {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+    pub fn start(cmd: Command) -> Self {
+        Self::start_logging(cmd, Stdio::piped())
+    }
+
+    /// As [`Server::start`], its logs (stderr) going to `logs`.
+    pub fn start_logging(mut cmd: Command, logs: Stdio) -> Self {
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(logs);
         let mut child = cmd.spawn().expect("spawn agency serve");
         let stdout = child.stdout.take().expect("stdout is piped");
         let (tx, lines) = mpsc::channel();
