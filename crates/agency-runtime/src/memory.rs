@@ -15,6 +15,7 @@ use agency_core::plan::{self, Plan};
 use agency_core::{AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, protocol};
 use agency_providers::{ModelError, ModelRequest};
 use chrono::{DateTime, Utc};
+use tracing::Instrument;
 
 use crate::{AgencyView, Runtime, RuntimeError};
 
@@ -299,10 +300,22 @@ impl Runtime {
             deltas: None,
             on_retry: None,
         };
+        let span = crate::observe::memory_span(&view.agency, &a.name, task);
+        let observer = crate::observe::ModelCallObserver::agent(
+            &span,
+            &view.agency,
+            agent,
+            &request.context,
+            view.providers.price(&a.model),
+        );
+        let started = std::time::Instant::now();
         let done = model
             .complete_task(request, task)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+            .instrument(observer.span.clone())
+            .instrument(span)
+            .await;
+        observer.finish(&done, started.elapsed().as_secs_f64());
+        let done = done.map_err(|e| failed(e.to_string()))?;
         // A model held to the agency's reply format (OpenAI's structured output) wraps its
         // answer in it: take the text out.
         Ok(

@@ -295,6 +295,32 @@ impl ModelCallObserver {
     }
 }
 
+/// A task of the memory cycle (rating an observation, reflecting, planning) for an agent:
+/// its span, under the MQTT message that brought the observation.
+pub(crate) fn memory_span(
+    agency: &Agency,
+    agent: &str,
+    task: &agency_core::memory::MemoryTask,
+) -> Span {
+    if !agency_telemetry::tracing_on() {
+        return Span::none();
+    }
+    let name = match task {
+        agency_core::memory::MemoryTask::Importance { .. } => "rate",
+        agency_core::memory::MemoryTask::Reflect { .. } => "reflect",
+        agency_core::memory::MemoryTask::Plan { .. } => "plan",
+    };
+    let span = tracing::info_span!("memory", otel.name = %format_args!("memory {name}"));
+    set_attributes(&span, || {
+        [
+            KeyValue::new(sc::AGENCY_MEMORY_TASK, name),
+            KeyValue::new(sc::AGENCY_NAME, agency.name.clone()),
+            KeyValue::new(sc::GEN_AI_AGENT_NAME, agent.to_string()),
+        ]
+    });
+    span
+}
+
 /// A room agent's answer to a person's message: its own `invoke_agent` span, under the
 /// request that posted the message.
 pub(crate) fn room_answer_span(room: &agency_core::room::Room, agent: &str) -> Span {

@@ -90,6 +90,7 @@ async fn observe(
             http.request.method = %method,
             http.route = %route,
             http.response.status_code = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
         );
         agency_telemetry::propagate::continue_from(&span, request.headers());
         let response = next.run(request).instrument(span.clone()).await;
