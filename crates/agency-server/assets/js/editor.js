@@ -6,6 +6,7 @@
 import { api } from "./api.js";
 import { $, el, find, status } from "./dom.js";
 import { clearErrors, general, showFieldErrors, slug } from "./errors.js";
+import { TeamGraph } from "./graph.js";
 
 /** @typedef {{ when: string, action: string, send_to: string[], call?: string, with?: unknown }} Rule */
 /**
@@ -14,6 +15,7 @@ import { clearErrors, general, showFieldErrors, slug } from "./errors.js";
  */
 /** @typedef {{ name: string, tools: { name: string, description: string }[], error?: string }} ToolServer */
 /** @typedef {{ name: string, protocol?: string, manager: string, agents: AgentDraft[], [field: string]: unknown }} AgencyDraft */
+/** @typedef {{ name: string, kind: string | null, models: string[], key_state: string, your_key: boolean }} ProviderStatus */
 /** An agent in the editor: its rules' names are references, and `_k` is its key. */
 /** @typedef {AgentDraft & { rules: Rule[], _k: number }} EditorAgent */
 
@@ -53,10 +55,12 @@ export class Editor {
    * @param {string} id the agency's
    * @param {AgencyDraft} draft as loaded
    * @param {() => void} published called after each publishing
+   * @param {() => void} [saved] called after each save
    */
-  constructor(id, draft, published) {
+  constructor(id, draft, published, saved) {
     this.id = id;
     this.published = published;
+    this.saved = saved || (() => {});
     this.form = $("editor", HTMLFormElement);
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this.previewTimer = undefined;
@@ -76,10 +80,37 @@ export class Editor {
       ev.preventDefault();
       this.save();
     });
+    /** Whether the form holds changes not saved yet. */
+    this.dirty = false;
+    // Ctrl+S (⌘+S) saves the draft, wherever the focus is.
+    document.addEventListener("keydown", (e) => {
+      if ((e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === "s") {
+        e.preventDefault();
+        this.save();
+      }
+    });
+    // Leaving with unsaved changes asks first: the browser's own prompt for a reload or a
+    // closed tab, ours for a link of the page.
+    window.addEventListener("beforeunload", (e) => {
+      if (this.dirty) e.preventDefault();
+    });
+    document.addEventListener("click", (e) => {
+      const a = e.target instanceof Element ? e.target.closest("a[href]") : null;
+      if (!this.dirty || !(a instanceof HTMLAnchorElement) || a.target || a.hasAttribute("download")) return;
+      if (new URL(a.href, location.href).pathname === location.pathname) return;
+      if (window.confirm("Your changes to this agency are not saved. Leave without saving them?")) this.dirty = false;
+      else e.preventDefault();
+    });
     /** Every tool the agency's servers list, offered as agents' tools and rules' calls. */
+    /** The team's graph, redrawn with each preview. */
+    this.graph = new TeamGraph($("graph"), "The team of this draft");
     this.toolList = el("datalist", { id: "tool-names" });
     document.body.append(this.toolList);
     this.loadTools();
+    /** The server's providers, for the model fields' suggestions and warnings. */
+    /** @type {ProviderStatus[]} */
+    this.providers = [];
+    this.loadProviders();
   }
 
   /** Fills the list of tools from the servers the agency may use. */
@@ -94,6 +125,42 @@ export class Editor {
         ...s.tools.map((t) => el("option", { value: t.name }, t.description)),
       ]),
     );
+  }
+
+  /** Offers `provider/model` for the model fields, each marked with its key, and checks them. */
+  async loadProviders() {
+    const r = await api("GET", "/api/providers");
+    if (!r.ok) return;
+    this.providers = r.data;
+    const list = $("models");
+    list.replaceChildren(
+      ...this.providers.flatMap((p) => {
+        const note = p.key_state === "present" ? "server key" : p.key_state === "missing" ? (p.your_key ? "your key (declare the provider)" : "no key") : "no key needed";
+        const models = p.models.length ? p.models : [""];
+        return models.map((m) => el("option", { value: p.name + "/" + m, "data-key": p.key_state }, p.name + (m ? "/" + m : "/…") + " · " + note));
+      }),
+    );
+    this.agents.forEach((a, i) => this.checkModel(a, i));
+  }
+
+  /**
+   * Warns at agent `i`'s model field when its provider has no key: the agent would fail on its
+   * first message. (Saving is not refused: a key may be stored before the agency is used.)
+   * @param {EditorAgent} a
+   * @param {number} i
+   */
+  checkModel(a, i) {
+    const slot = find("w-" + slug("agents[" + i + "].model"));
+    if (!slot) return;
+    const name = (a.model || "").split("/")[0];
+    const p = this.providers.find((x) => x.name === name);
+    const own = this.draft.providers && typeof this.draft.providers === "object" && name in /** @type {object} */ (this.draft.providers);
+    const keyless = p && p.key_state === "missing" && !(own && p.your_key);
+    slot.hidden = !keyless;
+    slot.textContent = keyless
+      ? "The provider " + name + " has no key on this server: this agent would fail on its first message. " +
+        (p && p.your_key ? "Your stored key is used once the agency file declares " + name + " under providers." : "Store a key under Settings → Provider keys (and declare " + name + " under providers), or choose another provider.")
+      : "";
   }
 
   /**
@@ -137,6 +204,7 @@ export class Editor {
   }
 
   changed() {
+    this.dirty = true;
     status("status", "Unsaved changes.");
     clearTimeout(this.previewTimer);
     this.previewTimer = setTimeout(() => this.preview(), 300);
@@ -244,7 +312,7 @@ export class Editor {
           }, { required: true }),
         ),
         field("Role", p + ".role", textInput(a.role, (v) => { a.role = v; this.changed(); })),
-        field("Model", p + ".model", textInput(a.model, (v) => { a.model = v; this.changed(); }, { list: "models" }), "provider/model, e.g. builtin/rules"),
+        this.modelField(a, i),
       ),
       field("Instructions", p + ".instructions", instructions),
       field(
@@ -269,6 +337,25 @@ export class Editor {
       ),
       el("p", { class: "error", id: "e-" + slug(p), hidden: true }),
     );
+  }
+
+  /**
+   * Agent `i`'s model field, with its warning slot (`#w-<path>`) beside the error's.
+   * @param {EditorAgent} a
+   * @param {number} i
+   */
+  modelField(a, i) {
+    const path = "agents[" + i + "].model";
+    const input = textInput(a.model, (v) => {
+      a.model = v;
+      this.checkModel(a, i);
+      this.changed();
+    }, { list: "models" });
+    const f = field("Model", path, input, "provider/model, e.g. builtin/rules");
+    input.setAttribute("aria-describedby", "e-" + slug(path) + " w-" + slug(path));
+    f.append(el("p", { class: "warning", id: "w-" + slug(path), hidden: true }));
+    queueMicrotask(() => this.checkModel(a, i));
+    return f;
   }
 
   /**
@@ -395,6 +482,7 @@ export class Editor {
       showFieldErrors(this.form, r.error);
       return;
     }
+    this.graph.draw({ manager: r.data.manager, agents: this.agents.map((a) => a.name), edges: r.data.edges });
     out.replaceChildren(
       .../** @type {{ agent: string, prompt: string }[]} */ (r.data.prompts).map((p) =>
         el("section", { class: "prompt" }, el("h3", {}, p.agent), el("pre", { class: "prompt-text" }, p.prompt)),
@@ -416,7 +504,9 @@ export class Editor {
     /** @type {AgentDraft[]} */ (r.data.draft.agents).forEach((a, i) => {
       if (this.agents[i]) this.agents[i].id = a.id;
     });
+    this.dirty = false;
     status("status", "Saved.");
+    this.saved();
     return true;
   }
 

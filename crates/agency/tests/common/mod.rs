@@ -21,6 +21,7 @@ pub fn agency() -> Command {
         "AGENCY_LISTEN",
         "AGENCY_LOG",
         "AGENCY_LOG_FORMAT",
+        "AGENCY_OWNER",
         "RUST_LOG",
     ] {
         cmd.env_remove(var);
