@@ -392,7 +392,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.click("#submit").await;
     let e = w.text(Locator::Css("#password-error")).await;
     assert!(e.contains('8'), "{e}");
-    w.shot("signup-error").await;
+    w.audit("signup-error").await;
     w.type_into("#password", "correct horse battery").await;
     w.click("#submit").await;
 
@@ -420,7 +420,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
         .await;
     w.wait("#f-agents-1-name[aria-invalid='true']").await;
     assert!(e.contains("another agent"), "{e}");
-    w.shot("editor-error").await;
+    w.audit("editor-error").await;
     w.type_into("#f-agents-1-name", "writer").await;
     w.type_into("#f-agents-1-role", "writes what is asked")
         .await;
@@ -603,7 +603,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     let page = w.c.source().await.unwrap();
     assert!(!page.contains("mcp-secret"));
     assert_eq!(w.texts("#provider-keys li").await.len(), 1);
-    w.shot("settings").await;
+    w.audit("settings").await;
     w.c.set_window_size(390, 1600).await.unwrap();
     w.goto(&format!("/agencies/{agency}")).await;
     w.wait("#f-agents-1-rules-0-action").await;
@@ -841,7 +841,7 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     w.answer("alpha", "Alpha one").await;
     w.answer("beta", "Beta one").await;
     w.wait("#pending:empty").await;
-    w.shot(&shot("answers")).await;
+    w.audit(&shot("answers")).await;
     assert!(mentions(&context_of(&alpha, 0), "Remember PINEAPPLE"));
     assert!(mentions(&context_of(&beta, 0), "Remember PINEAPPLE"));
 
@@ -937,7 +937,7 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
         .text(Locator::XPath("//ol[@id='room-messages']/li[contains(@class, 'kind-error') and .//strong[. = 'alpha']]"))
         .await;
     assert!(failed.contains("confused"), "{failed}");
-    w.shot(&shot("failed")).await;
+    w.audit(&shot("failed")).await;
     w.click("#room-messages li.kind-error button.retry").await;
     w.answer("alpha", "Alpha again").await;
     assert!(mentions(&context_of(&alpha, 4), "fourth question"));
@@ -1108,7 +1108,7 @@ async fn a_bot_is_registered_tagged_and_replied_to_in_a_room() {
     assert!(key.starts_with("ck_"), "{key}");
     assert!(!said.contains(&key));
     w.wait("button.pill[data-agent='ferm']").await;
-    w.shot(&shot("registered")).await;
+    w.audit(&shot("registered")).await;
     w.click("#caller-key-done").await;
     w.wait("#caller-key[hidden]").await;
 
@@ -1186,7 +1186,7 @@ async fn a_saved_role_is_written_once_and_chosen_for_an_agent() {
     w.click("#save-definition").await;
     w.wait_xpath("//li[@data-definition='role:critic' and contains(., 'every flaw')]")
         .await;
-    w.shot("saved-roles").await;
+    w.audit("saved-roles").await;
 
     // In a room, an agent points to it; its model is sent the role.
     w.type_into("#f-name", "review").await;
