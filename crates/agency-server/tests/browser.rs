@@ -1716,5 +1716,22 @@ async fn the_model_field_suggests_providers_and_warns_without_a_key() {
     w.audit("ux-editor-keyless").await;
     w.type_into("#f-agents-1-model", "team-llm/qwen").await;
     w.wait("#w-agents-1-model[hidden]").await;
+
+    // A room's agent gets the same offer and warning at its model field.
+    w.click("#save").await;
+    w.wait_xpath("//p[@id='status' and . = 'Saved.']").await;
+    w.goto("/rooms").await;
+    w.type_into("#f-name", "lounge").await;
+    w.click("#create-room").await;
+    w.wait("#room[data-ready='true']").await;
+    w.click("#add-agent-box summary").await;
+    w.wait("datalist#models option[value='team-llm/qwen']")
+        .await;
+    w.type_into("#f-model", "openai/gpt-4o").await;
+    let warning = w.text(Locator::Css("#w-model:not([hidden])")).await;
+    assert!(warning.contains("openai has no key"), "{warning}");
+    w.audit("ux-room-keyless").await;
+    w.type_into("#f-model", "builtin/rules").await;
+    w.wait("#w-model[hidden]").await;
     w.c.close().await.unwrap();
 }

@@ -7,6 +7,7 @@ import { api } from "./api.js";
 import { $, el, find, status } from "./dom.js";
 import { clearErrors, general, showFieldErrors, slug } from "./errors.js";
 import { TeamGraph } from "./graph.js";
+import { fillModels, keyWarning, loadProviders } from "./models.js";
 
 /** @typedef {{ when: string, action: string, send_to: string[], call?: string, with?: unknown }} Rule */
 /**
@@ -15,7 +16,6 @@ import { TeamGraph } from "./graph.js";
  */
 /** @typedef {{ name: string, tools: { name: string, description: string }[], error?: string }} ToolServer */
 /** @typedef {{ name: string, protocol?: string, manager: string, agents: AgentDraft[], [field: string]: unknown }} AgencyDraft */
-/** @typedef {{ name: string, kind: string | null, models: string[], key_state: string, your_key: boolean }} ProviderStatus */
 /** An agent in the editor: its rules' names are references, and `_k` is its key. */
 /** @typedef {AgentDraft & { rules: Rule[], _k: number }} EditorAgent */
 
@@ -108,7 +108,7 @@ export class Editor {
     document.body.append(this.toolList);
     this.loadTools();
     /** The server's providers, for the model fields' suggestions and warnings. */
-    /** @type {ProviderStatus[]} */
+    /** @type {import("./models.js").ProviderStatus[]} */
     this.providers = [];
     this.loadProviders();
   }
@@ -129,17 +129,8 @@ export class Editor {
 
   /** Offers `provider/model` for the model fields, each marked with its key, and checks them. */
   async loadProviders() {
-    const r = await api("GET", "/api/providers");
-    if (!r.ok) return;
-    this.providers = r.data;
-    const list = $("models");
-    list.replaceChildren(
-      ...this.providers.flatMap((p) => {
-        const note = p.key_state === "present" ? "server key" : p.key_state === "missing" ? (p.your_key ? "your key (declare the provider)" : "no key") : "no key needed";
-        const models = p.models.length ? p.models : [""];
-        return models.map((m) => el("option", { value: p.name + "/" + m, "data-key": p.key_state }, p.name + (m ? "/" + m : "/…") + " · " + note));
-      }),
-    );
+    this.providers = await loadProviders();
+    fillModels($("models"), this.providers);
     this.agents.forEach((a, i) => this.checkModel(a, i));
   }
 
@@ -153,14 +144,9 @@ export class Editor {
     const slot = find("w-" + slug("agents[" + i + "].model"));
     if (!slot) return;
     const name = (a.model || "").split("/")[0];
-    const p = this.providers.find((x) => x.name === name);
-    const own = this.draft.providers && typeof this.draft.providers === "object" && name in /** @type {object} */ (this.draft.providers);
-    const keyless = p && p.key_state === "missing" && !(own && p.your_key);
-    slot.hidden = !keyless;
-    slot.textContent = keyless
-      ? "The provider " + name + " has no key on this server: this agent would fail on its first message. " +
-        (p && p.your_key ? "Your stored key is used once the agency file declares " + name + " under providers." : "Store a key under Settings → Provider keys (and declare " + name + " under providers), or choose another provider.")
-      : "";
+    const own = !!this.draft.providers && typeof this.draft.providers === "object" && name in /** @type {object} */ (this.draft.providers);
+    slot.textContent = keyWarning(this.providers, a.model, own);
+    slot.hidden = !slot.textContent;
   }
 
   /**

@@ -5,6 +5,7 @@
 import { api } from "./api.js";
 import { $, data, el, find, status, submitOnCtrlEnter } from "./dom.js";
 import { chatInput, clearErrors, general, showError, showFieldErrors } from "./errors.js";
+import { fillModels, keyWarning, loadProviders } from "./models.js";
 
 /**
  * A message as the API sends it.
@@ -478,6 +479,18 @@ $("caller-key-done").addEventListener("click", () => {
   $("caller-key-value").textContent = "";
 });
 $("agent-form").addEventListener("submit", addAgentToRoom);
+// The model field offers the server's providers, and warns at once about one without a key.
+loadProviders().then((providers) => {
+  fillModels($("models"), providers);
+  const model = $("f-model", HTMLInputElement);
+  const check = () => {
+    const w = $("w-model");
+    w.textContent = keyWarning(providers, model.value, false);
+    w.hidden = !w.textContent;
+  };
+  model.addEventListener("input", check);
+  check();
+});
 $("message").addEventListener("input", updateCounter);
 submitOnCtrlEnter($("message"), chat);
 // Listen first, then read: nothing said in between is lost (messages are shown once, by id).
