@@ -382,7 +382,17 @@ pub struct TurnResult {
     pub usage: Usage,
     /// In dollars, as on [`Turn`].
     pub cost_usd: Option<String>,
+    /// What each agent's model calls cost, in the order the agents first answered.
+    pub agent_costs: Vec<AgentCost>,
     pub trace: Vec<TraceEntry>,
+}
+
+/// What one agent's model calls cost in a turn.
+#[derive(Serialize, ToSchema)]
+pub struct AgentCost {
+    pub agent: String,
+    /// In dollars, as on [`Turn`]; `null` when its model has no price.
+    pub cost_usd: Option<String>,
 }
 
 /// A cost as the API writes it: dollars to the millionth, without the sign (`"0.004500"`).
@@ -401,6 +411,14 @@ impl From<&agency_runtime::TurnOutcome> for TurnResult {
             hops: o.hops,
             usage: o.usage.into(),
             cost_usd: dollars(o.cost),
+            agent_costs: o
+                .agent_costs
+                .iter()
+                .map(|(agent, cost)| AgentCost {
+                    agent: o.roster.display(Some(*agent)).to_string(),
+                    cost_usd: dollars(*cost),
+                })
+                .collect(),
             trace: o
                 .trace
                 .iter()

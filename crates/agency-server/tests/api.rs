@@ -1374,7 +1374,12 @@ async fn a_turn_costs_its_calls_at_the_prices_of_the_agency_file() {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let id = created["id"].as_str().unwrap();
-    app.say(id, "hello").await;
+    let said = app.say(id, "hello").await;
+    // Agent by agent too: the boss alone was called.
+    assert_eq!(
+        said["agent_costs"],
+        json!([{ "agent": "boss", "cost_usd": "0.004500" }])
+    );
     let (_, conversation) = app.get(&format!("/api/conversations/{id}")).await;
     let turn = &conversation["turns"][0];
     assert_eq!(turn["usage"]["total_tokens"], json!(1200), "{conversation}");

@@ -1382,6 +1382,12 @@ async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
     );
     let agents = w.texts("table.per-agent tbody th").await;
     assert_eq!(agents, ["frontdesk", "triage", "billing"]);
+    // Billing's row: one message and one tool call sent, nothing spent on the rules model.
+    let billing = w
+        .texts("table.per-agent tbody tr[data-agent='billing'] td")
+        .await;
+    assert_eq!(billing[0], "2");
+    assert_eq!(billing[2], "$0.000000");
     let summary = w.text(Locator::Css("article.turn .turn-usage")).await;
     assert!(
         summary.contains("6 hops") && summary.contains("ended by answered"),

@@ -116,10 +116,11 @@ function setAnswer(t, text) {
 }
 
 /**
- * What each agent spent in a turn: messages sent, tokens, model time, tool time.
+ * What each agent spent in a turn: messages sent, tokens, cost, model time, tool time.
  * @param {Hop[]} trace
+ * @param {{ agent: string, cost_usd: string | null }[]} costs
  */
-function perAgent(trace) {
+function perAgent(trace, costs) {
   /** @type {Map<string, { calls: number, prompt: number, completion: number, ms: number, toolMs: number }>} */
   const by = new Map();
   /** @param {string} name */
@@ -149,15 +150,25 @@ function perAgent(trace) {
     "table",
     { class: "per-agent" },
     el("caption", { class: "sr-only" }, "What each agent spent in this turn"),
-    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Agent"), el("th", { scope: "col" }, "Messages"), el("th", { scope: "col" }, "Tokens in / out"), el("th", { scope: "col" }, "Model time"), el("th", { scope: "col" }, "Tool time"))),
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Agent"), el("th", { scope: "col" }, "Messages"), el("th", { scope: "col" }, "Tokens in / out"), el("th", { scope: "col" }, "Cost"), el("th", { scope: "col" }, "Model time"), el("th", { scope: "col" }, "Tool time"))),
     el(
       "tbody",
       {},
       ...[...by].map(([name, x]) =>
-        el("tr", { "data-agent": name }, el("th", { scope: "row" }, name), el("td", {}, x.calls), el("td", {}, x.prompt + " / " + x.completion), el("td", {}, x.ms + " ms"), el("td", {}, x.toolMs ? x.toolMs + " ms" : "—")),
+        el("tr", { "data-agent": name }, el("th", { scope: "row" }, name), el("td", {}, x.calls), el("td", {}, x.prompt + " / " + x.completion), el("td", {}, agentCost(costs, name)), el("td", {}, x.ms + " ms"), el("td", {}, x.toolMs ? x.toolMs + " ms" : "—")),
       ),
     ),
   );
+}
+
+/**
+ * An agent's cost in a turn, as the table writes it.
+ * @param {{ agent: string, cost_usd: string | null }[]} costs
+ * @param {string} name
+ */
+function agentCost(costs, name) {
+  const c = costs.find((x) => x.agent === name);
+  return !c ? "—" : c.cost_usd === null ? "no price" : "$" + c.cost_usd;
 }
 
 /**
@@ -233,7 +244,7 @@ async function send(ev) {
       t.hops.replaceChildren();
       for (const h of trace) addHop(t, h, null);
     }
-    t.agents.replaceChildren(perAgent(trace));
+    t.agents.replaceChildren(perAgent(trace, r.data.agent_costs || []));
     const secs = ((performance.now() - t.started) / 1000).toFixed(2);
     t.summary.textContent = "· " + r.data.hops + " hops · " + tokens(r.data.usage) + " · " + cost(r.data.cost_usd) + " · " + secs + " s · ended by " + r.data.stopped_by;
     t.details.open = false;
