@@ -1429,6 +1429,25 @@ async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
         .unwrap();
     assert_ne!(first, second);
     assert_eq!(w.texts("#turns article").await.len(), 1);
+    // A reload shows the same conversation again, its turn folded under its answer.
+    w.c.refresh().await.unwrap();
+    let again = w
+        .text(Locator::XPath(
+            "//div[@id='turns']/article[1][contains(@class, 'done')]//p[@class='answer-text']",
+        ))
+        .await;
+    assert!(again.ends_with("New ticket: hello again)"), "{again}");
+    assert_eq!(w.texts("#turns article .you-text").await, ["hello again"]);
+    assert_eq!(
+        w.wait("#open-conversation")
+            .await
+            .attr("href")
+            .await
+            .unwrap()
+            .unwrap(),
+        second
+    );
+    assert_eq!(w.texts("#turns li.hop").await.len(), 7);
 
     // The conversation browser.
     w.click("#open-conversation").await;
@@ -1627,15 +1646,30 @@ async fn dark_mode_follows_the_system_and_keeps_its_contrast() {
     w.click("article.turn.done details.turn-details summary")
         .await;
     w.audit("ux-dark-playground").await;
+    w.click("#open-conversation").await;
+    w.wait_xpath("//table[@id='c-turns']/tbody/tr").await;
+    w.audit("ux-dark-conversation").await;
+    w.c.back().await.unwrap();
     w.click(".links a[href^='/agencies/']").await;
     w.wait("#graph g.edge").await;
     w.audit("ux-dark-editor").await;
+    w.click("#versions a").await;
+    w.wait("#version-agents tbody tr").await;
+    w.audit("ux-dark-version").await;
     w.goto("/settings").await;
     w.wait("#password-form").await;
     w.audit("ux-dark-settings").await;
     w.goto("/rooms").await;
     w.wait("#room-form").await;
     w.audit("ux-dark-rooms").await;
+    w.type_into("#f-name", "night desk").await;
+    w.select_label("#f-agency", "research").await;
+    w.click("#create-room").await;
+    w.wait("#pills button.pill[data-agent='critic']").await;
+    w.audit("ux-dark-room").await;
+    w.click("form[action='/logout'] button").await;
+    w.wait("#email").await;
+    w.audit("ux-dark-login").await;
     w.c.close().await.unwrap();
 }
 

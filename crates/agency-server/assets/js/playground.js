@@ -194,6 +194,73 @@ function newTurn(text) {
   return { block, hops, answer, error, summary, agents, details, started: performance.now(), seen: 0 };
 }
 
+/** Where the page keeps its conversation across reloads (this tab only). */
+const KEPT = "playground:" + id;
+
+/**
+ * Talks in `conversation` from now on: listens to its events, links it, and keeps it for a
+ * reload.
+ * @param {string} conversation
+ * @param {string} on `draft` or `published`
+ */
+async function join(conversation, on) {
+  play.conversation = conversation;
+  play.on = on;
+  sessionStorage.setItem(KEPT, JSON.stringify({ conversation, on }));
+  await openEvents(conversation);
+  $("conversation-link").replaceChildren(
+    "A conversation with the " + (on === "draft" ? "draft" : "published version") + ": ",
+    el("a", { href: "/conversations/" + conversation, id: "open-conversation" }, "open it in the conversation browser"),
+  );
+}
+
+/**
+ * Closes a turn: its hops as recorded, what each agent spent, the summary, folded.
+ * @param {Turn} t
+ * @param {Hop[]} trace
+ * @param {{ hops: number, usage: import("./format.js").Usage, cost_usd: string | null, stopped_by: string | null, agent_costs?: { agent: string, cost_usd: string | null }[] }} d
+ * @param {string} secs how long it took
+ */
+function finish(t, trace, d, secs) {
+  if (t.seen !== trace.length) {
+    t.hops.replaceChildren();
+    t.seen = 0;
+    for (const h of trace) addHop(t, h, null);
+  }
+  t.agents.replaceChildren(perAgent(trace, d.agent_costs || []));
+  t.summary.textContent = "· " + d.hops + " hops · " + tokens(d.usage) + " · " + cost(d.cost_usd) + " · " + secs + " s · ended by " + d.stopped_by;
+  t.details.open = false;
+  t.block.classList.add("done");
+}
+
+/** Shows again the conversation this tab was in before a reload, turn by turn. */
+async function restore() {
+  const kept = sessionStorage.getItem(KEPT);
+  if (!kept) return;
+  const { conversation, on } = JSON.parse(kept);
+  const c = await api("GET", "/api/conversations/" + conversation);
+  if (!c.ok) {
+    sessionStorage.removeItem(KEPT);
+    return;
+  }
+  for (const turn of /** @type {{ number: number, started_at: string, finished_at: string | null }[]} */ (c.data.turns)) {
+    const r = await api("GET", "/api/conversations/" + conversation + "/turns/" + turn.number);
+    if (!r.ok) continue;
+    /** @type {Hop[]} */
+    const trace = r.data.trace;
+    const input = trace.find((h) => h.kind === "input");
+    const t = newTurn(input ? input.text : "");
+    const answer = [...trace].reverse().find((h) => h.to === "user");
+    if (answer) setAnswer(t, answer.text);
+    else t.answer.textContent = r.data.turn.error ? "No answer: " + r.data.turn.error : "No answer.";
+    const took = turn.finished_at ? (new Date(turn.finished_at).getTime() - new Date(turn.started_at).getTime()) / 1000 : 0;
+    finish(t, trace, r.data.turn, took.toFixed(2));
+  }
+  const radio = document.querySelector('input[name="on"][value="' + on + '"]');
+  if (radio instanceof HTMLInputElement && !radio.disabled) radio.checked = true;
+  await join(conversation, on);
+}
+
 /** @param {SubmitEvent} ev */
 async function send(ev) {
   ev.preventDefault();
@@ -217,13 +284,7 @@ async function send(ev) {
         return;
       }
       if (play.conversation) $("turns").replaceChildren();
-      play.conversation = c.data.id;
-      play.on = on;
-      await openEvents(c.data.id);
-      $("conversation-link").replaceChildren(
-        "A conversation with the " + (on === "draft" ? "draft" : "published version") + ": ",
-        el("a", { href: "/conversations/" + c.data.id, id: "open-conversation" }, "open it in the conversation browser"),
-      );
+      await join(c.data.id, on);
     }
     const t = newTurn(text);
     play.turn = t;
@@ -238,17 +299,7 @@ async function send(ev) {
     }
     setAnswer(t, r.data.answer);
     // The turn as the server recorded it, whatever the live view caught.
-    /** @type {Hop[]} */
-    const trace = r.data.trace;
-    if (t.seen !== trace.length) {
-      t.hops.replaceChildren();
-      for (const h of trace) addHop(t, h, null);
-    }
-    t.agents.replaceChildren(perAgent(trace, r.data.agent_costs || []));
-    const secs = ((performance.now() - t.started) / 1000).toFixed(2);
-    t.summary.textContent = "· " + r.data.hops + " hops · " + tokens(r.data.usage) + " · " + cost(r.data.cost_usd) + " · " + secs + " s · ended by " + r.data.stopped_by;
-    t.details.open = false;
-    t.block.classList.add("done");
+    finish(t, r.data.trace, r.data, ((performance.now() - t.started) / 1000).toFixed(2));
     status("chat-status", "Done.");
   } finally {
     button.disabled = false;
@@ -261,6 +312,7 @@ function newConversation() {
   play.events = null;
   play.conversation = null;
   play.turn = null;
+  sessionStorage.removeItem(KEPT);
   $("turns").replaceChildren();
   $("conversation-link").textContent = "A new conversation: say something to the team.";
   status("chat-status", "");
@@ -285,3 +337,4 @@ form.addEventListener("submit", send);
 submitOnCtrlEnter($("message"), form);
 $("new-conversation").addEventListener("click", newConversation);
 drawTeam().catch((e) => general(String(e)));
+restore().catch((e) => general(String(e)));
