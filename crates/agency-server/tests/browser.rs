@@ -1615,6 +1615,14 @@ async fn the_editor_draws_the_team_guards_unsaved_changes_and_shows_versions_and
     w.wait("#gallery").await;
     assert_eq!(w.c.get_alert_text().await.ok(), None);
 
+    // The playground draws the team it talks to: the draft's fan-out, not in version 1.
+    w.click("#open-studio").await;
+    w.wait("#graph[data-on='draft'] g.edge.fan-out[data-from='reviewer'][data-to='programmer']")
+        .await;
+    w.click("#on-published").await;
+    w.wait("#graph[data-on='published'] g.edge").await;
+    assert!(!w.edges().await.contains(&"reviewer>programmer".to_string()));
+
     w.c.close().await.unwrap();
 }
 

@@ -272,8 +272,7 @@ async function send(ev) {
     msg.focus();
     return;
   }
-  const checked = document.querySelector('input[name="on"]:checked');
-  const on = checked instanceof HTMLInputElement ? checked.value : "";
+  const on = talkingTo();
   const button = $("send", HTMLButtonElement);
   button.disabled = true;
   try {
@@ -319,22 +318,43 @@ function newConversation() {
   $("message").focus();
 }
 
-/** Draws the team from its draft (what the preview API says its rules allow). */
-async function drawTeam() {
+/**
+ * Draws the team the page talks to: the draft, or the published version (what the preview API
+ * says its rules allow).
+ * @param {string} on `draft` or `published`
+ */
+async function drawTeam(on) {
   const a = await api("GET", "/api/agencies/" + id);
   if (!a.ok) return;
-  const p = await api("POST", "/api/agencies/preview", a.data.draft);
+  let draft = a.data.draft;
+  if (on === "published" && a.data.published_version) {
+    const v = await api("GET", "/api/agencies/" + id + "/versions/" + a.data.published_version);
+    if (v.ok) draft = v.data.agency;
+  }
+  const p = await api("POST", "/api/agencies/preview", draft);
   if (!p.ok) {
     $("graph").replaceChildren(el("p", { class: "hint" }, "The draft has problems: fix them in the editor to see the team."));
     return;
   }
-  play.graph = new TeamGraph($("graph"), "The team of " + a.data.draft.name);
-  play.graph.draw({ manager: p.data.manager, agents: /** @type {{ name: string }[]} */ (a.data.draft.agents).map((x) => x.name), edges: p.data.edges });
+  const which = on === "published" ? "the published version" : "the draft";
+  play.graph = new TeamGraph($("graph"), "The team of " + which + " of " + draft.name);
+  play.graph.draw({ manager: p.data.manager, agents: /** @type {{ name: string }[]} */ (draft.agents).map((x) => x.name), edges: p.data.edges });
+  $("graph").dataset.on = on;
+}
+
+/** Which version the form talks to. */
+function talkingTo() {
+  const checked = document.querySelector('input[name="on"]:checked');
+  return checked instanceof HTMLInputElement ? checked.value : "draft";
 }
 
 const form = $("chat-form", HTMLFormElement);
 form.addEventListener("submit", send);
 submitOnCtrlEnter($("message"), form);
 $("new-conversation").addEventListener("click", newConversation);
-drawTeam().catch((e) => general(String(e)));
-restore().catch((e) => general(String(e)));
+for (const radio of document.querySelectorAll('input[name="on"]')) {
+  radio.addEventListener("change", () => drawTeam(talkingTo()).catch((e) => general(String(e))));
+}
+restore()
+  .then(() => drawTeam(talkingTo()))
+  .catch((e) => general(String(e)));
