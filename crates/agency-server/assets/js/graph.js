@@ -7,7 +7,7 @@
 const NS = "http://www.w3.org/2000/svg";
 const W = 420;
 const H = 360;
-const R = 26;
+const R = 30;
 
 /** @typedef {{ from: string, to: string, fan_out: boolean, tool: string | null }} Edge */
 /** @typedef {{ manager: string, agents: string[], edges: Edge[] }} Team */
@@ -123,7 +123,7 @@ export class TeamGraph {
         if (manager) g.append(svg("circle", { cx: p.x, cy: p.y, r: R + 4, class: "ring" }));
         g.append(svg("circle", { cx: p.x, cy: p.y, r: R }));
       }
-      g.append(svg("text", { x: p.x, y: p.y + 4, "text-anchor": "middle" }, name.length > 11 ? name.slice(0, 10) + "…" : name));
+      g.append(svg("text", { x: p.x, y: p.y + 4, "text-anchor": "middle", class: name.length > 8 ? "long" : "" }, name.length > 12 ? name.slice(0, 11) + "…" : name));
       if (manager) g.append(svg("text", { x: p.x + R + 6, y: p.y + R + 4, "text-anchor": "start", class: "node-note" }, "manager"));
       nodes.append(g);
       this.nodes.set(name, g);
