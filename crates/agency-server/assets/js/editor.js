@@ -260,7 +260,7 @@ export class Editor {
       el(
         "div",
         { class: "actions" },
-        el("button", { type: "submit", id: "save" }, "Save draft"),
+        el("button", { type: "submit", id: "save", "aria-keyshortcuts": "Control+S", title: "Save the draft (Ctrl+S)" }, "Save draft"),
         el("button", { type: "button", id: "publish", onclick: () => this.publish() }, "Save and publish"),
       ),
     );
