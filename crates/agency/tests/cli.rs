@@ -1193,6 +1193,34 @@ async fn serve_says_where_to_start_and_the_cli_reaches_an_account() {
     );
     let own = env.run(&["list"]).success().stdout;
     assert!(!own.contains("helpdesk"), "{own}");
+    // A provider key stored from the CLI for the account is the account's (masked in its list).
+    env.run_with_input(
+        &[
+            "--owner",
+            "ada@example.com",
+            "provider-key",
+            "set",
+            "openai",
+        ],
+        "sk-test-abcdwxyz\n",
+    )
+    .success();
+    let keys: Value = client
+        .get(format!("{}/api/provider-keys", server.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(keys[0]["provider"], "openai", "{keys}");
+    assert!(
+        keys.to_string().contains("wxyz") && !keys.to_string().contains("sk-test"),
+        "{keys}"
+    );
+    let local = env.run(&["provider-key", "list"]).success().stdout;
+    assert!(local.contains("no stored provider keys"), "{local}");
 
     // An email without an account, or no email at all, is said plainly.
     let out = env.run(&["list", "--owner", "nobody@example.com"]).error();
