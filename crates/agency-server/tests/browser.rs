@@ -510,7 +510,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
         ))
         .await;
     w.wait("tr[data-key='ci'] .state-active").await;
-    w.shot("agency-published-key").await;
+    w.audit("agency-published-key").await;
 
     // The key reaches the published version through the OpenAI-compatible endpoint.
     let (status, body) = chat(&base, &agency, &key).await;
@@ -559,7 +559,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.click("#revoke-ci").await;
     w.c.accept_alert().await.unwrap();
     w.wait("tr[data-key='ci'] .state-revoked").await;
-    w.shot("agency-revoked").await;
+    w.audit("agency-revoked").await;
     let (status, body) = chat(&base, &agency, &key).await;
     assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED, "{body}");
 
