@@ -144,7 +144,8 @@ export class Editor {
     const slot = find("w-" + slug("agents[" + i + "].model"));
     if (!slot) return;
     const name = (a.model || "").split("/")[0];
-    const own = !!this.draft.providers && typeof this.draft.providers === "object" && name in /** @type {object} */ (this.draft.providers);
+    // The agency's own providers (`providers:` in its file), by name.
+    const own = Array.isArray(this.draft.providers) && this.draft.providers.some((p) => p && p.name === name);
     slot.textContent = keyWarning(this.providers, a.model, own);
     slot.hidden = !slot.textContent;
   }
