@@ -1765,6 +1765,32 @@ async fn the_model_field_suggests_providers_and_warns_without_a_key() {
     w.type_into("#f-agents-1-model", "team-llm/qwen").await;
     w.wait("#w-agents-1-model[hidden]").await;
 
+    // An agency that declares the provider itself, with the account's key stored, is not warned.
+    w.click("#save").await;
+    w.wait_xpath("//p[@id='status' and . = 'Saved.']").await;
+    w.goto("/settings").await;
+    w.type_into("#f-pk-provider", "openai").await;
+    w.type_into("#f-pk-key", "sk-test-abcdwxyz").await;
+    w.click("#pk-form button[type='submit']").await;
+    w.wait_xpath("//ul[@id='provider-keys']/li[contains(., 'openai')]")
+        .await;
+    w.goto("/").await;
+    w.type_into(
+        "#import-text",
+        "name: own\nmanager: lead\nproviders:\n  openai: { kind: openai }\nagents:\n  - { name: lead, model: openai/gpt-4o-mini }\n",
+    )
+    .await;
+    w.click("#import-form button[type='submit']").await;
+    w.wait("#f-agents-0-model").await;
+    w.wait("datalist#models option[value='openai/gpt-4o-mini']")
+        .await;
+    w.wait("#w-agents-0-model[hidden]").await;
+    w.click("#add-agent").await;
+    w.type_into("#f-agents-1-model", "openai/gpt-4o").await;
+    w.wait("#w-agents-1-model[hidden]").await;
+    w.click("#save").await;
+    w.wait_xpath("//p[@id='status' and . = 'Saved.']").await;
+
     // A room's agent gets the same offer and warning at its model field.
     w.click("#save").await;
     w.wait_xpath("//p[@id='status' and . = 'Saved.']").await;
