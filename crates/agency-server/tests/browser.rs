@@ -1534,7 +1534,11 @@ async fn the_editor_draws_the_team_guards_unsaved_changes_and_shows_versions_and
     w.wait("#graph g.edge.fan-out[data-from='reviewer'][data-to='manager']")
         .await;
 
-    // Leaving with unsaved changes asks first; staying keeps them.
+    // Leaving with unsaved changes asks first: a reload or a closed tab (the browser's own
+    // prompt, which WebDriver's navigation accepts by itself, so the handler is asked here)...
+    let unload = "const e = new Event('beforeunload', { cancelable: true }); window.dispatchEvent(e); return e.defaultPrevented;";
+    assert_eq!(w.c.execute(unload, vec![]).await.unwrap(), json!(true));
+    // ...and a link of the page; staying keeps the changes.
     w.click("nav a[href='/']").await;
     let asked = w.c.get_alert_text().await.unwrap();
     assert!(asked.contains("not saved"), "{asked}");
@@ -1555,6 +1559,7 @@ async fn the_editor_draws_the_team_guards_unsaved_changes_and_shows_versions_and
     })
     .await;
     w.wait_xpath("//p[@id='status' and . = 'Saved.']").await;
+    assert_eq!(w.c.execute(unload, vec![]).await.unwrap(), json!(false));
     w.wait_xpath("//span[@id='draft-state' and . = 'draft differs from v1']")
         .await;
     w.click("#draft-diff summary").await;
