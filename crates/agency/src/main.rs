@@ -107,6 +107,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     {
         base.allow_private_addresses()?;
     }
+    let tool_servers: Vec<String> = mcp_servers.iter().map(|(n, _)| n.clone()).collect();
     let rt = Runtime::open(store, base, &specs, mcp_servers, master_key).await?;
     // The demo agency, the first time a database is opened.
     let studio = agency_file::examples::example("studio").context("the studio example")?;
@@ -143,6 +144,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 db: cli.db.clone(),
                 config: cli.config.clone(),
                 providers: specs.iter().map(|s| s.name.clone()).collect(),
+                tool_servers,
                 local_agencies: rt
                     .agencies(LOCAL_OWNER)
                     .await?

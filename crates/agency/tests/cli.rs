@@ -1093,7 +1093,7 @@ async fn serve_says_where_to_start_and_the_cli_reaches_an_account() {
     let loaded = next();
     assert!(loaded.starts_with("agency: loaded sqlite://"), "{loaded}");
     assert!(
-        loaded.contains("providers: builtin, openai, anthropic, ollama"),
+        loaded.contains("providers: builtin, openai, anthropic, ollama; tool servers: builtin"),
         "{loaded}"
     );
     let own = next();

@@ -37,6 +37,8 @@ pub struct Loaded {
     pub config: Option<std::path::PathBuf>,
     /// The providers every agency may use, by name.
     pub providers: Vec<String>,
+    /// The MCP servers of the configuration, by name (`builtin` is always there).
+    pub tool_servers: Vec<String>,
     /// The CLI's local owner's agencies (the demo `studio` on a new database).
     pub local_agencies: Vec<String>,
 }
@@ -63,9 +65,13 @@ impl Loaded {
                 examples.join(", ")
             ),
             format!(
-                "agency: loaded {}, {config}; providers: builtin, {}",
+                "agency: loaded {}, {config}; providers: builtin, {}; tool servers: {}",
                 self.db,
-                self.providers.join(", ")
+                self.providers.join(", "),
+                std::iter::once("builtin")
+                    .chain(self.tool_servers.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             format!(
                 "agency: the CLI's own agencies: {local} (`agency chat NAME`; `--owner EMAIL` reaches an account's)"
