@@ -233,6 +233,17 @@ impl Agent {
     }
 }
 
+/// A way a message may go between an agency's agents, as their rules say ([`Agency::edges`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edge {
+    pub from: AgentId,
+    pub to: Recipient,
+    /// A rule sends to several at once along it.
+    pub fan_out: bool,
+    /// The tool its rule calls before sending.
+    pub tool: Option<String>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Agency {
     pub id: AgencyId,
@@ -281,6 +292,41 @@ impl Agency {
                     .iter()
                     .find(|a| a.name.eq_ignore_ascii_case(handle))
             })
+    }
+
+    /// The edges its agents' rules allow, in agent and rule order, each once: who may send to
+    /// whom (the user's message reaching the manager is not among them). Another agent's rule
+    /// that sends to the user reaches the manager, as the engine delivers it. `fan_out` marks an
+    /// edge of a rule that sends to several at once; `tool` the tool such a rule calls first.
+    pub fn edges(&self) -> Vec<Edge> {
+        let mut out: Vec<Edge> = Vec::new();
+        for a in &self.agents {
+            for rule in a.rules() {
+                for to in &rule.send_to {
+                    let to = match to {
+                        Recipient::User if a.id != self.manager => Recipient::Agent(self.manager),
+                        other => *other,
+                    };
+                    let fan_out = rule.send_to.len() > 1;
+                    let tool = rule.call.as_ref().map(|c| c.tool.clone());
+                    match out.iter_mut().find(|e| e.from == a.id && e.to == to) {
+                        Some(e) => {
+                            e.fan_out |= fan_out;
+                            if e.tool.is_none() {
+                                e.tool = tool;
+                            }
+                        }
+                        None => out.push(Edge {
+                            from: a.id,
+                            to,
+                            fan_out,
+                            tool,
+                        }),
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The agency as one agent alone sees it when someone talks to that agent directly: it is
@@ -1396,6 +1442,45 @@ mod tests {
         let rule = a.agents[0].rules().next().unwrap();
         assert_eq!(rule.send_to, vec![Recipient::Agent(a.agents[1].id)]);
         assert_eq!(rule.when, Party::User);
+    }
+
+    #[test]
+    fn edges_follow_the_rules_and_fan_outs_are_marked() {
+        let mut d = draft();
+        d.agents.push(AgentDraft {
+            name: "reviewer".into(),
+            model: "builtin/rules".into(),
+            rules: vec![RuleDraft {
+                when: "any".into(),
+                action: "ok".into(),
+                send_to: vec!["user".into()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        d.agents[1].rules = vec![RuleDraft {
+            when: "manager".into(),
+            action: "built".into(),
+            send_to: vec!["manager".into(), "reviewer".into()],
+            ..Default::default()
+        }];
+        let a = d.validate(AgencyId::new(), "local", &serves).unwrap();
+        let (m, p, r) = (a.agents[0].id, a.agents[1].id, a.agents[2].id);
+        let edges: Vec<_> = a
+            .edges()
+            .iter()
+            .map(|e| (e.from, e.to, e.fan_out))
+            .collect();
+        assert_eq!(
+            edges,
+            vec![
+                (m, Recipient::Agent(p), false),
+                (p, Recipient::Agent(m), true),
+                (p, Recipient::Agent(r), true),
+                // Only the manager reaches the user: the reviewer's answer goes to it.
+                (r, Recipient::Agent(m), false),
+            ]
+        );
     }
 
     #[test]

@@ -24,9 +24,9 @@ pub mod tool;
 
 pub use account::{Email, LoginSession, PasswordHash, User};
 pub use agency::{
-    Agency, AgencyDraft, Agent, AgentDraft, Block, Declared, Limits, McpServerDraft, ModelRef,
-    Party, PriceDraft, Protocol, ProviderDraft, ProviderKind, ProviderSpec, Published, Recipient,
-    Roster, Rule, RuleCall, RuleDraft, Sampling, ValidationError, ValidationErrors,
+    Agency, AgencyDraft, Agent, AgentDraft, Block, Declared, Edge, Limits, McpServerDraft,
+    ModelRef, Party, PriceDraft, Protocol, ProviderDraft, ProviderKind, ProviderSpec, Published,
+    Recipient, Roster, Rule, RuleCall, RuleDraft, Sampling, ValidationError, ValidationErrors,
     validate_mcp_servers, validate_providers,
 };
 pub use apikey::{ApiKey, KeyState};

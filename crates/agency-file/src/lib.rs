@@ -33,6 +33,7 @@ use std::fmt;
 
 use agency_core::{AgencyDraft, ValidationErrors};
 
+pub mod examples;
 mod read;
 mod write;
 

@@ -250,11 +250,48 @@ pub trait Provider: Send + Sync {
     fn model(&self, name: &str) -> Option<Arc<dyn Model>>;
 }
 
+/// Whether a provider has the key its API wants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyState {
+    /// It needs none (the built-in models, a server on one's own network without a key).
+    #[default]
+    NotNeeded,
+    /// It was built with one.
+    Present,
+    /// It wants one and has none: its models fail on their first call.
+    Missing,
+}
+
+impl KeyState {
+    /// What a provider built from `spec` with `key` (or without) has.
+    pub fn of(spec: &ProviderSpec, has_key: bool) -> Self {
+        if has_key {
+            KeyState::Present
+        } else if spec.api_key_env.is_some() || spec.base_url.is_none() {
+            // Its own API (no base URL: OpenAI's or Anthropic's), or one that names a key.
+            KeyState::Missing
+        } else {
+            KeyState::NotNeeded
+        }
+    }
+}
+
+/// What the UI tells of a provider: its kind (`None`: the built-in one, or another without a
+/// spec), whether it has a key, and the models its spec names (through their prices).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProviderInfo {
+    pub kind: Option<agency_core::ProviderKind>,
+    pub key: KeyState,
+    pub models: Vec<String>,
+}
+
 /// The providers this server knows, by name, how it calls webhook bots, and how it builds the
 /// providers agencies declare.
 #[derive(Clone)]
 pub struct Providers {
     by_name: HashMap<String, Arc<dyn Provider>>,
+    /// What those built from specs are (see [`Providers::describe`]).
+    info: HashMap<String, ProviderInfo>,
     /// Prices by provider, then model, as their specs give them.
     prices: HashMap<String, HashMap<String, agency_core::Price>>,
     bots: Option<bot::BotClient>,
@@ -269,6 +306,7 @@ impl Providers {
     pub fn builtin() -> Self {
         let mut p = Self {
             by_name: HashMap::new(),
+            info: HashMap::new(),
             prices: HashMap::new(),
             bots: bot::BotClient::new(bot::default_settings(), false).ok(),
             http: http::HttpSettings::default(),
@@ -314,6 +352,34 @@ impl Providers {
         self.by_name.insert(name.to_string(), provider);
     }
 
+    /// Records what provider `name` is, for [`Providers::catalog`].
+    pub fn describe(&mut self, name: &str, info: ProviderInfo) {
+        self.info.insert(name.to_string(), info);
+    }
+
+    /// Every provider by name (`builtin` first, then by name), with what is known of it.
+    pub fn catalog(&self) -> Vec<(String, ProviderInfo)> {
+        let mut out: Vec<(String, ProviderInfo)> = self
+            .by_name
+            .keys()
+            .map(|name| {
+                let mut info = self.info.get(name).cloned().unwrap_or_default();
+                if name == "builtin" {
+                    info.models = vec!["rules".into()];
+                }
+                if info.models.is_empty() {
+                    info.models = suggested_models(name)
+                        .iter()
+                        .map(|m| m.to_string())
+                        .collect();
+                }
+                (name.clone(), info)
+            })
+            .collect();
+        out.sort_by(|a, b| (a.0 != "builtin", &a.0).cmp(&(b.0 != "builtin", &b.0)));
+        out
+    }
+
     /// Sets the prices of provider `name`'s models (replacing any it had).
     pub fn set_prices(&mut self, name: &str, prices: &[(String, agency_core::Price)]) {
         self.prices
@@ -335,6 +401,16 @@ impl Providers {
 
     pub fn serves(&self, model: &ModelRef) -> bool {
         self.resolve(model).is_some()
+    }
+}
+
+/// A few models of the default providers, offered where a model is typed (their specs price
+/// none, so nothing else names them).
+pub fn suggested_models(provider: &str) -> &'static [&'static str] {
+    match provider {
+        "openai" => &["gpt-4o-mini", "gpt-4.1-mini", "gpt-4o"],
+        "anthropic" => &["claude-sonnet-4-5", "claude-haiku-4-5"],
+        _ => &[],
     }
 }
 
@@ -461,6 +537,37 @@ mod tests {
     use agency_core::{
         AgencyDraft, AgencyId, AgentDraft, ConversationId, MessageId, Role, RuleDraft,
     };
+
+    #[test]
+    fn a_provider_without_the_key_its_api_wants_is_marked_missing() {
+        let specs = default_specs();
+        let by = |n: &str| specs.iter().find(|s| s.name == n).unwrap();
+        assert_eq!(KeyState::of(by("openai"), false), KeyState::Missing);
+        assert_eq!(KeyState::of(by("openai"), true), KeyState::Present);
+        assert_eq!(KeyState::of(by("anthropic"), false), KeyState::Missing);
+        // A server on one's own machine needs none unless its spec names one.
+        assert_eq!(KeyState::of(by("ollama"), false), KeyState::NotNeeded);
+        let mut named = by("ollama").clone();
+        named.api_key_env = Some("OLLAMA_KEY".into());
+        assert_eq!(KeyState::of(&named, false), KeyState::Missing);
+        // The catalog: builtin first, suggestions where no spec prices a model.
+        let mut p = Providers::builtin();
+        p.describe(
+            "openai",
+            ProviderInfo {
+                kind: Some(agency_core::ProviderKind::OpenAi),
+                key: KeyState::Missing,
+                models: Vec::new(),
+            },
+        );
+        p.insert("openai", Arc::new(Builtin));
+        let names: Vec<String> = p.catalog().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["builtin", "openai"]);
+        assert_eq!(
+            p.catalog()[1].1.models,
+            ["gpt-4o-mini", "gpt-4.1-mini", "gpt-4o"]
+        );
+    }
 
     fn request(protocol: &str) -> ModelRequest {
         let agency = AgencyDraft {

@@ -169,6 +169,17 @@ impl Runtime {
         })
     }
 
+    /// The owner of what the account with this email makes: how the CLI (`--owner EMAIL`),
+    /// which works on the database directly, reaches an account's agencies.
+    pub async fn owner_of_email(&self, email: &str) -> Result<String, RuntimeError> {
+        let parsed = Email::parse(email)
+            .map_err(|m| RuntimeError::Invalid(format!("`{email}` is not an email: {m}")))?;
+        match self.store.user_by_email(&parsed).await? {
+            Some(user) => Ok(user.owner()),
+            None => Err(RuntimeError::NotFound(format!("no account `{email}`"))),
+        }
+    }
+
     /// The user a session token belongs to, while it lasts.
     pub async fn session_user(&self, token: &str) -> Result<Option<User>, RuntimeError> {
         Ok(self

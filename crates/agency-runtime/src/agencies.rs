@@ -12,6 +12,14 @@ use chrono::Utc;
 
 use crate::{Runtime, RuntimeError};
 
+/// What a draft would be: [`Runtime::preview`].
+pub struct Preview {
+    pub prompts: Vec<(String, String)>,
+    pub edges: Vec<agency_core::Edge>,
+    /// The draft, validated: what the edges' agent ids name.
+    pub agency: Agency,
+}
+
 /// An agency and the version its API serves (`None`: never published).
 pub struct AgencyInfo {
     pub agency: Agency,
@@ -191,14 +199,11 @@ impl Runtime {
         Ok(self.tools.available((&agency).into()).await)
     }
 
-    /// The system prompt each agent of a draft would get, by agent name (nothing is saved).
-    pub fn preview(
-        &self,
-        owner: &str,
-        draft: &AgencyDraft,
-    ) -> Result<Vec<(String, String)>, RuntimeError> {
+    /// What a draft would be (nothing is saved): each agent's system prompt, by agent name, and
+    /// the edges its rules allow.
+    pub fn preview(&self, owner: &str, draft: &AgencyDraft) -> Result<Preview, RuntimeError> {
         let agency = self.validate(draft, AgencyId::new(), owner)?;
-        Ok(agency
+        let prompts = agency
             .agents
             .iter()
             .map(|a| {
@@ -207,7 +212,12 @@ impl Runtime {
                     agency_core::prompt::system_prompt(&agency, a),
                 )
             })
-            .collect())
+            .collect();
+        Ok(Preview {
+            prompts,
+            edges: agency.edges(),
+            agency,
+        })
     }
 
     /// The owner's agencies (their drafts), by name, with the versions their APIs serve.

@@ -67,6 +67,8 @@ pub struct TurnOutcome {
     pub usage: Usage,
     /// What those calls cost; `None` when a model called has no price.
     pub cost: Option<agency_core::Cost>,
+    /// The same, agent by agent (those whose models were called, in the order they answered).
+    pub agent_costs: Vec<(agency_core::AgentId, Option<agency_core::Cost>)>,
     /// Who said what to whom, in order, from the user's message to the answer.
     pub trace: Vec<TraceEntry>,
     /// The agency's agents, to name the trace's parties.

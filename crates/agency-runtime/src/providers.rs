@@ -38,10 +38,19 @@ pub(crate) async fn build(
     };
     for spec in specs {
         let key = key_for(spec, owner, store, master_key).await?;
+        let state = agency_providers::KeyState::of(spec, key.is_some());
         let provider = agency_providers::from_spec(spec, key, base.http(), origin)
             .map_err(|e| RuntimeError::Invalid(format!("provider `{}`: {e}", spec.name)))?;
         providers.insert(&spec.name, provider);
         providers.set_prices(&spec.name, &spec.prices);
+        providers.describe(
+            &spec.name,
+            agency_providers::ProviderInfo {
+                kind: Some(spec.kind),
+                key: state,
+                models: spec.prices.iter().map(|(m, _)| m.clone()).collect(),
+            },
+        );
     }
     Ok(providers)
 }
@@ -163,6 +172,30 @@ impl crate::Runtime {
     }
 
     /// `owner`'s stored provider keys, sealed (what to show of them: their last characters).
+    /// The server's providers as an account sees them: each with what is known of it, and
+    /// whether the account stored a key of that name (which its agencies' own declaration of
+    /// the provider uses: [`build`]).
+    pub async fn provider_catalog(
+        &self,
+        owner: &str,
+    ) -> Result<Vec<(String, agency_providers::ProviderInfo, bool)>, RuntimeError> {
+        let stored: Vec<String> = self
+            .provider_keys(owner)
+            .await?
+            .into_iter()
+            .map(|k| k.provider)
+            .collect();
+        Ok(self
+            .providers
+            .catalog()
+            .into_iter()
+            .map(|(name, info)| {
+                let yours = stored.contains(&name);
+                (name, info, yours)
+            })
+            .collect())
+    }
+
     pub async fn provider_keys(
         &self,
         owner: &str,

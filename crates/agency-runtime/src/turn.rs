@@ -406,6 +406,9 @@ struct TurnRun {
     input_images: Vec<String>,
     /// How long each tool call took, by its agent and id, until its result is written.
     tool_took: HashMap<(AgentId, String), u32>,
+    /// What each agent's model calls cost in this turn, in the order they first answered
+    /// (`None` once one had no price).
+    agent_costs: Vec<(AgentId, Option<agency_core::Cost>)>,
     /// Set when the turn is cancelled: tool calls still running stop.
     stop: tokio::sync::watch::Receiver<bool>,
     /// The turn's span (see [`crate::observe`]); disabled when tracing is off.
@@ -552,6 +555,7 @@ pub(crate) async fn run(
         client_calls: Vec::new(),
         input_images,
         tool_took: HashMap::new(),
+        agent_costs: Vec::new(),
         stop: cancel.stop.clone(),
         span: span.clone(),
     };
@@ -760,6 +764,7 @@ impl TurnRun {
             hops: self.record.hops,
             usage: self.record.usage,
             cost: self.record.cost,
+            agent_costs: std::mem::take(&mut self.agent_costs),
             trace: std::mem::take(&mut self.trace),
             roster: self.roster.clone(),
             tool_calls: std::mem::take(&mut self.client_calls),
@@ -856,6 +861,16 @@ impl TurnRun {
                     .cost
                     .zip(price)
                     .map(|(sum, p)| sum + p.cost(c.usage));
+                let i = match self.agent_costs.iter().position(|(a, _)| *a == agent) {
+                    Some(i) => i,
+                    None => {
+                        self.agent_costs
+                            .push((agent, Some(agency_core::Cost::default())));
+                        self.agent_costs.len() - 1
+                    }
+                };
+                let spent = &mut self.agent_costs[i].1;
+                *spent = spent.zip(price).map(|(sum, p)| sum + p.cost(c.usage));
                 let mut reply = self.message(
                     Some(agent),
                     MessageKind::Reply,

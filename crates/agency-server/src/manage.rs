@@ -25,6 +25,8 @@ pub fn routes() -> Router<AppState> {
         .route("/api/agencies", get(list_agencies).post(create_agency))
         .route("/api/agencies/import", post(import_agency))
         .route("/api/agencies/preview", post(preview))
+        .route("/api/examples", get(examples))
+        .route("/api/providers", get(providers))
         .route(
             "/api/agencies/{agency}",
             get(get_agency).put(update_agency).delete(delete_agency),
@@ -243,13 +245,41 @@ pub async fn preview(
     body: Result<Json<wire::AgencyDraft>, JsonRejection>,
 ) -> Result<Json<wire::Preview>, ApiError> {
     let Json(draft) = body?;
-    let prompts = s.rt.preview(&session.owner(), &draft.into())?;
-    Ok(Json(wire::Preview {
-        prompts: prompts
-            .into_iter()
-            .map(|(agent, prompt)| wire::AgentPrompt { agent, prompt })
-            .collect(),
-    }))
+    let preview = s.rt.preview(&session.owner(), &draft.into())?;
+    Ok(Json(wire::Preview::from(&preview)))
+}
+
+/// The server's providers, for an agent's `model`: the models to suggest, and whether each has
+/// a key (the server's, or one the account stored).
+#[utoipa::path(get, path = "/api/providers", tag = "agencies",
+    responses((status = 200, body = Vec<wire::ProviderStatus>)))]
+pub async fn providers(
+    State(s): State<AppState>,
+    session: Session,
+) -> Result<Json<Vec<wire::ProviderStatus>>, ApiError> {
+    let list = s.rt.provider_catalog(&session.owner()).await?;
+    Ok(Json(list.into_iter().map(Into::into).collect()))
+}
+
+/// The example agencies every account may start from (each runs offline, on the built-in rules
+/// model): "Use this" imports its `file` through `POST /api/agencies/import`.
+#[utoipa::path(get, path = "/api/examples", tag = "agencies",
+    responses((status = 200, body = Vec<wire::Example>)))]
+pub async fn examples(_session: Session) -> Result<Json<Vec<wire::Example>>, ApiError> {
+    let mut out = Vec::new();
+    for e in agency_file::examples::EXAMPLES {
+        let file = agency_file::AgencyFile::parse(e.name, e.file)
+            .map_err(|err| ApiError::Internal(format!("example {}: {err}", e.name)))?;
+        out.push(wire::Example {
+            name: e.name.to_string(),
+            title: e.title.to_string(),
+            summary: e.summary.to_string(),
+            manager: file.draft.manager.clone(),
+            agents: file.draft.agents.iter().map(|a| a.name.clone()).collect(),
+            file: e.file.to_string(),
+        });
+    }
+    Ok(Json(out))
 }
 
 /// Publishes the draft as the agency's next version, the one its API serves from now on.
@@ -315,6 +345,7 @@ pub async fn version(
         version: p.version,
         published_at: p.published_at,
         agency: published.to_draft().into(),
+        file: agency_runtime::agencies::file_of(&published),
     }))
 }
 

@@ -35,6 +35,8 @@ use crate::{conversations, events, manage, rooms, wire};
         manage::update_agency,
         manage::delete_agency,
         manage::preview,
+        manage::examples,
+        manage::providers,
         manage::tools,
         manage::publish,
         manage::versions,

@@ -382,7 +382,17 @@ pub struct TurnResult {
     pub usage: Usage,
     /// In dollars, as on [`Turn`].
     pub cost_usd: Option<String>,
+    /// What each agent's model calls cost, in the order the agents first answered.
+    pub agent_costs: Vec<AgentCost>,
     pub trace: Vec<TraceEntry>,
+}
+
+/// What one agent's model calls cost in a turn.
+#[derive(Serialize, ToSchema)]
+pub struct AgentCost {
+    pub agent: String,
+    /// In dollars, as on [`Turn`]; `null` when its model has no price.
+    pub cost_usd: Option<String>,
 }
 
 /// A cost as the API writes it: dollars to the millionth, without the sign (`"0.004500"`).
@@ -401,6 +411,14 @@ impl From<&agency_runtime::TurnOutcome> for TurnResult {
             hops: o.hops,
             usage: o.usage.into(),
             cost_usd: dollars(o.cost),
+            agent_costs: o
+                .agent_costs
+                .iter()
+                .map(|(agent, cost)| AgentCost {
+                    agent: o.roster.display(Some(*agent)).to_string(),
+                    cost_usd: dollars(*cost),
+                })
+                .collect(),
             trace: o
                 .trace
                 .iter()
@@ -882,12 +900,110 @@ pub struct VersionDetail {
     pub version: u32,
     pub published_at: DateTime<Utc>,
     pub agency: AgencyDraft,
+    /// The version's agency file (YAML), as `GET /api/agencies/{agency}/export` writes the
+    /// draft's: the two compare line by line.
+    pub file: String,
 }
 
-/// The system prompt each agent of a draft would get.
+/// What a draft would be: the system prompt each agent would get, and the edges its rules
+/// allow (what the editor draws as the team's graph).
 #[derive(Serialize, ToSchema)]
 pub struct Preview {
     pub prompts: Vec<AgentPrompt>,
+    /// The manager's name: the agent the user's message reaches.
+    pub manager: String,
+    pub edges: Vec<Edge>,
+}
+
+/// A way a message may go, as the agents' rules say: from an agent to an agent or `user`
+/// (only the manager's reach the user; another agent's are delivered to the manager).
+#[derive(Serialize, ToSchema)]
+pub struct Edge {
+    pub from: String,
+    pub to: String,
+    /// A rule sends to several at once along it.
+    pub fan_out: bool,
+    /// The tool (`server/tool`) its rule calls before sending.
+    pub tool: Option<String>,
+}
+
+impl Preview {
+    pub fn from(p: &agency_runtime::agencies::Preview) -> Self {
+        let name = |id| {
+            p.agency
+                .agent(id)
+                .map_or_else(|| id.to_string(), |a| a.name.clone())
+        };
+        Preview {
+            prompts: p
+                .prompts
+                .iter()
+                .map(|(agent, prompt)| AgentPrompt {
+                    agent: agent.clone(),
+                    prompt: prompt.clone(),
+                })
+                .collect(),
+            manager: name(p.agency.manager),
+            edges: p
+                .edges
+                .iter()
+                .map(|e| Edge {
+                    from: name(e.from),
+                    to: match e.to {
+                        agency_core::Recipient::User => "user".into(),
+                        agency_core::Recipient::Agent(id) => name(id),
+                    },
+                    fan_out: e.fan_out,
+                    tool: e.tool.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A provider of the server, as the editor offers it for an agent's `model`.
+#[derive(Serialize, ToSchema)]
+pub struct ProviderStatus {
+    pub name: String,
+    /// `openai` or `anthropic` (the API it speaks); `null` for the built-in models.
+    pub kind: Option<&'static str>,
+    /// Models to suggest: those its spec prices, or a few well-known ones.
+    pub models: Vec<String>,
+    /// `not_needed`, `present` (the server has its key) or `missing` (its models fail on their
+    /// first call).
+    pub key_state: &'static str,
+    /// Whether the account stored a key of this name (used where its agency declares the
+    /// provider under `providers:`).
+    pub your_key: bool,
+}
+
+impl From<(String, agency_providers::ProviderInfo, bool)> for ProviderStatus {
+    fn from((name, info, your_key): (String, agency_providers::ProviderInfo, bool)) -> Self {
+        Self {
+            name,
+            kind: info.kind.map(agency_core::ProviderKind::as_str),
+            models: info.models,
+            key_state: match info.key {
+                agency_providers::KeyState::NotNeeded => "not_needed",
+                agency_providers::KeyState::Present => "present",
+                agency_providers::KeyState::Missing => "missing",
+            },
+            your_key,
+        }
+    }
+}
+
+/// An example agency of the gallery: `file` is its agency file, for `POST /api/agencies/import`.
+#[derive(Serialize, ToSchema)]
+pub struct Example {
+    pub name: String,
+    pub title: String,
+    pub summary: String,
+    pub manager: String,
+    /// Its agents' names, in order.
+    pub agents: Vec<String>,
+    /// The agency file (YAML).
+    pub file: String,
 }
 
 #[derive(Serialize, ToSchema)]

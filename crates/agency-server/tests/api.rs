@@ -407,6 +407,130 @@ async fn a_turn_goes_through_the_studio() {
     assert_eq!(hops(&second["trace"]), studio_hops());
 }
 
+/// Every example of the gallery, imported by a new account the way "Use this" does, answers a
+/// message on the rules model, offline, and its graph (the preview's edges) is its rules'.
+#[tokio::test]
+async fn every_example_of_the_gallery_answers_in_a_new_account() {
+    let app = App::spawn().await;
+    let client = signed_up(&app.base, "newcomer@example.com").await;
+    let (status, list) = read(client.get(app.url("/api/examples")).send().await.unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let list = list.as_array().unwrap();
+    let names: Vec<&str> = list.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["studio", "research", "support", "standup"]);
+    let expected = [
+        (
+            "studio",
+            "Here is your reviewed build. Approved: Please review: fn main() { /* Please build: a haiku */ }",
+        ),
+        (
+            "research",
+            "Brief, checked by our critic. Critic's note: sourced and dated; flag anything unverified. Check this brief: Brief (",
+        ),
+        (
+            "support",
+            "Sorry for the trouble. Billing credited your account with 19 USD. (Escalated to billing. New ticket: a haiku)",
+        ),
+        (
+            "standup",
+            "Standup notes. Standup on a haiku. Ana: the API yesterday, tests today. Ben: the chat yesterday, the graph today. Carl: no incidents; deploying at noon.",
+        ),
+    ];
+    for (e, (name, answer)) in list.iter().zip(expected) {
+        assert_eq!(e["name"], json!(name));
+        assert!(!e["title"].as_str().unwrap().is_empty());
+        assert!(e["agents"].as_array().unwrap().len() >= 3, "{e}");
+        let res = client
+            .post(app.url("/api/agencies/import"))
+            .header("content-type", "application/yaml")
+            .body(e["file"].as_str().unwrap().to_string())
+            .send()
+            .await
+            .unwrap();
+        let (status, agency) = read(res).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {agency}");
+        let id = agency["id"].as_str().unwrap();
+        let res = client
+            .post(app.url(&format!("/api/agencies/{id}/conversations")))
+            .json(&json!({ "on": "draft" }))
+            .send()
+            .await
+            .unwrap();
+        let (status, c) = read(res).await;
+        assert_eq!(status, StatusCode::CREATED, "{c}");
+        let res = client
+            .post(app.url(&format!(
+                "/api/conversations/{}/messages",
+                c["id"].as_str().unwrap()
+            )))
+            .json(&json!({ "text": "a haiku" }))
+            .send()
+            .await
+            .unwrap();
+        let (status, turn) = read(res).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {turn}");
+        assert_eq!(turn["stopped_by"], json!("answered"), "{name}: {turn}");
+        let got = turn["answer"].as_str().unwrap();
+        assert!(got.starts_with(answer), "{name} answered {got:?}");
+        // The preview of its draft gives the graph: every edge its rules allow.
+        let res = client
+            .post(app.url("/api/agencies/preview"))
+            .json(&agency["draft"])
+            .send()
+            .await
+            .unwrap();
+        let (status, preview) = read(res).await;
+        assert_eq!(status, StatusCode::OK, "{preview}");
+        assert_eq!(preview["manager"], e["manager"]);
+        let edges = preview["edges"].as_array().unwrap();
+        assert!(
+            edges
+                .iter()
+                .any(|x| x["to"] == json!("user") && x["from"] == e["manager"]),
+            "{name}: {preview}"
+        );
+    }
+    // The studio's graph, exactly: the reviewer's rule calls its tool first.
+    let res = client
+        .post(app.url("/api/agencies/preview"))
+        .json(
+            &client
+                .get(app.url("/api/agencies/studio"))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()["draft"],
+        )
+        .send()
+        .await
+        .unwrap();
+    let (_, preview) = read(res).await;
+    assert_eq!(
+        preview["edges"],
+        json!([
+            { "from": "manager", "to": "programmer", "fan_out": false, "tool": null },
+            { "from": "manager", "to": "reviewer", "fan_out": false, "tool": null },
+            { "from": "manager", "to": "user", "fan_out": false, "tool": null },
+            { "from": "programmer", "to": "manager", "fan_out": false, "tool": null },
+            { "from": "reviewer", "to": "manager", "fan_out": false, "tool": "builtin/echo" },
+        ])
+    );
+}
+
+/// The model field's suggestions: the server's providers, each with its key's state.
+#[tokio::test]
+async fn the_providers_are_listed_with_their_models_and_keys() {
+    let app = App::spawn().await;
+    let (status, list) = app.get("/api/providers").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(
+        list,
+        json!([{ "name": "builtin", "kind": null, "models": ["rules"], "key_state": "not_needed", "your_key": false }])
+    );
+}
+
 #[tokio::test]
 async fn turns_are_recorded_and_replayed() {
     let app = App::spawn().await;
@@ -1250,7 +1374,12 @@ async fn a_turn_costs_its_calls_at_the_prices_of_the_agency_file() {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let id = created["id"].as_str().unwrap();
-    app.say(id, "hello").await;
+    let said = app.say(id, "hello").await;
+    // Agent by agent too: the boss alone was called.
+    assert_eq!(
+        said["agent_costs"],
+        json!([{ "agent": "boss", "cost_usd": "0.004500" }])
+    );
     let (_, conversation) = app.get(&format!("/api/conversations/{id}")).await;
     let turn = &conversation["turns"][0];
     assert_eq!(turn["usage"]["total_tokens"], json!(1200), "{conversation}");

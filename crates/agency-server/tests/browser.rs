@@ -53,6 +53,12 @@ fn free_port() -> u16 {
 
 /// Starts chromedriver on a free loopback port and connects a headless Chromium session.
 async fn browser() -> Option<(Driver, Client)> {
+    browser_with(&[]).await
+}
+
+/// A headless Chromium session with these command-line flags too (e.g. `--force-dark-mode`,
+/// which makes pages match `prefers-color-scheme: dark`).
+async fn browser_with(flags: &[&str]) -> Option<(Driver, Client)> {
     let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
         .into_iter()
         .filter(|p| !Path::new(p).exists())
@@ -78,12 +84,19 @@ async fn browser() -> Option<(Driver, Client)> {
             .spawn()
             .unwrap(),
     );
+    let mut args = vec![
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,1000",
+        "--lang=en-US",
+    ];
+    args.extend_from_slice(flags);
     let caps: serde_json::Map<String, Value> = serde_json::from_value(json!({
-        "goog:chromeOptions": {
-            "binary": CHROMIUM,
-            "args": ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1280,1000", "--lang=en-US"]
-        }
+        "goog:chromeOptions": { "binary": CHROMIUM, "args": args },
+        // A page's own dialogs (the unsaved-changes prompt) wait for the test to answer them.
+        "unhandledPromptBehavior": "ignore"
     }))
     .unwrap();
     // chromedriver takes a moment to listen: try again until it answers.
@@ -235,6 +248,103 @@ impl Walk {
         .await
     }
 
+    /// The page at 1366 px and at 390 px wide, each saved as a screenshot
+    /// (`NN-name-1366.png`, `NN-name-390.png`): axe-core finds no violation of its rules
+    /// (WCAG 2 A and AA, contrast included) at either width; no table is cut off (scrolls in
+    /// its box) at 1366 px, and nothing is wider than the page at 390 px.
+    async fn audit(&mut self, name: &str) {
+        let before = self.c.get_window_rect().await.unwrap();
+        for width in [1366u32, 390] {
+            self.c.set_window_size(width, 900).await.unwrap();
+            self.settle_layout().await;
+            self.axe(&format!("{name} at {width} px")).await;
+            let cut =
+                self.c.execute(
+                    "return [...document.querySelectorAll('.scroll')].filter((e) => e.offsetParent && e.scrollWidth > e.clientWidth + 1).map((e) => e.querySelector('table') ? e.querySelector('table').id || 'a table' : 'a box');",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            if width == 1366 {
+                assert_eq!(cut, json!([]), "{name}: cut off at 1366 px");
+            }
+            let widths = self
+                .c
+                .execute(
+                    "const d = document.documentElement; return [d.clientWidth, d.scrollWidth];",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            assert!(
+                widths[1].as_u64() <= widths[0].as_u64(),
+                "{name} is wider than the window at {width} px: {widths}"
+            );
+            self.n += 1;
+            let png = self.c.screenshot().await.unwrap();
+            std::fs::write(
+                self.shots.join(format!("{:02}-{name}-{width}.png", self.n)),
+                png,
+            )
+            .unwrap();
+        }
+        self.c
+            .set_window_size(before.2 as u32, before.3 as u32)
+            .await
+            .unwrap();
+    }
+
+    /// Lets the page lay itself out again after a resize.
+    async fn settle_layout(&self) {
+        let _ = self
+            .c
+            .execute_async(
+                "const done = arguments[arguments.length - 1]; requestAnimationFrame(() => requestAnimationFrame(() => done(true)));",
+                vec![],
+            )
+            .await;
+    }
+
+    /// Runs axe-core (`node_modules/axe-core`, from `npm ci` in this crate) on the page and
+    /// fails on any violation, naming each with the elements it found. Without axe-core the
+    /// check is skipped with a message, except under `CI=true`.
+    async fn axe(&self, what: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("node_modules/axe-core/axe.min.js");
+        let Ok(source) = std::fs::read_to_string(&path) else {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!(
+                    "no {}: run `npm ci` in crates/agency-server",
+                    path.display()
+                );
+            }
+            eprintln!(
+                "axe check of {what} skipped: no {} (npm ci)",
+                path.display()
+            );
+            return;
+        };
+        let loaded = self
+            .c
+            .execute("return typeof window.axe === 'object';", vec![])
+            .await
+            .unwrap();
+        if loaded != json!(true) {
+            self.c.execute(&source, vec![]).await.unwrap();
+        }
+        let violations = self
+            .c
+            .execute_async(
+                "const done = arguments[arguments.length - 1];
+                 axe.run(document, { resultTypes: ['violations'] })
+                   .then((r) => done(r.violations.map((v) => v.id + ' (' + v.impact + '): ' + v.help + ' — ' + v.nodes.map((n) => n.target.join(' ') + ' ' + (n.failureSummary || '').replace(/\\s+/g, ' ')).join(' | '))))
+                   .catch((e) => done(['axe failed: ' + e]));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(violations, json!([]), "axe-core on {what}");
+    }
+
     /// Saves the page as `target/screenshots/NN-name.png`.
     async fn shot(&mut self, name: &str) {
         self.n += 1;
@@ -282,7 +392,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.click("#submit").await;
     let e = w.text(Locator::Css("#password-error")).await;
     assert!(e.contains('8'), "{e}");
-    w.shot("signup-error").await;
+    w.audit("signup-error").await;
     w.type_into("#password", "correct horse battery").await;
     w.click("#submit").await;
 
@@ -310,7 +420,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
         .await;
     w.wait("#f-agents-1-name[aria-invalid='true']").await;
     assert!(e.contains("another agent"), "{e}");
-    w.shot("editor-error").await;
+    w.audit("editor-error").await;
     w.type_into("#f-agents-1-name", "writer").await;
     w.type_into("#f-agents-1-role", "writes what is asked")
         .await;
@@ -400,7 +510,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
         ))
         .await;
     w.wait("tr[data-key='ci'] .state-active").await;
-    w.shot("agency-published-key").await;
+    w.audit("agency-published-key").await;
 
     // The key reaches the published version through the OpenAI-compatible endpoint.
     let (status, body) = chat(&base, &agency, &key).await;
@@ -422,6 +532,9 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
         ))
         .await;
     assert_eq!(answer, ANSWER);
+    // The turn is folded under its answer: opened, its hops read as a conversation.
+    w.click("article.turn.done details.turn-details summary")
+        .await;
     let routes = w.texts("ol.hops li.hop .hop-route").await;
     assert!(routes.contains(&"manager → user".to_string()), "{routes:?}");
     w.shot("playground").await;
@@ -437,9 +550,16 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     // Revoke the key: the same call is refused.
     w.goto(&format!("/agencies/{agency}")).await;
     w.wait("li a[href^='/conversations/']").await;
+    // Revoking asks first: dismissed, the key stays; accepted, it is revoked.
     w.click("#revoke-ci").await;
+    let asked = w.c.get_alert_text().await.unwrap();
+    assert!(asked.contains("Revoke the key ci?"), "{asked}");
+    w.c.dismiss_alert().await.unwrap();
+    w.wait("tr[data-key='ci'] .state-active").await;
+    w.click("#revoke-ci").await;
+    w.c.accept_alert().await.unwrap();
     w.wait("tr[data-key='ci'] .state-revoked").await;
-    w.shot("agency-revoked").await;
+    w.audit("agency-revoked").await;
     let (status, body) = chat(&base, &agency, &key).await;
     assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED, "{body}");
 
@@ -483,7 +603,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     let page = w.c.source().await.unwrap();
     assert!(!page.contains("mcp-secret"));
     assert_eq!(w.texts("#provider-keys li").await.len(), 1);
-    w.shot("settings").await;
+    w.audit("settings").await;
     w.c.set_window_size(390, 1600).await.unwrap();
     w.goto(&format!("/agencies/{agency}")).await;
     w.wait("#f-agents-1-rules-0-action").await;
@@ -721,7 +841,7 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     w.answer("alpha", "Alpha one").await;
     w.answer("beta", "Beta one").await;
     w.wait("#pending:empty").await;
-    w.shot(&shot("answers")).await;
+    w.audit(&shot("answers")).await;
     assert!(mentions(&context_of(&alpha, 0), "Remember PINEAPPLE"));
     assert!(mentions(&context_of(&beta, 0), "Remember PINEAPPLE"));
 
@@ -749,9 +869,14 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     w.wait("button.pill[data-agent='beta'][aria-pressed='false']")
         .await;
     w.say("third question").await;
-    w.wait_xpath("//span[@id='chat-status' and . = 'Answering: alpha.']")
-        .await;
+    w.wait_xpath(
+        "//span[@id='chat-status' and (. = 'Answering: alpha.' or . = 'Everyone answered.')]",
+    )
+    .await;
     w.answer("alpha", "Alpha three").await;
+    // Once it answered, the status says so rather than still naming it.
+    w.wait_xpath("//span[@id='chat-status' and . = 'Everyone answered.']")
+        .await;
     assert!(mentions(&context_of(&alpha, 2), "third question"));
     assert_eq!(beta.requests().len(), 2);
 
@@ -812,7 +937,7 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
         .text(Locator::XPath("//ol[@id='room-messages']/li[contains(@class, 'kind-error') and .//strong[. = 'alpha']]"))
         .await;
     assert!(failed.contains("confused"), "{failed}");
-    w.shot(&shot("failed")).await;
+    w.audit(&shot("failed")).await;
     w.click("#room-messages li.kind-error button.retry").await;
     w.answer("alpha", "Alpha again").await;
     assert!(mentions(&context_of(&alpha, 4), "fourth question"));
@@ -983,7 +1108,7 @@ async fn a_bot_is_registered_tagged_and_replied_to_in_a_room() {
     assert!(key.starts_with("ck_"), "{key}");
     assert!(!said.contains(&key));
     w.wait("button.pill[data-agent='ferm']").await;
-    w.shot(&shot("registered")).await;
+    w.audit(&shot("registered")).await;
     w.click("#caller-key-done").await;
     w.wait("#caller-key[hidden]").await;
 
@@ -1061,7 +1186,7 @@ async fn a_saved_role_is_written_once_and_chosen_for_an_agent() {
     w.click("#save-definition").await;
     w.wait_xpath("//li[@data-definition='role:critic' and contains(., 'every flaw')]")
         .await;
-    w.shot("saved-roles").await;
+    w.audit("saved-roles").await;
 
     // In a room, an agent points to it; its model is sent the role.
     w.type_into("#f-name", "review").await;
@@ -1092,5 +1217,612 @@ async fn a_saved_role_is_written_once_and_chosen_for_an_agent() {
     w.click("#delete-room").await;
     w.c.accept_alert().await.unwrap();
     w.wait("#no-rooms:not([hidden])").await;
+    w.c.close().await.unwrap();
+}
+
+// ---- The first hour: an example, the chat, the graph, the guards, every page audited ----
+
+/// What the support example answers to "my invoice is wrong".
+const SUPPORT_ANSWER: &str = "Sorry for the trouble. Billing credited your account with 19 USD. (Escalated to billing. New ticket: my invoice is wrong)";
+
+impl Walk {
+    /// The edges the team's graph draws, as `from>to`, sorted.
+    async fn edges(&self) -> Vec<String> {
+        let mut out = self
+            .settled("reading the graph's edges", async || {
+                let mut out = Vec::new();
+                for e in self.c.find_all(Locator::Css("#graph g.edge")).await? {
+                    let from = e.attr("data-from").await?.unwrap_or_default();
+                    let to = e.attr("data-to").await?.unwrap_or_default();
+                    out.push(format!("{from}>{to}"));
+                }
+                Ok(out)
+            })
+            .await;
+        out.sort();
+        out
+    }
+
+    /// Waits until the edge `from` → `to` has lit up (the hops' events may trail the answer).
+    async fn lit_up(&self, from: &str, to: &str) {
+        self.wait(&format!(
+            "#graph g.edge[data-from='{from}'][data-to='{to}']:not([data-lit='0'])"
+        ))
+        .await;
+    }
+
+    /// How many times the edge `from` → `to` lit up.
+    async fn lit(&self, from: &str, to: &str) -> u64 {
+        let css = format!("#graph g.edge[data-from='{from}'][data-to='{to}']");
+        let n = self
+            .settled("reading an edge", async || {
+                self.wait(&css).await.attr("data-lit").await
+            })
+            .await;
+        n.unwrap_or_default().parse().unwrap()
+    }
+
+    /// Sends `text` in the playground with Ctrl+Enter and waits for the turn's answer.
+    async fn chat_turn(&self, text: &str, turns_before: usize) -> String {
+        self.type_into("#message", text).await;
+        self.settled("pressing Ctrl+Enter", async || {
+            self.wait("#message")
+                .await
+                .send_keys("\u{E009}\u{E007}\u{E000}")
+                .await
+        })
+        .await;
+        self.text(Locator::XPath(&format!(
+            "//div[@id='turns']/article[{}][contains(@class, 'done')]//p[@class='answer-text']",
+            turns_before + 1
+        )))
+        .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
+    let Some((_driver, c)) = browser().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let base = app(dir.path()).await;
+    let mut w = Walk {
+        c,
+        base,
+        shots: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/screenshots"),
+        n: 200,
+    };
+    std::fs::create_dir_all(&w.shots).unwrap();
+    // The pages before a session.
+    w.goto("/login").await;
+    w.wait("#email").await;
+    // Every page names its icon, which the server has.
+    let icon =
+        w.c.execute(
+            "return fetch(document.querySelector('link[rel=icon]').href).then((r) => [r.status, r.headers.get('content-type')]);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(icon, json!([200, "image/svg+xml"]));
+    w.audit("ux-login").await;
+    w.goto("/signup").await;
+    w.wait("#email").await;
+    w.audit("ux-signup").await;
+    w.type_into("#email", "newcomer@example.com").await;
+    w.type_into("#password", "correct horse battery").await;
+    w.click("#submit").await;
+
+    // A new account sees the gallery: the studio and three more teams.
+    w.wait("#use-support").await;
+    let titles = w.texts("#gallery .example h3").await;
+    assert_eq!(
+        titles,
+        [
+            "Software studio studio",
+            "Research desk with a critic research",
+            "Support team with escalation support",
+            "Roundtable standup standup"
+        ]
+    );
+    w.audit("ux-home-gallery").await;
+    w.click("#use-support").await;
+
+    // "Use this" lands in the playground of the account's own copy, its team drawn beside.
+    w.wait("#graph g.edge[data-from='triage'][data-to='billing']")
+        .await;
+    assert_eq!(
+        w.edges().await,
+        [
+            "billing>frontdesk",
+            "frontdesk>triage",
+            "frontdesk>user",
+            "triage>billing",
+            "user>frontdesk"
+        ]
+    );
+    w.wait("#graph g.node.manager[data-node='frontdesk']").await;
+    w.wait("#graph g.node.user[data-node='user']").await;
+    assert!(
+        w.texts("#graph .edge-label")
+            .await
+            .contains(&"builtin/calculate".to_string())
+    );
+    assert_eq!(w.lit("triage", "billing").await, 0);
+    w.wait_xpath("//span[@id='send-hint' and contains(., 'Ctrl') and contains(., 'Enter')]")
+        .await;
+
+    // A chat: Ctrl+Enter sends; the answer comes under the message, and the edges its hops
+    // took lit up while they happened.
+    let answer = w.chat_turn("my invoice is wrong", 0).await;
+    assert_eq!(answer, SUPPORT_ANSWER);
+    for (from, to) in [
+        ("user", "frontdesk"),
+        ("frontdesk", "triage"),
+        ("triage", "billing"),
+        ("billing", "frontdesk"),
+        ("frontdesk", "user"),
+    ] {
+        w.lit_up(from, to).await;
+    }
+    // The turn is folded under the answer; opened, the hops read as a conversation between
+    // the agents, the tool call and its result included, and what each agent spent.
+    assert_eq!(
+        w.c.execute(
+            "return document.querySelector('article.turn details').open;",
+            vec![]
+        )
+        .await
+        .unwrap(),
+        json!(false)
+    );
+    w.click("article.turn.done details.turn-details summary")
+        .await;
+    let routes = w.texts("ol.hops li.hop .hop-route").await;
+    assert_eq!(
+        routes,
+        [
+            "user → frontdesk",
+            "frontdesk → triage",
+            "triage → billing",
+            "billing → builtin/calculate",
+            "builtin/calculate → billing",
+            "billing → frontdesk",
+            "frontdesk → user"
+        ]
+    );
+    let agents = w.texts("table.per-agent tbody th").await;
+    assert_eq!(agents, ["frontdesk", "triage", "billing"]);
+    // Billing's row: one message and one tool call sent, nothing spent on the rules model.
+    let billing = w
+        .texts("table.per-agent tbody tr[data-agent='billing'] td")
+        .await;
+    assert_eq!(billing[0], "2");
+    assert_eq!(billing[2], "$0.000000");
+    let summary = w.text(Locator::Css("article.turn .turn-usage")).await;
+    assert!(
+        summary.contains("6 hops") && summary.contains("ended by answered"),
+        "{summary}"
+    );
+    w.audit("ux-playground").await;
+
+    // Oldest first, the input below the last turn.
+    w.chat_turn("and a refund", 1).await;
+    let said = w.texts("#turns article .you-text").await;
+    assert_eq!(said, ["my invoice is wrong", "and a refund"]);
+    let below = w
+        .c
+        .execute(
+            "const turns = document.querySelectorAll('#turns article'); return document.getElementById('message').getBoundingClientRect().top > turns[turns.length - 1].getBoundingClientRect().bottom;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(below, json!(true));
+    let first = w
+        .wait("#open-conversation")
+        .await
+        .attr("href")
+        .await
+        .unwrap()
+        .unwrap();
+
+    // A new conversation: the chat empties, and the next message starts another.
+    w.click("#new-conversation").await;
+    w.wait_xpath("//div[@id='turns' and not(*)]").await;
+    w.chat_turn("hello again", 0).await;
+    let second = w
+        .wait("#open-conversation")
+        .await
+        .attr("href")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(first, second);
+    assert_eq!(w.texts("#turns article").await.len(), 1);
+    // A reload shows the same conversation again, its turn folded under its answer.
+    w.c.refresh().await.unwrap();
+    let again = w
+        .text(Locator::XPath(
+            "//div[@id='turns']/article[1][contains(@class, 'done')]//p[@class='answer-text']",
+        ))
+        .await;
+    assert!(again.ends_with("New ticket: hello again)"), "{again}");
+    assert_eq!(w.texts("#turns article .you-text").await, ["hello again"]);
+    assert_eq!(
+        w.wait("#open-conversation")
+            .await
+            .attr("href")
+            .await
+            .unwrap()
+            .unwrap(),
+        second
+    );
+    assert_eq!(w.texts("#turns li.hop").await.len(), 7);
+
+    // The conversation browser.
+    w.click("#open-conversation").await;
+    w.wait_xpath("//table[@id='c-turns']/tbody/tr").await;
+    w.wait("section.context[data-agent='billing'] li").await;
+    // The user's transcript has the user's own message, then the answer.
+    let transcript = w
+        .texts("section.context[data-agent=\"The user's transcript\"] pre.msg-text")
+        .await;
+    assert_eq!(
+        transcript,
+        [
+            "hello again",
+            "Sorry for the trouble. Billing credited your account with 19 USD. (Escalated to billing. New ticket: hello again)"
+        ]
+    );
+    w.audit("ux-conversation").await;
+
+    // The home page now offers the account's copy instead of another import.
+    w.goto("/").await;
+    w.wait("#open-support").await;
+    w.wait("#use-research").await;
+    w.audit("ux-home").await;
+
+    // The rest of the pages: settings, rooms, a room, and a page that cannot be shown.
+    w.goto("/settings").await;
+    w.wait("#password-form").await;
+    w.audit("ux-settings").await;
+    w.goto("/rooms").await;
+    w.wait("#room-form").await;
+    w.type_into("#f-name", "desk").await;
+    w.select_label("#f-agency", "support").await;
+    w.click("#create-room").await;
+    w.wait("#pills button.pill[data-agent='billing']").await;
+    w.audit("ux-room").await;
+    w.goto("/rooms").await;
+    w.wait("#rooms li").await;
+    w.audit("ux-rooms").await;
+    w.goto("/agencies/nothing-here").await;
+    w.wait("h1").await;
+    w.audit("ux-error").await;
+
+    w.c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_draws_the_team_guards_unsaved_changes_and_shows_versions_and_keys() {
+    let Some((_driver, c)) = browser().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let base = app(dir.path()).await;
+    let mut w = Walk::signed_up(c, base.clone(), 300, "editor@example.com").await;
+    w.click("#use-studio").await;
+    w.wait("#graph g.edge").await;
+    w.click(".links a[href^='/agencies/']").await;
+
+    // The graph beside the prompts: every edge the rules allow, the manager and user marked.
+    w.wait("#f-agents-2-name").await;
+    w.wait("#graph g.edge[data-from='reviewer'][data-to='manager']")
+        .await;
+    assert_eq!(
+        w.edges().await,
+        [
+            "manager>programmer",
+            "manager>reviewer",
+            "manager>user",
+            "programmer>manager",
+            "reviewer>manager",
+            "user>manager"
+        ]
+    );
+    w.wait("#graph g.node.manager[data-node='manager']").await;
+    // Imported, the draft is the published version.
+    w.wait_xpath("//span[@id='draft-state' and . = 'draft is v1']")
+        .await;
+    w.audit("ux-editor").await;
+
+    // A fan-out, drawn as the draft changes: the reviewer answers the manager and the programmer.
+    w.click("fieldset.agent:nth-of-type(3) .rule:nth-of-type(1) button.add-addressee")
+        .await;
+    w.wait("#graph g.edge.fan-out[data-from='reviewer'][data-to='programmer']")
+        .await;
+    w.wait("#graph g.edge.fan-out[data-from='reviewer'][data-to='manager']")
+        .await;
+
+    // Leaving with unsaved changes asks first: a reload or a closed tab (the browser's own
+    // prompt, which WebDriver's navigation accepts by itself, so the handler is asked here)...
+    let unload = "const e = new Event('beforeunload', { cancelable: true }); window.dispatchEvent(e); return e.defaultPrevented;";
+    assert_eq!(w.c.execute(unload, vec![]).await.unwrap(), json!(true));
+    // ...and a link of the page; staying keeps the changes.
+    w.click("nav a[href='/']").await;
+    let asked = w.c.get_alert_text().await.unwrap();
+    assert!(asked.contains("not saved"), "{asked}");
+    w.c.dismiss_alert().await.unwrap();
+    assert!(
+        w.c.current_url()
+            .await
+            .unwrap()
+            .path()
+            .starts_with("/agencies/")
+    );
+    w.wait("#graph g.edge.fan-out[data-from='reviewer'][data-to='programmer']")
+        .await;
+
+    // Ctrl+S saves; then the draft differs from v1, and the diff says how.
+    w.settled("pressing Ctrl+S", async || {
+        w.wait("#f-name").await.send_keys("\u{E009}s\u{E000}").await
+    })
+    .await;
+    w.wait_xpath("//p[@id='status' and . = 'Saved.']").await;
+    assert_eq!(w.c.execute(unload, vec![]).await.unwrap(), json!(false));
+    w.wait_xpath("//span[@id='draft-state' and . = 'draft differs from v1']")
+        .await;
+    w.click("#draft-diff summary").await;
+    let added = w.texts("#draft-diff-lines .add").await;
+    assert!(added.iter().any(|l| l.contains("programmer")), "{added:?}");
+    let removed = w.texts("#draft-diff-lines .del").await;
+    assert!(!removed.is_empty(), "{removed:?}");
+
+    // A key: a copy button and snippets on /v1 with the agency's name as the model.
+    w.type_into("#f-key-name", "dev").await;
+    w.click("#create-key").await;
+    let key = w
+        .text(Locator::XPath(
+            "//code[@id='new-key-value' and starts-with(., 'agk_')]",
+        ))
+        .await;
+    let python = w.text(Locator::Css("#snippet-python")).await;
+    assert!(
+        python.contains(&format!("base_url=\"{base}/v1\""))
+            && python.contains("model=\"studio\"")
+            && python.contains(&key),
+        "{python}"
+    );
+    let curl = w.text(Locator::Css("#snippet-curl")).await;
+    assert!(
+        curl.contains(&format!("curl {base}/v1/chat/completions"))
+            && curl.contains("\"model\":\"studio\""),
+        "{curl}"
+    );
+    w.click("#copy-key").await;
+    w.wait_xpath("//button[@id='copy-key' and (. = 'Copied' or . = 'Selected: press Ctrl+C')]")
+        .await;
+    // What the snippets say works: /v1, the key, the agency's name as the model.
+    let res = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .bearer_auth(&key)
+        .json(&json!({ "model": "studio", "messages": [{ "role": "user", "content": "Hello" }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), reqwest::StatusCode::OK);
+    w.audit("ux-editor-key").await;
+
+    // The published version has a page of its own, rendered.
+    w.click("#versions a").await;
+    w.wait("#version-agents tbody tr").await;
+    assert_eq!(w.texts("#version-agents tbody tr").await.len(), 3);
+    let file = w.text(Locator::Css("#version-file")).await;
+    assert!(file.contains("name: studio"), "{file}");
+    w.wait("#graph g.edge[data-from='reviewer'][data-to='manager']:not(.fan-out)")
+        .await;
+    w.audit("ux-version").await;
+
+    // Saved, the editor lets a link go without asking.
+    w.c.back().await.unwrap();
+    w.wait("#f-agents-2-name").await;
+    w.click("nav a[href='/']").await;
+    w.wait("#gallery").await;
+    assert_eq!(w.c.get_alert_text().await.ok(), None);
+
+    // The playground draws the team it talks to: the draft's fan-out, not in version 1.
+    w.click("#open-studio").await;
+    w.wait("#graph[data-on='draft'] g.edge.fan-out[data-from='reviewer'][data-to='programmer']")
+        .await;
+    w.click("#on-published").await;
+    w.wait("#graph[data-on='published'] g.edge").await;
+    assert!(!w.edges().await.contains(&"reviewer>programmer".to_string()));
+
+    w.c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dark_mode_follows_the_system_and_keeps_its_contrast() {
+    let Some((_driver, c)) = browser_with(&["--force-dark-mode"]).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let base = app(dir.path()).await;
+    let mut w = Walk::signed_up(c, base, 400, "night@example.com").await;
+    let dark =
+        w.c.execute(
+            "return [matchMedia('(prefers-color-scheme: dark)').matches, getComputedStyle(document.documentElement).backgroundColor, getComputedStyle(document.body).color];",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(dark, json!([true, "rgb(20, 23, 28)", "rgb(230, 233, 239)"]));
+    w.wait("#use-research").await;
+    w.audit("ux-dark-home").await;
+    w.click("#use-research").await;
+    w.wait("#graph g.edge").await;
+    let answer = w.chat_turn("tidal energy", 0).await;
+    assert!(
+        answer.starts_with("Brief, checked by our critic."),
+        "{answer}"
+    );
+    w.click("article.turn.done details.turn-details summary")
+        .await;
+    w.audit("ux-dark-playground").await;
+    w.click("#open-conversation").await;
+    w.wait_xpath("//table[@id='c-turns']/tbody/tr").await;
+    w.audit("ux-dark-conversation").await;
+    w.c.back().await.unwrap();
+    w.click(".links a[href^='/agencies/']").await;
+    w.wait("#graph g.edge").await;
+    w.audit("ux-dark-editor").await;
+    w.click("#versions a").await;
+    w.wait("#version-agents tbody tr").await;
+    w.audit("ux-dark-version").await;
+    w.goto("/settings").await;
+    w.wait("#password-form").await;
+    w.audit("ux-dark-settings").await;
+    w.goto("/rooms").await;
+    w.wait("#room-form").await;
+    w.audit("ux-dark-rooms").await;
+    w.type_into("#f-name", "night desk").await;
+    w.select_label("#f-agency", "research").await;
+    w.click("#create-room").await;
+    w.wait("#pills button.pill[data-agent='critic']").await;
+    w.audit("ux-dark-room").await;
+    w.click("form[action='/logout'] button").await;
+    w.wait("#email").await;
+    w.audit("ux-dark-login").await;
+    w.c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_field_suggests_providers_and_warns_without_a_key() {
+    let Some((_driver, c)) = browser().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The server's providers: OpenAI's own API without a key, and a server with one.
+    let mut providers = Providers::builtin();
+    for (name, key) in [("openai", None), ("team-llm", Some("sk-test"))] {
+        let spec = ProviderSpec {
+            name: name.into(),
+            kind: ProviderKind::OpenAi,
+            base_url: key.map(|_| "https://llm.example.com/v1".to_string()),
+            api_key_env: key.map(|_| "TEAM_LLM_KEY".to_string()),
+            max_concurrency: None,
+            requests_per_minute: None,
+            prices: Vec::new(),
+        };
+        let built = agency_providers::from_spec(
+            &spec,
+            key.map(|k| secrecy::SecretString::from(k.to_string())),
+            &Default::default(),
+            agency_providers::http::Origin::Operator,
+        )
+        .unwrap();
+        providers.insert(name, built);
+        providers.describe(
+            name,
+            agency_providers::ProviderInfo {
+                kind: Some(ProviderKind::OpenAi),
+                key: agency_providers::KeyState::of(&spec, key.is_some()),
+                models: if key.is_some() {
+                    vec!["qwen".into()]
+                } else {
+                    Vec::new()
+                },
+            },
+        );
+    }
+    let base = app_with(dir.path(), providers).await;
+    let mut w = Walk::signed_up(c, base, 500, "models@example.com").await;
+    w.type_into("#new-name", "keyless").await;
+    w.click("#create-agency").await;
+    w.wait("#f-agents-0-model").await;
+
+    // The model field offers provider/model from the server's providers, each with its key.
+    w.wait("datalist#models option[value='openai/gpt-4o-mini']")
+        .await;
+    let labels: Vec<String> = w
+        .c
+        .execute(
+            "return [...document.querySelectorAll('datalist#models option')].map((o) => o.value + ' = ' + o.textContent);",
+            vec![],
+        )
+        .await
+        .map(|v| serde_json::from_value(v).unwrap())
+        .unwrap();
+    for expected in [
+        "builtin/rules = builtin/rules · no key needed",
+        "openai/gpt-4o-mini = openai/gpt-4o-mini · no key",
+        "team-llm/qwen = team-llm/qwen · server key",
+    ] {
+        assert!(
+            labels.contains(&expected.to_string()),
+            "{expected} in {labels:?}"
+        );
+    }
+    // The manager on the rules model: no warning.
+    w.wait("#w-agents-0-model[hidden]").await;
+
+    // An agent added on a provider without a key is warned at its field; on one with a key, not.
+    w.click("#add-agent").await;
+    w.type_into("#f-agents-1-model", "openai/gpt-4o-mini").await;
+    let warning = w
+        .text(Locator::Css("#w-agents-1-model:not([hidden])"))
+        .await;
+    assert!(
+        warning.contains("openai has no key") && warning.contains("first message"),
+        "{warning}"
+    );
+    w.audit("ux-editor-keyless").await;
+    w.type_into("#f-agents-1-model", "team-llm/qwen").await;
+    w.wait("#w-agents-1-model[hidden]").await;
+
+    // An agency that declares the provider itself, with the account's key stored, is not warned.
+    w.click("#save").await;
+    w.wait_xpath("//p[@id='status' and . = 'Saved.']").await;
+    w.goto("/settings").await;
+    w.type_into("#f-pk-provider", "openai").await;
+    w.type_into("#f-pk-key", "sk-test-abcdwxyz").await;
+    w.click("#pk-form button[type='submit']").await;
+    w.wait_xpath("//ul[@id='provider-keys']/li[contains(., 'openai')]")
+        .await;
+    w.goto("/").await;
+    w.type_into(
+        "#import-text",
+        "name: own\nmanager: lead\nproviders:\n  openai: { kind: openai }\nagents:\n  - { name: lead, model: openai/gpt-4o-mini }\n",
+    )
+    .await;
+    w.click("#import-form button[type='submit']").await;
+    w.wait("#f-agents-0-model").await;
+    w.wait("datalist#models option[value='openai/gpt-4o-mini']")
+        .await;
+    w.wait("#w-agents-0-model[hidden]").await;
+    w.click("#add-agent").await;
+    w.type_into("#f-agents-1-model", "openai/gpt-4o").await;
+    w.wait("#w-agents-1-model[hidden]").await;
+    w.click("#save").await;
+    w.wait_xpath("//p[@id='status' and . = 'Saved.']").await;
+
+    // A room's agent gets the same offer and warning at its model field.
+    w.click("#save").await;
+    w.wait_xpath("//p[@id='status' and . = 'Saved.']").await;
+    w.goto("/rooms").await;
+    w.type_into("#f-name", "lounge").await;
+    w.click("#create-room").await;
+    w.wait("#room[data-ready='true']").await;
+    w.click("#add-agent-box summary").await;
+    w.wait("datalist#models option[value='team-llm/qwen']")
+        .await;
+    w.type_into("#f-model", "openai/gpt-4o").await;
+    let warning = w.text(Locator::Css("#w-model:not([hidden])")).await;
+    assert!(warning.contains("openai has no key"), "{warning}");
+    w.audit("ux-room-keyless").await;
+    w.type_into("#f-model", "builtin/rules").await;
+    w.wait("#w-model[hidden]").await;
     w.c.close().await.unwrap();
 }

@@ -44,6 +44,10 @@ pub struct Cli {
         default_value_t = 30
     )]
     pub stream_first_byte_timeout: u64,
+    /// Work on the agencies (and keys) of the web UI's account with this email, rather than
+    /// the CLI's own local owner's (`serve` ignores it).
+    #[arg(long, global = true, env = "AGENCY_OWNER", value_name = "EMAIL")]
+    pub owner: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -21,9 +21,6 @@ use secrecy::SecretString;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The demo agency, imported on the first start of an empty database.
-const DEMO: &str = include_str!("../../../examples/studio.yaml");
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The embedded broker logs every client's disconnection as an error, and the MCP SDK
@@ -92,7 +89,11 @@ async fn run(
         )
     };
     match &cli.command {
-        Command::ProviderKey(c) => return commands::keys::provider_key(&repair(), c).await,
+        Command::ProviderKey(c) => {
+            let rt = repair();
+            let owner = owner_of(&rt, cli.owner.as_deref()).await?;
+            return commands::keys::provider_key(&rt, &owner, c).await;
+        }
         Command::MasterKey(MasterKeyCommand::Rotate) => {
             return commands::keys::rotate_master_key(&repair()).await;
         }
@@ -113,11 +114,17 @@ async fn run(
     {
         base.allow_private_addresses()?;
     }
+    let tool_servers: Vec<String> = mcp_servers.iter().map(|(n, _)| n.clone()).collect();
     let rt = Runtime::open(store, base, &specs, mcp_servers, master_key).await?;
     // The demo agency, the first time a database is opened.
-    let demo = AgencyFile::parse("examples/studio.yaml", DEMO)?;
+    let studio = agency_file::examples::example("studio").context("the studio example")?;
+    let demo = AgencyFile::parse("examples/studio.yaml", studio.file)?;
     rt.seed("demo-agency-imported", LOCAL_OWNER, &demo.draft)
         .await?;
+    let owner = match cli.command {
+        Command::Serve { .. } => LOCAL_OWNER.to_string(),
+        _ => owner_of(&rt, cli.owner.as_deref()).await?,
+    };
     match cli.command {
         Command::Serve {
             listen,
@@ -141,13 +148,27 @@ async fn run(
                 trusted_proxies: agency_server::TrustedProxies::parse(&trusted_proxies)
                     .map_err(anyhow::Error::msg)?,
             };
+            let loaded = commands::serve::Loaded {
+                db: cli.db.clone(),
+                config: cli.config.clone(),
+                providers: specs.iter().map(|s| s.name.clone()).collect(),
+                tool_servers,
+                local_agencies: rt
+                    .agencies(LOCAL_OWNER)
+                    .await?
+                    .into_iter()
+                    .map(|a| a.agency.name)
+                    .collect(),
+            };
             let metrics = metrics_listen.zip(telemetry.prometheus());
-            commands::serve::serve(rt, listen, mqtt, connections, cors, metrics).await
+            commands::serve::serve(rt, loaded, listen, mqtt, connections, cors, metrics).await
         }
-        Command::Import { file } => commands::agencies::import(&rt, &file).await,
-        Command::Export { name, output } => commands::agencies::export(&rt, &name, output).await,
-        Command::List => commands::agencies::list(&rt).await,
-        Command::Keys(command) => commands::keys::keys(&rt, command).await,
+        Command::Import { file } => commands::agencies::import(&rt, &owner, &file).await,
+        Command::Export { name, output } => {
+            commands::agencies::export(&rt, &owner, &name, output).await
+        }
+        Command::List => commands::agencies::list(&rt, &owner).await,
+        Command::Keys(command) => commands::keys::keys(&rt, &owner, command).await,
         // Handled above, before the runtime starts.
         Command::ProviderKey(_) | Command::MasterKey(_) => Ok(()),
         Command::Eval(args) => commands::eval::run(&rt, args).await,
@@ -156,7 +177,19 @@ async fn run(
             message,
             json,
             conversation,
-        } => commands::chat::run(&rt, &name, message, json, conversation).await,
+        } => commands::chat::run(&rt, &owner, &name, message, json, conversation).await,
+    }
+}
+
+/// Whose agencies a command works on: the account with `--owner EMAIL`, else the CLI's local
+/// owner.
+async fn owner_of(rt: &Runtime, email: Option<&str>) -> anyhow::Result<String> {
+    match email {
+        Some(email) => rt
+            .owner_of_email(email)
+            .await
+            .with_context(|| format!("--owner {email}")),
+        None => Ok(LOCAL_OWNER.to_string()),
     }
 }
 

@@ -1067,6 +1067,173 @@ async fn serve_answers_health_checks() {
     drop(server);
 }
 
+/// `serve` says where to go and what it loaded; an account made in the web UI is reached from
+/// the CLI with `--owner EMAIL`, both ways: what the CLI imports shows in the account, and what
+/// the account imported (an example of the gallery) answers in `agency chat`.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_says_where_to_start_and_the_cli_reaches_an_account() {
+    let env = Env::new();
+    let mut cmd = env.cmd();
+    cmd.args(["serve", "--listen", "127.0.0.1:0"]);
+    let server = Server::start(cmd);
+    let next = || {
+        server
+            .lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a line")
+    };
+    let open = next();
+    assert_eq!(
+        open,
+        format!(
+            "agency: open {}/signup in a browser, make an account, and start from an example (studio, research, support, standup)",
+            server.url
+        )
+    );
+    let loaded = next();
+    assert!(loaded.starts_with("agency: loaded sqlite://"), "{loaded}");
+    assert!(
+        loaded.contains("providers: builtin, openai, anthropic, ollama; tool servers: builtin"),
+        "{loaded}"
+    );
+    let own = next();
+    assert!(
+        own.starts_with("agency: the CLI's own agencies: studio"),
+        "{own}"
+    );
+
+    // An account, made through the API as the sign-up page does, imports the support example.
+    let client = http();
+    let res = client
+        .post(format!("{}/api/auth/signup", server.url))
+        .json(
+            &serde_json::json!({ "email": "ada@example.com", "password": "correct horse battery" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), reqwest::StatusCode::CREATED);
+    let cookie = res.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let me: Value = res.json().await.unwrap();
+    let csrf = me["csrf_token"].as_str().unwrap().to_string();
+    let examples: Vec<Value> = client
+        .get(format!("{}/api/examples", server.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let support = examples.iter().find(|e| e["name"] == "support").unwrap();
+    let res = client
+        .post(format!("{}/api/agencies/import", server.url))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .header("content-type", "application/yaml")
+        .body(support["file"].as_str().unwrap().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), reqwest::StatusCode::CREATED);
+
+    // Without --owner the CLI works on its own agencies; with it, on the account's.
+    let out = env
+        .run(&["chat", "support", "--message", "my invoice"])
+        .error();
+    assert!(out.stderr.contains("no agency `support`"), "{}", out.stderr);
+    let answer = env
+        .run(&[
+            "--owner",
+            "ada@example.com",
+            "chat",
+            "support",
+            "--message",
+            "my invoice",
+        ])
+        .success()
+        .stdout;
+    assert_eq!(
+        answer.trim(),
+        "Sorry for the trouble. Billing credited your account with 19 USD. (Escalated to billing. New ticket: my invoice)"
+    );
+    let listed = env
+        .run(&["list", "--owner", "ada@example.com"])
+        .success()
+        .stdout;
+    assert!(
+        listed.contains("support") && !listed.contains("studio"),
+        "{listed}"
+    );
+    std::fs::write(env.path().join("helpdesk.yaml"), HELPDESK).unwrap();
+    env.run(&["import", "helpdesk.yaml", "--owner", "ada@example.com"])
+        .success();
+    let mine: Vec<Value> = client
+        .get(format!("{}/api/agencies", server.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = mine
+        .iter()
+        .map(|a| a["draft"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"helpdesk") && names.contains(&"support"),
+        "{names:?}"
+    );
+    let own = env.run(&["list"]).success().stdout;
+    assert!(!own.contains("helpdesk"), "{own}");
+    // A provider key stored from the CLI for the account is the account's (masked in its list).
+    env.run_with_input(
+        &[
+            "--owner",
+            "ada@example.com",
+            "provider-key",
+            "set",
+            "openai",
+        ],
+        "sk-test-abcdwxyz\n",
+    )
+    .success();
+    let keys: Value = client
+        .get(format!("{}/api/provider-keys", server.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(keys[0]["provider"], "openai", "{keys}");
+    assert!(
+        keys.to_string().contains("wxyz") && !keys.to_string().contains("sk-test"),
+        "{keys}"
+    );
+    let local = env.run(&["provider-key", "list"]).success().stdout;
+    assert!(local.contains("no stored provider keys"), "{local}");
+
+    // An email without an account, or no email at all, is said plainly.
+    let out = env.run(&["list", "--owner", "nobody@example.com"]).error();
+    assert!(
+        out.stderr.contains("no account `nobody@example.com`"),
+        "{}",
+        out.stderr
+    );
+    let out = env.run(&["list", "--owner", "not an email"]).error();
+    assert!(out.stderr.contains("is not an email"), "{}", out.stderr);
+    drop(server);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn logs_are_json_lines_when_asked() {
     let env = Env::new();
@@ -1145,7 +1312,10 @@ async fn serve_reads_agency_listen_and_stops_on_interrupt() {
             .wait(Duration::from_secs(30))
             .expect("the server exits after SIGINT");
         assert!(exit.success(), "exit status after SIGINT: {exit:?}");
-        assert!(server.lines.try_recv().is_err(), "unexpected output");
+        // After where it listens, only the three lines that say where to start.
+        let rest: Vec<String> = server.lines.try_iter().collect();
+        assert_eq!(rest.len(), 3, "unexpected output: {rest:?}");
+        assert!(rest[0].starts_with("agency: open http://"), "{rest:?}");
     }
 }
 

@@ -8,6 +8,95 @@ import { clearErrors, general, showError, showFieldErrors } from "./errors.js";
 import { when } from "./format.js";
 
 const id = data("agency", "id");
+/** The agency's name as the page was rendered (the model name clients give `/v1`). */
+const agencyName = data("agency", "name");
+
+/**
+ * The lines of `a` and `b` as a diff: each line with `-` (only in a), `+` (only in b) or ` `.
+ * A longest common subsequence, which files of an agency's size afford.
+ * @param {string[]} a
+ * @param {string[]} b
+ * @returns {[string, string][]}
+ */
+function diff(a, b) {
+  const n = a.length;
+  const m = b.length;
+  /** @type {Uint32Array[]} */
+  const lcs = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) lcs[i][j] = a[i] === b[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+  /** @type {[string, string][]} */
+  const out = [];
+  let i = 0;
+  let j = 0;
+  while (i < n || j < m) {
+    if (i < n && j < m && a[i] === b[j]) {
+      out.push([" ", a[i]]);
+      i++;
+      j++;
+    } else if (i < n && (j === m || lcs[i + 1][j] >= lcs[i][j + 1])) out.push(["-", a[i++]]);
+    else out.push(["+", b[j++]]);
+  }
+  return out;
+}
+
+/** Says whether the saved draft differs from the published version, and shows how. */
+async function compareDraft() {
+  const a = await api("GET", "/api/agencies/" + id);
+  const badge = $("draft-state");
+  const box = $("draft-diff");
+  if (!a.ok || !a.data.published_version) {
+    badge.hidden = false;
+    badge.className = "badge";
+    badge.textContent = "draft only";
+    box.hidden = true;
+    return;
+  }
+  const v = a.data.published_version;
+  const [draft, published] = await Promise.all([api("GET", "/api/agencies/" + id + "/export"), api("GET", "/api/agencies/" + id + "/versions/" + v)]);
+  if (!draft.ok || !published.ok || typeof draft.data !== "string") return;
+  const lines = diff(published.data.file.split("\n"), draft.data.split("\n"));
+  const changed = lines.filter(([k]) => k !== " ").length;
+  badge.hidden = false;
+  if (!changed) {
+    badge.className = "badge ok";
+    badge.textContent = "draft is v" + v;
+    box.hidden = true;
+    return;
+  }
+  badge.className = "badge warn";
+  badge.textContent = "draft differs from v" + v;
+  box.hidden = false;
+  // The changed lines with two lines of context around each.
+  const near = (/** @type {number} */ i) => lines.slice(Math.max(0, i - 2), i + 3).some(([k]) => k !== " ");
+  $("draft-diff-lines").replaceChildren(
+    ...lines.flatMap(([k, text], i) => (near(i) ? [el("span", { class: k === "+" ? "add" : k === "-" ? "del" : "same" }, k + " " + text + "\n")] : i > 0 && near(i - 1) ? [el("span", { class: "gap" }, "…\n")] : [])),
+  );
+}
+
+/**
+ * Copies the text of the element `from` (a key or a snippet), and says so on `button`.
+ * @param {HTMLButtonElement} button
+ * @param {string} from
+ */
+async function copy(button, from) {
+  const text = $(from).textContent || "";
+  const label = button.textContent;
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = "Copied";
+  } catch {
+    // No clipboard (an insecure origin): select it for Ctrl+C.
+    const range = document.createRange();
+    range.selectNodeContents($(from));
+    const sel = window.getSelection();
+    if (sel) {
+      sel.removeAllRanges();
+      sel.addRange(range);
+    }
+    button.textContent = "Selected: press Ctrl+C";
+  }
+  setTimeout(() => (button.textContent = label), 2000);
+}
 
 async function loadVersions() {
   const [a, v] = await Promise.all([api("GET", "/api/agencies/" + id), api("GET", "/api/agencies/" + id + "/versions")]);
@@ -22,7 +111,7 @@ async function loadVersions() {
         el(
           "li",
           {},
-          el("a", { href: "/api/agencies/" + id + "/versions/" + x.version }, "Version " + x.version),
+          el("a", { href: "/agencies/" + id + "/versions/" + x.version }, "Version " + x.version),
           " — published " + when(x.published_at),
         ),
       ),
@@ -64,6 +153,7 @@ async function loadKeys() {
 
 /** @param {string} name */
 async function revoke(name) {
+  if (!window.confirm("Revoke the key " + name + "? Clients using it are refused from now on; this cannot be undone.")) return;
   const r = await api("DELETE", "/api/agencies/" + id + "/keys/" + encodeURIComponent(name));
   if (!r.ok) general(r.error.message);
   status("status", r.ok ? "Key " + name + " revoked." : "");
@@ -97,6 +187,20 @@ async function createKey(ev) {
     return;
   }
   $("new-key-value").textContent = r.data.key;
+  const base = location.origin + "/v1";
+  $("snippet-python").textContent = [
+    "from openai import OpenAI",
+    "",
+    'client = OpenAI(base_url="' + base + '", api_key="' + r.data.key + '")',
+    'reply = client.chat.completions.create(model="' + agencyName + '", messages=[{"role": "user", "content": "Hello"}])',
+    "print(reply.choices[0].message.content)",
+  ].join("\n");
+  $("snippet-curl").textContent = [
+    "curl " + base + "/chat/completions \\",
+    '  -H "Authorization: Bearer ' + r.data.key + '" \\',
+    "  -H 'content-type: application/json' \\",
+    "  -d '" + JSON.stringify({ model: agencyName, messages: [{ role: "user", content: "Hello" }] }).replace(/'/g, "'\\''") + "'",
+  ].join("\n");
   $("new-key").hidden = false;
   form.reset();
   loadKeys();
@@ -121,11 +225,23 @@ async function loadConversations() {
 }
 
 $("key-form").addEventListener("submit", createKey);
+for (const b of document.querySelectorAll("button.copy")) {
+  if (b instanceof HTMLButtonElement) b.addEventListener("click", () => copy(b, b.dataset.copy || ""));
+}
 const r = await api("GET", "/api/agencies/" + id);
 if (!r.ok) {
   general(r.error.message);
 } else {
-  const editor = new Editor(id, r.data.draft, loadVersions);
+  const editor = new Editor(
+    id,
+    r.data.draft,
+    () => {
+      loadVersions();
+      compareDraft();
+    },
+    compareDraft,
+  );
+  compareDraft();
   editor.render();
   status("status", "");
   editor.preview();

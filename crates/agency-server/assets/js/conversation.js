@@ -11,7 +11,7 @@ import { tokens, when } from "./format.js";
  *   cost_usd: string | null, error: string | null, stopped_by: string | null }} Turn
  */
 /**
- * @typedef {{ agent: string | null, role: string, kind: string, from: string | null, to: string | null,
+ * @typedef {{ seq: number, agent: string | null, role: string, kind: string, from: string | null, to: string | null,
  *   text: string, included: boolean, usage: import("./format.js").Usage | null, latency_ms: number | null,
  *   tool_calls?: { id: string, name: string, arguments: string }[], tool_result?: { call_id: string, name: string, is_error: boolean } }} Message
  */
@@ -45,12 +45,21 @@ function show(conversation, messages) {
   if (!messages) return;
   /** @type {Map<string, Message[]>} */
   const groups = new Map();
+  const transcript = "The user's transcript";
+  /** @param {string} who */
+  const group = (who) => {
+    const g = groups.get(who) || [];
+    if (!groups.has(who)) groups.set(who, g);
+    return g;
+  };
   for (const msg of messages) {
-    const who = msg.agent === null ? "The user's transcript" : msg.agent;
-    const group = groups.get(who) || [];
-    if (!groups.has(who)) groups.set(who, group);
-    group.push(msg);
+    group(msg.agent === null ? transcript : msg.agent).push(msg);
+    // The user's own messages are in the manager's context; the transcript shows them too,
+    // in their place among the answers (`seq` orders the whole conversation).
+    if (msg.agent !== null && msg.kind === "input") group(transcript).push({ ...msg, agent: null });
   }
+  const t = groups.get(transcript);
+  if (t) t.sort((a, b) => a.seq - b.seq);
   $("contexts").replaceChildren(
     ...[...groups].map(([who, list]) =>
       el(

@@ -6,6 +6,8 @@
 import { api } from "./api.js";
 import { $, el, find, status } from "./dom.js";
 import { clearErrors, general, showFieldErrors, slug } from "./errors.js";
+import { TeamGraph } from "./graph.js";
+import { fillModels, keyWarning, loadProviders } from "./models.js";
 
 /** @typedef {{ when: string, action: string, send_to: string[], call?: string, with?: unknown }} Rule */
 /**
@@ -53,10 +55,12 @@ export class Editor {
    * @param {string} id the agency's
    * @param {AgencyDraft} draft as loaded
    * @param {() => void} published called after each publishing
+   * @param {() => void} [saved] called after each save
    */
-  constructor(id, draft, published) {
+  constructor(id, draft, published, saved) {
     this.id = id;
     this.published = published;
+    this.saved = saved || (() => {});
     this.form = $("editor", HTMLFormElement);
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     this.previewTimer = undefined;
@@ -76,10 +80,37 @@ export class Editor {
       ev.preventDefault();
       this.save();
     });
+    /** Whether the form holds changes not saved yet. */
+    this.dirty = false;
+    // Ctrl+S (⌘+S) saves the draft, wherever the focus is.
+    document.addEventListener("keydown", (e) => {
+      if ((e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === "s") {
+        e.preventDefault();
+        this.save();
+      }
+    });
+    // Leaving with unsaved changes asks first: the browser's own prompt for a reload or a
+    // closed tab, ours for a link of the page.
+    window.addEventListener("beforeunload", (e) => {
+      if (this.dirty) e.preventDefault();
+    });
+    document.addEventListener("click", (e) => {
+      const a = e.target instanceof Element ? e.target.closest("a[href]") : null;
+      if (!this.dirty || !(a instanceof HTMLAnchorElement) || a.target || a.hasAttribute("download")) return;
+      if (new URL(a.href, location.href).pathname === location.pathname) return;
+      if (window.confirm("Your changes to this agency are not saved. Leave without saving them?")) this.dirty = false;
+      else e.preventDefault();
+    });
     /** Every tool the agency's servers list, offered as agents' tools and rules' calls. */
+    /** The team's graph, redrawn with each preview. */
+    this.graph = new TeamGraph($("graph"), "The team of this draft");
     this.toolList = el("datalist", { id: "tool-names" });
     document.body.append(this.toolList);
     this.loadTools();
+    /** The server's providers, for the model fields' suggestions and warnings. */
+    /** @type {import("./models.js").ProviderStatus[]} */
+    this.providers = [];
+    this.loadProviders();
   }
 
   /** Fills the list of tools from the servers the agency may use. */
@@ -94,6 +125,29 @@ export class Editor {
         ...s.tools.map((t) => el("option", { value: t.name }, t.description)),
       ]),
     );
+  }
+
+  /** Offers `provider/model` for the model fields, each marked with its key, and checks them. */
+  async loadProviders() {
+    this.providers = await loadProviders();
+    fillModels($("models"), this.providers);
+    this.agents.forEach((a, i) => this.checkModel(a, i));
+  }
+
+  /**
+   * Warns at agent `i`'s model field when its provider has no key: the agent would fail on its
+   * first message. (Saving is not refused: a key may be stored before the agency is used.)
+   * @param {EditorAgent} a
+   * @param {number} i
+   */
+  checkModel(a, i) {
+    const slot = find("w-" + slug("agents[" + i + "].model"));
+    if (!slot) return;
+    const name = (a.model || "").split("/")[0];
+    // The agency's own providers (`providers:` in its file), by name.
+    const own = Array.isArray(this.draft.providers) && this.draft.providers.some((p) => p && p.name === name);
+    slot.textContent = keyWarning(this.providers, a.model, own);
+    slot.hidden = !slot.textContent;
   }
 
   /**
@@ -137,6 +191,7 @@ export class Editor {
   }
 
   changed() {
+    this.dirty = true;
     status("status", "Unsaved changes.");
     clearTimeout(this.previewTimer);
     this.previewTimer = setTimeout(() => this.preview(), 300);
@@ -206,7 +261,7 @@ export class Editor {
       el(
         "div",
         { class: "actions" },
-        el("button", { type: "submit", id: "save" }, "Save draft"),
+        el("button", { type: "submit", id: "save", "aria-keyshortcuts": "Control+S", title: "Save the draft (Ctrl+S)" }, "Save draft"),
         el("button", { type: "button", id: "publish", onclick: () => this.publish() }, "Save and publish"),
       ),
     );
@@ -244,7 +299,7 @@ export class Editor {
           }, { required: true }),
         ),
         field("Role", p + ".role", textInput(a.role, (v) => { a.role = v; this.changed(); })),
-        field("Model", p + ".model", textInput(a.model, (v) => { a.model = v; this.changed(); }, { list: "models" }), "provider/model, e.g. builtin/rules"),
+        this.modelField(a, i),
       ),
       field("Instructions", p + ".instructions", instructions),
       field(
@@ -269,6 +324,25 @@ export class Editor {
       ),
       el("p", { class: "error", id: "e-" + slug(p), hidden: true }),
     );
+  }
+
+  /**
+   * Agent `i`'s model field, with its warning slot (`#w-<path>`) beside the error's.
+   * @param {EditorAgent} a
+   * @param {number} i
+   */
+  modelField(a, i) {
+    const path = "agents[" + i + "].model";
+    const input = textInput(a.model, (v) => {
+      a.model = v;
+      this.checkModel(a, i);
+      this.changed();
+    }, { list: "models" });
+    const f = field("Model", path, input, "provider/model, e.g. builtin/rules");
+    input.setAttribute("aria-describedby", "e-" + slug(path) + " w-" + slug(path));
+    f.append(el("p", { class: "warning", id: "w-" + slug(path), hidden: true }));
+    queueMicrotask(() => this.checkModel(a, i));
+    return f;
   }
 
   /**
@@ -395,6 +469,7 @@ export class Editor {
       showFieldErrors(this.form, r.error);
       return;
     }
+    this.graph.draw({ manager: r.data.manager, agents: this.agents.map((a) => a.name), edges: r.data.edges });
     out.replaceChildren(
       .../** @type {{ agent: string, prompt: string }[]} */ (r.data.prompts).map((p) =>
         el("section", { class: "prompt" }, el("h3", {}, p.agent), el("pre", { class: "prompt-text" }, p.prompt)),
@@ -416,7 +491,9 @@ export class Editor {
     /** @type {AgentDraft[]} */ (r.data.draft.agents).forEach((a, i) => {
       if (this.agents[i]) this.agents[i].id = a.id;
     });
+    this.dirty = false;
     status("status", "Saved.");
+    this.saved();
     return true;
   }
 

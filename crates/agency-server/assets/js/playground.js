@@ -1,16 +1,20 @@
 // @ts-check
-// The playground: talk to an agency's draft or published version and watch each turn's hops
-// arrive (the conversation's events, `ConversationEvent` in the API's document).
+// The playground: a chat with an agency's draft or published version. Turns read oldest first,
+// the input at the bottom; each answer has its turn folded beneath it (the hops as a
+// conversation between the agents, tool calls included, and what each agent spent), and the
+// team's graph beside lights its edges as the hops arrive (the conversation's events,
+// `ConversationEvent` in the API's document).
 
 import { api } from "./api.js";
 import { $, data, el, status, submitOnCtrlEnter } from "./dom.js";
-import { chatInput, showError } from "./errors.js";
+import { chatInput, general, showError } from "./errors.js";
 import { cost, tokens } from "./format.js";
+import { TeamGraph } from "./graph.js";
 
 /** @typedef {{ from: string, to: string, kind: string, text: string, usage: import("./format.js").Usage | null, latency_ms: number | null, tool?: string, is_error?: boolean }} Hop */
 /**
- * The turn on the page: its parts, and when it was sent.
- * @typedef {{ title: HTMLElement, hops: HTMLElement, answer: HTMLElement, answerBox: HTMLElement, error: HTMLElement, usage: HTMLElement, started: number }} Turn
+ * A turn on the page: its parts, and when it was sent.
+ * @typedef {{ block: HTMLElement, hops: HTMLElement, answer: HTMLElement, error: HTMLElement, summary: HTMLElement, agents: HTMLElement, details: HTMLDetailsElement, started: number, seen: number }} Turn
  */
 
 const id = data("playground", "id");
@@ -24,7 +28,19 @@ const play = {
   events: null,
   /** @type {Turn | null} */
   turn: null,
+  /** @type {TeamGraph | null} */
+  graph: null,
 };
+
+/**
+ * A hue for each name, so an agent's messages look alike.
+ * @param {string} name
+ */
+function hue(name) {
+  let h = 0;
+  for (const c of name) h = (h * 31 + (c.codePointAt(0) || 0)) % 360;
+  return h;
+}
 
 /**
  * Listens to the conversation's events; resolves once connected (or failed to).
@@ -38,15 +54,15 @@ function openEvents(conversation) {
     play.events = es;
     es.addEventListener("open", () => resolve(), { once: true });
     es.addEventListener("error", () => resolve(), { once: true });
-    es.addEventListener("turn_started", (e) => {
-      const d = JSON.parse(e.data);
-      if (play.turn) play.turn.title.textContent = "Turn " + d.number;
-    });
     es.addEventListener("agent_started", (e) => {
       const d = JSON.parse(e.data);
       status("chat-status", d.agent + " is working…");
     });
-    es.addEventListener("hop", (e) => addHop(JSON.parse(e.data).hop));
+    es.addEventListener("hop", (e) => {
+      const h = /** @type {Hop} */ (JSON.parse(e.data).hop);
+      if (play.graph) play.graph.light(h.from, h.to);
+      if (play.turn) addHop(play.turn, h, ((performance.now() - play.turn.started) / 1000).toFixed(2));
+    });
     es.addEventListener("turn_finished", (e) => {
       const d = JSON.parse(e.data);
       status("chat-status", "Turn finished (" + d.stopped_by + ").");
@@ -58,16 +74,32 @@ function openEvents(conversation) {
   });
 }
 
-/** @param {Hop} h */
-function addHop(h) {
-  const t = play.turn;
-  if (!t) return;
-  const secs = ((performance.now() - t.started) / 1000).toFixed(2);
+/**
+ * Adds a hop to the turn's conversation between agents.
+ * @param {Turn} t
+ * @param {Hop} h
+ * @param {string | null} secs since the message was sent, when watched live
+ */
+function addHop(t, h, secs) {
+  t.seen++;
+  const tool = h.kind === "tool_call" || h.kind === "tool_result";
+  const meta = [
+    secs !== null ? "+" + secs + " s" : "",
+    h.usage ? tokens(h.usage) : "",
+    h.latency_ms != null ? (h.kind === "tool_result" ? "tool " : "model ") + h.latency_ms + " ms" : "",
+  ].filter((x) => x);
   t.hops.append(
     el(
       "li",
-      { class: "hop kind-" + h.kind + (h.is_error ? " tool-error" : "") },
-      el("p", { class: "hop-head" }, el("strong", { class: "hop-route" }, h.from + " → " + h.to), " ", el("span", { class: "badge" }, h.kind === "tool_result" && h.is_error ? "tool error" : h.kind), " ", el("span", { class: "hint" }, "+" + secs + " s" + (h.usage ? " · " + tokens(h.usage) : "") + (h.latency_ms != null ? (h.kind === "tool_result" ? " · tool " : " · model ") + h.latency_ms + " ms" : ""))),
+      { class: "hop kind-" + h.kind + (h.is_error ? " tool-error" : ""), style: "--agent-hue: " + hue(tool && h.kind === "tool_result" ? h.to : h.from) },
+      el(
+        "p",
+        { class: "hop-head" },
+        el("strong", { class: "hop-route" }, h.from + " → " + h.to),
+        " ",
+        el("span", { class: "badge" }, h.kind === "tool_result" && h.is_error ? "tool error" : h.kind.replace("_", " ")),
+        meta.length ? el("span", { class: "hint" }, " " + meta.join(" · ")) : null,
+      ),
       el("p", { class: "hop-text" }, h.text),
     ),
   );
@@ -80,7 +112,153 @@ function addHop(h) {
  */
 function setAnswer(t, text) {
   t.answer.textContent = text;
-  t.answerBox.hidden = false;
+  t.answer.classList.remove("pending");
+}
+
+/**
+ * What each agent spent in a turn: messages sent, tokens, cost, model time, tool time.
+ * @param {Hop[]} trace
+ * @param {{ agent: string, cost_usd: string | null }[]} costs
+ */
+function perAgent(trace, costs) {
+  /** @type {Map<string, { calls: number, prompt: number, completion: number, ms: number, toolMs: number }>} */
+  const by = new Map();
+  /** @param {string} name */
+  const of = (name) => {
+    let x = by.get(name);
+    if (!x) {
+      x = { calls: 0, prompt: 0, completion: 0, ms: 0, toolMs: 0 };
+      by.set(name, x);
+    }
+    return x;
+  };
+  for (const h of trace) {
+    if (h.kind === "tool_result") {
+      if (h.latency_ms != null) of(h.to).toolMs += h.latency_ms;
+      continue;
+    }
+    if (h.from === "user" || h.from === "agency" || !["delivery", "answer", "tool_call"].includes(h.kind)) continue;
+    const x = of(h.from);
+    x.calls++;
+    if (h.usage) {
+      x.prompt += h.usage.prompt_tokens;
+      x.completion += h.usage.completion_tokens;
+    }
+    if (h.latency_ms != null) x.ms += h.latency_ms;
+  }
+  return el(
+    "table",
+    { class: "per-agent" },
+    el("caption", { class: "sr-only" }, "What each agent spent in this turn"),
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Agent"), el("th", { scope: "col" }, "Messages"), el("th", { scope: "col" }, "Tokens in / out"), el("th", { scope: "col" }, "Cost"), el("th", { scope: "col" }, "Model time"), el("th", { scope: "col" }, "Tool time"))),
+    el(
+      "tbody",
+      {},
+      ...[...by].map(([name, x]) =>
+        el("tr", { "data-agent": name }, el("th", { scope: "row" }, name), el("td", {}, x.calls), el("td", {}, x.prompt + " / " + x.completion), el("td", {}, agentCost(costs, name)), el("td", {}, x.ms + " ms"), el("td", {}, x.toolMs ? x.toolMs + " ms" : "—")),
+      ),
+    ),
+  );
+}
+
+/**
+ * An agent's cost in a turn, as the table writes it.
+ * @param {{ agent: string, cost_usd: string | null }[]} costs
+ * @param {string} name
+ */
+function agentCost(costs, name) {
+  const c = costs.find((x) => x.agent === name);
+  return !c ? "—" : c.cost_usd === null ? "no price" : "$" + c.cost_usd;
+}
+
+/**
+ * A new turn at the bottom of the chat: the user's message, and the team's answer to come.
+ * @param {string} text
+ * @returns {Turn}
+ */
+function newTurn(text) {
+  const hops = el("ol", { class: "hops" });
+  const answer = el("p", { class: "answer-text pending" }, "The team is working…");
+  const error = el("p", { class: "error", hidden: true });
+  const summary = el("span", { class: "turn-usage" }, "live");
+  const agents = el("div", { class: "scroll", tabindex: 0, role: "region", "aria-label": "What each agent spent" });
+  const details = el("details", { class: "turn-details", open: true }, el("summary", {}, "How the team answered ", summary), hops, agents);
+  const block = el(
+    "article",
+    { class: "turn" },
+    el("div", { class: "bubble you" }, el("p", { class: "who" }, "You"), el("p", { class: "you-text" }, text)),
+    el("div", { class: "bubble team" }, el("p", { class: "who" }, "The team"), answer, error, details),
+  );
+  $("turns").append(block);
+  block.scrollIntoView({ block: "nearest" });
+  return { block, hops, answer, error, summary, agents, details, started: performance.now(), seen: 0 };
+}
+
+/** Where the page keeps its conversation across reloads (this tab only). */
+const KEPT = "playground:" + id;
+
+/**
+ * Talks in `conversation` from now on: listens to its events, links it, and keeps it for a
+ * reload.
+ * @param {string} conversation
+ * @param {string} on `draft` or `published`
+ */
+async function join(conversation, on) {
+  play.conversation = conversation;
+  play.on = on;
+  sessionStorage.setItem(KEPT, JSON.stringify({ conversation, on }));
+  await openEvents(conversation);
+  $("conversation-link").replaceChildren(
+    "A conversation with the " + (on === "draft" ? "draft" : "published version") + ": ",
+    el("a", { href: "/conversations/" + conversation, id: "open-conversation" }, "open it in the conversation browser"),
+  );
+}
+
+/**
+ * Closes a turn: its hops as recorded, what each agent spent, the summary, folded.
+ * @param {Turn} t
+ * @param {Hop[]} trace
+ * @param {{ hops: number, usage: import("./format.js").Usage, cost_usd: string | null, stopped_by: string | null, agent_costs?: { agent: string, cost_usd: string | null }[] }} d
+ * @param {string} secs how long it took
+ */
+function finish(t, trace, d, secs) {
+  if (t.seen !== trace.length) {
+    t.hops.replaceChildren();
+    t.seen = 0;
+    for (const h of trace) addHop(t, h, null);
+  }
+  t.agents.replaceChildren(perAgent(trace, d.agent_costs || []));
+  t.summary.textContent = "· " + d.hops + " hops · " + tokens(d.usage) + " · " + cost(d.cost_usd) + " · " + secs + " s · ended by " + d.stopped_by;
+  t.details.open = false;
+  t.block.classList.add("done");
+}
+
+/** Shows again the conversation this tab was in before a reload, turn by turn. */
+async function restore() {
+  const kept = sessionStorage.getItem(KEPT);
+  if (!kept) return;
+  const { conversation, on } = JSON.parse(kept);
+  const c = await api("GET", "/api/conversations/" + conversation);
+  if (!c.ok) {
+    sessionStorage.removeItem(KEPT);
+    return;
+  }
+  for (const turn of /** @type {{ number: number, started_at: string, finished_at: string | null }[]} */ (c.data.turns)) {
+    const r = await api("GET", "/api/conversations/" + conversation + "/turns/" + turn.number);
+    if (!r.ok) continue;
+    /** @type {Hop[]} */
+    const trace = r.data.trace;
+    const input = trace.find((h) => h.kind === "input");
+    const t = newTurn(input ? input.text : "");
+    const answer = [...trace].reverse().find((h) => h.to === "user");
+    if (answer) setAnswer(t, answer.text);
+    else t.answer.textContent = r.data.turn.error ? "No answer: " + r.data.turn.error : "No answer.";
+    const took = turn.finished_at ? (new Date(turn.finished_at).getTime() - new Date(turn.started_at).getTime()) / 1000 : 0;
+    finish(t, trace, r.data.turn, took.toFixed(2));
+  }
+  const radio = document.querySelector('input[name="on"][value="' + on + '"]');
+  if (radio instanceof HTMLInputElement && !radio.disabled) radio.checked = true;
+  await join(conversation, on);
 }
 
 /** @param {SubmitEvent} ev */
@@ -94,8 +272,7 @@ async function send(ev) {
     msg.focus();
     return;
   }
-  const checked = document.querySelector('input[name="on"]:checked');
-  const on = checked instanceof HTMLInputElement ? checked.value : "";
+  const on = talkingTo();
   const button = $("send", HTMLButtonElement);
   button.disabled = true;
   try {
@@ -105,40 +282,79 @@ async function send(ev) {
         showError(slot, c.error.message);
         return;
       }
-      play.conversation = c.data.id;
-      play.on = on;
-      await openEvents(c.data.id);
-      $("conversation-link").replaceChildren(
-        "Conversation on the " + (on === "draft" ? "draft" : "published version") + ": ",
-        el("a", { href: "/conversations/" + c.data.id, id: "open-conversation" }, "open it in the conversation browser"),
-      );
+      if (play.conversation) $("turns").replaceChildren();
+      await join(c.data.id, on);
     }
-    const title = el("h3", {}, "Turn");
-    const hops = el("ol", { class: "hops" });
-    const answer = el("p", { class: "answer-text" });
-    const answerBox = el("div", { class: "answer", hidden: true }, el("h4", {}, "Answer"), answer);
-    const error = el("p", { class: "error", hidden: true });
-    const usage = el("p", { class: "hint" });
-    const block = el("article", { class: "turn" }, title, el("p", { class: "you" }, el("strong", {}, "You: "), text), hops, answerBox, error, usage);
-    $("turns").prepend(block);
-    play.turn = { title, hops, answer, answerBox, error, usage, started: performance.now() };
+    const t = newTurn(text);
+    play.turn = t;
     status("chat-status", "Sent…");
     msg.value = "";
     const r = await api("POST", "/api/conversations/" + play.conversation + "/messages", { text });
     if (!r.ok) {
-      showError(error, r.error.message);
+      showError(t.error, r.error.message);
+      t.answer.textContent = "No answer.";
       status("chat-status", "");
       return;
     }
-    if (play.turn) setAnswer(play.turn, r.data.answer);
-    usage.textContent = r.data.hops + " hops · " + tokens(r.data.usage) + " · " + cost(r.data.cost_usd) + " · ended by " + r.data.stopped_by;
-    block.classList.add("done");
+    setAnswer(t, r.data.answer);
+    // The turn as the server recorded it, whatever the live view caught.
+    finish(t, r.data.trace, r.data, ((performance.now() - t.started) / 1000).toFixed(2));
     status("chat-status", "Done.");
   } finally {
     button.disabled = false;
   }
 }
 
+/** Forgets the conversation: the next message starts a new one. */
+function newConversation() {
+  if (play.events) play.events.close();
+  play.events = null;
+  play.conversation = null;
+  play.turn = null;
+  sessionStorage.removeItem(KEPT);
+  $("turns").replaceChildren();
+  $("conversation-link").textContent = "A new conversation: say something to the team.";
+  status("chat-status", "");
+  $("message").focus();
+}
+
+/**
+ * Draws the team the page talks to: the draft, or the published version (what the preview API
+ * says its rules allow).
+ * @param {string} on `draft` or `published`
+ */
+async function drawTeam(on) {
+  const a = await api("GET", "/api/agencies/" + id);
+  if (!a.ok) return;
+  let draft = a.data.draft;
+  if (on === "published" && a.data.published_version) {
+    const v = await api("GET", "/api/agencies/" + id + "/versions/" + a.data.published_version);
+    if (v.ok) draft = v.data.agency;
+  }
+  const p = await api("POST", "/api/agencies/preview", draft);
+  if (!p.ok) {
+    $("graph").replaceChildren(el("p", { class: "hint" }, "The draft has problems: fix them in the editor to see the team."));
+    return;
+  }
+  const which = on === "published" ? "the published version" : "the draft";
+  play.graph = new TeamGraph($("graph"), "The team of " + which + " of " + draft.name);
+  play.graph.draw({ manager: p.data.manager, agents: /** @type {{ name: string }[]} */ (draft.agents).map((x) => x.name), edges: p.data.edges });
+  $("graph").dataset.on = on;
+}
+
+/** Which version the form talks to. */
+function talkingTo() {
+  const checked = document.querySelector('input[name="on"]:checked');
+  return checked instanceof HTMLInputElement ? checked.value : "draft";
+}
+
 const form = $("chat-form", HTMLFormElement);
 form.addEventListener("submit", send);
 submitOnCtrlEnter($("message"), form);
+$("new-conversation").addEventListener("click", newConversation);
+for (const radio of document.querySelectorAll('input[name="on"]')) {
+  radio.addEventListener("change", () => drawTeam(talkingTo()).catch((e) => general(String(e))));
+}
+restore()
+  .then(() => drawTeam(talkingTo()))
+  .catch((e) => general(String(e)));

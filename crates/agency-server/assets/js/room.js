@@ -5,6 +5,7 @@
 import { api } from "./api.js";
 import { $, data, el, find, status, submitOnCtrlEnter } from "./dom.js";
 import { chatInput, clearErrors, general, showError, showFieldErrors } from "./errors.js";
+import { fillModels, keyWarning, loadProviders } from "./models.js";
 
 /**
  * A message as the API sends it.
@@ -32,7 +33,30 @@ const room = {
   /** The id of the message the next one replies to. */
   /** @type {string | null} */
   replyTo: null,
+  /** The agents the status line says are answering the last message, by id. */
+  /** @type {Set<string>} */
+  answering: new Set(),
 };
+
+/**
+ * Whether agent `id` already answered (or failed) after the message `seq`.
+ * @param {string} id
+ * @param {number} seq
+ */
+function answeredEarly(id, seq) {
+  return [...room.messages.values()].some((m) => m.agent_id === id && m.seq > seq && (m.kind === "agent" || m.kind === "error"));
+}
+
+/**
+ * An agent's answer (or failure) arrived: the status line stops naming it, and says so once
+ * everyone asked has answered.
+ * @param {string | null} agentId
+ */
+function answered(agentId) {
+  if (agentId === null || !room.answering.delete(agentId)) return;
+  const left = [...room.answering].map((id) => (room.agents.get(id) || { name: "?" }).name);
+  status("chat-status", left.length ? "Answering: " + left.join(", ") + "." : "Everyone answered.");
+}
 
 /** The longest message the server takes, in characters: its rule, rendered by the template. */
 const LIMIT = Number(data("message", "maxChars"));
@@ -46,6 +70,23 @@ function colourOf(agentId) {
   return p && /^#[0-9a-fA-F]{3,8}$/.test(p.colour) ? p.colour : "var(--muted)";
 }
 
+/**
+ * The text colour that reads on `colour` (a `#rgb` or `#rrggbb` agent colour): white or near
+ * black, whichever contrasts more (WCAG's relative luminance).
+ * @param {string} colour
+ */
+function textOn(colour) {
+  const hex = colour.length === 4 ? colour.replace(/^#(.)(.)(.)$/, "#$1$1$2$2$3$3") : colour;
+  const m = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})/i.exec(hex);
+  if (!m) return "var(--card)";
+  const [r, g, b] = [m[1], m[2], m[3]].map((x) => {
+    const c = parseInt(x, 16) / 255;
+    return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  });
+  const l = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  return 1.05 / (l + 0.05) >= (l + 0.05) / 0.0561 ? "#fff" : "#111";
+}
+
 function renderPills() {
   const pills = [...room.agents.values()].map((p) => {
     const toggle = el(
@@ -55,6 +96,7 @@ function renderPills() {
       ...(p.kind === "bot" ? [" ", el("small", { class: "pill-kind" }, "bot")] : []),
     );
     toggle.style.setProperty("--agent", colourOf(p.id));
+    toggle.style.setProperty("--on-agent", textOn(colourOf(p.id)));
     const remove = el("button", { type: "button", class: "pill-remove", "data-agent": p.name, "aria-label": "Remove " + p.name, title: "Remove " + p.name, onclick: () => removeParticipant(p) }, "×");
     return el("li", {}, toggle, remove);
   });
@@ -95,6 +137,7 @@ async function removeParticipant(p) {
  * @param {Message} m
  */
 function showMessage(m) {
+  if (m.kind === "agent" || m.kind === "error") answered(m.agent_id);
   if (room.shown.has(m.id)) {
     setIncluded(m.id, m.included);
     return;
@@ -128,7 +171,6 @@ function buildMessage(m) {
   room.messages.set(m.id, m);
   const agent = m.agent || "agent";
   const author = el("strong", { class: "author" }, authorOf(m));
-  if (m.kind === "agent" || m.kind === "error") author.style.color = colourOf(m.agent_id);
   const head = el("p", { class: "msg-head" }, author);
   const body = el("p", { class: "msg-text" }, m.text);
   const parts = [head];
@@ -228,7 +270,6 @@ function startPending(agentId) {
   const author = el("strong", { class: "author" }, name);
   const doing = el("span", { class: "hint" }, "is answering…");
   const li = el("li", { class: "pending-agent", "data-agent": name }, author, " ", doing, " ", text);
-  author.style.color = colourOf(agentId);
   li.style.setProperty("--agent", colourOf(agentId));
   $("pending").append(li);
   const entry = { li, text, doing };
@@ -362,8 +403,10 @@ async function sendToRoom(ev) {
     updateCounter();
     replyTo(null);
     if (posted.caller_key) showCallerKey(text.trim().split(/\s+/)[1].replace(/^@/, ""), posted.caller_key);
-    const names = posted.answering.map((id) => (room.agents.get(id) || { name: "?" }).name);
-    status("chat-status", posted.message.command ? "The utility bot answered." : names.length ? "Answering: " + names.join(", ") + "." : "No agent is asked: your message is stored.");
+    // Those whose answers came before this reply are answered already.
+    room.answering = new Set(posted.answering.filter((id) => !answeredEarly(id, posted.message.seq)));
+    const names = [...room.answering].map((id) => (room.agents.get(id) || { name: "?" }).name);
+    status("chat-status", posted.message.command ? "The utility bot answered." : names.length ? "Answering: " + names.join(", ") + "." : posted.answering.length ? "Everyone answered." : "No agent is asked: your message is stored.");
   } finally {
     button.disabled = false;
   }
@@ -436,6 +479,18 @@ $("caller-key-done").addEventListener("click", () => {
   $("caller-key-value").textContent = "";
 });
 $("agent-form").addEventListener("submit", addAgentToRoom);
+// The model field offers the server's providers, and warns at once about one without a key.
+loadProviders().then((providers) => {
+  fillModels($("models"), providers);
+  const model = $("f-model", HTMLInputElement);
+  const check = () => {
+    const w = $("w-model");
+    w.textContent = keyWarning(providers, model.value, false);
+    w.hidden = !w.textContent;
+  };
+  model.addEventListener("input", check);
+  check();
+});
 $("message").addEventListener("input", updateCounter);
 submitOnCtrlEnter($("message"), chat);
 // Listen first, then read: nothing said in between is lost (messages are shown once, by id).

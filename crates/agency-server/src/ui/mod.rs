@@ -39,6 +39,7 @@ pub fn routes() -> Router<AppState> {
         .route("/agencies", post(new_agency))
         .route("/agencies/{agency}", get(agency_page))
         .route("/agencies/{agency}/playground", get(playground_page))
+        .route("/agencies/{agency}/versions/{version}", get(version_page))
         .route("/conversations/{id}", get(conversation_page))
         .route("/settings", get(settings_page))
         .route("/rooms", get(rooms_page))
@@ -453,6 +454,31 @@ async fn playground_page(
         name: a.agency.name,
         published: a.published,
     })
+}
+
+#[derive(Template)]
+#[template(path = "version.html")]
+struct VersionPage {
+    layout: Layout,
+    id: String,
+    name: String,
+    version: u32,
+}
+
+async fn version_page(
+    State(s): State<AppState>,
+    Page(session): Page,
+    Path((agency, version)): Path<(String, u32)>,
+) -> Response {
+    match crate::manage::agency_of(&s, &session, &agency).await {
+        Ok(a) => render(&VersionPage {
+            layout: Layout::of(&session),
+            id: a.id.to_string(),
+            name: a.name.clone(),
+            version,
+        }),
+        Err(e) => error_page(&session, e),
+    }
 }
 
 #[derive(Template)]

@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 
 use agency_file::AgencyFile;
-use agency_runtime::{LOCAL_OWNER, Runtime, RuntimeError};
+use agency_runtime::{Runtime, RuntimeError};
 use anyhow::Context;
 
-pub async fn import(rt: &Runtime, path: &PathBuf) -> anyhow::Result<()> {
+pub async fn import(rt: &Runtime, owner: &str, path: &PathBuf) -> anyhow::Result<()> {
     let source = path.display().to_string();
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {source}"))?;
     let file = AgencyFile::parse(&source, &text)?;
-    let agency = match rt.save_agency(&file.draft, LOCAL_OWNER).await {
+    let agency = match rt.save_agency(&file.draft, owner).await {
         Ok(a) => a,
         Err(RuntimeError::Validation(errors)) => return Err(file.locate(errors).into()),
         Err(e) => return Err(e.into()),
@@ -24,8 +24,13 @@ pub async fn import(rt: &Runtime, path: &PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn export(rt: &Runtime, name: &str, output: Option<PathBuf>) -> anyhow::Result<()> {
-    let agency = rt.agency(LOCAL_OWNER, name).await?;
+pub async fn export(
+    rt: &Runtime,
+    owner: &str,
+    name: &str,
+    output: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let agency = rt.agency(owner, name).await?;
     let yaml = agency_file::to_yaml(&agency.to_draft());
     match output {
         Some(path) => std::fs::write(&path, yaml)
@@ -35,9 +40,9 @@ pub async fn export(rt: &Runtime, name: &str, output: Option<PathBuf>) -> anyhow
     Ok(())
 }
 
-pub async fn list(rt: &Runtime) -> anyhow::Result<()> {
+pub async fn list(rt: &Runtime, owner: &str) -> anyhow::Result<()> {
     let agencies: Vec<_> = rt
-        .agencies(LOCAL_OWNER)
+        .agencies(owner)
         .await?
         .into_iter()
         .map(|a| a.agency)

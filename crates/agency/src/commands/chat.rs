@@ -4,19 +4,20 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 
 use agency_core::{Agency, ConversationId, MessageKind};
-use agency_runtime::{Event, LOCAL_OWNER, Runtime, RuntimeError, TurnOutcome};
+use agency_runtime::{Event, Runtime, RuntimeError, TurnOutcome};
 use anyhow::bail;
 
 /// `agency chat NAME`: continues `conversation` (one of the agency's) or starts one; one turn
 /// with `message`, else a terminal chat.
 pub async fn run(
     rt: &Arc<Runtime>,
+    owner: &str,
     name: &str,
     message: Option<String>,
     json: bool,
     conversation: Option<ConversationId>,
 ) -> anyhow::Result<()> {
-    let agency = rt.agency(LOCAL_OWNER, name).await?;
+    let agency = rt.agency(owner, name).await?;
     let conversation = match conversation {
         Some(id) => match rt.conversation_of(agency.id, id).await {
             Ok(c) => c.id,

@@ -1,14 +1,14 @@
 //! API keys of agencies, provider keys, the master key.
 
+use agency_runtime::Runtime;
 use agency_runtime::secrets::MASTER_KEY_ENV;
-use agency_runtime::{LOCAL_OWNER, Runtime};
 use anyhow::{Context, bail};
 use secrecy::SecretString;
 
 use crate::cli::{KeysCommand, ProviderKeyCommand};
 
 /// `agency keys`: an agency's API keys.
-pub async fn keys(rt: &Runtime, command: KeysCommand) -> anyhow::Result<()> {
+pub async fn keys(rt: &Runtime, owner: &str, command: KeysCommand) -> anyhow::Result<()> {
     let auth = rt.authenticator().await?;
     match command {
         KeysCommand::Create {
@@ -17,7 +17,7 @@ pub async fn keys(rt: &Runtime, command: KeysCommand) -> anyhow::Result<()> {
             expires_in,
             rate_limit,
         } => {
-            let agency = rt.agency(LOCAL_OWNER, &agency).await?;
+            let agency = rt.agency(owner, &agency).await?;
             let (key, plain) = auth
                 .create_key(&agency, &name, expires_in, rate_limit)
                 .await?;
@@ -33,7 +33,7 @@ pub async fn keys(rt: &Runtime, command: KeysCommand) -> anyhow::Result<()> {
             println!("{}", secrecy::ExposeSecret::expose_secret(&plain));
         }
         KeysCommand::List { agency } => {
-            let agency = rt.agency(LOCAL_OWNER, &agency).await?;
+            let agency = rt.agency(owner, &agency).await?;
             let keys = auth.keys(agency.id).await?;
             if keys.is_empty() {
                 println!(
@@ -64,7 +64,7 @@ pub async fn keys(rt: &Runtime, command: KeysCommand) -> anyhow::Result<()> {
             }
         }
         KeysCommand::Revoke { agency, name } => {
-            let agency = rt.agency(LOCAL_OWNER, &agency).await?;
+            let agency = rt.agency(owner, &agency).await?;
             if auth.revoke(agency.id, &name).await? {
                 println!("revoked key `{name}` of {}", agency.name);
             } else {
@@ -76,7 +76,11 @@ pub async fn keys(rt: &Runtime, command: KeysCommand) -> anyhow::Result<()> {
 }
 
 /// `agency provider-key`: the operator's stored provider keys.
-pub async fn provider_key(rt: &Runtime, command: &ProviderKeyCommand) -> anyhow::Result<()> {
+pub async fn provider_key(
+    rt: &Runtime,
+    owner: &str,
+    command: &ProviderKeyCommand,
+) -> anyhow::Result<()> {
     match command {
         ProviderKeyCommand::Set { name } => {
             let mut key = String::new();
@@ -84,11 +88,11 @@ pub async fn provider_key(rt: &Runtime, command: &ProviderKeyCommand) -> anyhow:
                 .read_line(&mut key)
                 .context("cannot read the key from standard input")?;
             let key = SecretString::from(key.trim().to_string());
-            let sealed = rt.put_provider_key(LOCAL_OWNER, name, &key).await?;
+            let sealed = rt.put_provider_key(owner, name, &key).await?;
             println!("stored the key for `{name}` (…{}), sealed", sealed.suffix);
         }
         ProviderKeyCommand::List => {
-            let keys = rt.provider_keys(LOCAL_OWNER).await?;
+            let keys = rt.provider_keys(owner).await?;
             if keys.is_empty() {
                 println!("no stored provider keys");
             }
@@ -102,7 +106,7 @@ pub async fn provider_key(rt: &Runtime, command: &ProviderKeyCommand) -> anyhow:
             }
         }
         ProviderKeyCommand::Delete { name } => {
-            if rt.delete_provider_key(LOCAL_OWNER, name).await? {
+            if rt.delete_provider_key(owner, name).await? {
                 println!("deleted the key for `{name}`");
             } else {
                 bail!("no key is stored for `{name}`");

@@ -31,8 +31,58 @@ pub fn within_file_limit(wanted: usize) -> usize {
     wanted.min(room)
 }
 
+/// What the server started with, said once it listens: where to go first.
+pub struct Loaded {
+    pub db: String,
+    pub config: Option<std::path::PathBuf>,
+    /// The providers every agency may use, by name.
+    pub providers: Vec<String>,
+    /// The MCP servers of the configuration, by name (`builtin` is always there).
+    pub tool_servers: Vec<String>,
+    /// The CLI's local owner's agencies (the demo `studio` on a new database).
+    pub local_agencies: Vec<String>,
+}
+
+impl Loaded {
+    /// The lines `serve` prints after the one saying where it listens.
+    fn lines(&self, addr: SocketAddr) -> [String; 3] {
+        let examples: Vec<&str> = agency_file::examples::EXAMPLES
+            .iter()
+            .map(|e| e.name)
+            .collect();
+        let config = self
+            .config
+            .as_ref()
+            .map_or("no --config".to_string(), |c| c.display().to_string());
+        let local = if self.local_agencies.is_empty() {
+            "none".to_string()
+        } else {
+            self.local_agencies.join(", ")
+        };
+        [
+            format!(
+                "agency: open http://{addr}/signup in a browser, make an account, and start from an example ({})",
+                examples.join(", ")
+            ),
+            format!(
+                "agency: loaded {}, {config}; providers: builtin, {}; tool servers: {}",
+                self.db,
+                self.providers.join(", "),
+                std::iter::once("builtin")
+                    .chain(self.tool_servers.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            format!(
+                "agency: the CLI's own agencies: {local} (`agency chat NAME`; `--owner EMAIL` reaches an account's)"
+            ),
+        ]
+    }
+}
+
 pub async fn serve(
     rt: Arc<Runtime>,
+    loaded: Loaded,
     listen: SocketAddr,
     mqtt: Option<String>,
     connections: agency_server::Connections,
@@ -81,6 +131,9 @@ pub async fn serve(
     let shutdown = shutdown_signal()?;
     tracing::info!("listening on http://{addr}");
     println!("agency: listening on http://{addr}");
+    for line in loaded.lines(addr) {
+        println!("{line}");
+    }
     let metrics = match metrics {
         Some((listener, prometheus)) => {
             let addr = listener.local_addr()?;

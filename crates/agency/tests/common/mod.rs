@@ -22,6 +22,7 @@ pub fn agency() -> Command {
         "AGENCY_LOG",
         "AGENCY_LOG_FORMAT",
         "AGENCY_METRICS_LISTEN",
+        "AGENCY_OWNER",
         "RUST_LOG",
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
