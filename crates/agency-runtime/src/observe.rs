@@ -41,30 +41,26 @@ pub(crate) fn turn_span(agency: &Agency, record: &TurnRecord, input: &str) -> Sp
     if !agency_telemetry::tracing_on() {
         return Span::none();
     }
+    // The attributes known at the start are the span's fields (tracing wants their names
+    // written out: they are `semconv`'s, checked by a test): one pass, where setting each
+    // afterwards would take the span's lock once per attribute.
     let span = tracing::info_span!(
         "invoke_agent",
         otel.name = %format_args!("{} {}", sc::OP_INVOKE_AGENT, agency.name),
-        turn = record.number,
+        gen_ai.operation.name = sc::OP_INVOKE_AGENT,
+        gen_ai.agent.name = %agency.name,
+        gen_ai.agent.id = %agency.id,
+        gen_ai.conversation.id = %record.conversation_id,
+        agency.turn.number = i64::from(record.number),
     );
-    set_attributes(&span, || {
-        let mut kv = vec![
-            KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_INVOKE_AGENT),
-            KeyValue::new(sc::GEN_AI_AGENT_NAME, agency.name.clone()),
-            KeyValue::new(sc::GEN_AI_AGENT_ID, agency.id.to_string()),
-            KeyValue::new(
-                sc::GEN_AI_CONVERSATION_ID,
-                record.conversation_id.to_string(),
-            ),
-            KeyValue::new(sc::AGENCY_TURN_NUMBER, i64::from(record.number)),
-        ];
-        if capture_content() {
-            kv.push(KeyValue::new(
+    if capture_content() {
+        set_attributes(&span, || {
+            [KeyValue::new(
                 sc::GEN_AI_INPUT_MESSAGES,
                 messages_json(std::iter::once(("user", input))),
-            ));
-        }
-        kv
-    });
+            )]
+        });
+    }
     span
 }
 
@@ -164,32 +160,22 @@ impl ModelCallObserver {
                     "chat",
                     otel.name = %format_args!("{} {}", sc::OP_CHAT, c.model.model),
                     otel.kind = "client",
-                    agent = %c.agent,
+                    gen_ai.operation.name = sc::OP_CHAT,
+                    gen_ai.provider.name = %c.model.provider,
+                    gen_ai.request.model = %c.model.model,
+                    gen_ai.agent.name = %c.agent,
+                    gen_ai.agent.id = c.agent_id,
+                    gen_ai.request.temperature = c.temperature,
+                    gen_ai.request.max_tokens = c.max_tokens.map(i64::from),
                 );
-                set_attributes(&span, || {
-                    let mut kv = vec![
-                        KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_CHAT),
-                        KeyValue::new(sc::GEN_AI_PROVIDER_NAME, c.model.provider.clone()),
-                        KeyValue::new(sc::GEN_AI_REQUEST_MODEL, c.model.model.clone()),
-                        KeyValue::new(sc::GEN_AI_AGENT_NAME, c.agent.clone()),
-                    ];
-                    if let Some(id) = c.agent_id {
-                        kv.push(KeyValue::new(sc::GEN_AI_AGENT_ID, id));
-                    }
-                    if let Some(t) = c.temperature {
-                        kv.push(KeyValue::new(sc::GEN_AI_REQUEST_TEMPERATURE, t));
-                    }
-                    if let Some(n) = c.max_tokens {
-                        kv.push(KeyValue::new(sc::GEN_AI_REQUEST_MAX_TOKENS, i64::from(n)));
-                    }
-                    if capture_content() {
-                        kv.push(KeyValue::new(
+                if capture_content() {
+                    set_attributes(&span, || {
+                        [KeyValue::new(
                             sc::GEN_AI_INPUT_MESSAGES,
                             messages_json(context()),
-                        ));
-                    }
-                    kv
-                });
+                        )]
+                    });
+                }
                 span
             }
             _ => Span::none(),
@@ -452,5 +438,43 @@ mod tests {
             "unknown_model"
         );
         assert_eq!(clip("é".repeat(MAX_CONTENT)).len(), MAX_CONTENT);
+    }
+
+    /// The spans' fields are written out in the macros; they must be the conventions' names.
+    #[test]
+    fn span_fields_are_the_conventions_names() {
+        let fields = |meta: &'static tracing::Metadata<'static>| -> Vec<&'static str> {
+            meta.fields().iter().map(|f| f.name()).collect()
+        };
+        let chat = tracing::info_span!(
+            "chat",
+            gen_ai.operation.name = sc::OP_CHAT,
+            gen_ai.provider.name = "p",
+            gen_ai.request.model = "m",
+            gen_ai.agent.name = "a",
+            gen_ai.agent.id = 1,
+            gen_ai.request.temperature = 0.5,
+            gen_ai.request.max_tokens = 1,
+            gen_ai.conversation.id = "c",
+            agency.turn.number = 1,
+        );
+        // Without a subscriber the span is disabled but keeps its callsite's metadata.
+        let meta = chat.metadata().expect("a disabled span keeps its metadata");
+        {
+            assert_eq!(
+                fields(meta),
+                [
+                    sc::GEN_AI_OPERATION_NAME,
+                    sc::GEN_AI_PROVIDER_NAME,
+                    sc::GEN_AI_REQUEST_MODEL,
+                    sc::GEN_AI_AGENT_NAME,
+                    sc::GEN_AI_AGENT_ID,
+                    sc::GEN_AI_REQUEST_TEMPERATURE,
+                    sc::GEN_AI_REQUEST_MAX_TOKENS,
+                    sc::GEN_AI_CONVERSATION_ID,
+                    sc::AGENCY_TURN_NUMBER,
+                ]
+            );
+        }
     }
 }

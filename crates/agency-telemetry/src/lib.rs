@@ -223,10 +223,17 @@ pub fn init(settings: Settings) -> Result<Telemetry, TelemetryError> {
             .with_location(false)
             .with_threads(false)
             .with_target(false)
+            // Nothing here reads OpenTelemetry's own current context (the trace context is
+            // read from the span itself), and busy/idle times are not span attributes we
+            // want: both cost every poll of every instrumented future.
+            .with_context_activation(false)
+            .with_tracked_inactivity(false)
             // Our own spans and events, whatever the log filter says; the libraries' stay out
             // (their spans at every level would cost every request).
+            // The `openai` span only gives log lines their request id (the request's span has
+            // it as an attribute).
             .with_filter(tracing_subscriber::filter::filter_fn(|m| {
-                m.target().starts_with("agency")
+                m.target().starts_with("agency") && !(m.is_span() && m.name() == "openai")
             }))
     });
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);

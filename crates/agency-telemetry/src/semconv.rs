@@ -40,6 +40,8 @@ pub const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
 
 // Ours.
 pub const AGENCY_NAME: &str = "agency.name";
+/// The `x-request-id` of an OpenAI request (`req_...`).
+pub const AGENCY_REQUEST_ID: &str = "agency.request.id";
 /// `rate`, `reflect` or `plan`: a task of an agent's memory cycle.
 pub const AGENCY_MEMORY_TASK: &str = "agency.memory.task";
 /// A room's name, on its agents' answers.

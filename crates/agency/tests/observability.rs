@@ -315,7 +315,7 @@ async fn a_routed_turn_arrives_as_one_trace_under_the_callers() {
         studio_answer("a todo app")
     );
 
-    let spans = phoenix.trace(trace, 10).await;
+    let spans = phoenix.trace(trace, 9).await;
     let [root] = named(&spans, "POST /v1/chat/completions")[..] else {
         panic!("one server span: {spans:#?}");
     };
@@ -324,12 +324,14 @@ async fn a_routed_turn_arrives_as_one_trace_under_the_callers() {
     let [turn] = named(&spans, "invoke_agent studio")[..] else {
         panic!("one turn span: {spans:#?}");
     };
-    // The turn sits under the request (through the request's own span).
-    let request = spans
-        .iter()
-        .find(|s| s["context"]["span_id"] == turn["parent_id"])
-        .expect("the turn's parent");
-    assert_eq!(request["parent_id"], id(root));
+    // The turn sits under the request, which has the id the response's x-request-id says.
+    assert_eq!(turn["parent_id"], id(root));
+    assert!(
+        attr(root, "agency.request.id")
+            .as_str()
+            .is_some_and(|r| r.starts_with("req_")),
+        "{root:#?}"
+    );
     assert_eq!(attr(turn, "gen_ai.operation.name"), "invoke_agent");
     assert_eq!(attr(turn, "gen_ai.agent.name"), "studio");
     assert!(attr(turn, "gen_ai.conversation.id").is_string());
@@ -412,7 +414,7 @@ async fn a_routed_turn_arrives_as_one_trace_under_the_callers() {
         traceparent.starts_with(&format!("00-{trace2}-")),
         "{traceparent}"
     );
-    let spans = phoenix.trace(trace2, 4).await;
+    let spans = phoenix.trace(trace2, 3).await;
     let [call] = named(&spans, "chat gpt-4o")[..] else {
         panic!("one model call: {spans:#?}");
     };
@@ -454,7 +456,7 @@ async fn a_routed_turn_arrives_as_one_trace_under_the_callers() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    let spans = phoenix.trace(trace3, 10).await;
+    let spans = phoenix.trace(trace3, 9).await;
     let [turn] = named(&spans, "invoke_agent studio")[..] else {
         panic!("one turn span over gRPC: {spans:#?}");
     };

@@ -112,6 +112,13 @@ impl std::fmt::Display for RequestId {
 /// once known). Handlers get it as an extension.
 async fn request_id(mut request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let id = format!("req_{}", uuid::Uuid::now_v7().simple());
+    // In a trace, the id is an attribute of the request's span (this span is for the logs).
+    agency_telemetry::set_attributes(&tracing::Span::current(), || {
+        [agency_telemetry::KeyValue::new(
+            agency_telemetry::semconv::AGENCY_REQUEST_ID,
+            id.clone(),
+        )]
+    });
     let span = tracing::info_span!(
         "openai",
         request_id = %id,
