@@ -282,6 +282,9 @@ pub struct TraceEntry {
     pub latency_ms: Option<u32>,
     /// For a tool call or result: the tool, the call's id, and whether the result is an error.
     pub tool: Option<ToolResult>,
+    /// When the message was written (its `created_at`): a model call ended, or a tool answered,
+    /// just before it. The UI's waterfall draws a call as `[at - latency_ms, at]`.
+    pub at: DateTime<Utc>,
 }
 
 impl TraceEntry {
@@ -335,6 +338,7 @@ impl TraceEntry {
                         name: c.name.clone(),
                         is_error: false,
                     }),
+                    at: m.created_at,
                 })
                 .collect(),
             (MessageKind::Reply, _) => Vec::new(),
@@ -346,6 +350,7 @@ impl TraceEntry {
                 usage: None,
                 latency_ms: m.latency_ms,
                 tool: tool.as_ref().and_then(ToolPart::result).cloned(),
+                at: m.created_at,
             }],
             _ => {
                 let call = m.linked.and_then(&call_of);
@@ -361,6 +366,7 @@ impl TraceEntry {
                     usage: call.map(|(u, _)| u),
                     latency_ms: call.and_then(|(_, l)| l),
                     tool: None,
+                    at: m.created_at,
                 }]
             }
         }
@@ -456,4 +462,69 @@ pub fn fork(
         })
         .collect();
     (turns, messages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::ToolCall;
+
+    fn message(kind: MessageKind, at: &str) -> Message {
+        Message {
+            id: MessageId::new(),
+            conversation_id: ConversationId::new(),
+            turn_id: Some(TurnId::new()),
+            seq: 1,
+            agent: AgentId::new(2),
+            kind,
+            linked: None,
+            from: AgentId::new(1),
+            to: AgentId::new(2),
+            text: "hi".into(),
+            tool: None,
+            images: Vec::new(),
+            usage: None,
+            latency_ms: None,
+            included: true,
+            created_at: at.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_trace_entry_carries_the_time_its_message_was_written() {
+        let at: DateTime<Utc> = "2026-11-26T12:00:01.250Z".parse().unwrap();
+        let mut reply = message(MessageKind::Reply, "2026-11-26T12:00:01.250Z");
+        reply.usage = Some(Usage {
+            prompt_tokens: 3,
+            completion_tokens: 4,
+        });
+        reply.latency_ms = Some(900);
+        reply.tool = Some(ToolPart::Calls(vec![ToolCall {
+            id: "c1".into(),
+            name: "builtin/now".into(),
+            arguments: "{}".into(),
+        }]));
+        let mut delivery = message(MessageKind::Delivery, "2026-11-26T12:00:01.251Z");
+        delivery.linked = Some(reply.id);
+        let mut result = message(MessageKind::ToolResult, "2026-11-26T12:00:02Z");
+        result.latency_ms = Some(40);
+        result.tool = Some(ToolPart::Result(ToolResult {
+            call_id: "c1".into(),
+            name: "builtin/now".into(),
+            is_error: false,
+        }));
+        let entries = trace(&[reply, delivery.clone(), result]);
+        let times: Vec<_> = entries.iter().map(|e| (e.kind_name(), e.at)).collect();
+        assert_eq!(
+            times,
+            [
+                ("tool_call", at),
+                ("delivery", delivery.created_at),
+                ("tool_result", "2026-11-26T12:00:02Z".parse().unwrap()),
+            ]
+        );
+        // The delivery's model call is its reply's: 900 ms ending when the reply was written.
+        assert_eq!(entries[1].latency_ms, Some(900));
+        assert_eq!(entries[2].latency_ms, Some(40));
+    }
 }

@@ -329,6 +329,7 @@ mod tests {
             }),
             latency_ms: Some(7),
             tool: None,
+            at: "2026-11-26T12:00:01.250Z".parse().unwrap(),
         };
         let hop = Event::Hop {
             conversation: c,
@@ -340,7 +341,7 @@ mod tests {
             pair(
                 "hop",
                 &format!(
-                    r#"{{"hop":{{"from":"manager","kind":"delivery","latency_ms":7,"text":"Done \"quoted\"","to":"user","usage":{{"completion_tokens":2,"prompt_tokens":5,"total_tokens":7}}}},"turn":"{turn}"}}"#
+                    r#"{{"hop":{{"at":"2026-11-26T12:00:01.250Z","from":"manager","kind":"delivery","latency_ms":7,"text":"Done \"quoted\"","to":"user","usage":{{"completion_tokens":2,"prompt_tokens":5,"total_tokens":7}}}},"turn":"{turn}"}}"#
                 )
             )
         );

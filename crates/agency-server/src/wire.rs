@@ -352,6 +352,10 @@ pub struct TraceEntry {
     /// For a `tool_result`: whether the tool failed (its text says why).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
+    /// When its message was written (RFC 3339): the model call that wrote it (or, for a
+    /// `tool_result`, the tool) ended just before, so the call ran from `at - latency_ms` to
+    /// `at`. The web UI's waterfall draws a turn from these.
+    pub at: DateTime<Utc>,
 }
 
 impl TraceEntry {
@@ -367,6 +371,7 @@ impl TraceEntry {
             tool: e.tool.as_ref().map(|t| t.name.clone()),
             call_id: e.tool.as_ref().map(|t| t.call_id.clone()),
             is_error: e.tool.as_ref().filter(|_| result).map(|t| t.is_error),
+            at: e.at,
         }
     }
 }
