@@ -1262,6 +1262,31 @@ impl Walk {
         n.unwrap_or_default().parse().unwrap()
     }
 
+    /// The waterfall under `scope` (a turn, or a turn of the conversation browser): its lanes'
+    /// names, how many model-call bars, tool-call bars and hop arrows it draws, and its label.
+    async fn waterfall(&self, scope: &str) -> Waterfall {
+        self.wait(&format!("{scope} svg.waterfall g.wf-hop")).await;
+        let v = self
+            .c
+            .execute(
+                "const s = document.querySelector(arguments[0] + ' svg.waterfall');
+                 return {
+                   lanes: [...s.querySelectorAll('g.wf-lane')].map((g) => g.dataset.lane),
+                   names: [...s.querySelectorAll('g.wf-lane .wf-lane-name')].map((t) => t.textContent),
+                   notes: [...s.querySelectorAll('g.wf-lane .wf-lane-note')].map((t) => t.textContent),
+                   model: s.querySelectorAll('g.wf-bars rect.wf-call').length,
+                   tools: [...s.querySelectorAll('g.wf-bars rect.wf-tool')].map((r) => r.dataset.lane),
+                   arrows: s.querySelectorAll('g.wf-hops g.wf-hop').length,
+                   label: s.getAttribute('role') + ': ' + s.getAttribute('aria-label'),
+                   title: s.querySelector(':scope > title').textContent,
+                 };",
+                vec![json!(scope)],
+            )
+            .await
+            .unwrap();
+        serde_json::from_value(v).unwrap()
+    }
+
     /// Sends `text` in the playground with Ctrl+Enter and waits for the turn's answer.
     async fn chat_turn(&self, text: &str, turns_before: usize) -> String {
         self.type_into("#message", text).await;
@@ -1277,6 +1302,40 @@ impl Walk {
             turns_before + 1
         )))
         .await
+    }
+}
+
+/// What a turn's waterfall draws (`Walk::waterfall`).
+#[derive(Debug, serde::Deserialize)]
+struct Waterfall {
+    lanes: Vec<String>,
+    names: Vec<String>,
+    notes: Vec<String>,
+    model: usize,
+    tools: Vec<String>,
+    arrows: usize,
+    label: String,
+    title: String,
+}
+
+impl Waterfall {
+    /// The support example's turn: the user and the three agents that took part, their five
+    /// model calls (frontdesk's two, triage's one, billing's two: before and after its tool),
+    /// the tool call on billing's lane, and an arrow for each of the turn's `hops` entries
+    /// (the hop list's items: the input, the deliveries, the tool call and result, the answer).
+    fn is_the_support_turn(&self, hops: usize) {
+        let lanes = ["user", "frontdesk", "triage", "billing"];
+        assert_eq!(self.lanes, lanes, "{self:?}");
+        assert_eq!(self.names, lanes, "{self:?}");
+        assert_eq!(self.model, 5, "{self:?}");
+        assert_eq!(self.tools, ["billing"], "{self:?}");
+        assert_eq!(self.arrows, hops, "{self:?}");
+        assert!(self.label.starts_with("img: "), "{self:?}");
+        assert!(
+            self.title
+                .contains("billing: 2 model calls, builtin/calculate ("),
+            "{self:?}"
+        );
     }
 }
 
@@ -1405,7 +1464,38 @@ async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
         summary.contains("6 hops") && summary.contains("ended by answered"),
         "{summary}"
     );
+    // Its waterfall, drawn live and then from the turn's record: a lane per agent, its model
+    // and tool calls as bars, an arrow per hop; each lane's tokens and cost are the table's.
+    let drawn = w.waterfall("article.turn").await;
+    drawn.is_the_support_turn(routes.len());
+    let tokens = w
+        .texts("table.per-agent tbody tr td:nth-child(3)")
+        .await
+        .iter()
+        .map(|t| {
+            let (i, o) = t.split_once(" / ").unwrap();
+            i.parse::<u64>().unwrap() + o.parse::<u64>().unwrap()
+        })
+        .collect::<Vec<_>>();
+    let costs = w.texts("table.per-agent tbody tr td:nth-child(4)").await;
+    for (i, note) in drawn.notes[1..].iter().enumerate() {
+        assert_eq!(
+            *note,
+            format!("{} tokens · {}", tokens[i], costs[i]),
+            "{drawn:?}"
+        );
+    }
     w.audit("ux-playground").await;
+    // The waterfall on its own, for the docs (`docs/waterfall.png`).
+    w.c.set_window_size(1366, 900).await.unwrap();
+    w.c.execute(
+        "document.querySelector('article.turn svg.waterfall').scrollIntoView({ block: 'center' });",
+        vec![],
+    )
+    .await
+    .unwrap();
+    w.settle_layout().await;
+    w.shot("ux-waterfall-1366").await;
 
     // Oldest first, the input below the last turn.
     w.chat_turn("and a refund", 1).await;
@@ -1460,6 +1550,10 @@ async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
         second
     );
     assert_eq!(w.texts("#turns li.hop").await.len(), 7);
+    // After the reload the waterfall is drawn from the stored trace.
+    w.click("article.turn.done details.turn-details summary")
+        .await;
+    w.waterfall("article.turn").await.is_the_support_turn(7);
 
     // The conversation browser.
     w.click("#open-conversation").await;
@@ -1476,6 +1570,10 @@ async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
             "Sorry for the trouble. Billing credited your account with 19 USD. (Escalated to billing. New ticket: hello again)"
         ]
     );
+    // Each turn's waterfall, from its stored trace.
+    w.waterfall("section.turn-waterfall[data-turn='1']")
+        .await
+        .is_the_support_turn(7);
     w.audit("ux-conversation").await;
 
     // The home page now offers the account's copy instead of another import.

@@ -1,10 +1,12 @@
 // @ts-check
-// The conversation browser: a conversation's turns, and each agent's context as it saw it.
+// The conversation browser: a conversation's turns, each turn's waterfall (from its stored
+// trace), and each agent's context as it saw it.
 
 import { api } from "./api.js";
 import { $, data, el } from "./dom.js";
 import { general } from "./errors.js";
 import { tokens, when } from "./format.js";
+import { Waterfall } from "./waterfall.js";
 
 /**
  * @typedef {{ number: number, started_at: string, hops: number, usage: import("./format.js").Usage,
@@ -99,10 +101,28 @@ function show(conversation, messages) {
   );
 }
 
+/**
+ * Draws each turn's waterfall from its stored trace, in turn order.
+ * @param {string} conversation
+ * @param {Turn[]} turns
+ */
+async function waterfalls(conversation, turns) {
+  const box = $("waterfalls");
+  box.replaceChildren();
+  for (const t of turns) {
+    const r = await api("GET", "/api/conversations/" + conversation + "/turns/" + t.number);
+    if (!r.ok) continue;
+    const chart = el("div", { class: "waterfall-box" });
+    box.append(el("section", { class: "turn-waterfall", "data-turn": t.number }, el("h3", {}, "Turn " + t.number), chart));
+    new Waterfall(chart, "Turn " + t.number + "'s waterfall: each agent's model calls and tool calls over time, and the hops between them").show(r.data.trace, []);
+  }
+}
+
 const id = data("conversation", "id");
 const [c, m] = await Promise.all([api("GET", "/api/conversations/" + id), api("GET", "/api/conversations/" + id + "/messages")]);
 if (!c.ok) {
   general(c.error.message);
 } else {
   show(c.data, m.ok ? m.data : null);
+  await waterfalls(id, c.data.turns);
 }

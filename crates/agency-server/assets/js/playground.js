@@ -1,7 +1,8 @@
 // @ts-check
 // The playground: a chat with an agency's draft or published version. Turns read oldest first,
 // the input at the bottom; each answer has its turn folded beneath it (the hops as a
-// conversation between the agents, tool calls included, and what each agent spent), and the
+// conversation between the agents, tool calls included, its waterfall drawn as the hops arrive,
+// and what each agent spent), and the
 // team's graph beside lights its edges as the hops arrive (the conversation's events,
 // `ConversationEvent` in the API's document).
 
@@ -10,11 +11,12 @@ import { $, data, el, status, submitOnCtrlEnter } from "./dom.js";
 import { chatInput, general, showError } from "./errors.js";
 import { cost, tokens } from "./format.js";
 import { TeamGraph } from "./graph.js";
+import { agentCost, spent, Waterfall } from "./waterfall.js";
 
-/** @typedef {{ from: string, to: string, kind: string, text: string, usage: import("./format.js").Usage | null, latency_ms: number | null, tool?: string, is_error?: boolean }} Hop */
+/** @typedef {import("./waterfall.js").Hop} Hop */
 /**
  * A turn on the page: its parts, and when it was sent.
- * @typedef {{ block: HTMLElement, hops: HTMLElement, answer: HTMLElement, error: HTMLElement, summary: HTMLElement, agents: HTMLElement, details: HTMLDetailsElement, started: number, seen: number }} Turn
+ * @typedef {{ block: HTMLElement, hops: HTMLElement, answer: HTMLElement, error: HTMLElement, summary: HTMLElement, agents: HTMLElement, details: HTMLDetailsElement, waterfall: Waterfall, started: number, seen: number }} Turn
  */
 
 const id = data("playground", "id");
@@ -61,7 +63,11 @@ function openEvents(conversation) {
     es.addEventListener("hop", (e) => {
       const h = /** @type {Hop} */ (JSON.parse(e.data).hop);
       if (play.graph) play.graph.light(h.from, h.to);
-      if (play.turn) addHop(play.turn, h, ((performance.now() - play.turn.started) / 1000).toFixed(2));
+      // Once the turn is closed its record is shown: a hop that trails it is in it already.
+      if (play.turn && !play.turn.block.classList.contains("done")) {
+        addHop(play.turn, h, ((performance.now() - play.turn.started) / 1000).toFixed(2));
+        play.turn.waterfall.add(h);
+      }
     });
     es.addEventListener("turn_finished", (e) => {
       const d = JSON.parse(e.data);
@@ -121,31 +127,8 @@ function setAnswer(t, text) {
  * @param {{ agent: string, cost_usd: string | null }[]} costs
  */
 function perAgent(trace, costs) {
-  /** @type {Map<string, { calls: number, prompt: number, completion: number, ms: number, toolMs: number }>} */
-  const by = new Map();
-  /** @param {string} name */
-  const of = (name) => {
-    let x = by.get(name);
-    if (!x) {
-      x = { calls: 0, prompt: 0, completion: 0, ms: 0, toolMs: 0 };
-      by.set(name, x);
-    }
-    return x;
-  };
-  for (const h of trace) {
-    if (h.kind === "tool_result") {
-      if (h.latency_ms != null) of(h.to).toolMs += h.latency_ms;
-      continue;
-    }
-    if (h.from === "user" || h.from === "agency" || !["delivery", "answer", "tool_call"].includes(h.kind)) continue;
-    const x = of(h.from);
-    x.calls++;
-    if (h.usage) {
-      x.prompt += h.usage.prompt_tokens;
-      x.completion += h.usage.completion_tokens;
-    }
-    if (h.latency_ms != null) x.ms += h.latency_ms;
-  }
+  // The same calls the waterfall draws: a reply's deliveries share one model call.
+  const by = spent(trace);
   return el(
     "table",
     { class: "per-agent" },
@@ -155,20 +138,10 @@ function perAgent(trace, costs) {
       "tbody",
       {},
       ...[...by].map(([name, x]) =>
-        el("tr", { "data-agent": name }, el("th", { scope: "row" }, name), el("td", {}, x.calls), el("td", {}, x.prompt + " / " + x.completion), el("td", {}, agentCost(costs, name)), el("td", {}, x.ms + " ms"), el("td", {}, x.toolMs ? x.toolMs + " ms" : "—")),
+        el("tr", { "data-agent": name }, el("th", { scope: "row" }, name), el("td", {}, x.messages), el("td", {}, x.prompt + " / " + x.completion), el("td", {}, agentCost(costs, name)), el("td", {}, x.ms + " ms"), el("td", {}, x.toolMs ? x.toolMs + " ms" : "—")),
       ),
     ),
   );
-}
-
-/**
- * An agent's cost in a turn, as the table writes it.
- * @param {{ agent: string, cost_usd: string | null }[]} costs
- * @param {string} name
- */
-function agentCost(costs, name) {
-  const c = costs.find((x) => x.agent === name);
-  return !c ? "—" : c.cost_usd === null ? "no price" : "$" + c.cost_usd;
 }
 
 /**
@@ -182,7 +155,8 @@ function newTurn(text) {
   const error = el("p", { class: "error", hidden: true });
   const summary = el("span", { class: "turn-usage" }, "live");
   const agents = el("div", { class: "scroll", tabindex: 0, role: "region", "aria-label": "What each agent spent" });
-  const details = el("details", { class: "turn-details", open: true }, el("summary", {}, "How the team answered ", summary), hops, agents);
+  const chart = el("div", { class: "waterfall-box" });
+  const details = el("details", { class: "turn-details", open: true }, el("summary", {}, "How the team answered ", summary), chart, hops, agents);
   const block = el(
     "article",
     { class: "turn" },
@@ -191,7 +165,8 @@ function newTurn(text) {
   );
   $("turns").append(block);
   block.scrollIntoView({ block: "nearest" });
-  return { block, hops, answer, error, summary, agents, details, started: performance.now(), seen: 0 };
+  const waterfall = new Waterfall(chart, "The turn's waterfall: each agent's model calls and tool calls over time, and the hops between them");
+  return { block, hops, answer, error, summary, agents, details, waterfall, started: performance.now(), seen: 0 };
 }
 
 /** Where the page keeps its conversation across reloads (this tab only). */
@@ -228,6 +203,7 @@ function finish(t, trace, d, secs) {
     for (const h of trace) addHop(t, h, null);
   }
   t.agents.replaceChildren(perAgent(trace, d.agent_costs || []));
+  t.waterfall.show(trace, d.agent_costs || []);
   t.summary.textContent = "· " + d.hops + " hops · " + tokens(d.usage) + " · " + cost(d.cost_usd) + " · " + secs + " s · ended by " + d.stopped_by;
   t.details.open = false;
   t.block.classList.add("done");

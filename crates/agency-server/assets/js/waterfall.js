@@ -1,0 +1,329 @@
+// @ts-check
+// A turn's waterfall: an SVG with one lane per agent (and the user), each agent's model calls
+// and tool calls as bars on a time axis from the turn's start, and the turn's hops (its trace
+// entries) as arrows from the sender's lane to the receiver's at the time each was written.
+// Drawn by hand from the trace's `at` and `latency_ms`: a model call is `[at - latency_ms, at]`
+// on the lane of the agent that replied, a tool call `[at - latency_ms, at]` of its result on
+// the calling agent's lane. The deliveries of one reply share its call: an agent calls its
+// model again only after something reached it, so an entry from an agent that received nothing
+// since its last call is that call's. `spent` sums the same calls for the per-agent table, so
+// the two agree.
+
+import { tokens } from "./format.js";
+
+const NS = "http://www.w3.org/2000/svg";
+const W = 720;
+const LABEL = 150;
+const RIGHT = 20;
+const LANE = 48;
+const TOP = 8;
+const AXIS = 54;
+/** Each drawing's arrowhead has its own id: a page may show several turns. */
+let drawn = 0;
+
+/**
+ * A trace entry, as the API and the conversation's `hop` events send it.
+ * @typedef {{ from: string, to: string, kind: string, text: string, usage: import("./format.js").Usage | null,
+ *   latency_ms: number | null, tool?: string, is_error?: boolean, at: string }} Hop
+ */
+/** @typedef {{ lane: string, start: number, end: number, ms: number, usage: import("./format.js").Usage | null, what: string }} Bar */
+/** @typedef {{ agent: string, cost_usd: string | null }} AgentCost */
+
+/**
+ * An SVG element with attributes and children.
+ * @param {string} tag
+ * @param {Record<string, string | number>} [attrs]
+ * @param {...(SVGElement | string)} children
+ * @returns {SVGElement}
+ */
+function svg(tag, attrs, ...children) {
+  const e = /** @type {SVGElement} */ (document.createElementNS(NS, tag));
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  for (const c of children) e.append(c);
+  return e;
+}
+
+/**
+ * When a hop was written, in milliseconds, to the microsecond the server gives (a `Date`
+ * keeps only milliseconds, and a turn on the rules model takes a few).
+ * @param {Hop} h
+ */
+function time(h) {
+  const frac = /\.(\d+)/.exec(h.at);
+  return new Date(h.at.replace(/\.\d+/, "")).getTime() + (frac ? Number("0." + frac[1]) * 1000 : 0);
+}
+
+/**
+ * The turn's lanes (the user first, then each agent as it first appears), its model calls and
+ * its tool calls.
+ * @param {Hop[]} trace
+ */
+export function calls(trace) {
+  /** @type {string[]} */
+  const lanes = ["user"];
+  /** @param {string} name */
+  const lane = (name) => {
+    if (!lanes.includes(name)) lanes.push(name);
+  };
+  for (const h of trace) {
+    if (h.kind !== "tool_result") lane(h.from);
+    if (h.kind !== "tool_call") lane(h.to);
+  }
+  /** @type {Bar[]} */
+  const model = [];
+  /** @type {Bar[]} */
+  const tools = [];
+  /** @type {Map<string, Bar>} each agent's last model call */
+  const last = new Map();
+  /** @type {Set<string>} agents something reached since their last call */
+  const reached = new Set();
+  for (const h of trace) {
+    const end = time(h);
+    if (h.kind === "tool_result") {
+      if (h.latency_ms != null) tools.push({ lane: h.to, start: end - h.latency_ms, end, ms: h.latency_ms, usage: null, what: h.from });
+    } else if (h.latency_ms != null) {
+      // A correction carries the call whose reply could not be routed: the addressee's.
+      const who = h.kind === "correction" ? h.to : h.from;
+      if (who !== "user" && who !== "agency" && (!last.has(who) || reached.has(who))) {
+        const bar = { lane: who, start: end - h.latency_ms, end, ms: h.latency_ms, usage: h.usage, what: "model call" };
+        model.push(bar);
+        last.set(who, bar);
+        reached.delete(who);
+      }
+    }
+    if (h.kind !== "tool_call") reached.add(h.to);
+  }
+  return { lanes, model, tools };
+}
+
+/**
+ * What each agent spent in a turn, from its calls: messages sent, tokens, model time, tool time
+ * (agents in the order they first sent something).
+ * @param {Hop[]} trace
+ */
+export function spent(trace) {
+  /** @type {Map<string, { messages: number, prompt: number, completion: number, ms: number, toolMs: number }>} */
+  const by = new Map();
+  /** @param {string} name */
+  const of = (name) => {
+    let x = by.get(name);
+    if (!x) {
+      x = { messages: 0, prompt: 0, completion: 0, ms: 0, toolMs: 0 };
+      by.set(name, x);
+    }
+    return x;
+  };
+  for (const h of trace) {
+    if (h.from === "user" || h.from === "agency" || !["delivery", "answer", "tool_call"].includes(h.kind)) continue;
+    of(h.from).messages++;
+  }
+  const { model, tools } = calls(trace);
+  for (const c of model) {
+    const x = of(c.lane);
+    if (c.usage) {
+      x.prompt += c.usage.prompt_tokens;
+      x.completion += c.usage.completion_tokens;
+    }
+    x.ms += c.ms;
+  }
+  for (const t of tools) of(t.lane).toolMs += t.ms;
+  return by;
+}
+
+/**
+ * An agent's cost in a turn, as the pages write it.
+ * @param {AgentCost[]} costs
+ * @param {string} name
+ */
+export function agentCost(costs, name) {
+  const c = costs.find((x) => x.agent === name);
+  return !c ? "—" : c.cost_usd === null ? "no price" : "$" + c.cost_usd;
+}
+
+/**
+ * A duration on the axis.
+ * @param {number} ms
+ */
+function span(ms) {
+  return ms >= 2000 ? (ms / 1000).toFixed(ms >= 20000 ? 0 : 1) + " s" : Math.round(ms) + " ms";
+}
+
+export class Waterfall {
+  /**
+   * @param {HTMLElement} box where the drawing goes
+   * @param {string} label what the drawing is, for screen readers
+   */
+  constructor(box, label) {
+    this.box = box;
+    this.label = label;
+    /** @type {Hop[]} */
+    this.trace = [];
+    /** @type {AgentCost[]} */
+    this.costs = [];
+    this.marker = "wf-arrow-" + ++drawn;
+    /** Whether it shows the turn's record: hops that trail it are in it already. */
+    this.recorded = false;
+  }
+
+  /**
+   * A hop as it happens: drawn at once.
+   * @param {Hop} h
+   */
+  add(h) {
+    if (this.recorded) return;
+    this.trace.push(h);
+    this.draw();
+  }
+
+  /**
+   * The turn as recorded, with what each agent's calls cost.
+   * @param {Hop[]} trace
+   * @param {AgentCost[]} costs
+   */
+  show(trace, costs) {
+    this.trace = [...trace];
+    this.costs = costs;
+    this.recorded = true;
+    this.draw();
+  }
+
+  draw() {
+    const trace = this.trace.filter((h) => !Number.isNaN(time(h)));
+    if (!trace.length) {
+      this.box.replaceChildren();
+      return;
+    }
+    const { lanes, model, tools } = calls(trace);
+    const by = spent(trace);
+    const bars = [...model, ...tools];
+    const origin = Math.min(...trace.map(time), ...bars.map((b) => b.start));
+    const last = Math.max(...trace.map(time), ...bars.map((b) => b.end));
+    const total = Math.max(last - origin, 1);
+    const plot = W - LABEL - RIGHT;
+    /** @param {number} t */
+    const x = (t) => LABEL + ((t - origin) / total) * plot;
+    /** @param {string} name */
+    const top = (name) => TOP + lanes.indexOf(name) * LANE;
+    const H = TOP + lanes.length * LANE + AXIS;
+    const arrow = svg(
+      "marker",
+      { id: this.marker, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" },
+      svg("path", { d: "M0,0 L10,5 L0,10 z", class: "wf-arrowhead" }),
+    );
+    const root = svg("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": this.label, class: "waterfall" }, svg("defs", {}, arrow));
+    root.append(svg("title", {}, this.describe(lanes, model, tools, total)));
+    const laneGroup = svg("g", { class: "wf-lanes" });
+    lanes.forEach((name) => {
+      const y = top(name);
+      const x0 = by.get(name);
+      const note = name === "user" ? "" : x0 ? tokens({ prompt_tokens: x0.prompt, completion_tokens: x0.completion, total_tokens: x0.prompt + x0.completion }).replace(/ \(.*/, "") : "";
+      const cost = name === "user" || !this.costs.length ? "" : agentCost(this.costs, name);
+      laneGroup.append(
+        svg(
+          "g",
+          { class: "wf-lane", "data-lane": name },
+          svg("rect", { x: 0, y: y, width: W, height: LANE, class: "wf-lane-bg" }),
+          svg("text", { x: 6, y: y + 18, class: "wf-lane-name" }, name.length > 20 ? name.slice(0, 19) + "…" : name),
+          svg("text", { x: 6, y: y + 34, class: "wf-lane-note" }, [note, cost].filter((s) => s).join(" · ")),
+        ),
+      );
+    });
+    // The axis: from the turn's start, a few round ticks.
+    const axis = svg("g", { class: "wf-axis" });
+    const yAxis = TOP + lanes.length * LANE;
+    axis.append(svg("line", { x1: LABEL, y1: yAxis, x2: W - RIGHT, y2: yAxis }));
+    const step = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 60000, 120000].find((s) => total / s <= 5) || 300000;
+    for (let t = 0; t <= total + 0.001; t += step) {
+      const tx = LABEL + (t / total) * plot;
+      axis.append(svg("line", { x1: tx, y1: TOP, x2: tx, y2: yAxis + 4, class: "wf-grid" }));
+      axis.append(svg("text", { x: tx, y: yAxis + 18, "text-anchor": t === 0 ? "start" : "middle", class: "wf-tick" }, span(t)));
+    }
+    const barGroup = svg("g", { class: "wf-bars" });
+    for (const b of model) {
+      const y = top(b.lane);
+      barGroup.append(
+        svg(
+          "rect",
+          { x: x(b.start), y: y + 6, width: Math.max(x(b.end) - x(b.start), 3), height: 18, rx: 2, class: "wf-call", "data-lane": b.lane },
+          svg("title", {}, b.lane + ": model call, " + span(b.ms) + (b.usage ? ", " + tokens(b.usage) : "") + ", from +" + span(b.start - origin)),
+        ),
+      );
+    }
+    for (const b of tools) {
+      const y = top(b.lane);
+      barGroup.append(
+        svg(
+          "rect",
+          { x: x(b.start), y: y + 28, width: Math.max(x(b.end) - x(b.start), 2), height: 12, rx: 2, class: "wf-tool", "data-lane": b.lane },
+          svg("title", {}, b.lane + " called " + b.what + ": " + span(b.ms) + ", from +" + span(b.start - origin)),
+        ),
+      );
+    }
+    // The hops: arrows between lanes (a tool call from the agent's model row down to its tool
+    // row, the result back up). Arrows written in the same millisecond are set a few pixels
+    // apart, in their order, so each shows.
+    const hopGroup = svg("g", { class: "wf-hops" });
+    let prev = -Infinity;
+    for (const h of trace) {
+      const hx = Math.max(x(time(h)), prev + 5);
+      prev = hx;
+      let y1;
+      let y2;
+      if (h.kind === "tool_call") {
+        y1 = top(h.from) + 15;
+        y2 = top(h.from) + 30;
+      } else if (h.kind === "tool_result") {
+        y1 = top(h.to) + 38;
+        y2 = top(h.to) + 22;
+      } else {
+        const a = top(h.from);
+        const b = top(h.to);
+        y1 = a + (b > a ? 24 : 6);
+        y2 = b + (b > a ? 6 : 24);
+      }
+      hopGroup.append(
+        svg(
+          "g",
+          { class: "wf-hop kind-" + h.kind, "data-from": h.from, "data-to": h.to },
+          svg("title", {}, h.from + " → " + h.to + " (" + h.kind.replace("_", " ") + ") at +" + span(time(h) - origin)),
+          svg("line", { x1: hx, y1, x2: hx, y2, "marker-end": "url(#" + this.marker + ")" }),
+        ),
+      );
+    }
+    // A key to the marks, under the axis.
+    const ky = yAxis + 38;
+    const key = svg(
+      "g",
+      { class: "wf-key", "aria-hidden": "true" },
+      svg("rect", { x: LABEL, y: ky - 10, width: 18, height: 12, rx: 3, class: "wf-call" }),
+      svg("text", { x: LABEL + 24, y: ky, class: "wf-tick" }, "model call"),
+      svg("rect", { x: LABEL + 110, y: ky - 9, width: 18, height: 10, rx: 2, class: "wf-tool" }),
+      svg("text", { x: LABEL + 134, y: ky, class: "wf-tick" }, "tool call"),
+      svg("line", { x1: LABEL + 212, y1: ky - 11, x2: LABEL + 212, y2: ky + 1, class: "wf-key-hop", "marker-end": "url(#" + this.marker + ")" }),
+      svg("text", { x: LABEL + 222, y: ky, class: "wf-tick" }, "hop (sender → receiver)"),
+      svg("text", { x: W - RIGHT, y: ky, "text-anchor": "end", class: "wf-tick" }, "time from the turn's start"),
+    );
+    root.append(laneGroup, axis, barGroup, hopGroup, key);
+    this.box.replaceChildren(root);
+  }
+
+  /**
+   * The waterfall in words (its `<title>`): each agent's calls and what they took.
+   * @param {string[]} lanes
+   * @param {Bar[]} model
+   * @param {Bar[]} tools
+   * @param {number} total
+   */
+  describe(lanes, model, tools, total) {
+    const lines = [this.label + ", over " + span(total) + "."];
+    for (const name of lanes) {
+      if (name === "user") continue;
+      const m = model.filter((b) => b.lane === name);
+      const t = tools.filter((b) => b.lane === name);
+      lines.push(
+        name + ": " + m.length + " model call" + (m.length === 1 ? "" : "s") + (t.length ? ", " + t.map((b) => b.what + " (" + span(b.ms) + ")").join(", ") : "") + ".",
+      );
+    }
+    return lines.join(" ");
+  }
+}
