@@ -338,7 +338,7 @@ impl TraceEntry {
                         name: c.name.clone(),
                         is_error: false,
                     }),
-                    at: m.created_at,
+                    at: stored_time(m.created_at),
                 })
                 .collect(),
             (MessageKind::Reply, _) => Vec::new(),
@@ -350,7 +350,7 @@ impl TraceEntry {
                 usage: None,
                 latency_ms: m.latency_ms,
                 tool: tool.as_ref().and_then(ToolPart::result).cloned(),
-                at: m.created_at,
+                at: stored_time(m.created_at),
             }],
             _ => {
                 let call = m.linked.and_then(&call_of);
@@ -366,11 +366,18 @@ impl TraceEntry {
                     usage: call.map(|(u, _)| u),
                     latency_ms: call.and_then(|(_, l)| l),
                     tool: None,
-                    at: m.created_at,
+                    at: stored_time(m.created_at),
                 }]
             }
         }
     }
+}
+
+/// `at` as the databases keep it (to the microsecond, as PostgreSQL does): a trace made from
+/// messages in memory and one read back from the store (another server's) say the same time.
+fn stored_time(at: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::SubsecRound;
+    at.trunc_subsecs(6)
 }
 
 /// The trace of a turn from its messages (in `seq` order): the user's input, every delivery,
@@ -488,6 +495,15 @@ mod tests {
             included: true,
             created_at: at.parse().unwrap(),
         }
+    }
+
+    #[test]
+    fn a_trace_entry_says_its_time_as_the_store_keeps_it() {
+        let mut m = message(MessageKind::Input, "2026-11-26T12:00:01.123456789Z");
+        m.from = None;
+        let entries = TraceEntry::of(&m, |_| None);
+        let want: DateTime<Utc> = "2026-11-26T12:00:01.123456Z".parse().unwrap();
+        assert_eq!(entries.iter().map(|e| e.at).collect::<Vec<_>>(), [want]);
     }
 
     #[test]
