@@ -77,11 +77,12 @@ async fn observe(
     use tracing::Instrument;
     let started = std::time::Instant::now();
     let method = request.method().clone();
-    let route = request
+    // The matched route's pattern is shared, not copied.
+    let matched = request
         .extensions()
         .get::<axum::extract::MatchedPath>()
-        .map_or("unmatched", |p| p.as_str())
-        .to_string();
+        .cloned();
+    let route = matched.as_ref().map_or("unmatched", |p| p.as_str());
     let response = if agency_telemetry::tracing_on() {
         let span = tracing::info_span!(
             "http",
@@ -104,7 +105,7 @@ async fn observe(
     };
     agency_telemetry::metrics().http(
         method.as_str(),
-        &route,
+        route,
         response.status().as_u16(),
         started.elapsed().as_secs_f64(),
     );
