@@ -5,6 +5,10 @@ made with the CLI, and `agency serve` on a free loopback port. It builds nothing
 is `$AGENCY_BIN` (default `target/debug/agency`, relative to the repository root).
 
     cargo build -p agency && python -m pytest -q tests/python
+
+With `AGENCY_TEST_SERVERS=3` (and `AGENCY_TEST_POSTGRES`, a PostgreSQL URL) it runs the same
+tests through HAProxy (`deploy/haproxy.cfg`, round robin) in front of three `agency serve` on
+one fresh PostgreSQL schema: every request of a test may reach another server.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -134,12 +139,127 @@ agents:
 """
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def servers_wanted() -> int:
+    """`AGENCY_TEST_SERVERS`: how many servers, behind HAProxy when more than one."""
+    n = int(os.environ.get("AGENCY_TEST_SERVERS", "1"))
+    assert 1 <= n <= 3, "AGENCY_TEST_SERVERS is 1, 2 or 3 (deploy/haproxy.cfg names three)"
+    return n
+
+
+def fresh_postgres_schema() -> str:
+    """A new schema on `AGENCY_TEST_POSTGRES`, and the URL that works in it."""
+    server = os.environ.get("AGENCY_TEST_POSTGRES")
+    if not server:
+        pytest.exit("AGENCY_TEST_SERVERS > 1 needs AGENCY_TEST_POSTGRES", returncode=2)
+    schema = f"py_{os.getpid()}_{int(time.time())}"
+    subprocess.run(
+        ["psql", server, "-q", "-v", "ON_ERROR_STOP=1", "-c", f"CREATE SCHEMA {schema}"],
+        check=True,
+        timeout=30,
+    )
+    sep = "&" if "?" in server else "?"
+    return f"{server}{sep}options=-c%20search_path%3D{schema}"
+
+
+def start_serve(
+    binary: Path, args: list[str], work: Path, env: dict[str, str], log: Path, extra: list[str]
+):
+    """`agency serve ...extra` on a free loopback port: the process and its port."""
+    with open(log, "wb") as stderr:
+        proc = subprocess.Popen(
+            [str(binary), *args, "serve", "--listen", "127.0.0.1:0", *extra],
+            cwd=work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + START_TIMEOUT
+    seen = []
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            line = None
+        if line is None:
+            proc.kill()
+            proc.wait()
+            pytest.fail(
+                f"`agency serve` did not say where it listens (exit {proc.returncode}); "
+                f"stdout: {''.join(seen)!r}\nstderr:\n{log.read_text()}",
+                pytrace=False,
+            )
+        seen.append(line)
+        m = re.fullmatch(r"agency: listening on http://127\.0\.0\.1:(\d+)\s*", line)
+        if m:
+            return proc, int(m.group(1))
+
+
+def stop_serve(proc: subprocess.Popen, log: Path) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        code = proc.wait(timeout=STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail(f"`agency serve` did not stop on SIGTERM within {STOP_TIMEOUT}s", pytrace=False)
+    assert code == 0, f"`agency serve` exited with {code}:\n{log.read_text()}"
+
+
+def start_haproxy(ports: list[int]) -> tuple[subprocess.Popen, int]:
+    """HAProxy with `deploy/haproxy.cfg` in front of `ports`, once it finds a server ready."""
+    port = free_port()
+    env = {**os.environ, "AGENCY_LB_BIND": f"127.0.0.1:{port}"}
+    for i in range(3):
+        # The configuration names three servers; fewer repeat the last.
+        env[f"AGENCY_SERVER_{i + 1}"] = f"127.0.0.1:{ports[min(i, len(ports) - 1)]}"
+    proc = subprocess.Popen(
+        ["haproxy", "-db", "-f", str(ROOT / "deploy" / "haproxy.cfg")],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+                if r.status == 200:
+                    return proc, port
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("HAProxy found no ready server", pytrace=False)
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory, fake: FakeOpenAI):
     binary = agency_bin()
     work = tmp_path_factory.mktemp("agency")
     env = _clean_env()
-    db = f"sqlite://{work}/a.db"
+    servers = servers_wanted()
+    if servers == 1:
+        db = f"sqlite://{work}/a.db"
+    else:
+        db = fresh_postgres_schema()
+        # Every server seals and opens with the same key.
+        env["AGENCY_MASTER_KEY"] = "42" * 32
     # Loopback only, whatever proxy the machine is configured with.
     for var in ("NO_PROXY", "no_proxy"):
         os.environ[var] = ",".join(filter(None, [os.environ.get(var), "127.0.0.1", "localhost"]))
@@ -190,63 +310,33 @@ def server(tmp_path_factory: pytest.TempPathFactory, fake: FakeOpenAI):
     assert len(set(keys.values())) == len(keys), "two keys are the same"
     time.sleep(max(0.0, expires_by - time.monotonic()))
 
-    log = work / "serve.log"
-    # Browsers of these origins may call (CORS); commas, as the variable takes them.
     serve_env = {
         **env,
+        # Browsers of these origins may call (CORS); commas, as the variable takes them.
         "AGENCY_CORS_ORIGIN": ", ".join(CORS_ORIGINS),
         # The `weather` agency's model is the fake on loopback.
         "AGENCY_ALLOW_PRIVATE_ADDRESSES": "true",
     }
-    with open(log, "wb") as stderr:
-        proc = subprocess.Popen(
-            [str(binary), "--db", db, "serve", "--listen", "127.0.0.1:0"],
-            cwd=work,
-            env=serve_env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    lines: queue.Queue[str | None] = queue.Queue()
+    # Behind the balancer, the servers believe the client address it forwards.
+    trusted = [] if servers == 1 else ["--trusted-proxy", "127.0.0.1"]
+    running = []
+    for i in range(servers):
+        log = work / f"serve{i + 1}.log"
+        proc, port = start_serve(binary, ["--db", db], work, serve_env, log, trusted)
+        running.append((proc, port, log))
+    balancer = None
+    if servers == 1:
+        port = running[0][1]
+    else:
+        balancer, port = start_haproxy([p for _, p, _ in running])
 
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
+    yield Server(port=port, keys=keys, log=running[0][2])
 
-    threading.Thread(target=pump, daemon=True).start()
-    port = None
-    deadline = time.monotonic() + START_TIMEOUT
-    seen = []
-    while port is None:
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            line = None
-        if line is None:
-            proc.kill()
-            proc.wait()
-            pytest.fail(
-                f"`agency serve` did not say where it listens (exit {proc.returncode}); "
-                f"stdout: {''.join(seen)!r}\nstderr:\n{log.read_text()}",
-                pytrace=False,
-            )
-        seen.append(line)
-        m = re.fullmatch(r"agency: listening on http://127\.0\.0\.1:(\d+)\s*", line)
-        if m:
-            port = int(m.group(1))
-
-    yield Server(port=port, keys=keys, log=log)
-
-    proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        pytest.fail(f"`agency serve` did not stop on SIGTERM within {STOP_TIMEOUT}s", pytrace=False)
-    assert code == 0, f"`agency serve` exited with {code}:\n{log.read_text()}"
+    if balancer is not None:
+        balancer.kill()
+        balancer.wait()
+    for proc, _, log in running:
+        stop_serve(proc, log)
 
 
 @pytest.fixture
