@@ -244,8 +244,62 @@ async fn three_servers_behind_haproxy_take_any_request() {
     assert!(stored.values().all(|n| *n == 1), "{stored:?}");
 
     live_views_cross_servers(&servers).await;
+    a_key_limit_holds_across_servers(dir.path(), &db, &url).await;
     drop(lb);
     drop(servers);
+}
+
+/// A key limited to 60 requests a minute, used through the balancer (round robin: every
+/// request on the next server) by 8 clients at once for 90 requests: 60 are answered (the
+/// servers count in PostgreSQL; ±5% allowed), the rest refused with `429` and `Retry-After`.
+async fn a_key_limit_holds_across_servers(dir: &Path, db: &str, url: &str) {
+    const LIMIT: usize = 60;
+    const SENT: usize = 90;
+    let made = cli(dir, db)
+        .args(["keys", "create", "studio", "--name", "limited"])
+        .args(["--rate-limit", &LIMIT.to_string()])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let key: Arc<str> = String::from_utf8(made.stdout).unwrap().trim().into();
+    let client = http();
+    let url: Arc<str> = url.into();
+    let mut running = tokio::task::JoinSet::new();
+    let mut statuses: HashMap<u16, usize> = HashMap::new();
+    for i in 0..SENT {
+        if running.len() >= 8 {
+            let (status, retry_after) = running.join_next().await.unwrap().unwrap();
+            *statuses.entry(status).or_default() += 1;
+            assert!(status != 429 || retry_after, "a 429 without Retry-After");
+        }
+        let (client, url, key) = (client.clone(), url.clone(), key.clone());
+        running.spawn(async move {
+            let response = client
+                .post(format!("{url}/v1/chat/completions"))
+                .bearer_auth(&*key)
+                .json(&json!({"model": "studio", "messages": [
+                    {"role": "user", "content": format!("limited {i}")}
+                ]}))
+                .send()
+                .await
+                .expect("the balancer answers");
+            let retry_after = response.headers().contains_key("retry-after");
+            (response.status().as_u16(), retry_after)
+        });
+    }
+    while let Some(done) = running.join_next().await {
+        let (status, retry_after) = done.unwrap();
+        *statuses.entry(status).or_default() += 1;
+        assert!(status != 429 || retry_after, "a 429 without Retry-After");
+    }
+    let answered = statuses.get(&200).copied().unwrap_or(0);
+    let refused = statuses.get(&429).copied().unwrap_or(0);
+    assert_eq!(answered + refused, SENT, "{statuses:?}");
+    let slack = LIMIT * 5 / 100;
+    assert!(
+        (LIMIT - slack..=LIMIT + slack).contains(&answered),
+        "{answered} of {SENT} answered for a limit of {LIMIT} a minute: {statuses:?}"
+    );
 }
 
 /// A playground turn run on the first server shows on a stream opened on the second.
