@@ -146,18 +146,6 @@ async fn chat(
 }
 
 /// The next line the server printed that starts with `prefix`.
-fn printed(server: &Server, prefix: &str) -> String {
-    loop {
-        let line = server
-            .lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a line from the server");
-        if let Some(rest) = line.strip_prefix(prefix) {
-            return rest.to_string();
-        }
-    }
-}
-
 async fn get_text(url: &str) -> String {
     let response = http().get(url).send().await.unwrap();
     assert!(
@@ -492,7 +480,7 @@ async fn prometheus_scrapes_the_metrics_listener() {
     let dir = setup(&fake);
     let d = dir.path();
     let server = Server::start(serve(d, &[], &["--metrics-listen", "127.0.0.1:0"]));
-    let metrics = printed(&server, "agency: metrics on ");
+    let metrics = server.printed("agency: metrics on ");
     let solo = key(d, "solo");
     let (status, body) = chat(&server, &solo, "solo", None, false).await;
     assert_eq!(status, 200, "{body}");
@@ -692,7 +680,7 @@ async fn a_dead_otlp_endpoint_costs_turns_nothing_and_is_counted() {
         ),
         Stdio::from(std::fs::File::create(&logs).unwrap()),
     );
-    let metrics = printed(&server, "agency: metrics on ");
+    let metrics = server.printed("agency: metrics on ");
     let solo = key(d, "solo");
     let studio = key(d, "studio");
     for _ in 0..5 {

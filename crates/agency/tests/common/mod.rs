@@ -91,6 +91,20 @@ impl Server {
         server
     }
 
+    /// The rest of the first line the server prints after `prefix` (lines before it are
+    /// dropped), e.g. `printed("agency: metrics on ")`.
+    pub fn printed(&self, prefix: &str) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("no line starting {prefix:?} from the server: {e}"));
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.to_string();
+            }
+        }
+    }
+
     /// Waits (a while) for the server to exit.
     pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
         let start = Instant::now();
