@@ -98,18 +98,26 @@ impl Runtime {
                 RuntimeError::NotFound(format!("conversation {id} has no turn {number}"))
             })?;
         let messages = self.store.turn_messages(id, turn.id).await?;
-        // Priced as the turn was: on the agency's draft, or its published version.
-        let view = self
+        // Priced as the turn was: on the agency's draft, or its published version. The trace
+        // is still shown when the agency's providers cannot be built now (a key removed
+        // since): without costs, as unknown.
+        let agent_costs = match self
             .current_agency(c.agency.id, c.conversation.version.is_some())
-            .await?;
-        let agent_costs = agency_core::price::costs_by_caller(
-            agency_core::message::model_calls(&messages),
-            |agent| {
-                view.agency
-                    .agent(agent)
-                    .and_then(|a| view.providers.price(&a.model))
-            },
-        );
+            .await
+        {
+            Ok(view) => agency_core::price::costs_by_caller(
+                agency_core::message::model_calls(&messages),
+                |agent| {
+                    view.agency
+                        .agent(agent)
+                        .and_then(|a| view.providers.price(&a.model))
+                },
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot price a stored turn's calls");
+                Vec::new()
+            }
+        };
         Ok(TurnDetail {
             turn,
             trace: agency_core::trace(&messages),
