@@ -380,6 +380,15 @@ fn stored_time(at: DateTime<Utc>) -> DateTime<Utc> {
     at.trunc_subsecs(6)
 }
 
+/// The model calls of a turn from its messages (in `seq` order): each reply's agent and the
+/// usage of the call that wrote it (what [`crate::price::costs_by_caller`] sums).
+pub fn model_calls(messages: &[Message]) -> impl Iterator<Item = (AgentId, Usage)> + '_ {
+    messages
+        .iter()
+        .filter(|m| m.kind == MessageKind::Reply)
+        .filter_map(|m| Some((m.from?, m.usage?)))
+}
+
 /// The trace of a turn from its messages (in `seq` order): the user's input, every delivery,
 /// tool call and result, correction, guard and failure notice, and the answer.
 pub fn trace(messages: &[Message]) -> Vec<TraceEntry> {

@@ -25,6 +25,29 @@ impl Price {
     }
 }
 
+/// What each party's model calls cost, in the order the parties first called: `calls` are
+/// each call's caller and usage, in order; `price` the price of a caller's model. A caller's
+/// cost is `None` once one of its calls was of a model without a price. One sum for a turn's
+/// live answer and for the turn read back from its stored replies, so the two agree.
+pub fn costs_by_caller<A: Copy + PartialEq>(
+    calls: impl IntoIterator<Item = (A, Usage)>,
+    price: impl Fn(A) -> Option<Price>,
+) -> Vec<(A, Option<Cost>)> {
+    let mut costs: Vec<(A, Option<Cost>)> = Vec::new();
+    for (caller, usage) in calls {
+        let i = match costs.iter().position(|(a, _)| *a == caller) {
+            Some(i) => i,
+            None => {
+                costs.push((caller, Some(Cost::default())));
+                costs.len() - 1
+            }
+        };
+        let spent = &mut costs[i].1;
+        *spent = spent.zip(price(caller)).map(|(sum, p)| sum + p.cost(usage));
+    }
+    costs
+}
+
 /// An amount in pico-dollars (10⁻¹² USD).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Cost(pub u64);
@@ -128,6 +151,40 @@ mod tests {
         assert_eq!(total.to_string(), "$0.010500");
         assert_eq!(Cost(499_999).to_string(), "$0.000000");
         assert_eq!(Cost(500_000).to_string(), "$0.000001");
+    }
+
+    #[test]
+    fn costs_are_summed_per_caller_in_the_order_they_first_called() {
+        let usage = |prompt_tokens, completion_tokens| Usage {
+            prompt_tokens,
+            completion_tokens,
+        };
+        let price = |who: &str| match who {
+            "boss" => Some(Price {
+                input: 2_500_000,
+                output: 10_000_000,
+            }),
+            "helper" => Some(Price {
+                input: 1_000_000,
+                output: 0,
+            }),
+            _ => None,
+        };
+        let calls = [
+            ("helper", usage(100, 5)),
+            ("boss", usage(1000, 200)),
+            ("free", usage(1, 1)),
+            ("helper", usage(900, 5)),
+        ];
+        assert_eq!(
+            costs_by_caller(calls, price),
+            [
+                ("helper", Some(Cost(1_000_000_000))),
+                ("boss", Some(Cost(4_500_000_000))),
+                ("free", None),
+            ]
+        );
+        assert_eq!(costs_by_caller(Vec::<(&str, Usage)>::new(), price), []);
     }
 
     #[test]

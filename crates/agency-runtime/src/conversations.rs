@@ -19,6 +19,9 @@ pub struct Owned {
 pub struct TurnDetail {
     pub turn: TurnRecord,
     pub trace: Vec<TraceEntry>,
+    /// What each agent's model calls cost, in the order they first answered (as the turn's
+    /// live answer said), at the agency's prices; `None` for an agent whose model has none.
+    pub agent_costs: Vec<(agency_core::AgentId, Option<agency_core::Cost>)>,
     pub roster: Roster,
 }
 
@@ -94,10 +97,31 @@ impl Runtime {
             .ok_or_else(|| {
                 RuntimeError::NotFound(format!("conversation {id} has no turn {number}"))
             })?;
-        let trace = self.trace(id, turn.id).await?;
+        let messages = self.store.turn_messages(id, turn.id).await?;
+        // Priced as the turn was: on the agency's draft, or its published version. The trace
+        // is still shown when the agency's providers cannot be built now (a key removed
+        // since): without costs, as unknown.
+        let agent_costs = match self
+            .current_agency(c.agency.id, c.conversation.version.is_some())
+            .await
+        {
+            Ok(view) => agency_core::price::costs_by_caller(
+                agency_core::message::model_calls(&messages),
+                |agent| {
+                    view.agency
+                        .agent(agent)
+                        .and_then(|a| view.providers.price(&a.model))
+                },
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot price a stored turn's calls");
+                Vec::new()
+            }
+        };
         Ok(TurnDetail {
             turn,
-            trace,
+            trace: agency_core::trace(&messages),
+            agent_costs,
             roster: c.agency.roster(),
         })
     }

@@ -460,17 +460,6 @@ impl Runtime {
         }
     }
 
-    /// The trace of a finished turn, from the store.
-    pub(crate) async fn trace(
-        &self,
-        conversation: ConversationId,
-        turn: TurnId,
-    ) -> Result<Vec<TraceEntry>, RuntimeError> {
-        Ok(agency_core::trace(
-            &self.store.turn_messages(conversation, turn).await?,
-        ))
-    }
-
     /// An agency's draft by id, as it is now (cached, checked with one small read).
     pub async fn agency_by_id(&self, id: AgencyId) -> Result<Arc<Agency>, RuntimeError> {
         Ok(self.current_agency(id, false).await?.agency)

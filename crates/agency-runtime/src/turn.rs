@@ -406,9 +406,9 @@ struct TurnRun {
     input_images: Vec<String>,
     /// How long each tool call took, by its agent and id, until its result is written.
     tool_took: HashMap<(AgentId, String), u32>,
-    /// What each agent's model calls cost in this turn, in the order they first answered
-    /// (`None` once one had no price).
-    agent_costs: Vec<(AgentId, Option<agency_core::Cost>)>,
+    /// Each model call of this turn that answered: its agent and usage, in order (what each
+    /// agent's calls cost is summed from them at the end, as for the stored turn).
+    calls: Vec<(AgentId, agency_core::Usage)>,
     /// Set when the turn is cancelled: tool calls still running stop.
     stop: tokio::sync::watch::Receiver<bool>,
     /// The turn's span (see [`crate::observe`]); disabled when tracing is off.
@@ -555,7 +555,7 @@ pub(crate) async fn run(
         client_calls: Vec::new(),
         input_images,
         tool_took: HashMap::new(),
-        agent_costs: Vec::new(),
+        calls: Vec::new(),
         stop: cancel.stop.clone(),
         span: span.clone(),
     };
@@ -764,7 +764,7 @@ impl TurnRun {
             hops: self.record.hops,
             usage: self.record.usage,
             cost: self.record.cost,
-            agent_costs: std::mem::take(&mut self.agent_costs),
+            agent_costs: self.agent_costs(),
             trace: std::mem::take(&mut self.trace),
             roster: self.roster.clone(),
             tool_calls: std::mem::take(&mut self.client_calls),
@@ -842,6 +842,15 @@ impl TurnRun {
         }
     }
 
+    /// What each agent's model calls cost so far, in the order they first answered.
+    fn agent_costs(&self) -> Vec<(AgentId, Option<agency_core::Cost>)> {
+        agency_core::price::costs_by_caller(self.calls.iter().copied(), |agent| {
+            self.agency
+                .agent(agent)
+                .and_then(|a| self.providers.price(&a.model))
+        })
+    }
+
     async fn on_completion(
         &mut self,
         agent: AgentId,
@@ -861,16 +870,7 @@ impl TurnRun {
                     .cost
                     .zip(price)
                     .map(|(sum, p)| sum + p.cost(c.usage));
-                let i = match self.agent_costs.iter().position(|(a, _)| *a == agent) {
-                    Some(i) => i,
-                    None => {
-                        self.agent_costs
-                            .push((agent, Some(agency_core::Cost::default())));
-                        self.agent_costs.len() - 1
-                    }
-                };
-                let spent = &mut self.agent_costs[i].1;
-                *spent = spent.zip(price).map(|(sum, p)| sum + p.cost(c.usage));
+                self.calls.push((agent, c.usage));
                 let mut reply = self.message(
                     Some(agent),
                     MessageKind::Reply,

@@ -143,6 +143,7 @@ pub async fn get_turn(
             .iter()
             .map(|e| wire::TraceEntry::new(e, &detail.roster))
             .collect(),
+        agent_costs: wire::AgentCost::list(&detail.agent_costs, &detail.roster),
     }))
 }
 

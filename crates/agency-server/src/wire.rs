@@ -416,14 +416,7 @@ impl From<&agency_runtime::TurnOutcome> for TurnResult {
             hops: o.hops,
             usage: o.usage.into(),
             cost_usd: dollars(o.cost),
-            agent_costs: o
-                .agent_costs
-                .iter()
-                .map(|(agent, cost)| AgentCost {
-                    agent: o.roster.display(Some(*agent)).to_string(),
-                    cost_usd: dollars(*cost),
-                })
-                .collect(),
+            agent_costs: AgentCost::list(&o.agent_costs, &o.roster),
             trace: o
                 .trace
                 .iter()
@@ -437,6 +430,25 @@ impl From<&agency_runtime::TurnOutcome> for TurnResult {
 pub struct TurnTrace {
     pub turn: Turn,
     pub trace: Vec<TraceEntry>,
+    /// What each agent's model calls cost, in the order the agents first answered, at the
+    /// agency's prices: as the turn's live answer said.
+    pub agent_costs: Vec<AgentCost>,
+}
+
+impl AgentCost {
+    /// Each agent's cost, named by `roster`.
+    pub fn list(
+        costs: &[(agency_core::AgentId, Option<agency_core::Cost>)],
+        roster: &agency_core::Roster,
+    ) -> Vec<Self> {
+        costs
+            .iter()
+            .map(|(agent, cost)| Self {
+                agent: roster.display(Some(*agent)).to_string(),
+                cost_usd: dollars(*cost),
+            })
+            .collect()
+    }
 }
 
 /// A message in some agent's context (or, with `agent: null`, the user's transcript).

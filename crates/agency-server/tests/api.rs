@@ -398,6 +398,20 @@ async fn a_turn_goes_through_the_studio() {
         turn["usage"],
         json!({ "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 })
     );
+    // Each agent's cost, in the order they first answered; the stored turn says the same.
+    let agents: Vec<&Value> = turn["agent_costs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["agent"])
+        .collect();
+    assert_eq!(
+        agents,
+        [&json!("manager"), &json!("programmer"), &json!("reviewer")]
+    );
+    let (status, stored) = app.get(&format!("/api/conversations/{id}/turns/1")).await;
+    assert_eq!(status, StatusCode::OK, "{stored}");
+    assert_eq!(stored["agent_costs"], turn["agent_costs"], "{stored}");
 
     // The next message is the next turn.
     let second = app.say(&id, "a todo app").await;
@@ -1380,6 +1394,10 @@ async fn a_turn_costs_its_calls_at_the_prices_of_the_agency_file() {
         said["agent_costs"],
         json!([{ "agent": "boss", "cost_usd": "0.004500" }])
     );
+    // The stored turn (what a page shows after a reload) says the same, from its replies.
+    let (status, stored) = app.get(&format!("/api/conversations/{id}/turns/1")).await;
+    assert_eq!(status, StatusCode::OK, "{stored}");
+    assert_eq!(stored["agent_costs"], said["agent_costs"], "{stored}");
     let (_, conversation) = app.get(&format!("/api/conversations/{id}")).await;
     let turn = &conversation["turns"][0];
     assert_eq!(turn["usage"]["total_tokens"], json!(1200), "{conversation}");

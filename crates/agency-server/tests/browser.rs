@@ -1550,10 +1550,17 @@ async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
         second
     );
     assert_eq!(w.texts("#turns li.hop").await.len(), 7);
-    // After the reload the waterfall is drawn from the stored trace.
+    // After the reload the waterfall is drawn from the stored trace, each agent's cost from
+    // the stored turn (not a dash): the same as the table's.
     w.click("article.turn.done details.turn-details summary")
         .await;
-    w.waterfall("article.turn").await.is_the_support_turn(7);
+    let drawn = w.waterfall("article.turn").await;
+    drawn.is_the_support_turn(7);
+    let costs = w.texts("table.per-agent tbody tr td:nth-child(4)").await;
+    assert_eq!(costs, ["$0.000000"; 3], "{drawn:?}");
+    for note in &drawn.notes[1..] {
+        assert!(note.ends_with(" · $0.000000"), "{drawn:?}");
+    }
 
     // The conversation browser.
     w.click("#open-conversation").await;
@@ -1570,10 +1577,12 @@ async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
             "Sorry for the trouble. Billing credited your account with 19 USD. (Escalated to billing. New ticket: hello again)"
         ]
     );
-    // Each turn's waterfall, from its stored trace.
-    w.waterfall("section.turn-waterfall[data-turn='1']")
-        .await
-        .is_the_support_turn(7);
+    // Each turn's waterfall, from its stored trace, with each agent's cost.
+    let drawn = w.waterfall("section.turn-waterfall[data-turn='1']").await;
+    drawn.is_the_support_turn(7);
+    for note in &drawn.notes[1..] {
+        assert!(note.ends_with(" · $0.000000"), "{drawn:?}");
+    }
     w.audit("ux-conversation").await;
 
     // The home page now offers the account's copy instead of another import.

@@ -26,10 +26,14 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::builtin::Builtin;
 use crate::credentials::Declarer;
+use crate::traced::Traced;
 use crate::{Declared, ToolError};
 
 /// Times a broken Streamable HTTP response stream is resumed before the call fails.
 const SSE_RETRIES: usize = 3;
+
+/// Redirects an operator's HTTP server may answer in a row (rmcp's own client's limit).
+const MAX_REDIRECTS: usize = 10;
 
 /// Longest line of a server's stderr logged as it is; the rest of the line is dropped.
 const STDERR_LINE_BYTES: u64 = 4096;
@@ -347,7 +351,7 @@ async fn http_transport(
     headers_env: &std::collections::BTreeMap<String, String>,
     declared: Declarer<'_>,
     allow_private: bool,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, ToolError> {
+) -> Result<StreamableHttpClientTransport<Traced>, ToolError> {
     use agency_providers::net;
     let what = "the MCP server's URL";
     let url = net::parse_url(url, what).map_err(|e| ToolError::Config(e.to_string()))?;
@@ -378,8 +382,15 @@ async fn http_transport(
                 value.set_sensitive(true);
                 headers.insert(header, value);
             }
-            // rmcp's own client: same-origin redirects only, so headers never reach another host.
-            Ok(StreamableHttpClientTransport::from_config(
+            // As rmcp's own client: same-origin redirects only, so headers never reach another
+            // host, and no idle pool.
+            let client = reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .redirect(same_origin_redirects())
+                .build()
+                .map_err(|e| ToolError::Config(format!("cannot build an HTTP client: {e}")))?;
+            Ok(StreamableHttpClientTransport::with_client(
+                Traced(client),
                 config.custom_headers(headers),
             ))
         }
@@ -401,9 +412,34 @@ async fn http_transport(
             )
             .build()
             .map_err(|e| ToolError::Config(format!("cannot build an HTTP client: {e}")))?;
-            Ok(StreamableHttpClientTransport::with_client(client, config))
+            Ok(StreamableHttpClientTransport::with_client(
+                Traced(client),
+                config,
+            ))
         }
     }
+}
+
+/// Redirects as rmcp's own client follows them: 307 and 308 (which keep the method and the
+/// body) to the same origin, at most [`MAX_REDIRECTS`]; anything else is the answer.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// Logs what a stdio server writes to stderr, line by line, until it closes it.

@@ -258,8 +258,12 @@ impl Slot {
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(Request::new(params));
         // On timeout rmcp sends the server `notifications/cancelled` for the request.
-        let options =
+        let mut options =
             PeerRequestOptions::with_timeout(deadline.saturating_duration_since(Instant::now()));
+        // The call's trace context goes with the request (see `traced`).
+        if let Some(meta) = crate::traced::meta() {
+            options = options.with_meta(meta);
+        }
         let handle = conn
             .peer()
             .send_request_with_option(request, options)

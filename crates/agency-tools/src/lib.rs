@@ -18,6 +18,8 @@
 //!   arithmetic.
 //! - `credentials.rs`: the headers an account stored for its HTTP server, and [`Declarer`].
 //! - `output.rs`: a tool result as the text an agent reads.
+//! - `traced.rs`: a call's trace context in its request's `_meta`, and over Streamable HTTP in
+//!   its headers too.
 //! - `error.rs`: [`ToolError`].
 
 mod builtin;
@@ -27,6 +29,7 @@ mod credentials;
 mod error;
 mod hub;
 mod output;
+mod traced;
 
 pub use builtin::Builtin;
 pub use credentials::{Credentials, Declarer, MAX_HEADERS, MAX_NAME_BYTES, MAX_VALUE_BYTES};

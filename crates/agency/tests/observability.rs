@@ -1,6 +1,8 @@
 //! What operators see, with the real parts: spans received by Arize Phoenix (an OTLP backend,
 //! from PyPI: `AGENCY_TEST_PHOENIX` names its `phoenix` program; `.ci/run` installs it), over
-//! http/protobuf and gRPC, parented under the caller's `traceparent`; `/metrics` read by
+//! http/protobuf and gRPC, parented under the caller's `traceparent`, with an MCP server over
+//! Streamable HTTP given the tool call's span as the parent, a room's answers, a webhook bot's
+//! and the memory cycle's tasks (over the embedded MQTT broker) in their traces; `/metrics` read by
 //! `promtool` and scraped by Debian's Prometheus, whose query API returns the token counts of
 //! the turns; and a dead OTLP endpoint, which turns do not notice and the dropped-span counter
 //! does, with JSON logs carrying the trace and span ids.
@@ -145,7 +147,6 @@ async fn chat(
     (status, response.text().await.unwrap())
 }
 
-/// The next line the server printed that starts with `prefix`.
 async fn get_text(url: &str) -> String {
     let response = http().get(url).send().await.unwrap();
     assert!(
@@ -733,4 +734,484 @@ async fn a_dead_otlp_endpoint_costs_turns_nothing_and_is_counted() {
         .find_map(|s| s["request_id"].as_str())
         .unwrap_or_else(|| panic!("no request id: {failed}"));
     assert!(request.starts_with("req_"), "{request}");
+}
+
+// ---------------------------------------------------------------------------------------
+// An MCP server's calls, rooms, bots and the memory cycle
+
+/// An MCP server over Streamable HTTP (rmcp's own server, on loopback) whose one tool,
+/// `whoami`, notes the trace context each call brought: the `traceparent` header, and
+/// `params._meta.traceparent`.
+mod recorder {
+    use std::sync::{Arc, Mutex};
+
+    use rmcp::RoleServer;
+    use rmcp::handler::server::router::tool::ToolRouter;
+    use rmcp::model::{ServerCapabilities, ServerConfig};
+    use rmcp::service::RequestContext;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+
+    /// What a call brought: its header and its `_meta` entry.
+    pub type Seen = Arc<Mutex<Vec<(Option<String>, Option<String>)>>>;
+
+    #[derive(Clone)]
+    struct Recorder {
+        seen: Seen,
+        tool_router: ToolRouter<Self>,
+    }
+
+    #[tool_router]
+    impl Recorder {
+        #[tool(description = "Says who asked.")]
+        async fn whoami(&self, cx: RequestContext<RoleServer>) -> String {
+            let header = cx
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|p| p.headers.get("traceparent"))
+                .map(|v| v.to_str().unwrap().to_string());
+            let meta = cx.meta.get_traceparent().map(str::to_string);
+            self.seen.lock().unwrap().push((header, meta));
+            "a test".into()
+        }
+    }
+
+    #[tool_handler(router = self.tool_router)]
+    impl ServerHandler for Recorder {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+    }
+
+    /// Serves on a free loopback port: its URL, and what its calls brought.
+    pub async fn start() -> (String, Seen) {
+        let seen = Seen::default();
+        let recorder = Recorder {
+            seen: seen.clone(),
+            tool_router: Recorder::tool_router(),
+        };
+        let service = StreamableHttpService::new(
+            move || Ok(recorder.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let app = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, seen)
+    }
+}
+
+/// An agent that calls the recorder's tool.
+const TOOLISH: &str = "name: toolish
+protocol: json
+manager: lead
+agents:
+  - id: 1
+    name: lead
+    role: answers the user
+    model: openai/gpt-4o
+    tools: [trace/whoami]
+";
+
+/// A team on the rules model, which rates an observation with an alert word 0.9: three of
+/// them pass the memory's default threshold (2.0), so the third is reflected on and planned.
+const PLANT: &str = r#"name: plant
+handle: PLANT-OBS
+manager: manager
+agents:
+  - name: manager
+    handle: MGR-001
+    model: builtin/rules
+    rules:
+      - { when: user, do: "Please check: {{message}}", send_to: monitor }
+      - { when: monitor, do: "Status: {{message}}", send_to: [user] }
+  - name: monitor
+    handle: MON-001
+    model: builtin/rules
+    rules:
+      - { when: manager, do: "All normal ({{message}})", send_to: manager }
+"#;
+
+/// A client of a new account: its session cookie and CSRF token on every request.
+async fn signed_up(server: &Server) -> reqwest::Client {
+    let res = http()
+        .post(format!("{}/api/auth/signup", server.url))
+        .json(&json!({ "email": "ada@example.com", "password": "correct horse battery" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let cookie = res.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let me: Value = res.json().await.unwrap();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("cookie", cookie.parse().unwrap());
+    headers.insert(
+        "x-csrf-token",
+        me["csrf_token"].as_str().unwrap().parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .no_proxy()
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
+/// POSTs `body` to `path` (in the trace `traceparent` names, when given): the answer's JSON.
+async fn post(
+    client: &reqwest::Client,
+    server: &Server,
+    path: &str,
+    body: Value,
+    traceparent: Option<&str>,
+) -> Value {
+    let mut request = client.post(format!("{}{path}", server.url)).json(&body);
+    if let Some(tp) = traceparent {
+        request = request.header("traceparent", tp);
+    }
+    let res = request.send().await.unwrap();
+    let status = res.status();
+    let body: Value = res.json().await.unwrap();
+    assert!(status.is_success(), "POST {path}: {status} {body}");
+    body
+}
+
+/// A stock MQTT 5 client of the plant's team, subscribed to its events.
+struct Mqtt {
+    client: rumqttc::v5::AsyncClient,
+    inbox: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl Mqtt {
+    async fn connect(port: u16) -> Mqtt {
+        use rumqttc::v5::mqttbytes::QoS;
+        use rumqttc::v5::mqttbytes::v5::Packet;
+        use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+        let options = MqttOptions::new(format!("obs-{}", fastrand_suffix()), "127.0.0.1", port);
+        let (client, mut eventloop) = AsyncClient::new(options, 64);
+        let (tx, inbox) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                match eventloop.poll().await {
+                    Ok(Event::Incoming(Packet::Publish(p))) => {
+                        let topic = String::from_utf8_lossy(&p.topic).into_owned();
+                        if tx.send(topic).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        });
+        client
+            .subscribe("XMAGS/PLANT-OBS/EVT/#", QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        Mqtt { client, inbox }
+    }
+
+    /// Publishes `payload` on the team's `topic`, with a `traceparent` user property if given.
+    async fn send(&self, topic: &str, payload: Value, traceparent: Option<&str>) {
+        use rumqttc::v5::mqttbytes::QoS;
+        use rumqttc::v5::mqttbytes::v5::PublishProperties;
+        let properties = PublishProperties {
+            user_properties: traceparent
+                .map(|tp| vec![("traceparent".to_string(), tp.to_string())])
+                .unwrap_or_default(),
+            ..PublishProperties::default()
+        };
+        self.client
+            .publish_with_properties(
+                format!("XMAGS/PLANT-OBS/{topic}"),
+                QoS::AtLeastOnce,
+                false,
+                serde_json::to_vec(&payload).unwrap(),
+                properties,
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Whether a message on a topic ending with `suffix` arrives within `wait`.
+    async fn arrives(&mut self, suffix: &str, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        while let Ok(Some(topic)) = tokio::time::timeout_at(deadline, self.inbox.recv()).await {
+            if topic.ends_with(suffix) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Waits until the server handles the team's messages (a chat it answers).
+    async fn wait_for_server(&mut self) {
+        for _ in 0..100 {
+            let probe = uuid::Uuid::now_v7().to_string();
+            self.send(
+                "CMD/chat_new/MGR-001",
+                json!({"agent_id": "MGR-001", "conversation_id": probe, "content": "hello"}),
+                None,
+            )
+            .await;
+            if self
+                .arrives(
+                    &format!("EVT/chat_progress/MGR-001/{probe}"),
+                    Duration::from_millis(500),
+                )
+                .await
+            {
+                return;
+            }
+        }
+        panic!("the server never answered on the broker");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_rooms_bots_and_the_memory_cycle_arrive_in_their_traces() {
+    let Some(phoenix) = phoenix().await else {
+        return;
+    };
+    let fake = Fake::start().await;
+    let bot = Fake::start().await;
+    bot.otherwise(agency_fakes::Reply::json(json!({"message": "on it"})));
+    let (mcp, seen) = recorder::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("agency.yaml"),
+        format!(
+            "providers:\n  openai:\n    kind: openai\n    base_url: \"{}/v1\"\n    api_key_env: OPENAI_API_KEY\nmcp_servers:\n  trace: {{ url: \"{mcp}\" }}\n",
+            fake.url
+        ),
+    )
+    .unwrap();
+    std::fs::write(d.join("toolish.yaml"), TOOLISH).unwrap();
+    std::fs::write(d.join("plant.yaml"), PLANT).unwrap();
+    // Saving checks the agent's tool against the server's list: the recorder must answer
+    // while the CLI blocks this thread.
+    tokio::task::block_in_place(|| {
+        cli(d, &["import", "toolish.yaml"]);
+        cli(d, &["import", "plant.yaml"]);
+    });
+    let toolish = tokio::task::block_in_place(|| key(d, "toolish"));
+    let call_tool = || {
+        fake.push(openai::tool_calls(
+            None,
+            &[agency_fakes::Call::new("call_1", "trace__whoami", "{}")],
+            10,
+            2,
+        ))
+        .push(openai::completion(r#"{"to": 0, "context": "done"}"#, 12, 3));
+    };
+
+    // With tracing off, a tool call carries no trace context.
+    {
+        let server = Server::start(serve(d, &[], &[]));
+        call_tool();
+        let (status, body) = chat(&server, &toolish, "toolish", None, false).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(*seen.lock().unwrap(), [(None, None)]);
+        seen.lock().unwrap().clear();
+    }
+
+    let mqtt_port = free_port();
+    let server = Server::start(serve(
+        d,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.http.clone())],
+        &[
+            "--allow-private-addresses",
+            "--mqtt",
+            &format!("embedded://127.0.0.1:{mqtt_port}"),
+        ],
+    ));
+    let caller = "b7ad6b7169203331";
+    let traceparent = |trace: &str| format!("00-{trace}-{caller}-01");
+
+    // An MCP server over Streamable HTTP gets the tool call's span as the parent, in the
+    // request's headers and in its `_meta`.
+    let trace = "3af7651916cd43dd8448eb211c80319c";
+    call_tool();
+    let (status, body) = chat(
+        &server,
+        &toolish,
+        "toolish",
+        Some(&traceparent(trace)),
+        false,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let spans = phoenix.trace(trace, 5).await;
+    let [tool] = named(&spans, "execute_tool trace/whoami")[..] else {
+        panic!("one tool span: {spans:#?}");
+    };
+    let calls = seen.lock().unwrap().clone();
+    let [(Some(header), Some(meta))] = &calls[..] else {
+        panic!("one call with its trace context: {calls:?}");
+    };
+    let expected = format!("00-{trace}-{}-", id(tool));
+    assert!(header.starts_with(&expected), "{header} {tool:#?}");
+    assert_eq!(header, meta);
+
+    // A room's message answered by two agents: one trace, an `invoke_agent` per agent under
+    // the request, each with its model call beneath.
+    let ada = signed_up(&server).await;
+    let created = post(
+        &ada,
+        &server,
+        "/api/rooms",
+        json!({"name": "standup"}),
+        None,
+    )
+    .await;
+    let room = created["room"]["id"].as_str().unwrap().to_string();
+    for name in ["ann", "bob"] {
+        post(
+            &ada,
+            &server,
+            &format!("/api/rooms/{room}/participants"),
+            json!({"name": name, "model": "builtin/rules"}),
+            None,
+        )
+        .await;
+    }
+    let trace = "4af7651916cd43dd8448eb211c80319c";
+    let posted = post(
+        &ada,
+        &server,
+        &format!("/api/rooms/{room}/messages?wait=true"),
+        json!({"text": "status?"}),
+        Some(&traceparent(trace)),
+    )
+    .await;
+    assert_eq!(posted["answers"].as_array().unwrap().len(), 2, "{posted}");
+    let spans = phoenix.trace(trace, 5).await;
+    let [root] = &spans
+        .iter()
+        .filter(|s| s["parent_id"] == caller)
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("one span under the caller's: {spans:#?}");
+    };
+    assert_eq!(root["name"], "POST /api/rooms/{room}/messages", "{root:#?}");
+    for agent in ["ann", "bob"] {
+        let [answer] = named(&spans, &format!("invoke_agent {agent}"))[..] else {
+            panic!("one answer of {agent}: {spans:#?}");
+        };
+        assert_eq!(answer["parent_id"], id(root));
+        assert_eq!(attr(answer, "gen_ai.operation.name"), "invoke_agent");
+        assert_eq!(attr(answer, "gen_ai.agent.name"), agent);
+        assert_eq!(attr(answer, "gen_ai.conversation.id"), room.as_str());
+        assert_eq!(attr(answer, "agency.room"), "standup");
+        let calls: Vec<&Value> = named(&spans, "chat rules")
+            .into_iter()
+            .filter(|c| c["parent_id"] == id(answer))
+            .collect();
+        let [call] = calls[..] else {
+            panic!("one model call under {agent}'s answer: {spans:#?}");
+        };
+        assert_eq!(attr(call, "gen_ai.agent.name"), agent);
+    }
+
+    // A webhook bot's answer is its own `invoke_agent`, and the bot's request carries it as
+    // the parent.
+    let registered = post(
+        &ada,
+        &server,
+        &format!("/api/rooms/{room}/bots"),
+        json!({"username": "ferm", "endpoint": format!("{}/bot", bot.url)}),
+        None,
+    )
+    .await;
+    assert_eq!(registered["bot"]["kind"], "bot");
+    let trace = "5af7651916cd43dd8448eb211c80319c";
+    let posted = post(
+        &ada,
+        &server,
+        &format!("/api/rooms/{room}/messages?wait=true"),
+        json!({"text": "@ferm status?"}),
+        Some(&traceparent(trace)),
+    )
+    .await;
+    assert!(
+        posted["answers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["text"] == "on it"),
+        "{posted}"
+    );
+    let spans = phoenix.trace(trace, 2).await;
+    let root = spans.iter().find(|s| s["parent_id"] == caller).unwrap();
+    let [answer] = named(&spans, "invoke_agent ferm")[..] else {
+        panic!("one answer of the bot: {spans:#?}");
+    };
+    assert_eq!(answer["parent_id"], id(root));
+    assert_eq!(attr(answer, "gen_ai.agent.name"), "ferm");
+    let called = bot.requests();
+    let sent = &called.last().unwrap().headers["traceparent"];
+    assert!(
+        sent.starts_with(&format!("00-{trace}-{}-", id(answer))),
+        "{sent} {answer:#?}"
+    );
+
+    // The memory cycle: an observation brought over MQTT is rated, and the third alert is
+    // reflected on and planned for, each task in a span with its model call beneath, under
+    // the message's.
+    let mut mqtt = Mqtt::connect(mqtt_port).await;
+    mqtt.wait_for_server().await;
+    let trace = "6af7651916cd43dd8448eb211c80319c";
+    for (i, text) in [
+        "Fermenter 2 temperature exceeded 40 C",
+        "Fermenter 2 cooling pump failure",
+        "Fermenter 2 pressure alarm",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tp = traceparent(trace);
+        mqtt.send(
+            "DATA/observation/MON-001",
+            json!({"content": text, "agent_id": "MON-001"}),
+            (i == 2).then_some(tp.as_str()),
+        )
+        .await;
+        assert!(
+            mqtt.arrives("EVT/observation_result/MON-001", Duration::from_secs(60))
+                .await,
+            "no result for observation {i}"
+        );
+    }
+    let spans = phoenix.trace(trace, 7).await;
+    let [message] = named(&spans, "process XMAGS/PLANT-OBS/DATA/observation/MON-001")[..] else {
+        panic!("one MQTT message: {spans:#?}");
+    };
+    assert_eq!(message["parent_id"], caller);
+    for task in ["rate", "reflect", "plan"] {
+        let [span] = named(&spans, &format!("memory {task}"))[..] else {
+            panic!("one `memory {task}`: {spans:#?}");
+        };
+        assert_eq!(span["parent_id"], id(message));
+        assert_eq!(attr(span, "agency.memory.task"), task);
+        assert_eq!(attr(span, "agency.name"), "plant");
+        assert_eq!(attr(span, "gen_ai.agent.name"), "monitor");
+        let calls: Vec<&Value> = named(&spans, "chat rules")
+            .into_iter()
+            .filter(|c| c["parent_id"] == id(span))
+            .collect();
+        assert_eq!(
+            calls.len(),
+            1,
+            "one model call under `memory {task}`: {spans:#?}"
+        );
+    }
 }

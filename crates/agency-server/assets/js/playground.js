@@ -230,7 +230,7 @@ async function restore() {
     if (answer) setAnswer(t, answer.text);
     else t.answer.textContent = r.data.turn.error ? "No answer: " + r.data.turn.error : "No answer.";
     const took = turn.finished_at ? (new Date(turn.finished_at).getTime() - new Date(turn.started_at).getTime()) / 1000 : 0;
-    finish(t, trace, r.data.turn, took.toFixed(2));
+    finish(t, trace, { ...r.data.turn, agent_costs: r.data.agent_costs }, took.toFixed(2));
   }
   const radio = document.querySelector('input[name="on"][value="' + on + '"]');
   if (radio instanceof HTMLInputElement && !radio.disabled) radio.checked = true;

@@ -70,7 +70,14 @@ impl Server {
             url: String::new(),
             lines,
         };
-        let line = match server.lines.recv_timeout(Duration::from_secs(60)) {
+        let first = |lines: &mpsc::Receiver<String>| loop {
+            match lines.recv_timeout(Duration::from_secs(60)) {
+                // The embedded MQTT broker's address, when one is started, comes first.
+                Ok(line) if line.starts_with("agency: MQTT broker on ") => {}
+                other => return other,
+            }
+        };
+        let line = match first(&server.lines) {
             Ok(line) => line,
             Err(e) => {
                 let _ = server.child.kill();
