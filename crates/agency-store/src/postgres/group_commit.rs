@@ -1,23 +1,26 @@
 //! Group commit on PostgreSQL: the writes of different conversations that arrive while a commit
-//! runs share the next one (one transaction, one WAL flush), each still succeeding or failing
+//! runs share the next one (one statement, one WAL flush), each still succeeding or failing
 //! alone. One task commits; a write alone pays a channel hop, nothing else.
+//!
+//! A commit is one of two statements (`COMMIT_MESSAGES`, `COMMIT_GROUP`) whose text never
+//! changes with the number of rows: each table's rows go as arrays, one per column. PostgreSQL
+//! parses and plans each once per connection (sqlx keeps them prepared), and no group is too
+//! big for one statement.
 
-use agency_core::{Conversation, Message, TurnRecord};
-use sqlx::{PgPool, Postgres, QueryBuilder, Transaction};
+use agency_core::Message;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::shared::conversations::{self, MessageRow, TurnRow};
-use crate::{ApiThread, Result, StoreError, Write};
+use crate::shared::conversations::{COMMIT_GROUP, COMMIT_MESSAGES, MessageRow, TurnRow};
+use crate::{Result, StoreError, Write};
 
 /// A write waiting for its commit, and where its result goes.
 pub(super) type Queued = (Write, oneshot::Sender<Result<Write>>);
 
 /// Writes per commit, at most.
 const MAX_GROUP: usize = 256;
-/// Rows per multi-row INSERT (PostgreSQL allows 65,535 parameters; a row has 18).
-const ROWS_PER_INSERT: usize = 1_000;
-/// Parameters one statement may carry.
-const MAX_PARAMS: usize = 65_000;
 
 /// Starts the task that commits what is queued; it ends when the sender is dropped.
 pub(super) fn committer(pool: PgPool) -> mpsc::UnboundedSender<Queued> {
@@ -41,205 +44,98 @@ pub(super) fn committer(pool: PgPool) -> mpsc::UnboundedSender<Queued> {
     queue
 }
 
-/// Commits a group: all in one transaction; should that fail (a write breaking a constraint,
-/// say), each write again in its own, so that a failure is its write's alone.
+/// Commits a group at once; should that fail (a write breaking a constraint, say), each write
+/// again on its own, so that a failure is its write's alone.
 async fn commit(pool: &PgPool, writes: &[&Write]) -> Vec<Result<()>> {
-    if let [one] = writes {
-        return vec![alone(pool, one).await];
-    }
     match together(pool, writes).await {
         Ok(()) => writes.iter().map(|_| Ok(())).collect(),
+        Err(e) if writes.len() == 1 => vec![Err(e)],
         Err(_) => {
             let mut results = Vec::with_capacity(writes.len());
             for w in writes {
-                results.push(alone(pool, w).await);
+                results.push(together(pool, &[w]).await);
             }
             results
         }
     }
 }
 
-/// One write in its own transaction; a write of messages alone is one statement, atomic by
-/// itself, with no BEGIN/COMMIT round trips.
-async fn alone(pool: &PgPool, w: &Write) -> Result<()> {
-    if w.is_empty() {
-        return Ok(());
-    }
-    if w.conversation.is_none()
-        && w.turns.is_empty()
-        && w.thread.is_none()
-        && w.messages.len() <= ROWS_PER_INSERT
-    {
-        let messages: Vec<&Message> = w.messages.iter().collect();
-        insert_messages(&messages).build().execute(pool).await?;
-        return Ok(());
-    }
-    together(pool, &[w]).await
-}
-
-/// The writes at once: as one statement when its parameters fit (one round trip, atomic by
-/// itself: its parts are `WITH` clauses, and foreign keys are checked at its end), else in a
-/// transaction.
+/// The writes in one statement: `COMMIT_MESSAGES` when they are messages alone, else
+/// `COMMIT_GROUP`.
 async fn together(pool: &PgPool, writes: &[&Write]) -> Result<()> {
-    let conversations: Vec<&Conversation> = writes
+    let messages: Vec<&Message> = writes.iter().flat_map(|w| &w.messages).collect();
+    let rows: Vec<MessageRow> = messages.iter().map(|m| MessageRow::from(*m)).collect();
+    let conversations: Vec<_> = writes
         .iter()
         .filter_map(|w| w.conversation.as_ref())
         .collect();
-    let messages: Vec<&Message> = writes.iter().flat_map(|w| &w.messages).collect();
-    let turns: Vec<&TurnRecord> = writes.iter().flat_map(|w| &w.turns).collect();
-    let threads: Vec<&ApiThread> = writes.iter().filter_map(|w| w.thread.as_ref()).collect();
-    let params =
-        4 * conversations.len() + 18 * messages.len() + 11 * turns.len() + 4 * threads.len();
-    if params > MAX_PARAMS {
-        return in_transaction(pool, writes).await;
-    }
-    let mut q = QueryBuilder::<Postgres>::new("WITH ");
-    let mut parts = 0;
-    if !conversations.is_empty() {
-        part(&mut q, &mut parts, conversations::INSERT_CONVERSATIONS);
-        q.push_values(conversations, |mut b, c| {
-            b.push_bind(c.id.0)
-                .push_bind(c.agency_id.0)
-                .push_bind(c.version.map(i64::from))
-                .push_bind(c.created_at);
-        });
-        q.push(" RETURNING 1)");
-    }
-    if !messages.is_empty() {
-        part(&mut q, &mut parts, conversations::INSERT_MESSAGES);
-        push_messages(&mut q, &messages);
-        q.push(" RETURNING 1)");
-    }
-    if !turns.is_empty() {
-        let (head, tail) = conversations::SAVE_TURNS;
-        part(&mut q, &mut parts, head);
-        q.push_values(turns, |mut b, t| {
-            let r = TurnRow::from(t);
-            b.push_bind(r.id)
-                .push_bind(r.conversation_id)
-                .push_bind(r.number)
-                .push_bind(r.started_at)
-                .push_bind(r.finished_at)
-                .push_bind(r.stopped_by)
-                .push_bind(r.hops)
-                .push_bind(r.prompt_tokens)
-                .push_bind(r.completion_tokens)
-                .push_bind(r.error)
-                .push_bind(r.cost_pico);
-        });
-        q.push(tail).push(" RETURNING 1)");
-    }
-    if !threads.is_empty() {
-        let (head, tail) = conversations::PUT_API_THREADS;
-        part(&mut q, &mut parts, head);
-        q.push_values(threads, |mut b, t| {
-            b.push_bind(t.key)
-                .push_bind(t.hash.clone())
-                .push_bind(t.conversation.0)
-                .push_bind(i64::from(t.turn));
-        });
-        q.push(tail).push(" RETURNING 1)");
-    }
-    if parts == 0 {
+    let turns: Vec<TurnRow> = writes
+        .iter()
+        .flat_map(|w| &w.turns)
+        .map(TurnRow::from)
+        .collect();
+    let threads: Vec<_> = writes.iter().filter_map(|w| w.thread.as_ref()).collect();
+    if conversations.is_empty() && turns.is_empty() && threads.is_empty() {
+        bind_messages(sqlx::query(COMMIT_MESSAGES), &rows, &messages)
+            .execute(pool)
+            .await?;
         return Ok(());
     }
-    q.push(" SELECT 1").build().execute(pool).await?;
+    bind_messages(sqlx::query(COMMIT_GROUP), &rows, &messages)
+        .bind(col(&conversations, |c| c.id.0))
+        .bind(col(&conversations, |c| c.agency_id.0))
+        .bind(col(&conversations, |c| c.version.map(i64::from)))
+        .bind(col(&conversations, |c| c.created_at))
+        .bind(col(&turns, |t| t.id))
+        .bind(col(&turns, |t| t.conversation_id))
+        .bind(col(&turns, |t| t.number))
+        .bind(col(&turns, |t| t.started_at))
+        .bind(col(&turns, |t| t.finished_at))
+        .bind(col(&turns, |t| t.stopped_by.as_deref()))
+        .bind(col(&turns, |t| t.hops))
+        .bind(col(&turns, |t| t.prompt_tokens))
+        .bind(col(&turns, |t| t.completion_tokens))
+        .bind(col(&turns, |t| t.error.as_deref()))
+        .bind(col(&turns, |t| t.cost_pico))
+        .bind(col(&threads, |t| t.key))
+        .bind(col(&threads, |t| t.hash.as_str()))
+        .bind(col(&threads, |t| t.conversation.0))
+        .bind(col(&threads, |t| i64::from(t.turn)))
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
-/// Opens the next `WITH` part, `p{n} AS (` and its statement's head.
-fn part(q: &mut QueryBuilder<Postgres>, parts: &mut usize, head: &str) {
-    if *parts > 0 {
-        q.push(", ");
-    }
-    q.push(format!("p{parts} AS (")).push(head);
-    *parts += 1;
+/// One column of `rows`, as an array parameter.
+fn col<'a, R, T>(rows: &'a [R], f: impl Fn(&'a R) -> T) -> Vec<T> {
+    rows.iter().map(f).collect()
 }
 
-/// The writes in one transaction, for those too big for one statement: conversations first,
-/// then every message in multi-row INSERTs, then turn records and transcripts.
-async fn in_transaction(pool: &PgPool, writes: &[&Write]) -> Result<()> {
-    let mut tx = pool.begin().await?;
-    for c in writes.iter().filter_map(|w| w.conversation.as_ref()) {
-        sqlx::query(conversations::INSERT_CONVERSATION)
-            .bind(c.id.0)
-            .bind(c.agency_id.0)
-            .bind(c.version.map(i64::from))
-            .bind(c.created_at)
-            .execute(&mut *tx)
-            .await?;
-    }
-    let messages: Vec<&Message> = writes.iter().flat_map(|w| &w.messages).collect();
-    for chunk in messages.chunks(ROWS_PER_INSERT) {
-        insert_messages(chunk).build().execute(&mut *tx).await?;
-    }
-    for w in writes {
-        save_turns_and_thread(&mut tx, w).await?;
-    }
-    tx.commit().await?;
-    Ok(())
-}
-
-async fn save_turns_and_thread(tx: &mut Transaction<'_, Postgres>, w: &Write) -> Result<()> {
-    for t in &w.turns {
-        let r = TurnRow::from(t);
-        sqlx::query(conversations::SAVE_TURN)
-            .bind(r.id)
-            .bind(r.conversation_id)
-            .bind(r.number)
-            .bind(r.started_at)
-            .bind(r.finished_at)
-            .bind(r.stopped_by)
-            .bind(r.hops)
-            .bind(r.prompt_tokens)
-            .bind(r.completion_tokens)
-            .bind(r.error)
-            .bind(r.cost_pico)
-            .execute(&mut **tx)
-            .await?;
-    }
-    if let Some(t) = &w.thread {
-        sqlx::query(conversations::PUT_API_THREAD)
-            .bind(t.key)
-            .bind(&t.hash)
-            .bind(t.conversation.0)
-            .bind(i64::from(t.turn))
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
-}
-
-/// One multi-row INSERT of `messages`.
-fn insert_messages(messages: &[&Message]) -> QueryBuilder<Postgres> {
-    let mut q = QueryBuilder::<Postgres>::new(conversations::INSERT_MESSAGES);
-    push_messages(&mut q, messages);
-    q
-}
-
-/// The `VALUES` of `messages`.
-fn push_messages(q: &mut QueryBuilder<Postgres>, messages: &[&Message]) {
-    q.push_values(messages, |mut b, m| {
-        let r = MessageRow::from(*m);
-        b.push_bind(r.id)
-            .push_bind(r.conversation_id)
-            .push_bind(r.turn_id)
-            .push_bind(r.seq)
-            .push_bind(r.agent_id)
-            .push_bind(r.kind)
-            .push_bind(r.linked_message_id)
-            .push_bind(r.from_agent)
-            .push_bind(r.to_agent)
-            .push_bind(r.text)
-            .push_bind(r.prompt_tokens)
-            .push_bind(r.completion_tokens)
-            .push_bind(r.latency_ms)
-            .push_bind(r.included)
-            .push_bind(r.created_at)
-            .push_bind(m.role().as_str())
-            .push_bind(r.tool)
-            .push_bind(r.images);
-    });
+/// The messages' columns, `$1` to `$18` of both statements.
+fn bind_messages<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    rows: &'q [MessageRow],
+    messages: &'q [&Message],
+) -> Query<'q, Postgres, PgArguments> {
+    query
+        .bind(col(rows, |r| r.id))
+        .bind(col(rows, |r| r.conversation_id))
+        .bind(col(rows, |r| r.turn_id))
+        .bind(col(rows, |r| r.seq))
+        .bind(col(rows, |r| r.agent_id))
+        .bind(col(rows, |r| r.kind.as_str()))
+        .bind(col(rows, |r| r.linked_message_id))
+        .bind(col(rows, |r| r.from_agent))
+        .bind(col(rows, |r| r.to_agent))
+        .bind(col(rows, |r| r.text.as_str()))
+        .bind(col(rows, |r| r.prompt_tokens))
+        .bind(col(rows, |r| r.completion_tokens))
+        .bind(col(rows, |r| r.latency_ms))
+        .bind(col(rows, |r| r.included))
+        .bind(col(rows, |r| r.created_at))
+        .bind(col(messages, |m| m.role().as_str()))
+        .bind(col(rows, |r| r.tool.as_deref()))
+        .bind(col(rows, |r| r.images.as_deref()))
 }
 
 /// Queues `write` for the committer and waits for its result.

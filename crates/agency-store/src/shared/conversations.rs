@@ -30,9 +30,6 @@ pub(crate) const CONVERSATION: &str =
     "SELECT id, agency_id, version, created_at FROM conversations WHERE id = $1";
 pub(crate) const CONVERSATIONS_OF_AGENCY: &str = "SELECT id, agency_id, version, created_at FROM conversations \
      WHERE agency_id = $1 ORDER BY created_at DESC, id DESC";
-/// Followed by one `(...)` of 18 values per row.
-pub(crate) const INSERT_MESSAGES: &str =
-    concat!("INSERT INTO messages (", message_columns!(), ") ");
 pub(crate) const INSERT_MESSAGE: &str = concat!(
     "INSERT INTO messages (",
     message_columns!(),
@@ -82,10 +79,6 @@ pub(crate) const SAVE_TURN: &str = concat!(
     save_turn_on_conflict!()
 );
 /// [`SAVE_TURN`] in parts, for many rows: the head, one `(...)` of 11 values per row, the tail.
-pub(crate) const SAVE_TURNS: (&str, &str) = (
-    concat!("INSERT INTO turns (", turn_columns!(), ") "),
-    save_turn_on_conflict!(),
-);
 pub(crate) const TURNS_OF_CONVERSATION: &str = concat!(
     "SELECT ",
     turn_columns!(),
@@ -112,14 +105,43 @@ pub(crate) const PUT_API_THREAD: &str = concat!(
      VALUES ($1, $2, $3, $4)",
     put_api_thread_on_conflict!()
 );
-/// [`PUT_API_THREAD`] in parts, for many rows.
-pub(crate) const PUT_API_THREADS: (&str, &str) = (
-    "INSERT INTO api_threads (key_id, hash, conversation_id, turn_number) ",
+
+/// Messages as arrays, one per column (PostgreSQL): `$1` to `$18`.
+macro_rules! insert_message_rows {
+    () => {
+        concat!(
+            "INSERT INTO messages (",
+            message_columns!(),
+            ") SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::int8[], \
+             $5::int8[], $6::text[], $7::uuid[], $8::int8[], $9::int8[], $10::text[], \
+             $11::int8[], $12::int8[], $13::int8[], $14::bool[], $15::timestamptz[], \
+             $16::text[], $17::text[], $18::text[])"
+        )
+    };
+}
+/// PostgreSQL's group commit (`postgres/group_commit.rs`) of messages alone, the usual hop.
+/// Its text never changes with the number of rows, so it is parsed and planned once per
+/// connection.
+pub(crate) const COMMIT_MESSAGES: &str = insert_message_rows!();
+/// The same with conversations, turn records and transcripts too: each table's rows as arrays.
+/// Atomic by itself (its parts are `WITH` clauses, each run once; foreign keys are checked at
+/// its end); a part with no rows inserts nothing.
+pub(crate) const COMMIT_GROUP: &str = concat!(
+    "WITH m AS (",
+    insert_message_rows!(),
+    "), c AS (INSERT INTO conversations (id, agency_id, version, created_at) \
+     SELECT * FROM UNNEST($19::uuid[], $20::uuid[], $21::int8[], $22::timestamptz[])), \
+     t AS (INSERT INTO turns (",
+    turn_columns!(),
+    ") SELECT * FROM UNNEST($23::uuid[], $24::uuid[], $25::int8[], $26::timestamptz[], \
+     $27::timestamptz[], $28::text[], $29::int8[], $30::int8[], $31::int8[], $32::text[], \
+     $33::int8[])",
+    save_turn_on_conflict!(),
+    "), a AS (INSERT INTO api_threads (key_id, hash, conversation_id, turn_number) \
+     SELECT * FROM UNNEST($34::uuid[], $35::text[], $36::uuid[], $37::int8[])",
     put_api_thread_on_conflict!(),
+    ") SELECT 1"
 );
-/// [`INSERT_CONVERSATION`] without its values, for many rows.
-pub(crate) const INSERT_CONVERSATIONS: &str =
-    "INSERT INTO conversations (id, agency_id, version, created_at) ";
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct ConversationRow {
