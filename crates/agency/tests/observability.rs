@@ -19,6 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agency_fakes::{Fake, openai};
+use common::mqtt::Mqtt;
 use common::{Server, agency, http, studio_answer};
 use serde_json::{Value, json};
 
@@ -884,96 +885,25 @@ async fn post(
     body
 }
 
-/// A stock MQTT 5 client of the plant's team, subscribed to its events.
-struct Mqtt {
-    client: rumqttc::v5::AsyncClient,
-    inbox: tokio::sync::mpsc::UnboundedReceiver<String>,
-}
-
-impl Mqtt {
-    async fn connect(port: u16) -> Mqtt {
-        use rumqttc::v5::mqttbytes::QoS;
-        use rumqttc::v5::mqttbytes::v5::Packet;
-        use rumqttc::v5::{AsyncClient, Event, MqttOptions};
-        let options = MqttOptions::new(format!("obs-{}", fastrand_suffix()), "127.0.0.1", port);
-        let (client, mut eventloop) = AsyncClient::new(options, 64);
-        let (tx, inbox) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            loop {
-                match eventloop.poll().await {
-                    Ok(Event::Incoming(Packet::Publish(p))) => {
-                        let topic = String::from_utf8_lossy(&p.topic).into_owned();
-                        if tx.send(topic).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            }
-        });
-        client
-            .subscribe("XMAGS/PLANT-OBS/EVT/#", QoS::AtLeastOnce)
+/// Waits until the server handles the team's messages (a chat it answers).
+async fn wait_for_server(mqtt: &mut Mqtt) {
+    for _ in 0..100 {
+        let probe = uuid::Uuid::now_v7().to_string();
+        mqtt.send(
+            "CMD/chat_new/MGR-001",
+            json!({"agent_id": "MGR-001", "conversation_id": probe, "content": "hello"}),
+        )
+        .await;
+        let progress = format!("EVT/chat_progress/MGR-001/{probe}");
+        if mqtt
+            .next_within(&progress, Duration::from_millis(500))
             .await
-            .unwrap();
-        Mqtt { client, inbox }
-    }
-
-    /// Publishes `payload` on the team's `topic`, with a `traceparent` user property if given.
-    async fn send(&self, topic: &str, payload: Value, traceparent: Option<&str>) {
-        use rumqttc::v5::mqttbytes::QoS;
-        use rumqttc::v5::mqttbytes::v5::PublishProperties;
-        let properties = PublishProperties {
-            user_properties: traceparent
-                .map(|tp| vec![("traceparent".to_string(), tp.to_string())])
-                .unwrap_or_default(),
-            ..PublishProperties::default()
-        };
-        self.client
-            .publish_with_properties(
-                format!("XMAGS/PLANT-OBS/{topic}"),
-                QoS::AtLeastOnce,
-                false,
-                serde_json::to_vec(&payload).unwrap(),
-                properties,
-            )
-            .await
-            .unwrap();
-    }
-
-    /// Whether a message on a topic ending with `suffix` arrives within `wait`.
-    async fn arrives(&mut self, suffix: &str, wait: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + wait;
-        while let Ok(Some(topic)) = tokio::time::timeout_at(deadline, self.inbox.recv()).await {
-            if topic.ends_with(suffix) {
-                return true;
-            }
+            .is_some()
+        {
+            return;
         }
-        false
     }
-
-    /// Waits until the server handles the team's messages (a chat it answers).
-    async fn wait_for_server(&mut self) {
-        for _ in 0..100 {
-            let probe = uuid::Uuid::now_v7().to_string();
-            self.send(
-                "CMD/chat_new/MGR-001",
-                json!({"agent_id": "MGR-001", "conversation_id": probe, "content": "hello"}),
-                None,
-            )
-            .await;
-            if self
-                .arrives(
-                    &format!("EVT/chat_progress/MGR-001/{probe}"),
-                    Duration::from_millis(500),
-                )
-                .await
-            {
-                return;
-            }
-        }
-        panic!("the server never answered on the broker");
-    }
+    panic!("the server never answered on the broker");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1167,8 +1097,8 @@ async fn tool_calls_rooms_bots_and_the_memory_cycle_arrive_in_their_traces() {
     // The memory cycle: an observation brought over MQTT is rated, and the third alert is
     // reflected on and planned for, each task in a span with its model call beneath, under
     // the message's.
-    let mut mqtt = Mqtt::connect(mqtt_port).await;
-    mqtt.wait_for_server().await;
+    let mut mqtt = Mqtt::connect(&format!("127.0.0.1:{mqtt_port}"), "PLANT-OBS").await;
+    wait_for_server(&mut mqtt).await;
     let trace = "6af7651916cd43dd8448eb211c80319c";
     for (i, text) in [
         "Fermenter 2 temperature exceeded 40 C",
@@ -1179,17 +1109,16 @@ async fn tool_calls_rooms_bots_and_the_memory_cycle_arrive_in_their_traces() {
     .enumerate()
     {
         let tp = traceparent(trace);
-        mqtt.send(
+        mqtt.send_traced(
             "DATA/observation/MON-001",
             json!({"content": text, "agent_id": "MON-001"}),
             (i == 2).then_some(tp.as_str()),
         )
         .await;
-        assert!(
-            mqtt.arrives("EVT/observation_result/MON-001", Duration::from_secs(60))
-                .await,
-            "no result for observation {i}"
-        );
+        let result = mqtt
+            .next_within("EVT/observation_result/MON-001", Duration::from_secs(60))
+            .await;
+        assert!(result.is_some(), "no result for observation {i}");
     }
     let spans = phoenix.trace(trace, 7).await;
     let [message] = named(&spans, "process XMAGS/PLANT-OBS/DATA/observation/MON-001")[..] else {

@@ -14,12 +14,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use common::mqtt::Mqtt;
 use common::{Server, agency, http};
-use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{Filter, Packet};
-use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 const MANAGER: &str = "MGR-001";
 /// Conversations sent at once.
@@ -67,105 +64,30 @@ agents:
     )
 }
 
-/// A stock MQTT 5 client (rumqttc) subscribed to every event of `team`.
-struct Client {
-    client: AsyncClient,
-    inbox: mpsc::UnboundedReceiver<(String, Value)>,
-    team: String,
-}
-
-impl Client {
-    async fn connect(addr: &str, team: &str) -> Self {
-        let (host, port) = addr.rsplit_once(':').unwrap();
-        let mut options = MqttOptions::new(
-            format!("test-client-{}", unique()),
-            host,
-            port.parse().unwrap(),
-        );
-        options.set_keep_alive(Duration::from_secs(30));
-        let (client, mut eventloop) = AsyncClient::new(options, 64);
-        let (tx, inbox) = mpsc::unbounded_channel();
-        let (subscribed_tx, subscribed) = tokio::sync::oneshot::channel();
-        let mut subscribed_tx = Some(subscribed_tx);
-        tokio::spawn(async move {
-            loop {
-                match eventloop.poll().await {
-                    Ok(Event::Incoming(Packet::Publish(p))) => {
-                        let topic = String::from_utf8_lossy(&p.topic).into_owned();
-                        let body = serde_json::from_slice(&p.payload).unwrap_or(Value::Null);
-                        if tx.send((topic, body)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(Event::Incoming(Packet::SubAck(_))) => {
-                        if let Some(s) = subscribed_tx.take() {
-                            let _ = s.send(());
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            }
-        });
-        client
-            .subscribe_many([Filter::new(format!("XMAGS/{team}/EVT/#"), QoS::AtLeastOnce)])
-            .await
-            .unwrap();
-        subscribed.await.unwrap();
-        Self {
-            client,
-            inbox,
-            team: team.to_string(),
-        }
-    }
-
-    async fn send(&self, topic: &str, body: Value) {
-        self.client
-            .publish(
-                format!("XMAGS/{}/{topic}", self.team),
-                QoS::AtLeastOnce,
-                false,
-                serde_json::to_vec(&body).unwrap(),
-            )
-            .await
-            .unwrap();
-    }
-
-    /// The next message on a topic ending with `suffix` (others dropped), within `wait`.
-    async fn next_within(&mut self, suffix: &str, wait: Duration) -> Option<Value> {
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            let (topic, body) = tokio::time::timeout_at(deadline, self.inbox.recv())
-                .await
-                .ok()??;
-            if topic.ends_with(suffix) {
-                return Some(body);
-            }
-        }
-    }
-
-    /// `chat_new` for a new conversation, answered `initialized` within `wait`.
-    async fn open(&mut self, wait: Duration) -> Option<String> {
-        let cid = uuid::Uuid::now_v7().to_string();
-        self.send(
+/// `chat_new` for a new conversation, answered `initialized` within `wait`.
+async fn open(client: &mut Mqtt, wait: Duration) -> Option<String> {
+    let cid = uuid::Uuid::now_v7().to_string();
+    client
+        .send(
             &format!("CMD/chat_new/{MANAGER}"),
             json!({"agent_id": MANAGER, "conversation_id": cid, "content": " "}),
         )
         .await;
-        let p = self
-            .next_within(&format!("EVT/chat_progress/{MANAGER}/{cid}"), wait)
-            .await?;
-        assert_eq!(p["status"], "initialized", "{p}");
-        Some(cid)
-    }
+    let p = client
+        .next_within(&format!("EVT/chat_progress/{MANAGER}/{cid}"), wait)
+        .await?;
+    assert_eq!(p["status"], "initialized", "{p}");
+    Some(cid)
+}
 
-    async fn chat(&self, cid: &str, text: &str) {
-        self.send(
+/// One message in conversation `cid`.
+async fn chat(client: &Mqtt, cid: &str, text: &str) {
+    client
+        .send(
             &format!("DATA/chat/{MANAGER}/{cid}"),
             json!({"agent_id": MANAGER, "conversation_id": cid, "content": text}),
         )
         .await;
-    }
 }
 
 /// The turns a server ran so far, from its Prometheus metrics.
@@ -217,7 +139,7 @@ async fn two_processes_in_a_share_group_report_each_turn_once() {
     let mqtt = |n: usize| format!("mqtt://{addr}?client_id=agency-{id}-{n}&share=plants-{id}");
     let (_a, metrics_a) = serve(dir.path(), &db, &mqtt(1));
     let (_b, metrics_b) = serve(dir.path(), &db, &mqtt(2));
-    let mut client = Client::connect(&addr, &team).await;
+    let mut client = Mqtt::connect(&addr, &team).await;
 
     // Both answer once subscribed: conversations (of one message each) until each process
     // ran a turn.
@@ -225,10 +147,10 @@ async fn two_processes_in_a_share_group_report_each_turn_once() {
     while turns_run(&metrics_a).await == 0 || turns_run(&metrics_b).await == 0 {
         warm += 1;
         assert!(warm <= 100, "one of the processes never ran a turn");
-        let Some(cid) = client.open(Duration::from_secs(2)).await else {
+        let Some(cid) = open(&mut client, Duration::from_secs(2)).await else {
             continue; // not subscribed yet
         };
-        client.chat(&cid, "warm up").await;
+        chat(&client, &cid, "warm up").await;
         client
             .next_within(
                 &format!("EVT/chat_response/{MANAGER}/{cid}"),
@@ -244,14 +166,13 @@ async fn two_processes_in_a_share_group_report_each_turn_once() {
     let mut cids = Vec::new();
     for _ in 0..AT_ONCE {
         cids.push(
-            client
-                .open(Duration::from_secs(30))
+            open(&mut client, Duration::from_secs(30))
                 .await
                 .expect("initialized"),
         );
     }
     for (i, cid) in cids.iter().enumerate() {
-        client.chat(cid, &format!("reading {i}")).await;
+        chat(&client, cid, &format!("reading {i}")).await;
     }
     // Everything each conversation was told, in order, until every one has its answer and
     // nothing more came for a while (a report made twice would come about with the first).

@@ -6,6 +6,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+pub mod mqtt;
+
 /// The demo agency's answer to any message.
 pub fn studio_answer(message: &str) -> String {
     format!(
