@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Server, agency, http, studio_answer};
+use common::{Server, agency, http, signed_up, studio_answer};
 use serde_json::{Value, json};
 
 /// Every server seals and opens with the same master key.
@@ -306,33 +306,7 @@ async fn a_key_limit_holds_across_servers(dir: &Path, db: &str, url: &str) {
 async fn live_views_cross_servers(servers: &[Server]) {
     let (one, two) = (&servers[0].url, &servers[1].url);
     // An account (its session is in the database: good on every server).
-    let res = http()
-        .post(format!("{one}/api/auth/signup"))
-        .json(&json!({"email": "ada@example.com", "password": "correct horse battery"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let cookie = res.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let me: Value = res.json().await.unwrap();
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("cookie", cookie.parse().unwrap());
-    headers.insert(
-        "x-csrf-token",
-        me["csrf_token"].as_str().unwrap().parse().unwrap(),
-    );
-    // No overall timeout: the stream stays open; reads are bounded below.
-    let account = reqwest::Client::builder()
-        .no_proxy()
-        .default_headers(headers)
-        .build()
-        .unwrap();
+    let account = signed_up(one).await;
     let imported = account
         .post(format!("{one}/api/agencies/import"))
         .header("content-type", "application/yaml")

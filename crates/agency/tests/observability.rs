@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use agency_fakes::{Fake, openai};
 use common::mqtt::Mqtt;
-use common::{Server, agency, http, studio_answer};
+use common::{Server, agency, http, signed_up, studio_answer};
 use serde_json::{Value, json};
 
 const SOLO: &str = "name: solo
@@ -836,36 +836,6 @@ agents:
       - { when: manager, do: "All normal ({{message}})", send_to: manager }
 "#;
 
-/// A client of a new account: its session cookie and CSRF token on every request.
-async fn signed_up(server: &Server) -> reqwest::Client {
-    let res = http()
-        .post(format!("{}/api/auth/signup", server.url))
-        .json(&json!({ "email": "ada@example.com", "password": "correct horse battery" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let cookie = res.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let me: Value = res.json().await.unwrap();
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert("cookie", cookie.parse().unwrap());
-    headers.insert(
-        "x-csrf-token",
-        me["csrf_token"].as_str().unwrap().parse().unwrap(),
-    );
-    reqwest::Client::builder()
-        .no_proxy()
-        .default_headers(headers)
-        .build()
-        .unwrap()
-}
-
 /// POSTs `body` to `path` (in the trace `traceparent` names, when given): the answer's JSON.
 async fn post(
     client: &reqwest::Client,
@@ -994,7 +964,7 @@ async fn tool_calls_rooms_bots_and_the_memory_cycle_arrive_in_their_traces() {
 
     // A room's message answered by two agents: one trace, an `invoke_agent` per agent under
     // the request, each with its model call beneath.
-    let ada = signed_up(&server).await;
+    let ada = signed_up(&server.url).await;
     let created = post(
         &ada,
         &server,

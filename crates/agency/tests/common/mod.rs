@@ -143,3 +143,40 @@ pub fn http() -> reqwest::Client {
         .build()
         .expect("an HTTP client")
 }
+
+/// A client of a new account made on the server at `url` (ada@example.com): its session
+/// cookie and CSRF token on every request, and no overall timeout (streams stay open).
+pub async fn signed_up(url: &str) -> reqwest::Client {
+    let res = http()
+        .post(format!("{url}/api/auth/signup"))
+        .json(
+            &serde_json::json!({ "email": "ada@example.com", "password": "correct horse battery" }),
+        )
+        .send()
+        .await
+        .expect("sign up");
+    assert_eq!(res.status(), 201, "sign-up");
+    let cookie = res.headers()["set-cookie"]
+        .to_str()
+        .expect("a cookie")
+        .split(';')
+        .next()
+        .expect("a cookie")
+        .to_string();
+    let me: serde_json::Value = res.json().await.expect("the account");
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("cookie", cookie.parse().expect("a header value"));
+    headers.insert(
+        "x-csrf-token",
+        me["csrf_token"]
+            .as_str()
+            .expect("a CSRF token")
+            .parse()
+            .expect("a header value"),
+    );
+    reqwest::Client::builder()
+        .no_proxy()
+        .default_headers(headers)
+        .build()
+        .expect("an HTTP client")
+}
