@@ -8,7 +8,10 @@
 //!
 //! `AGENCY_BENCH_REQUESTS` sets the requests per run at 64 connections (default 3000; a
 //! quarter of it at one), `AGENCY_BENCH_CONNECTIONS` the runs (default `1,64`),
-//! `AGENCY_BENCH_DB` the database (default: a new SQLite file).
+//! `AGENCY_BENCH_DB` the database (default: a new SQLite file), `AGENCY_BENCH_REPEAT` how many
+//! times each run through the agency is made (default 1), `AGENCY_BENCH_AGENCY_ONLY=1` leaves
+//! the direct and bare-proxy runs out. Each figure is of the whole process: CPU time and
+//! allocations per request.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a benchmark: a failure should stop it
 
@@ -62,6 +65,7 @@ async fn load(
     let host = addr.to_string();
     let started = Instant::now();
     let cpu = cpu_time();
+    let allocated = allocations();
     let mut tasks = Vec::new();
     for (mut sender, bodies) in ready {
         let (path, auth, host) = (path.to_string(), auth.clone(), host.clone());
@@ -91,6 +95,7 @@ async fn load(
     }
     let secs = started.elapsed().as_secs_f64();
     let cpu = (cpu_time() - cpu) / all.len() as f64;
+    let allocs = (allocations() - allocated) as f64 / all.len() as f64;
     all.sort();
     let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)];
     Load {
@@ -98,6 +103,7 @@ async fn load(
         p50: pct(0.50),
         p99: pct(0.99),
         cpu,
+        allocs,
     }
 }
 
@@ -107,6 +113,8 @@ struct Load {
     p99: Duration,
     /// CPU time of the whole process (load generator, server and fake) per request, in µs.
     cpu: f64,
+    /// Allocations of the whole process per request.
+    allocs: f64,
 }
 
 /// The process's CPU time (user + system) so far, in µs, from `/proc/self/stat` (Linux; 0
@@ -128,15 +136,28 @@ fn cpu_time() -> f64 {
     ticks * 1e6 / 100.0 // USER_HZ is 100 on Linux
 }
 
-/// The allocator of the `agency` binary, which this stands in for.
+/// The allocator of the `agency` binary, which this stands in for, counting allocations: a
+/// figure that, unlike CPU time, does not move with the machine's load.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: stats_alloc::StatsAlloc<mimalloc::MiMalloc> =
+    stats_alloc::StatsAlloc::new(mimalloc::MiMalloc);
+
+/// Allocations and reallocations so far, in the whole process.
+fn allocations() -> usize {
+    let stats = ALLOCATOR.stats();
+    stats.allocations + stats.reallocations
+}
 
 fn main() {
     let requests: usize = std::env::var("AGENCY_BENCH_REQUESTS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(3000);
+    let repeat: usize = std::env::var("AGENCY_BENCH_REPEAT")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let agency_only = std::env::var("AGENCY_BENCH_AGENCY_ONLY").is_ok_and(|v| v == "1");
     let telemetry = std::env::var("AGENCY_BENCH_TELEMETRY").unwrap_or_else(|_| "off".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -195,17 +216,26 @@ fn main() {
             .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
             .unwrap_or_else(|| vec![1, 64]);
         let proxy = bare_proxy(format!("{}/v1/chat/completions", fake.url)).await;
+        let line = |name: &str, l: &Load| {
+            format!(
+                "  {name:<10} {:>7.0} req/s  p50 {:>6.3} ms  p99 {:>6.3} ms  cpu {:>4.0} µs/req  {:>4.0} allocs/req",
+                l.rps, ms(l.p50), ms(l.p99), l.cpu, l.allocs
+            )
+        };
         for connections in runs {
             let n = if connections == 1 { requests / 4 } else { requests };
-            let d = load(fake_addr, path, &key, n, connections).await;
-            let p = load(proxy, path, &key, n, connections).await;
-            let a = load(addr, path, &key, n, connections).await;
             println!("{connections} connections, {n} requests each");
-            for (name, l) in [("direct", &d), ("bare proxy", &p), ("agency", &a)] {
-                println!(
-                    "  {name:<10} {:>7.0} req/s  p50 {:>6.3} ms  p99 {:>6.3} ms  cpu {:>4.0} µs/req  added to p50: {:.3} ms",
-                    l.rps, ms(l.p50), ms(l.p99), l.cpu, ms(l.p50) - ms(d.p50)
-                );
+            if !agency_only {
+                let d = load(fake_addr, path, &key, n, connections).await;
+                let p = load(proxy, path, &key, n, connections).await;
+                let a = load(addr, path, &key, n, connections).await;
+                for (name, l) in [("direct", &d), ("bare proxy", &p), ("agency", &a)] {
+                    println!("{}  added to p50: {:.3} ms", line(name, l), ms(l.p50) - ms(d.p50));
+                }
+            }
+            // (More) runs through the agency alone: several figures from one process.
+            for _ in usize::from(!agency_only)..repeat {
+                println!("{}", line("agency", &load(addr, path, &key, n, connections).await));
             }
         }
     });
