@@ -11,6 +11,7 @@
 pub mod export;
 mod logs;
 pub mod metrics;
+mod otlp;
 pub mod propagate;
 pub mod semconv;
 
@@ -196,15 +197,18 @@ pub fn init(settings: Settings) -> Result<Telemetry, TelemetryError> {
     let tracer = if export_traces || settings.json_logs {
         let mut builder = SdkTracerProvider::builder().with_resource(resource());
         if export_traces {
-            let exporter = match endpoint {
-                Some(e) => opentelemetry_otlp::SpanExporter::builder()
-                    .with_http()
-                    .with_endpoint(format!("{e}/v1/traces"))
-                    .build(),
-                None => opentelemetry_otlp::SpanExporter::builder().build(),
-            }
-            .map_err(|e| TelemetryError::Traces(e.to_string()))?;
-            builder = builder.with_span_processor(export::Bounded::new(exporter));
+            // http/protobuf (the default, and what `--otlp-endpoint` speaks) is encoded by
+            // us; gRPC by the SDK's exporter.
+            let protocol = otlp::env_for("PROTOCOL");
+            builder = if endpoint.is_some() || protocol.is_none_or(|p| p == "http/protobuf") {
+                let exporter = otlp::HttpProtobuf::new(otlp::traces_url(endpoint))?;
+                builder.with_span_processor(export::Bounded::new(exporter))
+            } else {
+                let exporter = opentelemetry_otlp::SpanExporter::builder()
+                    .build()
+                    .map_err(|e| TelemetryError::Traces(e.to_string()))?;
+                builder.with_span_processor(export::Bounded::new(exporter))
+            };
         }
         let provider = builder.build();
         opentelemetry::global::set_text_map_propagator(
