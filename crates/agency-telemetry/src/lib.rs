@@ -21,6 +21,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -240,14 +241,22 @@ pub fn init(settings: Settings) -> Result<Telemetry, TelemetryError> {
                 m.target().starts_with("agency") && !(m.is_span() && m.name() == "openai")
             }))
     });
+    // Spans made for traces (named for OpenTelemetry: an `otel.name` field) are not log
+    // context: their fields are the trace's attributes, and formatting them for the log lines
+    // that might come would cost every request. Log lines get their ids from the trace.
+    let log_filter = settings
+        .log_filter
+        .and(tracing_subscriber::filter::filter_fn(|m| {
+            !(m.is_span() && m.fields().field("otel.name").is_some())
+        }));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if settings.json_logs {
         fmt.fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
             .event_format(logs::JsonLines)
-            .with_filter(settings.log_filter)
+            .with_filter(log_filter)
             .boxed()
     } else {
-        fmt.with_filter(settings.log_filter).boxed()
+        fmt.with_filter(log_filter).boxed()
     };
     tracing_subscriber::registry()
         .with(fmt)

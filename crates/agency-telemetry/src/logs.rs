@@ -74,10 +74,12 @@ where
             line.insert("span".into(), current.clone());
             line.insert("spans".into(), spans.into());
         }
-        // The ids of the span the event is in (not holding its extensions: the OpenTelemetry
-        // layer reads them).
-        if let Some(id) = ctx.lookup_current().map(|s| s.id()) {
+        // The ids of the span the event is in: the innermost one, whether or not logs see it
+        // (those of traces they do not), read without holding its extensions (the
+        // OpenTelemetry layer reads them).
+        {
             let ids = tracing::dispatcher::get_default(|d| {
+                let id = d.current_span().id()?.clone();
                 let cx = tracing_opentelemetry::get_otel_context(&id, d)?;
                 let span = cx.span();
                 let sc = span.span_context();
