@@ -3,7 +3,7 @@
 //! each tool call beneath it, the hops as the turn's events, and the metrics of each. With
 //! tracing off no span is made; metrics cost a few atomic adds.
 
-use agency_core::{Agency, AgentId, Message, StopReason, ToolCall, TraceEntry, TurnRecord};
+use agency_core::{Agency, AgentId, Message, Roster, StopReason, ToolCall, TraceEntry, TurnRecord};
 use agency_providers::{Completion, ModelError};
 use agency_telemetry::metrics::{ModelCall, metrics};
 use agency_telemetry::semconv as sc;
@@ -48,7 +48,7 @@ pub(crate) fn turn_span(agency: &Agency, record: &TurnRecord, input: &str) -> Sp
         "invoke_agent",
         otel.name = %format_args!("{} {}", sc::OP_INVOKE_AGENT, agency.name),
         gen_ai.operation.name = sc::OP_INVOKE_AGENT,
-        gen_ai.agent.name = %agency.name,
+        gen_ai.agent.name = agency.name.as_str(),
         gen_ai.agent.id = %agency.id,
         gen_ai.conversation.id = %record.conversation_id,
         agency.turn.number = i64::from(record.number),
@@ -98,13 +98,12 @@ pub(crate) fn turn_failed(span: &Span, agency: &Agency, hops: u32, error: &str) 
 }
 
 /// A hop: an event of the turn's span, and a count.
-pub(crate) fn hop(span: &Span, agency: &Agency, entry: &TraceEntry) {
+pub(crate) fn hop(span: &Span, agency: &Agency, roster: &Roster, entry: &TraceEntry) {
     metrics().hop(&agency.name, entry.kind_name());
     add_event(span, sc::EVENT_HOP, || {
-        let roster = agency.roster();
         [
-            KeyValue::new(sc::AGENCY_HOP_FROM, entry.from_name(&roster).to_string()),
-            KeyValue::new(sc::AGENCY_HOP_TO, entry.to_name(&roster).to_string()),
+            KeyValue::new(sc::AGENCY_HOP_FROM, entry.from_name(roster).to_string()),
+            KeyValue::new(sc::AGENCY_HOP_TO, entry.to_name(roster).to_string()),
             KeyValue::new(sc::AGENCY_HOP_KIND, entry.kind_name()),
         ]
     });
@@ -161,9 +160,9 @@ impl ModelCallObserver {
                     otel.name = %format_args!("{} {}", sc::OP_CHAT, c.model.model),
                     otel.kind = "client",
                     gen_ai.operation.name = sc::OP_CHAT,
-                    gen_ai.provider.name = %c.model.provider,
-                    gen_ai.request.model = %c.model.model,
-                    gen_ai.agent.name = %c.agent,
+                    gen_ai.provider.name = c.model.provider.as_str(),
+                    gen_ai.request.model = c.model.model.as_str(),
+                    gen_ai.agent.name = c.agent.as_str(),
                     gen_ai.agent.id = c.agent_id,
                     gen_ai.request.temperature = c.temperature,
                     gen_ai.request.max_tokens = c.max_tokens.map(i64::from),

@@ -976,7 +976,7 @@ impl TurnRun {
         let written = self.rt.store.write(write).await?;
         for m in &written.messages {
             for entry in TraceEntry::of(m, |l| self.reply_usage.get(&l).copied()) {
-                crate::observe::hop(&self.span, &self.agency, &entry);
+                crate::observe::hop(&self.span, &self.agency, &self.roster, &entry);
                 let (conversation, turn) = (self.record.conversation_id, self.record.id);
                 self.rt.publish(|| Event::Hop {
                     conversation,

@@ -88,8 +88,8 @@ async fn observe(
             "http",
             otel.name = %format_args!("{method} {route}"),
             otel.kind = "server",
-            http.request.method = %method,
-            http.route = %route,
+            http.request.method = method.as_str(),
+            http.route = route,
             http.response.status_code = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         );

@@ -2,21 +2,8 @@
 //! server's own calls (providers, bots, MCP servers over HTTP, MQTT publications) carry the
 //! current span's. Without tracing on, nothing is read or written.
 
-use opentelemetry::propagation::{Extractor, Injector};
+use opentelemetry::propagation::Extractor;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-
-struct Headers<'a>(&'a mut http::HeaderMap);
-
-impl Injector for Headers<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        if let (Ok(name), Ok(value)) = (
-            http::HeaderName::from_bytes(key.as_bytes()),
-            http::HeaderValue::from_str(&value),
-        ) {
-            self.0.insert(name, value);
-        }
-    }
-}
 
 struct ReadHeaders<'a>(&'a http::HeaderMap);
 
@@ -30,15 +17,44 @@ impl Extractor for ReadHeaders<'_> {
     }
 }
 
+/// The current span's W3C trace context: its `traceparent` (`00-{trace}-{span}-{flags}`),
+/// written without allocating, and its `tracestate` when it has one.
+fn current() -> Option<([u8; 55], Option<String>)> {
+    use opentelemetry::trace::TraceContextExt as _;
+    use std::io::Write as _;
+    let cx = tracing::Span::current().context();
+    let span = cx.span();
+    let sc = span.span_context();
+    if !sc.is_valid() {
+        return None;
+    }
+    let mut parent = [0u8; 55];
+    write!(
+        &mut parent[..],
+        "00-{:032x}-{:016x}-{:02x}",
+        sc.trace_id(),
+        sc.span_id(),
+        sc.trace_flags().to_u8()
+    )
+    .ok()?;
+    let state = Some(sc.trace_state().header()).filter(|s| !s.is_empty());
+    Some((parent, state))
+}
+
 /// Adds the current span's `traceparent` (and `tracestate`) to an outgoing request's headers.
 pub fn inject(headers: &mut http::HeaderMap) {
     if !crate::tracing_on() {
         return;
     }
-    let cx = tracing::Span::current().context();
-    opentelemetry::global::get_text_map_propagator(|p| {
-        p.inject_context(&cx, &mut Headers(headers));
-    });
+    let Some((parent, state)) = current() else {
+        return;
+    };
+    if let Ok(value) = http::HeaderValue::from_bytes(&parent) {
+        headers.insert(http::HeaderName::from_static("traceparent"), value);
+    }
+    if let Some(Ok(value)) = state.map(http::HeaderValue::try_from) {
+        headers.insert(http::HeaderName::from_static("tracestate"), value);
+    }
 }
 
 /// `span` continues the trace an incoming request's `traceparent` names, when it names one.
@@ -56,16 +72,15 @@ pub fn pairs() -> Vec<(String, String)> {
     if !crate::tracing_on() {
         return pairs;
     }
-    struct Pairs<'a>(&'a mut Vec<(String, String)>);
-    impl Injector for Pairs<'_> {
-        fn set(&mut self, key: &str, value: String) {
-            self.0.push((key.to_string(), value));
+    if let Some((parent, state)) = current() {
+        pairs.push((
+            "traceparent".to_string(),
+            String::from_utf8_lossy(&parent).into_owned(),
+        ));
+        if let Some(state) = state {
+            pairs.push(("tracestate".to_string(), state));
         }
     }
-    let cx = tracing::Span::current().context();
-    opentelemetry::global::get_text_map_propagator(|p| {
-        p.inject_context(&cx, &mut Pairs(&mut pairs))
-    });
     pairs
 }
 
