@@ -15,7 +15,6 @@ use rumqttc::v5::{AsyncClient, Event as MqttEvent, MqttOptions};
 use secrecy::ExposeSecret;
 use serde::Serialize;
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use crate::acks::AckEvent;
 use crate::topic::{self, Inbound};
@@ -236,15 +235,18 @@ impl Bridge {
         if !agency_telemetry::tracing_on() {
             return self.handle_message(seq, p).await;
         }
-        let span = tracing::info_span!(
-            "mqtt",
-            otel.name = %format_args!("process {}", String::from_utf8_lossy(&p.topic)),
-            otel.kind = "consumer",
+        let parent = match &p.properties {
+            Some(props) => agency_telemetry::propagate::continue_from_pairs(&props.user_properties),
+            None => agency_telemetry::Context::current(),
+        };
+        let name = format!("process {}", String::from_utf8_lossy(&p.topic));
+        let span = agency_telemetry::Span::start_in(
+            &parent,
+            name,
+            agency_telemetry::SpanKind::Consumer,
+            Vec::new,
         );
-        if let Some(props) = &p.properties {
-            agency_telemetry::propagate::continue_from_pairs(&span, &props.user_properties);
-        }
-        self.handle_message(seq, p).instrument(span).await;
+        span.run(self.handle_message(seq, p)).await;
     }
 
     async fn handle_message(&self, seq: u64, p: Publish) {

@@ -15,7 +15,6 @@ use agency_core::plan::{self, Plan};
 use agency_core::{AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, protocol};
 use agency_providers::{ModelError, ModelRequest};
 use chrono::{DateTime, Utc};
-use tracing::Instrument;
 
 use crate::{AgencyView, Runtime, RuntimeError};
 
@@ -309,10 +308,8 @@ impl Runtime {
             view.providers.price(&a.model),
         );
         let started = std::time::Instant::now();
-        let done = model
-            .complete_task(request, task)
-            .instrument(observer.span.clone())
-            .instrument(span)
+        let done = span
+            .run(observer.span.run(model.complete_task(request, task)))
             .await;
         observer.finish(&done, started.elapsed().as_secs_f64());
         let done = done.map_err(|e| failed(e.to_string()))?;

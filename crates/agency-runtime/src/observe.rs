@@ -7,8 +7,7 @@ use agency_core::{Agency, AgentId, Message, Roster, StopReason, ToolCall, TraceE
 use agency_providers::{Completion, ModelError};
 use agency_telemetry::metrics::{ModelCall, metrics};
 use agency_telemetry::semconv as sc;
-use agency_telemetry::{KeyValue, add_event, capture_content, set_attributes, set_error};
-use tracing::Span;
+use agency_telemetry::{KeyValue, Span, SpanKind, capture_content};
 
 /// Content put in a span at most (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`), in
 /// bytes: the rest is cut.
@@ -41,27 +40,26 @@ pub(crate) fn turn_span(agency: &Agency, record: &TurnRecord, input: &str) -> Sp
     if !agency_telemetry::tracing_on() {
         return Span::none();
     }
-    // The attributes known at the start are the span's fields (tracing wants their names
-    // written out: they are `semconv`'s, checked by a test): one pass, where setting each
-    // afterwards would take the span's lock once per attribute.
-    let span = tracing::info_span!(
-        "invoke_agent",
-        otel.name = %format_args!("{} {}", sc::OP_INVOKE_AGENT, agency.name),
-        gen_ai.operation.name = sc::OP_INVOKE_AGENT,
-        gen_ai.agent.name = agency.name.as_str(),
-        gen_ai.agent.id = %agency.id,
-        gen_ai.conversation.id = %record.conversation_id,
-        agency.turn.number = i64::from(record.number),
-    );
-    if capture_content() {
-        set_attributes(&span, || {
-            [KeyValue::new(
+    let name = format!("{} {}", sc::OP_INVOKE_AGENT, agency.name);
+    Span::start(name, SpanKind::Internal, || {
+        let mut kv = vec![
+            KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_INVOKE_AGENT),
+            KeyValue::new(sc::GEN_AI_AGENT_NAME, agency.name.clone()),
+            KeyValue::new(sc::GEN_AI_AGENT_ID, agency.id.to_string()),
+            KeyValue::new(
+                sc::GEN_AI_CONVERSATION_ID,
+                record.conversation_id.to_string(),
+            ),
+            KeyValue::new(sc::AGENCY_TURN_NUMBER, i64::from(record.number)),
+        ];
+        if capture_content() {
+            kv.push(KeyValue::new(
                 sc::GEN_AI_INPUT_MESSAGES,
                 messages_json(std::iter::once(("user", input))),
-            )]
-        });
-    }
-    span
+            ));
+        }
+        kv
+    })
 }
 
 /// The turn ended: why, after how many hops, with what answer.
@@ -73,7 +71,7 @@ pub(crate) fn turn_ended(
     answer: &str,
 ) {
     metrics().turn(&agency.name, stopped_by.as_str());
-    set_attributes(span, || {
+    span.set_attributes(|| {
         let mut kv = vec![
             KeyValue::new(sc::AGENCY_TURN_STOPPED_BY, stopped_by.as_str()),
             KeyValue::new(sc::AGENCY_TURN_HOPS, i64::from(hops)),
@@ -91,16 +89,14 @@ pub(crate) fn turn_ended(
 /// The turn could not answer.
 pub(crate) fn turn_failed(span: &Span, agency: &Agency, hops: u32, error: &str) {
     metrics().turn(&agency.name, "error");
-    set_attributes(span, || {
-        [KeyValue::new(sc::AGENCY_TURN_HOPS, i64::from(hops))]
-    });
-    set_error(span, "model_error", error);
+    span.set_attributes(|| [KeyValue::new(sc::AGENCY_TURN_HOPS, i64::from(hops))]);
+    span.set_error("model_error", error);
 }
 
 /// A hop: an event of the turn's span, and a count.
 pub(crate) fn hop(span: &Span, agency: &Agency, roster: &Roster, entry: &TraceEntry) {
     metrics().hop(&agency.name, entry.kind_name());
-    add_event(span, sc::EVENT_HOP, || {
+    span.add_event(sc::EVENT_HOP, || {
         [
             KeyValue::new(sc::AGENCY_HOP_FROM, entry.from_name(roster).to_string()),
             KeyValue::new(sc::AGENCY_HOP_TO, entry.to_name(roster).to_string()),
@@ -154,28 +150,31 @@ impl ModelCallObserver {
     {
         let span = match &caller {
             Some(c) if agency_telemetry::tracing_on() => {
-                let span = tracing::info_span!(
-                    parent: parent,
-                    "chat",
-                    otel.name = %format_args!("{} {}", sc::OP_CHAT, c.model.model),
-                    otel.kind = "client",
-                    gen_ai.operation.name = sc::OP_CHAT,
-                    gen_ai.provider.name = c.model.provider.as_str(),
-                    gen_ai.request.model = c.model.model.as_str(),
-                    gen_ai.agent.name = c.agent.as_str(),
-                    gen_ai.agent.id = c.agent_id,
-                    gen_ai.request.temperature = c.temperature,
-                    gen_ai.request.max_tokens = c.max_tokens.map(i64::from),
-                );
-                if capture_content() {
-                    set_attributes(&span, || {
-                        [KeyValue::new(
+                let name = format!("{} {}", sc::OP_CHAT, c.model.model);
+                parent.child(name, SpanKind::Client, || {
+                    let mut kv = vec![
+                        KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_CHAT),
+                        KeyValue::new(sc::GEN_AI_PROVIDER_NAME, c.model.provider.clone()),
+                        KeyValue::new(sc::GEN_AI_REQUEST_MODEL, c.model.model.clone()),
+                        KeyValue::new(sc::GEN_AI_AGENT_NAME, c.agent.clone()),
+                    ];
+                    if let Some(id) = c.agent_id {
+                        kv.push(KeyValue::new(sc::GEN_AI_AGENT_ID, id));
+                    }
+                    if let Some(t) = c.temperature {
+                        kv.push(KeyValue::new(sc::GEN_AI_REQUEST_TEMPERATURE, t));
+                    }
+                    if let Some(m) = c.max_tokens {
+                        kv.push(KeyValue::new(sc::GEN_AI_REQUEST_MAX_TOKENS, i64::from(m)));
+                    }
+                    if capture_content() {
+                        kv.push(KeyValue::new(
                             sc::GEN_AI_INPUT_MESSAGES,
                             messages_json(context()),
-                        )]
-                    });
-                }
-                span
+                        ));
+                    }
+                    kv
+                })
             }
             _ => Span::none(),
         };
@@ -212,7 +211,7 @@ impl ModelCallObserver {
             return;
         };
         metrics().retry(&c.model.provider, reason);
-        add_event(&self.span, sc::EVENT_RETRY, || {
+        self.span.add_event(sc::EVENT_RETRY, || {
             [
                 KeyValue::new(sc::AGENCY_RETRY_ATTEMPT, i64::from(attempt)),
                 KeyValue::new(sc::AGENCY_RETRY_REASON, reason.to_string()),
@@ -242,7 +241,7 @@ impl ModelCallObserver {
             metrics().cost(&c.agency, &c.model.to_string(), dollars);
         }
         match result {
-            Ok(done) => set_attributes(&self.span, || {
+            Ok(done) => self.span.set_attributes(|| {
                 let mut kv = vec![
                     KeyValue::new(
                         sc::GEN_AI_USAGE_INPUT_TOKENS,
@@ -271,11 +270,9 @@ impl ModelCallObserver {
                 }
                 kv
             }),
-            Err(e) => set_error(
-                &self.span,
-                error.as_deref().unwrap_or("_OTHER"),
-                &e.to_string(),
-            ),
+            Err(e) => self
+                .span
+                .set_error(error.as_deref().unwrap_or("_OTHER"), &e.to_string()),
         }
     }
 }
@@ -295,15 +292,13 @@ pub(crate) fn memory_span(
         agency_core::memory::MemoryTask::Reflect { .. } => "reflect",
         agency_core::memory::MemoryTask::Plan { .. } => "plan",
     };
-    let span = tracing::info_span!("memory", otel.name = %format_args!("memory {name}"));
-    set_attributes(&span, || {
-        [
+    Span::start(format!("memory {name}"), SpanKind::Internal, || {
+        vec![
             KeyValue::new(sc::AGENCY_MEMORY_TASK, name),
             KeyValue::new(sc::AGENCY_NAME, agency.name.clone()),
             KeyValue::new(sc::GEN_AI_AGENT_NAME, agent.to_string()),
         ]
-    });
-    span
+    })
 }
 
 /// A room agent's answer to a person's message: its own `invoke_agent` span, under the
@@ -312,19 +307,15 @@ pub(crate) fn room_answer_span(room: &agency_core::room::Room, agent: &str) -> S
     if !agency_telemetry::tracing_on() {
         return Span::none();
     }
-    let span = tracing::info_span!(
-        "invoke_agent",
-        otel.name = %format_args!("{} {}", sc::OP_INVOKE_AGENT, agent),
-    );
-    set_attributes(&span, || {
-        [
+    let name = format!("{} {}", sc::OP_INVOKE_AGENT, agent);
+    Span::start(name, SpanKind::Internal, || {
+        vec![
             KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_INVOKE_AGENT),
             KeyValue::new(sc::GEN_AI_AGENT_NAME, agent.to_string()),
             KeyValue::new(sc::GEN_AI_CONVERSATION_ID, room.id.to_string()),
             KeyValue::new(sc::AGENCY_ROOM, room.name.clone()),
         ]
-    });
-    span
+    })
 }
 
 fn opentelemetry_array(reason: &str) -> agency_telemetry::Value {
@@ -338,12 +329,8 @@ pub(crate) fn tool_span(turn: &Span, call: &ToolCall) -> Span {
     if !agency_telemetry::tracing_on() {
         return Span::none();
     }
-    let span = tracing::info_span!(
-        parent: turn,
-        "execute_tool",
-        otel.name = %format_args!("{} {}", sc::OP_EXECUTE_TOOL, call.name),
-    );
-    set_attributes(&span, || {
+    let name = format!("{} {}", sc::OP_EXECUTE_TOOL, call.name);
+    turn.child(name, SpanKind::Internal, || {
         let mut kv = vec![
             KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_EXECUTE_TOOL),
             KeyValue::new(sc::GEN_AI_TOOL_NAME, call.name.clone()),
@@ -357,8 +344,7 @@ pub(crate) fn tool_span(turn: &Span, call: &ToolCall) -> Span {
             ));
         }
         kv
-    });
-    span
+    })
 }
 
 pub(crate) fn tool_done(
@@ -369,10 +355,10 @@ pub(crate) fn tool_done(
 ) {
     metrics().tool_call(&call.name, !output.is_error, seconds);
     if output.is_error {
-        set_error(span, "tool_error", &output.text);
+        span.set_error("tool_error", &output.text);
     }
     if capture_content() {
-        set_attributes(span, || {
+        span.set_attributes(|| {
             [KeyValue::new(
                 sc::GEN_AI_TOOL_CALL_RESULT,
                 clip(output.text.clone()),
@@ -437,43 +423,5 @@ mod tests {
             "unknown_model"
         );
         assert_eq!(clip("é".repeat(MAX_CONTENT)).len(), MAX_CONTENT);
-    }
-
-    /// The spans' fields are written out in the macros; they must be the conventions' names.
-    #[test]
-    fn span_fields_are_the_conventions_names() {
-        let fields = |meta: &'static tracing::Metadata<'static>| -> Vec<&'static str> {
-            meta.fields().iter().map(|f| f.name()).collect()
-        };
-        let chat = tracing::info_span!(
-            "chat",
-            gen_ai.operation.name = sc::OP_CHAT,
-            gen_ai.provider.name = "p",
-            gen_ai.request.model = "m",
-            gen_ai.agent.name = "a",
-            gen_ai.agent.id = 1,
-            gen_ai.request.temperature = 0.5,
-            gen_ai.request.max_tokens = 1,
-            gen_ai.conversation.id = "c",
-            agency.turn.number = 1,
-        );
-        // Without a subscriber the span is disabled but keeps its callsite's metadata.
-        let meta = chat.metadata().expect("a disabled span keeps its metadata");
-        {
-            assert_eq!(
-                fields(meta),
-                [
-                    sc::GEN_AI_OPERATION_NAME,
-                    sc::GEN_AI_PROVIDER_NAME,
-                    sc::GEN_AI_REQUEST_MODEL,
-                    sc::GEN_AI_AGENT_NAME,
-                    sc::GEN_AI_AGENT_ID,
-                    sc::GEN_AI_REQUEST_TEMPERATURE,
-                    sc::GEN_AI_REQUEST_MAX_TOKENS,
-                    sc::GEN_AI_CONVERSATION_ID,
-                    sc::AGENCY_TURN_NUMBER,
-                ]
-            );
-        }
     }
 }

@@ -26,7 +26,6 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use crate::api::Thread;
 use crate::{Event, Runtime, RuntimeError, TurnOutcome};
@@ -412,7 +411,7 @@ struct TurnRun {
     /// Set when the turn is cancelled: tool calls still running stop.
     stop: tokio::sync::watch::Receiver<bool>,
     /// The turn's span (see [`crate::observe`]); disabled when tracing is off.
-    span: tracing::Span,
+    span: agency_telemetry::Span,
 }
 
 /// What starts a turn, or resumes a paused one: the user's message, and the results of the
@@ -560,7 +559,7 @@ pub(crate) async fn run(
         span: span.clone(),
     };
     let stop = cancel.stop.clone();
-    run.go(steps, batch, stop).instrument(span).await
+    span.run(run.go(steps, batch, stop)).await
 }
 
 /// The record of the conversation's next turn.
@@ -1030,17 +1029,17 @@ impl TurnRun {
         let span = crate::observe::tool_span(&self.span, &call);
         let started = Instant::now();
         let run: Call = Box::pin(async move {
-            let output = async {
-                tokio::select! {
-                    output = rt.tools.call((&*agency).into(), &call, progress) => output,
-                    Ok(_) = stop.wait_for(|stop| *stop) => agency_tools::ToolOutput {
-                        text: "Cancelled: the turn was cancelled while the tool ran.".into(),
-                        is_error: true,
-                    },
-                }
-            }
-            .instrument(span.clone())
-            .await;
+            let output = span
+                .run(async {
+                    tokio::select! {
+                        output = rt.tools.call((&*agency).into(), &call, progress) => output,
+                        Ok(_) = stop.wait_for(|stop| *stop) => agency_tools::ToolOutput {
+                            text: "Cancelled: the turn was cancelled while the tool ran.".into(),
+                            is_error: true,
+                        },
+                    }
+                })
+                .await;
             crate::observe::tool_done(&span, &call, &output, started.elapsed().as_secs_f64());
             Done::Tool {
                 agent,
@@ -1181,7 +1180,7 @@ impl TurnRun {
             request.tools = Arc::new(tools);
             let span = observer.span.clone();
             let result = match model {
-                Some((_, Some(model))) => model.complete(request).instrument(span).await,
+                Some((_, Some(model))) => span.run(model.complete(request)).await,
                 Some((r, None)) => Err(ModelError::UnknownModel {
                     provider: r.provider,
                     model: r.model,

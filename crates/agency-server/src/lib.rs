@@ -74,7 +74,6 @@ async fn observe(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    use tracing::Instrument;
     let started = std::time::Instant::now();
     let method = request.method().clone();
     // The matched route's pattern is shared, not copied.
@@ -84,20 +83,34 @@ async fn observe(
         .cloned();
     let route = matched.as_ref().map_or("unmatched", |p| p.as_str());
     let response = if agency_telemetry::tracing_on() {
-        let span = tracing::info_span!(
-            "http",
-            otel.name = %format_args!("{method} {route}"),
-            otel.kind = "server",
-            http.request.method = method.as_str(),
-            http.route = route,
-            http.response.status_code = tracing::field::Empty,
-            otel.status_code = tracing::field::Empty,
+        let parent = agency_telemetry::propagate::continue_from(request.headers());
+        let span = agency_telemetry::Span::start_in(
+            &parent,
+            format!("{method} {route}"),
+            agency_telemetry::SpanKind::Server,
+            || {
+                vec![
+                    agency_telemetry::KeyValue::new(
+                        agency_telemetry::semconv::HTTP_REQUEST_METHOD,
+                        method.to_string(),
+                    ),
+                    agency_telemetry::KeyValue::new(
+                        agency_telemetry::semconv::HTTP_ROUTE,
+                        route.to_string(),
+                    ),
+                ]
+            },
         );
-        agency_telemetry::propagate::continue_from(&span, request.headers());
-        let response = next.run(request).instrument(span.clone()).await;
-        span.record("http.response.status_code", response.status().as_u16());
-        if response.status().is_server_error() {
-            span.record("otel.status_code", "ERROR");
+        let response = span.run(next.run(request)).await;
+        let status = response.status();
+        span.set_attributes(|| {
+            [agency_telemetry::KeyValue::new(
+                agency_telemetry::semconv::HTTP_RESPONSE_STATUS_CODE,
+                i64::from(status.as_u16()),
+            )]
+        });
+        if status.is_server_error() {
+            span.set_failed();
         }
         response
     } else {

@@ -5,8 +5,9 @@
 //! the trace and span ids).
 //!
 //! [`init`] sets it all up once per process, before anything records. Nothing here slows or
-//! fails a turn: spans leave in batches from a bounded queue (see [`export`]), and with
-//! tracing off the spans of turns, model and tool calls are not even made.
+//! fails a turn: spans ([`Span`], OpenTelemetry's own, carried by its context rather than by
+//! `tracing`, which logs use) leave in batches from a bounded queue (see [`export`]), and with
+//! tracing off they are not even made.
 
 pub mod export;
 mod logs;
@@ -14,6 +15,7 @@ pub mod metrics;
 mod otlp;
 pub mod propagate;
 pub mod semconv;
+mod trace;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -21,21 +23,20 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 pub use metrics::metrics;
-pub use opentelemetry::{Array, KeyValue, StringValue, Value};
+pub use opentelemetry::trace::SpanKind;
+pub use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
+pub use trace::Span;
 
-static TRACING: AtomicBool = AtomicBool::new(false);
 static CAPTURE_CONTENT: AtomicBool = AtomicBool::new(false);
 
-/// Whether spans are made (an OpenTelemetry layer is installed: traces are exported, or JSON
-/// logs want trace ids).
+/// Whether spans are made (traces are exported, or JSON logs want trace ids).
 pub fn tracing_on() -> bool {
-    TRACING.load(Ordering::Relaxed)
+    trace::tracer().is_some()
 }
 
 /// Whether message content goes into spans
@@ -212,55 +213,24 @@ pub fn init(settings: Settings) -> Result<Telemetry, TelemetryError> {
             };
         }
         let provider = builder.build();
-        opentelemetry::global::set_text_map_propagator(
-            opentelemetry_sdk::propagation::TraceContextPropagator::new(),
-        );
         opentelemetry::global::set_tracer_provider(provider.clone());
-        TRACING.store(true, Ordering::Relaxed);
+        trace::install(provider.tracer("agency"));
         Some(provider)
     } else {
         None
     };
 
-    let otel = tracer.as_ref().map(|p| {
-        tracing_opentelemetry::layer()
-            .with_tracer(p.tracer("agency"))
-            .with_location(false)
-            .with_threads(false)
-            .with_target(false)
-            // Nothing here reads OpenTelemetry's own current context (the trace context is
-            // read from the span itself), and busy/idle times are not span attributes we
-            // want: both cost every poll of every instrumented future.
-            .with_context_activation(false)
-            .with_tracked_inactivity(false)
-            // Our own spans and events, whatever the log filter says; the libraries' stay out
-            // (their spans at every level would cost every request).
-            // The `openai` span only gives log lines their request id (the request's span has
-            // it as an attribute).
-            .with_filter(tracing_subscriber::filter::filter_fn(|m| {
-                m.target().starts_with("agency") && !(m.is_span() && m.name() == "openai")
-            }))
-    });
-    // Spans made for traces (named for OpenTelemetry: an `otel.name` field) are not log
-    // context: their fields are the trace's attributes, and formatting them for the log lines
-    // that might come would cost every request. Log lines get their ids from the trace.
-    let log_filter = settings
-        .log_filter
-        .and(tracing_subscriber::filter::filter_fn(|m| {
-            !(m.is_span() && m.fields().field("otel.name").is_some())
-        }));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt = if settings.json_logs {
         fmt.fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
             .event_format(logs::JsonLines)
-            .with_filter(log_filter)
+            .with_filter(settings.log_filter)
             .boxed()
     } else {
-        fmt.with_filter(log_filter).boxed()
+        fmt.with_filter(settings.log_filter).boxed()
     };
     tracing_subscriber::registry()
         .with(fmt)
-        .with(otel)
         .try_init()
         .map_err(|e| TelemetryError::Logs(e.to_string()))?;
     Ok(Telemetry {
@@ -290,40 +260,4 @@ impl Telemetry {
             tracing::warn!(error = %e, "metrics: the last export failed");
         }
     }
-}
-
-/// A span's attributes, made only when tracing is on (`attributes` is not called otherwise).
-pub fn set_attributes<I>(span: &tracing::Span, attributes: impl FnOnce() -> I)
-where
-    I: IntoIterator<Item = opentelemetry::KeyValue>,
-{
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
-    if !tracing_on() || span.is_disabled() {
-        return;
-    }
-    for kv in attributes() {
-        span.set_attribute(kv.key, kv.value);
-    }
-}
-
-/// An event on `span` (a hop, a retry), made only when tracing is on.
-pub fn add_event<I>(span: &tracing::Span, name: &'static str, attributes: impl FnOnce() -> I)
-where
-    I: IntoIterator<Item = opentelemetry::KeyValue>,
-{
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
-    if !tracing_on() || span.is_disabled() {
-        return;
-    }
-    span.add_event(name, attributes().into_iter().collect());
-}
-
-/// Marks `span` failed with `error.type` (and the message as the status description).
-pub fn set_error(span: &tracing::Span, error_type: &str, message: &str) {
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
-    if !tracing_on() || span.is_disabled() {
-        return;
-    }
-    span.set_attribute(semconv::ERROR_TYPE, error_type.to_string());
-    span.set_status(opentelemetry::trace::Status::error(message.to_string()));
 }

@@ -74,22 +74,13 @@ where
             line.insert("span".into(), current.clone());
             line.insert("spans".into(), spans.into());
         }
-        // The ids of the span the event is in: the innermost one, whether or not logs see it
-        // (those of traces they do not), read without holding its extensions (the
-        // OpenTelemetry layer reads them).
-        {
-            let ids = tracing::dispatcher::get_default(|d| {
-                let id = d.current_span().id()?.clone();
-                let cx = tracing_opentelemetry::get_otel_context(&id, d)?;
-                let span = cx.span();
-                let sc = span.span_context();
-                sc.is_valid()
-                    .then(|| (sc.trace_id().to_string(), sc.span_id().to_string()))
-            });
-            if let Some((trace, span)) = ids {
-                line.insert("trace_id".into(), trace.into());
-                line.insert("span_id".into(), span.into());
-            }
+        // The ids of the trace span the event is in (the future being polled).
+        let cx = opentelemetry::Context::current();
+        let span = cx.span();
+        let sc = span.span_context();
+        if sc.is_valid() {
+            line.insert("trace_id".into(), sc.trace_id().to_string().into());
+            line.insert("span_id".into(), sc.span_id().to_string().into());
         }
         writeln!(writer, "{}", Value::Object(line))
     }

@@ -2,8 +2,9 @@
 //! server's own calls (providers, bots, MCP servers over HTTP, MQTT publications) carry the
 //! current span's. Without tracing on, nothing is read or written.
 
-use opentelemetry::propagation::Extractor;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
+use opentelemetry::Context;
+use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 
 struct ReadHeaders<'a>(&'a http::HeaderMap);
 
@@ -22,7 +23,7 @@ impl Extractor for ReadHeaders<'_> {
 fn current() -> Option<([u8; 55], Option<String>)> {
     use opentelemetry::trace::TraceContextExt as _;
     use std::io::Write as _;
-    let cx = tracing::Span::current().context();
+    let cx = Context::current();
     let span = cx.span();
     let sc = span.span_context();
     if !sc.is_valid() {
@@ -57,13 +58,13 @@ pub fn inject(headers: &mut http::HeaderMap) {
     }
 }
 
-/// `span` continues the trace an incoming request's `traceparent` names, when it names one.
-pub fn continue_from(span: &tracing::Span, headers: &http::HeaderMap) {
+/// The context an incoming request's `traceparent` names (the caller's span), when it names
+/// one: the parent of the request's span. Otherwise the current context.
+pub fn continue_from(headers: &http::HeaderMap) -> Context {
     if !crate::tracing_on() || !headers.contains_key("traceparent") {
-        return;
+        return Context::current();
     }
-    let cx = opentelemetry::global::get_text_map_propagator(|p| p.extract(&ReadHeaders(headers)));
-    let _ = span.set_parent(cx);
+    TraceContextPropagator::new().extract(&ReadHeaders(headers))
 }
 
 /// The current span's trace context as name-value pairs (for MQTT 5 user properties).
@@ -84,10 +85,11 @@ pub fn pairs() -> Vec<(String, String)> {
     pairs
 }
 
-/// `span` continues the trace named in `pairs` (MQTT 5 user properties), when they name one.
-pub fn continue_from_pairs(span: &tracing::Span, pairs: &[(String, String)]) {
+/// The context `pairs` (MQTT 5 user properties) name, when they name one; otherwise the
+/// current context.
+pub fn continue_from_pairs(pairs: &[(String, String)]) -> Context {
     if !crate::tracing_on() || !pairs.iter().any(|(k, _)| k == "traceparent") {
-        return;
+        return Context::current();
     }
     struct Read<'a>(&'a [(String, String)]);
     impl Extractor for Read<'_> {
@@ -101,6 +103,5 @@ pub fn continue_from_pairs(span: &tracing::Span, pairs: &[(String, String)]) {
             self.0.iter().map(|(k, _)| k.as_str()).collect()
         }
     }
-    let cx = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Read(pairs)));
-    let _ = span.set_parent(cx);
+    TraceContextPropagator::new().extract(&Read(pairs))
 }

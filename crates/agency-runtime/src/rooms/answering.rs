@@ -9,7 +9,6 @@ use agency_core::{ModelRef, ParticipantId, Role, RoomId, RoomMessageId};
 use agency_providers::{ChatMessage, ChatRequest};
 use chrono::Utc;
 use tokio::task::JoinSet;
-use tracing::Instrument;
 
 use super::{Posted, RoomChange, Setting};
 
@@ -152,43 +151,33 @@ impl Runtime {
                 asking.clone(),
             );
             let span = crate::observe::room_answer_span(&room, &agent.name);
-            answers.spawn(
-                async move {
-                    rt.publish_room(room.id, RoomChange::AgentStarted(agent.id));
-                    let (result, reply_to, tagged) = match &agent.speaker {
-                        Speaker::Model(model) => {
-                            let text = rt
-                                .model_answer(
-                                    &room,
-                                    &agent,
-                                    model,
-                                    &participants,
-                                    &history,
-                                    &setting,
-                                )
-                                .await;
-                            (text, None, Vec::new())
-                        }
-                        Speaker::Bot(bot) => {
-                            let text = rt
-                                .bot_answer(
-                                    &room,
-                                    (&agent, bot),
-                                    &asking,
-                                    &participants,
-                                    &history,
-                                    &setting.providers,
-                                )
-                                .await;
-                            let tagged = room::reply_tags(&asking, &history, agent.id);
-                            (text, Some(asking.id), tagged)
-                        }
-                    };
-                    rt.store_answer(&room, &agent, asking.id, result, reply_to, tagged)
-                        .await
-                }
-                .instrument(span),
-            );
+            answers.spawn(span.run(async move {
+                rt.publish_room(room.id, RoomChange::AgentStarted(agent.id));
+                let (result, reply_to, tagged) = match &agent.speaker {
+                    Speaker::Model(model) => {
+                        let text = rt
+                            .model_answer(&room, &agent, model, &participants, &history, &setting)
+                            .await;
+                        (text, None, Vec::new())
+                    }
+                    Speaker::Bot(bot) => {
+                        let text = rt
+                            .bot_answer(
+                                &room,
+                                (&agent, bot),
+                                &asking,
+                                &participants,
+                                &history,
+                                &setting.providers,
+                            )
+                            .await;
+                        let tagged = room::reply_tags(&asking, &history, agent.id);
+                        (text, Some(asking.id), tagged)
+                    }
+                };
+                rt.store_answer(&room, &agent, asking.id, result, reply_to, tagged)
+                    .await
+            }));
         }
         Ok(answers)
     }
@@ -233,7 +222,7 @@ impl Runtime {
                 ..ChatRequest::default()
             };
             let observer = crate::observe::ModelCallObserver::start(
-                &tracing::Span::current(),
+                &agency_telemetry::Span::current(),
                 Some(crate::observe::Caller {
                     agency: "rooms".into(),
                     agent: agent.name.clone(),
@@ -246,7 +235,7 @@ impl Runtime {
                 setting.providers.price(model),
             );
             let started = std::time::Instant::now();
-            let call = answerer.chat(request).instrument(observer.span.clone());
+            let call = observer.span.run(answerer.chat(request));
             tokio::pin!(call);
             let done = loop {
                 tokio::select! {
@@ -273,13 +262,9 @@ impl Runtime {
                         tool: call.name.clone(),
                     },
                 );
-                let span = crate::observe::tool_span(&tracing::Span::current(), call);
+                let span = crate::observe::tool_span(&agency_telemetry::Span::current(), call);
                 let started = std::time::Instant::now();
-                let output = self
-                    .tools
-                    .call(scope, call, None)
-                    .instrument(span.clone())
-                    .await;
+                let output = span.run(self.tools.call(scope, call, None)).await;
                 crate::observe::tool_done(&span, call, &output, started.elapsed().as_secs_f64());
                 self.publish_room(
                     room.id,

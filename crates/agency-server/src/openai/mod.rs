@@ -113,7 +113,7 @@ impl std::fmt::Display for RequestId {
 async fn request_id(mut request: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let id = format!("req_{}", uuid::Uuid::now_v7().simple());
     // In a trace, the id is an attribute of the request's span (this span is for the logs).
-    agency_telemetry::set_attributes(&tracing::Span::current(), || {
+    agency_telemetry::Span::current().set_attributes(|| {
         [agency_telemetry::KeyValue::new(
             agency_telemetry::semconv::AGENCY_REQUEST_ID,
             id.clone(),
@@ -888,7 +888,7 @@ fn stream_turn(
         }
     };
     let usage_slot = move || include_usage.then_some(None);
-    tokio::spawn(
+    tokio::spawn(agency_telemetry::Span::current().run(
         async move {
             let send = |c: types::Chunk| {
                 let tx = tx.clone();
@@ -912,10 +912,10 @@ fn stream_turn(
             // stream (all of it, with a model that does not stream) follows when the turn ends.
             let (answer_tx, mut answer_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
             let rt = s.rt.clone();
-            let running = tokio::spawn(
+            let running = tokio::spawn(agency_telemetry::Span::current().run(
                 async move { rt.api_turn(&key, conversation, turn, Some(answer_tx)).await }
                     .in_current_span(),
-            );
+            ));
             let mut streamed = String::new();
             while let Some(piece) = answer_rx.recv().await {
                 streamed.push_str(&piece);
@@ -1001,7 +1001,7 @@ fn stream_turn(
         }
         // The turn outlives the response's head: it logs under the request's id too.
         .in_current_span(),
-    );
+    ));
     let events = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });

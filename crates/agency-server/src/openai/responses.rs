@@ -646,7 +646,7 @@ fn stream(
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Event>(32);
     let mut first_token = super::FirstToken::new(&agency.name);
-    tokio::spawn(
+    tokio::spawn(agency_telemetry::Span::current().run(
         async move {
             let mut emit = Emitter { tx, seq: 0 };
             let pending = echo.response("in_progress", Vec::new(), Value::Null, Value::Null);
@@ -655,10 +655,10 @@ fn stream(
 
             let (answer_tx, mut answer_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
             let rt = s.rt.clone();
-            let running = tokio::spawn(
+            let running = tokio::spawn(agency_telemetry::Span::current().run(
                 async move { rt.api_turn(&key, conversation, turn, Some(answer_tx)).await }
                     .in_current_span(),
-            );
+            ));
             let message_id = new_id("msg");
             let mut streamed = String::new();
             let mut opened = false;
@@ -771,7 +771,7 @@ fn stream(
             }
         }
         .in_current_span(),
-    );
+    ));
     let events = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
     });
