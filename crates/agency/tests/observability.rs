@@ -454,6 +454,60 @@ async fn a_routed_turn_arrives_as_one_trace_under_the_callers() {
     assert!(input.contains("a todo app"), "{input}");
     let output = attr(turn, "gen_ai.output.messages").as_str().unwrap();
     assert!(output.contains("reviewed build"), "{output}");
+
+    // Streamed answers run their turn in a task of their own: it stays under the request,
+    // on both endpoints.
+    let trace4 = "3df7651916cd43dd8448eb211c80319c";
+    let (status, body) = chat(
+        &server,
+        &studio,
+        "studio",
+        Some(&format!("00-{trace4}-{caller}-01")),
+        true,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("[DONE]"), "{body}");
+    let trace5 = "4ef7651916cd43dd8448eb211c80319c";
+    let response = http()
+        .post(format!("{}/v1/responses", server.url))
+        .bearer_auth(&studio)
+        .header("traceparent", format!("00-{trace5}-{caller}-01"))
+        .json(&json!({"model": "studio", "input": "a todo app", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let events = response.text().await.unwrap();
+    assert!(events.contains("response.completed"), "{events}");
+    for (trace, route) in [
+        (trace4, "POST /v1/chat/completions"),
+        (trace5, "POST /v1/responses"),
+    ] {
+        // The request's span ends last (with its stream), so it may come a batch later.
+        let start = Instant::now();
+        let spans = loop {
+            let spans = phoenix.trace(trace, 9).await;
+            if !named(&spans, route).is_empty() || start.elapsed() > Duration::from_secs(30) {
+                break spans;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let [root] = named(&spans, route)[..] else {
+            panic!("one server span: {spans:#?}");
+        };
+        assert_eq!(root["parent_id"], caller);
+        let [turn] = named(&spans, "invoke_agent studio")[..] else {
+            panic!("one turn span, streamed: {spans:#?}");
+        };
+        assert_eq!(turn["parent_id"], id(root), "{route}");
+        let calls = named(&spans, "chat rules");
+        assert!(calls.len() >= 5, "{calls:#?}");
+        assert!(
+            calls.iter().all(|c| c["parent_id"] == id(turn)),
+            "{calls:#?}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------
