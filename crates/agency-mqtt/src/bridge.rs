@@ -232,20 +232,17 @@ impl Bridge {
     /// MQTT 5 user properties name, when they name one).
     async fn handle(&self, seq: u64, p: Publish) {
         agency_telemetry::metrics().mqtt(true);
-        if !agency_telemetry::tracing_on() {
-            return self.handle_message(seq, p).await;
-        }
         let parent = match &p.properties {
             Some(props) => agency_telemetry::propagate::continue_from_pairs(&props.user_properties),
             None => agency_telemetry::Context::current(),
         };
-        let name = format!("process {}", String::from_utf8_lossy(&p.topic));
-        let span = agency_telemetry::Span::start_in(
-            &parent,
-            name,
-            agency_telemetry::SpanKind::Consumer,
-            Vec::new,
-        );
+        let span =
+            agency_telemetry::Span::start_in(&parent, agency_telemetry::SpanKind::Consumer, || {
+                (
+                    format!("process {}", String::from_utf8_lossy(&p.topic)),
+                    Vec::new(),
+                )
+            });
         span.run(self.handle_message(seq, p)).await;
     }
 

@@ -37,11 +37,7 @@ fn messages_json<'a>(messages: impl Iterator<Item = (&'static str, &'a str)>) ->
 
 /// The turn's span, a child of the request's (or of the caller's trace).
 pub(crate) fn turn_span(agency: &Agency, record: &TurnRecord, input: &str) -> Span {
-    if !agency_telemetry::tracing_on() {
-        return Span::none();
-    }
-    let name = format!("{} {}", sc::OP_INVOKE_AGENT, agency.name);
-    Span::start(name, SpanKind::Internal, || {
+    Span::start(SpanKind::Internal, || {
         let mut kv = vec![
             KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_INVOKE_AGENT),
             KeyValue::new(sc::GEN_AI_AGENT_NAME, agency.name.clone()),
@@ -58,7 +54,7 @@ pub(crate) fn turn_span(agency: &Agency, record: &TurnRecord, input: &str) -> Sp
                 messages_json(std::iter::once(("user", input))),
             ));
         }
-        kv
+        (format!("{} {}", sc::OP_INVOKE_AGENT, agency.name), kv)
     })
 }
 
@@ -149,34 +145,31 @@ impl ModelCallObserver {
         I: Iterator<Item = (&'static str, &'a str)>,
     {
         let span = match &caller {
-            Some(c) if agency_telemetry::tracing_on() => {
-                let name = format!("{} {}", sc::OP_CHAT, c.model.model);
-                parent.child(name, SpanKind::Client, || {
-                    let mut kv = vec![
-                        KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_CHAT),
-                        KeyValue::new(sc::GEN_AI_PROVIDER_NAME, c.model.provider.clone()),
-                        KeyValue::new(sc::GEN_AI_REQUEST_MODEL, c.model.model.clone()),
-                        KeyValue::new(sc::GEN_AI_AGENT_NAME, c.agent.clone()),
-                    ];
-                    if let Some(id) = c.agent_id {
-                        kv.push(KeyValue::new(sc::GEN_AI_AGENT_ID, id));
-                    }
-                    if let Some(t) = c.temperature {
-                        kv.push(KeyValue::new(sc::GEN_AI_REQUEST_TEMPERATURE, t));
-                    }
-                    if let Some(m) = c.max_tokens {
-                        kv.push(KeyValue::new(sc::GEN_AI_REQUEST_MAX_TOKENS, i64::from(m)));
-                    }
-                    if capture_content() {
-                        kv.push(KeyValue::new(
-                            sc::GEN_AI_INPUT_MESSAGES,
-                            messages_json(context()),
-                        ));
-                    }
-                    kv
-                })
-            }
-            _ => Span::none(),
+            Some(c) => parent.child(SpanKind::Client, || {
+                let mut kv = vec![
+                    KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_CHAT),
+                    KeyValue::new(sc::GEN_AI_PROVIDER_NAME, c.model.provider.clone()),
+                    KeyValue::new(sc::GEN_AI_REQUEST_MODEL, c.model.model.clone()),
+                    KeyValue::new(sc::GEN_AI_AGENT_NAME, c.agent.clone()),
+                ];
+                if let Some(id) = c.agent_id {
+                    kv.push(KeyValue::new(sc::GEN_AI_AGENT_ID, id));
+                }
+                if let Some(t) = c.temperature {
+                    kv.push(KeyValue::new(sc::GEN_AI_REQUEST_TEMPERATURE, t));
+                }
+                if let Some(m) = c.max_tokens {
+                    kv.push(KeyValue::new(sc::GEN_AI_REQUEST_MAX_TOKENS, i64::from(m)));
+                }
+                if capture_content() {
+                    kv.push(KeyValue::new(
+                        sc::GEN_AI_INPUT_MESSAGES,
+                        messages_json(context()),
+                    ));
+                }
+                (format!("{} {}", sc::OP_CHAT, c.model.model), kv)
+            }),
+            None => Span::none(),
         };
         Self {
             span,
@@ -284,37 +277,32 @@ pub(crate) fn memory_span(
     agent: &str,
     task: &agency_core::memory::MemoryTask,
 ) -> Span {
-    if !agency_telemetry::tracing_on() {
-        return Span::none();
-    }
     let name = match task {
         agency_core::memory::MemoryTask::Importance { .. } => "rate",
         agency_core::memory::MemoryTask::Reflect { .. } => "reflect",
         agency_core::memory::MemoryTask::Plan { .. } => "plan",
     };
-    Span::start(format!("memory {name}"), SpanKind::Internal, || {
-        vec![
+    Span::start(SpanKind::Internal, || {
+        let kv = vec![
             KeyValue::new(sc::AGENCY_MEMORY_TASK, name),
             KeyValue::new(sc::AGENCY_NAME, agency.name.clone()),
             KeyValue::new(sc::GEN_AI_AGENT_NAME, agent.to_string()),
-        ]
+        ];
+        (format!("memory {name}"), kv)
     })
 }
 
 /// A room agent's answer to a person's message: its own `invoke_agent` span, under the
 /// request that posted the message.
 pub(crate) fn room_answer_span(room: &agency_core::room::Room, agent: &str) -> Span {
-    if !agency_telemetry::tracing_on() {
-        return Span::none();
-    }
-    let name = format!("{} {}", sc::OP_INVOKE_AGENT, agent);
-    Span::start(name, SpanKind::Internal, || {
-        vec![
+    Span::start(SpanKind::Internal, || {
+        let kv = vec![
             KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_INVOKE_AGENT),
             KeyValue::new(sc::GEN_AI_AGENT_NAME, agent.to_string()),
             KeyValue::new(sc::GEN_AI_CONVERSATION_ID, room.id.to_string()),
             KeyValue::new(sc::AGENCY_ROOM, room.name.clone()),
-        ]
+        ];
+        (format!("{} {}", sc::OP_INVOKE_AGENT, agent), kv)
     })
 }
 
@@ -326,11 +314,7 @@ fn opentelemetry_array(reason: &str) -> agency_telemetry::Value {
 
 /// A tool call's span (a child of the turn's).
 pub(crate) fn tool_span(turn: &Span, call: &ToolCall) -> Span {
-    if !agency_telemetry::tracing_on() {
-        return Span::none();
-    }
-    let name = format!("{} {}", sc::OP_EXECUTE_TOOL, call.name);
-    turn.child(name, SpanKind::Internal, || {
+    turn.child(SpanKind::Internal, || {
         let mut kv = vec![
             KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_EXECUTE_TOOL),
             KeyValue::new(sc::GEN_AI_TOOL_NAME, call.name.clone()),
@@ -343,7 +327,7 @@ pub(crate) fn tool_span(turn: &Span, call: &ToolCall) -> Span {
                 clip(call.arguments.clone()),
             ));
         }
-        kv
+        (format!("{} {}", sc::OP_EXECUTE_TOOL, call.name), kv)
     })
 }
 

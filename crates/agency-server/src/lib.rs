@@ -82,44 +82,36 @@ async fn observe(
         .get::<axum::extract::MatchedPath>()
         .cloned();
     let route = matched.as_ref().map_or("unmatched", |p| p.as_str());
-    let response = if agency_telemetry::tracing_on() {
-        let parent = agency_telemetry::propagate::continue_from(request.headers());
-        let span = agency_telemetry::Span::start_in(
-            &parent,
-            format!("{method} {route}"),
-            agency_telemetry::SpanKind::Server,
-            || {
-                vec![
-                    agency_telemetry::KeyValue::new(
-                        agency_telemetry::semconv::HTTP_REQUEST_METHOD,
-                        method.to_string(),
-                    ),
-                    agency_telemetry::KeyValue::new(
-                        agency_telemetry::semconv::HTTP_ROUTE,
-                        route.to_string(),
-                    ),
-                ]
-            },
-        );
-        let response = span.run(next.run(request)).await;
-        let status = response.status();
-        span.set_attributes(|| {
-            [agency_telemetry::KeyValue::new(
-                agency_telemetry::semconv::HTTP_RESPONSE_STATUS_CODE,
-                i64::from(status.as_u16()),
-            )]
+    let parent = agency_telemetry::propagate::continue_from(request.headers());
+    let span =
+        agency_telemetry::Span::start_in(&parent, agency_telemetry::SpanKind::Server, || {
+            let kv = vec![
+                agency_telemetry::KeyValue::new(
+                    agency_telemetry::semconv::HTTP_REQUEST_METHOD,
+                    method.to_string(),
+                ),
+                agency_telemetry::KeyValue::new(
+                    agency_telemetry::semconv::HTTP_ROUTE,
+                    route.to_string(),
+                ),
+            ];
+            (format!("{method} {route}"), kv)
         });
-        if status.is_server_error() {
-            span.set_failed();
-        }
-        response
-    } else {
-        next.run(request).await
-    };
+    let response = span.run(next.run(request)).await;
+    let status = response.status();
+    span.set_attributes(|| {
+        [agency_telemetry::KeyValue::new(
+            agency_telemetry::semconv::HTTP_RESPONSE_STATUS_CODE,
+            i64::from(status.as_u16()),
+        )]
+    });
+    if status.is_server_error() {
+        span.set_failed();
+    }
     agency_telemetry::metrics().http(
         method.as_str(),
         route,
-        response.status().as_u16(),
+        status.as_u16(),
         started.elapsed().as_secs_f64(),
     );
     response

@@ -213,7 +213,6 @@ pub fn init(settings: Settings) -> Result<Telemetry, TelemetryError> {
             };
         }
         let provider = builder.build();
-        opentelemetry::global::set_tracer_provider(provider.clone());
         trace::install(provider.tracer("agency"));
         Some(provider)
     } else {

@@ -50,53 +50,48 @@ impl Span {
         }
     }
 
-    /// A new span under `parent` (a context: the current one, or a caller's), with its
-    /// attributes (`attributes` is not called when tracing is off).
-    pub fn start_in(
+    /// A new span under `parent` (a context: the current one, or a caller's). `span` gives its
+    /// name and attributes; it is not called when tracing is off.
+    pub fn start_in<N>(
         parent: &Context,
-        name: impl Into<Cow<'static, str>>,
         kind: SpanKind,
-        attributes: impl FnOnce() -> Vec<KeyValue>,
-    ) -> Self {
+        span: impl FnOnce() -> (N, Vec<KeyValue>),
+    ) -> Self
+    where
+        N: Into<Cow<'static, str>>,
+    {
         let Some(tracer) = tracer() else {
             return Self::none();
         };
+        let (name, attributes) = span();
         let span = tracer
             .span_builder(name)
             .with_kind(kind)
-            .with_attributes(attributes())
+            .with_attributes(attributes)
             .start_with_context(tracer, parent);
         Self(Some(parent.with_span(span)))
     }
 
     /// A new span under the current one.
-    pub fn start(
-        name: impl Into<Cow<'static, str>>,
-        kind: SpanKind,
-        attributes: impl FnOnce() -> Vec<KeyValue>,
-    ) -> Self {
+    pub fn start<N>(kind: SpanKind, span: impl FnOnce() -> (N, Vec<KeyValue>)) -> Self
+    where
+        N: Into<Cow<'static, str>>,
+    {
         if tracer().is_none() {
             return Self::none();
         }
-        Self::start_in(&Context::current(), name, kind, attributes)
+        Self::start_in(&Context::current(), kind, span)
     }
 
     /// A new span under this one (under the current one when this is none).
-    pub fn child(
-        &self,
-        name: impl Into<Cow<'static, str>>,
-        kind: SpanKind,
-        attributes: impl FnOnce() -> Vec<KeyValue>,
-    ) -> Self {
+    pub fn child<N>(&self, kind: SpanKind, span: impl FnOnce() -> (N, Vec<KeyValue>)) -> Self
+    where
+        N: Into<Cow<'static, str>>,
+    {
         match &self.0 {
-            Some(cx) => Self::start_in(cx, name, kind, attributes),
-            None => Self::start(name, kind, attributes),
+            Some(cx) => Self::start_in(cx, kind, span),
+            None => Self::start(kind, span),
         }
-    }
-
-    /// Whether this is a span (tracing is on).
-    pub fn is_some(&self) -> bool {
-        self.0.is_some()
     }
 
     /// `future`, polled in this span: spans made while it runs are its children, and calls it
