@@ -8,6 +8,7 @@
 pub mod accounts;
 pub mod agencies;
 pub mod api;
+mod call;
 pub mod conversations;
 mod error;
 mod events;

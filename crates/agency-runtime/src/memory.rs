@@ -13,7 +13,7 @@ use std::sync::Arc;
 use agency_core::memory::{self, Memory, MemoryId, MemoryKind, MemoryTask};
 use agency_core::plan::{self, Plan};
 use agency_core::{AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, protocol};
-use agency_providers::{ModelError, ModelRequest};
+use agency_providers::ModelRequest;
 use chrono::{DateTime, Utc};
 
 use crate::{AgencyView, Runtime, RuntimeError};
@@ -251,15 +251,6 @@ impl Runtime {
             .agency
             .agent(agent)
             .ok_or_else(|| failed("no such agent".into()))?;
-        let model = view.providers.resolve(&a.model).ok_or_else(|| {
-            failed(
-                ModelError::UnknownModel {
-                    provider: a.model.provider.clone(),
-                    model: a.model.model.clone(),
-                }
-                .to_string(),
-            )
-        })?;
         // A context of its own: the task is not part of any conversation.
         let conversation = ConversationId::new();
         let now = Utc::now();
@@ -307,11 +298,15 @@ impl Runtime {
             &request.context,
             view.providers.price(&a.model),
         );
-        let started = std::time::Instant::now();
-        let done = span
-            .run(observer.span.run(model.complete_task(request, task)))
+        let asking = crate::call::Asking::Task(request, task);
+        let (done, _) = span
+            .run(crate::call::model(
+                &view.providers,
+                &a.model,
+                &observer,
+                asking,
+            ))
             .await;
-        observer.finish(&done, started.elapsed().as_secs_f64());
         let done = done.map_err(|e| failed(e.to_string()))?;
         // A model held to the agency's reply format (OpenAI's structured output) wraps its
         // answer in it: take the text out.

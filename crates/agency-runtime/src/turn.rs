@@ -651,27 +651,24 @@ impl TurnRun {
             });
             tx
         });
-        let span = crate::observe::tool_span(&self.span, &call);
-        let started = Instant::now();
+        let parent = self.span.clone();
         let run: Call = Box::pin(async move {
-            let output = span
-                .run(async {
-                    tokio::select! {
-                        output = rt.tools.call((&*agency).into(), &call, progress) => output,
-                        Ok(_) = stop.wait_for(|stop| *stop) => agency_tools::ToolOutput {
-                            text: "Cancelled: the turn was cancelled while the tool ran.".into(),
-                            is_error: true,
-                        },
-                    }
-                })
-                .await;
-            crate::observe::tool_done(&span, &call, &output, started.elapsed().as_secs_f64());
+            let cancelled = async move {
+                // Gone, the turn cancels nothing any more.
+                if stop.wait_for(|stop| *stop).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+                "Cancelled: the turn was cancelled while the tool ran."
+            };
+            let scope = (&*agency).into();
+            let (output, took) =
+                crate::call::tool(&rt.tools, scope, &parent, &call, progress, cancelled).await;
             Done::Tool {
                 agent,
                 reply,
                 call,
                 output,
-                took: started.elapsed(),
+                took,
             }
         });
         self.inflight.push(run);
@@ -789,11 +786,10 @@ impl TurnRun {
             _ => None,
         };
         let (rt, agency) = (self.rt.clone(), self.agency.clone());
-        let model = self
-            .agency
-            .agent(agent)
-            .map(|a| (a.model.clone(), self.providers.resolve(&a.model)));
-        let started = Instant::now();
+        let (providers, model) = (
+            self.providers.clone(),
+            self.agency.agent(agent).map(|a| a.model.clone()),
+        );
         let call: Call = Box::pin(async move {
             let mut request = request;
             request.answer_schema = answer_schema;
@@ -803,20 +799,16 @@ impl TurnRun {
                 request.tool_use = tool_use;
             }
             request.tools = Arc::new(tools);
-            let span = observer.span.clone();
-            let result = match model {
-                Some((_, Some(model))) => span.run(model.complete(request)).await,
-                Some((r, None)) => Err(ModelError::UnknownModel {
-                    provider: r.provider,
-                    model: r.model,
-                }),
-                None => Err(ModelError::Failed {
+            let Some(model) = model else {
+                let result = Err(ModelError::Failed {
                     provider: "agency".into(),
                     message: format!("no agent #{}", agent.get()),
-                }),
+                });
+                observer.finish(&result, 0.0);
+                return Done::Model(agent, result, Duration::ZERO);
             };
-            let took = started.elapsed();
-            observer.finish(&result, took.as_secs_f64());
+            let asking = crate::call::Asking::Routed(request);
+            let (result, took) = crate::call::model(&providers, &model, &observer, asking).await;
             Done::Model(agent, result, took)
         });
         self.inflight.push(call);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use agency_core::room::{self, Author, Participant, Room, RoomMessage, Speaker};
-use agency_core::tool::{self, ToolPart, ToolResult};
+use agency_core::tool::{self, ToolCall, ToolPart, ToolResult};
 use agency_core::{ModelRef, ParticipantId, Role, RoomId, RoomMessageId};
 use agency_providers::{ChatMessage, ChatRequest};
 use chrono::Utc;
@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 
 use super::{Posted, RoomChange, Setting};
 
+use crate::tools::Scope;
 use crate::{Runtime, RuntimeError};
 
 /// Most times a room agent's model may call tools before it must answer.
@@ -194,9 +195,6 @@ impl Runtime {
         history: &[RoomMessage],
         setting: &Setting,
     ) -> Result<String, String> {
-        let Some(answerer) = setting.providers.resolve(model) else {
-            return Err(format!("no provider serves `{model}`"));
-        };
         let scope = setting.scope(room);
         let tools = if agent.tools.is_empty() {
             Vec::new()
@@ -234,10 +232,10 @@ impl Runtime {
                 || messages.iter().map(|m| (m.role.as_str(), m.text.as_str())),
                 setting.providers.price(model),
             );
-            let started = std::time::Instant::now();
-            let call = observer.span.run(answerer.chat(request));
+            let asking = crate::call::Asking::Chat(request);
+            let call = crate::call::model(&setting.providers, model, &observer, asking);
             tokio::pin!(call);
-            let done = loop {
+            let (done, _) = loop {
                 tokio::select! {
                     done = &mut call => break done,
                     Some(text) = rx.recv() => {
@@ -245,38 +243,12 @@ impl Runtime {
                     }
                 }
             };
-            observer.finish(&done, started.elapsed().as_secs_f64());
             let completion = done.map_err(|e| e.to_string())?;
             if completion.tool_calls.is_empty() || round == MAX_TOOL_ROUNDS {
                 return Ok(completion.text);
             }
             let calls = tool::unique_ids(completion.tool_calls, round);
-            let results = futures::future::join_all(calls.iter().map(|call| async move {
-                if !agent.tools.allows(&call.name) {
-                    return (agent.tools.refusal(&call.name), true);
-                }
-                self.publish_room(
-                    room.id,
-                    RoomChange::ToolCalled {
-                        agent: agent.id,
-                        tool: call.name.clone(),
-                    },
-                );
-                let span = crate::observe::tool_span(&agency_telemetry::Span::current(), call);
-                let started = std::time::Instant::now();
-                let output = span.run(self.tools.call(scope, call, None)).await;
-                crate::observe::tool_done(&span, call, &output, started.elapsed().as_secs_f64());
-                self.publish_room(
-                    room.id,
-                    RoomChange::ToolDone {
-                        agent: agent.id,
-                        tool: call.name.clone(),
-                        is_error: output.is_error,
-                    },
-                );
-                (output.text, output.is_error)
-            }))
-            .await;
+            let results = self.tool_round(room, agent, scope, &calls).await;
             messages.push(ChatMessage {
                 images: Vec::new(),
                 role: Role::Assistant,
@@ -297,6 +269,43 @@ impl Runtime {
             }
             round += 1;
         }
+    }
+
+    /// One round of an agent's tool calls, at once: each result's text and whether it is an
+    /// error, in the calls' order.
+    async fn tool_round(
+        &self,
+        room: &Room,
+        agent: &Participant,
+        scope: Scope<'_>,
+        calls: &[ToolCall],
+    ) -> Vec<(String, bool)> {
+        futures::future::join_all(calls.iter().map(|call| async move {
+            if !agent.tools.allows(&call.name) {
+                return (agent.tools.refusal(&call.name), true);
+            }
+            self.publish_room(
+                room.id,
+                RoomChange::ToolCalled {
+                    agent: agent.id,
+                    tool: call.name.clone(),
+                },
+            );
+            let parent = agency_telemetry::Span::current();
+            let never = std::future::pending();
+            let (output, _) =
+                crate::call::tool(&self.tools, scope, &parent, call, None, never).await;
+            self.publish_room(
+                room.id,
+                RoomChange::ToolDone {
+                    agent: agent.id,
+                    tool: call.name.clone(),
+                    is_error: output.is_error,
+                },
+            );
+            (output.text, output.is_error)
+        }))
+        .await
     }
 
     /// Stores an agent's answer (or its failure, in its place) and publishes it.
