@@ -15,7 +15,6 @@ pub mod openai;
 pub mod openapi;
 mod proxy;
 mod rooms;
-pub mod testing;
 mod ui;
 mod wire;
 

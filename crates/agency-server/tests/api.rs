@@ -35,7 +35,7 @@ impl App {
         // The tests' bots and providers run on loopback.
         let mut providers = Providers::builtin();
         providers.allow_private_addresses().unwrap();
-        let base = agency_server::testing::serve(dir.path(), providers, Vec::new(), connections)
+        let base = agency_testing::serve(dir.path(), providers, Vec::new(), connections)
             .await
             .unwrap()
             .base;

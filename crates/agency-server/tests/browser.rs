@@ -124,7 +124,7 @@ async fn app(dir: &Path) -> String {
 
 /// The real app on a fresh SQLite file, with these providers.
 async fn app_with(dir: &Path, providers: Providers) -> String {
-    agency_server::testing::serve(
+    agency_testing::serve(
         dir,
         providers,
         Vec::new(),
