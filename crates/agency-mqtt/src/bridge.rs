@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agency_core::{Agency, AgencyId, ConversationId, MessageKind, Roster, StopReason};
-use agency_runtime::{Event, LOCAL_OWNER, Runtime, RuntimeError};
+use agency_runtime::{Caller, Event, LOCAL_OWNER, Runtime, RuntimeError, TurnEvent, TurnRequest};
 use chrono::Utc;
+use futures::StreamExt;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Filter, Packet, Publish};
 use rumqttc::v5::{AsyncClient, Event as MqttEvent, MqttOptions};
@@ -462,29 +463,30 @@ impl Bridge {
         agency
             .agent_by_handle(agent)
             .ok_or_else(|| unknown_agent(team, agent))?;
-        self.conversation_of(agency, id).await?;
+        let request = TurnRequest {
+            progress: true,
+            ..TurnRequest::message(Caller::Agency(agency.id), id, content)
+        };
+        let turn = match self.rt.begin(request).await {
+            Err(RuntimeError::ConversationNotFound(_)) => {
+                return Err(MqttError::NotInitialized(id.to_string()));
+            }
+            turn => turn?,
+        };
         let roster = agency.roster();
         let cid = id.to_string();
         let progress_topic = topic::chat_progress(team, agent, &cid);
-        let mut events = self.rt.subscribe_local();
-        let rt = self.rt.clone();
-        let turn = rt.send(id, content);
-        tokio::pin!(turn);
-        let result = loop {
-            tokio::select! {
-                event = events.recv() => match event {
-                    Ok(event) => self.progress(&event, id, agent, &roster, &progress_topic, ack).await,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                        break (&mut turn).await;
-                    }
-                },
-                result = &mut turn => break result,
+        let mut events = std::pin::pin!(turn.events());
+        let mut result = Ok(());
+        while let Some(event) = events.next().await {
+            match event {
+                TurnEvent::Progress(event) => {
+                    self.progress(&event, id, agent, &roster, &progress_topic, ack)
+                        .await;
+                }
+                TurnEvent::Text(_) | TurnEvent::Finished { .. } => {}
+                TurnEvent::Failed(e) => result = Err(e),
             }
-        };
-        while let Ok(event) = events.try_recv() {
-            self.progress(&event, id, agent, &roster, &progress_topic, ack)
-                .await;
         }
         ack.send().await;
         result?;

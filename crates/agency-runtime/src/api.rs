@@ -185,13 +185,13 @@ impl Hasher {
 }
 
 /// A conversation a request will take its turn in, locked for it (one turn at a time).
-pub struct Opened {
+pub(crate) struct Opened {
     id: ConversationId,
     guard: crate::lock::Locked,
 }
 
 impl Opened {
-    pub fn id(&self) -> ConversationId {
+    pub(crate) fn id(&self) -> ConversationId {
         self.id
     }
 }
@@ -246,7 +246,7 @@ enum Found {
 impl Runtime {
     /// The conversation a request continues (or names), or a new one for it, kept in memory
     /// until the turn's first write.
-    pub async fn api_conversation(
+    pub(crate) async fn api_conversation(
         &self,
         key: &ApiKey,
         agency: &Agency,
@@ -416,7 +416,7 @@ impl Runtime {
 
     /// Runs the request's turn in the conversation and remembers the transcript, so that the
     /// next request continues it.
-    pub async fn api_turn(
+    pub(crate) async fn api_turn(
         self: &Arc<Self>,
         key: &ApiKey,
         opened: Opened,
@@ -497,15 +497,23 @@ impl Runtime {
         Ok(self.store.delete_api_response(agency, id).await?)
     }
 
-    /// Both: one Chat Completions request.
+    /// One Chat Completions request of `key`, awaited whole.
     pub async fn chat_completion(
         self: &Arc<Self>,
         key: &ApiKey,
         agency: &Agency,
         turn: ChatTurn,
     ) -> Result<TurnOutcome, RuntimeError> {
-        let opened = self.api_conversation(key, agency, &turn).await?;
-        self.api_turn(key, opened, turn, None).await
+        let request = crate::TurnRequest {
+            caller: crate::Caller::Key(key.clone()),
+            ask: crate::Ask::Chat {
+                agency: Arc::new(agency.clone()),
+                turn: Box::new(turn),
+            },
+            stream_text: false,
+            progress: false,
+        };
+        self.begin(request).await?.outcome().await
     }
 }
 

@@ -56,3 +56,19 @@ pub enum Event {
         change: crate::rooms::RoomChange,
     },
 }
+
+impl Event {
+    /// The conversation the event is of (none for a room's).
+    pub fn conversation(&self) -> Option<ConversationId> {
+        match self {
+            Event::TurnStarted { conversation, .. }
+            | Event::AgentStarted { conversation, .. }
+            | Event::ModelRetry { conversation, .. }
+            | Event::ToolProgress { conversation, .. }
+            | Event::Hop { conversation, .. }
+            | Event::TurnFinished { conversation, .. }
+            | Event::TurnFailed { conversation, .. } => Some(*conversation),
+            Event::Room { .. } => None,
+        }
+    }
+}

@@ -17,6 +17,7 @@ pub mod keys;
 mod lock;
 pub mod memory;
 mod observe;
+pub mod pipeline;
 pub mod providers;
 mod relay;
 pub mod rooms;
@@ -39,6 +40,7 @@ use tokio::task::JoinHandle;
 
 pub use error::RuntimeError;
 pub use events::Event;
+pub use pipeline::{Ask, Caller, Turn, TurnEvent, TurnRequest};
 
 use turn::Session;
 
@@ -373,33 +375,15 @@ impl Runtime {
     }
 
     /// One turn: the user's `text` to the manager, and everything until the manager answers.
+    /// The caller is this process itself (the CLI, benchmarks); faces that act for someone
+    /// go through [`Runtime::begin`] with who that is.
     pub async fn send(
         self: &Arc<Self>,
         conversation: ConversationId,
         text: String,
     ) -> Result<TurnOutcome, RuntimeError> {
-        self.send_streaming(conversation, text, None).await
-    }
-
-    /// One turn whose answer also streams into `answer`, as the manager's model writes it
-    /// (when its provider streams and the reply commits to the user early; see
-    /// [`agency_core::stream`]). The sender is dropped when the turn answers; the outcome's
-    /// answer is the whole text either way.
-    pub async fn send_streaming(
-        self: &Arc<Self>,
-        conversation: ConversationId,
-        text: String,
-        answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
-    ) -> Result<TurnOutcome, RuntimeError> {
-        let guard = self.lock_conversation(conversation).await?;
-        turn::run(
-            self.clone(),
-            guard,
-            turn::TurnInput::text(text),
-            answer,
-            None,
-        )
-        .await
+        let request = pipeline::TurnRequest::message(pipeline::Caller::Local, conversation, text);
+        self.begin(request).await?.outcome().await
     }
 
     /// The conversation, locked for a turn (see [`lock`]), with its session loaded when not

@@ -7,6 +7,8 @@ mod common;
 
 use agency_core::ProviderDraft;
 use agency_fakes::{Fake, openai};
+use agency_runtime::{Caller, TurnEvent, TurnRequest};
+use futures::StreamExt;
 
 #[tokio::test]
 async fn the_answer_streams_as_the_manager_writes_it() {
@@ -50,17 +52,24 @@ async fn the_answer_streams_as_the_manager_writes_it() {
     let agency = h.agency(d).await;
     let c = h.rt.start_conversation(&agency).await.unwrap();
 
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let out =
-        h.rt.send_streaming(c.id, "count to three".into(), Some(tx))
-            .await
-            .unwrap();
+    let request = TurnRequest {
+        stream_text: true,
+        ..TurnRequest::message(Caller::Local, c.id, "count to three".into())
+    };
+    let events: Vec<TurnEvent> = h.rt.begin(request).await.unwrap().events().collect().await;
     let mut pieces = Vec::new();
-    while let Some(p) = rx.recv().await {
-        pieces.push(p);
+    let mut finished = None;
+    for event in events {
+        match event {
+            TurnEvent::Text(piece) => pieces.push(piece),
+            TurnEvent::Finished { outcome, rest } => finished = Some((outcome, rest)),
+            other => panic!("unexpected {other:?}"),
+        }
     }
+    let (out, rest) = finished.expect("the turn's end comes last");
     assert_eq!(out.answer, "one, two, three\n");
     assert_eq!(pieces.concat(), out.answer, "everything streamed");
+    assert_eq!(rest, "", "nothing left to send");
     assert!(pieces.len() >= 3, "in pieces as they came: {pieces:?}");
     // Both calls of the manager streamed from the provider.
     let calls = fake.requests();

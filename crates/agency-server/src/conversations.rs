@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 
 use agency_core::{ConversationId, MessageKind};
-use agency_runtime::Event;
+use agency_runtime::{Caller, Event, TurnRequest};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -115,9 +115,9 @@ pub async fn post_message(
     body: Result<Json<wire::PostMessage>, JsonRejection>,
 ) -> Result<Json<wire::TurnResult>, ApiError> {
     let id = conversation_id(&id)?;
-    s.rt.conversation(&session.owner(), id).await?;
     let Json(body) = body?;
-    let out = s.rt.send(id, body.text).await?;
+    let request = TurnRequest::message(Caller::Owner(session.owner()), id, body.text);
+    let out = s.rt.begin(request).await?.outcome().await?;
     Ok(Json(wire::TurnResult::from(&out)))
 }
 

@@ -7,6 +7,7 @@
 pub mod auth;
 mod content;
 mod conversations;
+mod encode;
 mod error;
 mod events;
 mod listen;

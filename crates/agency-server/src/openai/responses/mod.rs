@@ -1,0 +1,394 @@
+//! The Responses API: `POST /v1/responses` (and `/api/agency/{agency}/responses`), `GET` and
+//! `DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`.
+//!
+//! A request becomes the same conversation turn a Chat Completions request does: its input
+//! items are read as chat messages (instructions as the system message, `function_call` items
+//! as an assistant message's calls, `function_call_output` items as tool messages), so history
+//! matching, client tools (a turn pauses on them: the response's output is `function_call`
+//! items) and structured outputs (`text.format`) work the same. `previous_response_id`
+//! continues the stored response's conversation after its turn (or forks it there when it went
+//! on). A response is stored unless `store: false`.
+
+mod input;
+mod stored;
+mod stream;
+
+use std::sync::Arc;
+
+use agency_core::{Agency, ToolCall};
+use agency_runtime::TurnOutcome;
+use agency_runtime::api::ApiResponse;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+pub(super) use stored::{
+    agency_delete, agency_get, agency_input_items, v1_delete, v1_get, v1_input_items,
+};
+
+use super::error::runtime_error;
+use super::messages::chat_turn;
+use super::{OpenAiError, RequestId, authorize, body_of, end_user, format, names, tools};
+use crate::AppState;
+use crate::auth::{Key, KeyRefused};
+
+/// Accepted and ignored, as in Chat Completions: they tune one model, and each agent has its
+/// own.
+const IGNORED: &[&str] = &[
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "max_tool_calls",
+    "user",
+    "safety_identifier",
+    "metadata",
+    "truncation",
+    "reasoning",
+    "include",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "service_tier",
+    "top_logprobs",
+    "stream_options",
+];
+
+/// Refused by name: what an agency cannot do.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "background",
+        "background mode is not available: an agency answers while the request waits (stream it to see progress)",
+    ),
+    (
+        "conversation",
+        "the Conversations API is not available: continue with `previous_response_id`, or resend the input",
+    ),
+    (
+        "prompt",
+        "stored prompts are not available: send `instructions` and `input`",
+    ),
+];
+
+#[derive(Debug, Deserialize)]
+struct CreateResponse {
+    model: Option<String>,
+    input: Option<Value>,
+    instructions: Option<String>,
+    previous_response_id: Option<String>,
+    store: Option<bool>,
+    stream: Option<bool>,
+    tools: Option<Value>,
+    tool_choice: Option<Value>,
+    parallel_tool_calls: Option<Value>,
+    text: Option<Value>,
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+/// What a response echoes of its request.
+struct Echo {
+    id: String,
+    created_at: i64,
+    model: String,
+    instructions: Option<String>,
+    previous_response_id: Option<String>,
+    store: bool,
+    tools: Value,
+    tool_choice: Value,
+    parallel_tool_calls: bool,
+    text: Value,
+    metadata: Value,
+}
+
+impl Echo {
+    /// What a response echoes of `request`, to `agency`'s name.
+    fn of(request: &CreateResponse, agency: &Agency) -> Self {
+        Self {
+            id: new_id("resp"),
+            created_at: Utc::now().timestamp(),
+            model: agency.name.clone(),
+            instructions: request.instructions.clone(),
+            previous_response_id: request.previous_response_id.clone(),
+            store: request.store.unwrap_or(true),
+            tools: request.tools.clone().unwrap_or(json!([])),
+            tool_choice: request.tool_choice.clone().unwrap_or(json!("auto")),
+            parallel_tool_calls: request
+                .parallel_tool_calls
+                .as_ref()
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            text: request
+                .text
+                .clone()
+                .unwrap_or(json!({"format": {"type": "text"}})),
+            metadata: request.other.get("metadata").cloned().unwrap_or(json!({})),
+        }
+    }
+
+    /// The response object, `status` with `output` and `usage` (or `error`).
+    fn response(&self, status: &str, output: Vec<Value>, usage: Value, error: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "background": false,
+            "error": error,
+            "incomplete_details": null,
+            "instructions": self.instructions,
+            "max_output_tokens": null,
+            "max_tool_calls": null,
+            "model": self.model,
+            "output": output,
+            "parallel_tool_calls": self.parallel_tool_calls,
+            "previous_response_id": self.previous_response_id,
+            "reasoning": {"effort": null, "summary": null},
+            "service_tier": "default",
+            "store": self.store,
+            "temperature": 1.0,
+            "text": self.text,
+            "tool_choice": self.tool_choice,
+            "tools": self.tools,
+            "top_logprobs": 0,
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": usage,
+            "user": null,
+            "metadata": self.metadata,
+        })
+    }
+}
+
+fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
+}
+
+pub(super) async fn v1_create(
+    State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
+    key: Result<Key, KeyRefused>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    create(s, &request, None, key, headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+pub(super) async fn agency_create(
+    State(s): State<AppState>,
+    Extension(request): Extension<RequestId>,
+    Path(agency): Path<String>,
+    key: Result<Key, KeyRefused>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    create(s, &request, Some(agency), key, headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn create(
+    s: AppState,
+    request_id: &RequestId,
+    path_agency: Option<String>,
+    key: Result<Key, KeyRefused>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, OpenAiError> {
+    let body = body_of(body)?;
+    let (key, agency) = authorize(&s, request_id, key, path_agency.as_deref()).await?;
+    let request: CreateResponse = serde_json::from_slice(&body).map_err(|e| {
+        OpenAiError::invalid(
+            format!("We could not parse the JSON body of your request: {e}"),
+            None,
+        )
+    })?;
+    match (&path_agency, &request.model) {
+        (Some(_), _) => {}
+        (None, Some(model)) if names(&agency, model) => {}
+        (None, Some(model)) if !model.trim().is_empty() => {
+            return Err(OpenAiError::model_not_found(model));
+        }
+        (None, _) => {
+            return Err(OpenAiError::invalid(
+                "Missing required parameter: 'model'.",
+                Some("model"),
+            ));
+        }
+    }
+    check(&request)?;
+    let client = tools::client_tools(
+        input::flat_tools(request.tools.as_ref())?.as_ref(),
+        input::flat_choice(request.tool_choice.as_ref()).as_ref(),
+        request.parallel_tool_calls.as_ref(),
+    )?;
+    let text_format = request.text.as_ref().and_then(|t| t.get("format"));
+    let response_format = format::response_format(text_format, "text.format", true)?;
+    let previous = match &request.previous_response_id {
+        None => None,
+        Some(id) => Some(previous(&s, &agency, request_id, id).await?),
+    };
+    let items = input::input_items(request.input.as_ref())?;
+    let messages = input::messages(request.instructions.as_deref(), previous.as_ref(), &items)?;
+    let mut turn = chat_turn(messages, previous.is_some())?;
+    turn.end_user = end_user(&request.other);
+    turn.tools = client.tools;
+    turn.tool_use = client.tool_use;
+    turn.format = response_format;
+    turn.conversation = super::named_conversation(&headers)?;
+    turn.after = previous.as_ref().map(|p| (p.conversation, p.turn));
+
+    let stream = request.stream.unwrap_or(false);
+    let kept = Kept {
+        echo: Echo::of(&request, &agency),
+        input: Value::Array(items.iter().map(input::with_id).collect()),
+        s: s.clone(),
+        agency: agency.clone(),
+    };
+    let turn = super::begin(&s, request_id, key, agency, turn, stream).await?;
+    let conversation = turn.conversation();
+    let response = if stream {
+        crate::encode::sse(turn.events(), stream::Events::new(kept, request_id))
+    } else {
+        respond(kept, turn, request_id).await?
+    };
+    Ok(super::of_conversation(response, conversation))
+}
+
+/// The response of a turn run whole.
+async fn respond(
+    mut kept: Kept,
+    turn: agency_runtime::Turn,
+    request_id: &RequestId,
+) -> Result<Response, OpenAiError> {
+    let out = turn
+        .outcome()
+        .await
+        .map_err(|e| runtime_error(e, request_id))?;
+    Ok(axum::Json(kept.completed(&out, output(&out)).await).into_response())
+}
+
+/// The previous response a request names: its conversation after its turn, and the calls it
+/// ended with.
+async fn previous(
+    s: &AppState,
+    agency: &Agency,
+    request_id: &RequestId,
+    id: &str,
+) -> Result<ApiResponse, OpenAiError> {
+    s.rt.response(agency.id, id)
+        .await
+        .map_err(|e| runtime_error(e, request_id))?
+        .ok_or_else(|| {
+            OpenAiError::invalid(
+                format!("Previous response with id '{id}' not found."),
+                Some("previous_response_id"),
+            )
+            .status(StatusCode::NOT_FOUND)
+        })
+}
+
+/// Refuses what an agency cannot do (by name), and parameters it does not know.
+fn check(r: &CreateResponse) -> Result<(), OpenAiError> {
+    for (name, why) in REFUSED {
+        if r.other
+            .get(*name)
+            .is_some_and(|v| !v.is_null() && *v != json!(false))
+        {
+            return Err(OpenAiError::invalid(
+                format!("`{name}` is not supported: {why}."),
+                Some(name),
+            ));
+        }
+    }
+    if let Some(name) = r
+        .other
+        .keys()
+        .find(|k| !IGNORED.contains(&k.as_str()) && !REFUSED.iter().any(|(n, _)| n == k))
+    {
+        return Err(OpenAiError::invalid(
+            format!("Unrecognized request argument supplied: {name}"),
+            Some(name),
+        ));
+    }
+    Ok(())
+}
+
+/// The output of a turn: the answer as one message, or the calls it paused on.
+fn output(out: &TurnOutcome) -> Vec<Value> {
+    if out.tool_calls.is_empty() {
+        vec![message_item(&new_id("msg"), &out.answer, "completed")]
+    } else {
+        out.tool_calls
+            .iter()
+            .map(|c| call_item(&new_id("fc"), c, "completed"))
+            .collect()
+    }
+}
+
+fn message_item(id: &str, text: &str, status: &str) -> Value {
+    let content = if status == "completed" {
+        json!([{"type": "output_text", "text": text, "annotations": [], "logprobs": []}])
+    } else {
+        json!([])
+    };
+    json!({"type": "message", "id": id, "status": status, "role": "assistant", "content": content})
+}
+
+fn call_item(id: &str, call: &ToolCall, status: &str) -> Value {
+    let arguments = if status == "completed" {
+        call.arguments.as_str()
+    } else {
+        ""
+    };
+    json!({"type": "function_call", "id": id, "call_id": call.id, "name": call.name,
+           "arguments": arguments, "status": status})
+}
+
+fn usage(out: &TurnOutcome) -> Value {
+    json!({
+        "input_tokens": out.usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": out.usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": out.usage.total(),
+    })
+}
+
+/// What a response keeps of its request, to echo and store it.
+struct Kept {
+    s: AppState,
+    agency: Arc<Agency>,
+    echo: Echo,
+    /// The input items, as stored and listed.
+    input: Value,
+}
+
+impl Kept {
+    /// The completed response with `output`, stored unless its request said `store: false`
+    /// (a failure to store is logged: the client has its answer).
+    async fn completed(&mut self, out: &TurnOutcome, output: Vec<Value>) -> Value {
+        let body = self
+            .echo
+            .response("completed", output, usage(out), Value::Null);
+        if self.echo.store {
+            let record = ApiResponse {
+                id: self.echo.id.clone(),
+                agency: self.agency.id,
+                conversation: out.conversation_id,
+                turn: out.number,
+                created_at: Utc::now(),
+                body: body.to_string(),
+                input: self.input.to_string(),
+            };
+            if let Err(e) = self.s.rt.save_response(&record).await {
+                tracing::error!(error = %e, response = %self.echo.id, "could not store a response");
+            }
+        }
+        body
+    }
+}

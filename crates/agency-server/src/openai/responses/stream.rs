@@ -1,0 +1,172 @@
+//! A response streamed: the runtime's turn events as the Responses API's events.
+
+use agency_core::ToolCall;
+use agency_runtime::TurnEvent;
+use axum::response::sse::Event;
+use serde_json::{Value, json};
+
+use super::{Kept, call_item, message_item, new_id};
+use crate::openai::error::runtime_error;
+use crate::openai::{FirstToken, RequestId};
+
+/// A streamed response: `response.created`, `response.in_progress`, then the answer's message
+/// item as the manager writes it (`output_item.added`, `content_part.added`,
+/// `output_text.delta`s, `output_text.done`, `content_part.done`, `output_item.done`) or the
+/// calls it paused on (each `output_item.added`, `function_call_arguments.delta` and `.done`,
+/// `output_item.done`), and `response.completed` — or `response.failed`. Events are numbered
+/// in order.
+pub(super) struct Events {
+    kept: Kept,
+    request_id: RequestId,
+    first_token: FirstToken,
+    seq: u64,
+    message_id: String,
+    /// The answer's text sent so far.
+    streamed: String,
+    /// Whether the answer's message item was opened.
+    opened: bool,
+}
+
+impl Events {
+    pub(super) fn new(kept: Kept, request_id: &RequestId) -> Self {
+        Self {
+            first_token: FirstToken::new(&kept.agency.name),
+            kept,
+            request_id: request_id.clone(),
+            seq: 0,
+            message_id: new_id("msg"),
+            streamed: String::new(),
+            opened: false,
+        }
+    }
+
+    fn event(&mut self, kind: &str, mut data: Value) -> Event {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.seq);
+        self.seq += 1;
+        Event::default().event(kind).data(data.to_string())
+    }
+
+    /// The events that open the answer's message item, the first time.
+    fn open_message(&mut self, out: &mut Vec<Event>) {
+        if std::mem::replace(&mut self.opened, true) {
+            return;
+        }
+        let id = self.message_id.clone();
+        out.push(self.event(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": message_item(&id, "", "in_progress")}),
+        ));
+        out.push(self.event(
+            "response.content_part.added",
+            json!({"item_id": id, "output_index": 0, "content_index": 0,
+                   "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}),
+        ));
+    }
+
+    fn delta(&mut self, piece: &str, out: &mut Vec<Event>) {
+        self.open_message(out);
+        self.first_token.seen();
+        self.streamed.push_str(piece);
+        let id = self.message_id.clone();
+        out.push(self.event(
+            "response.output_text.delta",
+            json!({"item_id": id, "output_index": 0, "content_index": 0,
+                   "delta": piece, "logprobs": []}),
+        ));
+    }
+
+    /// The answer's message item, done.
+    fn answer(&mut self, rest: &str, out: &mut Vec<Event>) -> Value {
+        self.open_message(out);
+        if !rest.is_empty() {
+            self.delta(rest, out);
+        }
+        let (id, text) = (self.message_id.clone(), self.streamed.clone());
+        let part = json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []});
+        out.push(self.event(
+            "response.output_text.done",
+            json!({"item_id": id, "output_index": 0, "content_index": 0,
+                   "text": text, "logprobs": []}),
+        ));
+        out.push(self.event(
+            "response.content_part.done",
+            json!({"item_id": id, "output_index": 0, "content_index": 0, "part": part}),
+        ));
+        let item = message_item(&id, &text, "completed");
+        out.push(self.event(
+            "response.output_item.done",
+            json!({"output_index": 0, "item": item}),
+        ));
+        item
+    }
+
+    /// The items of the calls the turn paused on, done.
+    fn calls(&mut self, calls: &[ToolCall], out: &mut Vec<Event>) -> Vec<Value> {
+        let mut items = Vec::new();
+        for (index, call) in calls.iter().enumerate() {
+            let id = new_id("fc");
+            out.push(self.event(
+                "response.output_item.added",
+                json!({"output_index": index, "item": call_item(&id, call, "in_progress")}),
+            ));
+            out.push(self.event(
+                "response.function_call_arguments.delta",
+                json!({"item_id": id, "output_index": index, "delta": call.arguments}),
+            ));
+            out.push(self.event(
+                "response.function_call_arguments.done",
+                json!({"item_id": id, "output_index": index, "name": call.name,
+                       "arguments": call.arguments}),
+            ));
+            let item = call_item(&id, call, "completed");
+            out.push(self.event(
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
+            ));
+            items.push(item);
+        }
+        items
+    }
+}
+
+impl crate::encode::Encoder for Events {
+    fn open(&mut self) -> Vec<Event> {
+        let pending = self
+            .kept
+            .echo
+            .response("in_progress", Vec::new(), Value::Null, Value::Null);
+        vec![
+            self.event("response.created", json!({"response": pending})),
+            self.event("response.in_progress", json!({"response": pending})),
+        ]
+    }
+
+    async fn encode(&mut self, event: TurnEvent) -> Vec<Event> {
+        let mut out = Vec::new();
+        match event {
+            TurnEvent::Text(piece) => self.delta(&piece, &mut out),
+            TurnEvent::Progress(_) => {}
+            TurnEvent::Finished { outcome, rest } => {
+                let output = if outcome.tool_calls.is_empty() {
+                    vec![self.answer(&rest, &mut out)]
+                } else {
+                    self.calls(&outcome.tool_calls, &mut out)
+                };
+                let body = self.kept.completed(&outcome, output).await;
+                out.push(self.event("response.completed", json!({"response": body})));
+            }
+            TurnEvent::Failed(e) => {
+                let error = runtime_error(e, &self.request_id);
+                let failed = self.kept.echo.response(
+                    "failed",
+                    Vec::new(),
+                    Value::Null,
+                    json!({"code": "server_error", "message": error.message}),
+                );
+                out.push(self.event("response.failed", json!({"response": failed})));
+            }
+        }
+        out
+    }
+}
