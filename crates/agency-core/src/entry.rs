@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use crate::ids::TurnId;
-use crate::message::{Message, MessageKind, StopReason, TurnRecord, Usage};
+use crate::message::{Message, MessageKind, StopReason, TurnRecord};
+use crate::price::Usage;
 use crate::{AgentId, Roster};
 
 /// One turn of a conversation, read back.

@@ -36,9 +36,9 @@ pub use ids::{
 };
 pub use message::{
     ChatMessage, Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord,
-    Usage, trace,
+    trace,
 };
-pub use price::{Cost, Price};
+pub use price::{Cost, Price, Usage};
 pub use tool::{
     McpServer, McpTransport, Tool, ToolCall, ToolGrants, ToolPart, ToolProgress, ToolResult,
 };

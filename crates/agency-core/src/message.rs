@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::ids::{AgentId, ConversationId, MessageId, TurnId};
+use crate::price::Usage;
 use crate::tool::{ToolCall, ToolPart, ToolResult};
 
 /// The chat role a message plays in the context it belongs to.
@@ -101,26 +102,6 @@ impl MessageKind {
             "answer" => MessageKind::Answer,
             _ => return None,
         })
-    }
-}
-
-/// Tokens a model call used.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub prompt_tokens: u32,
-    pub completion_tokens: u32,
-}
-
-impl Usage {
-    pub fn total(self) -> u32 {
-        self.prompt_tokens + self.completion_tokens
-    }
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, rhs: Self) {
-        self.prompt_tokens += rhs.prompt_tokens;
-        self.completion_tokens += rhs.completion_tokens;
     }
 }
 

@@ -4,7 +4,25 @@
 
 use std::fmt;
 
-use crate::message::Usage;
+/// Tokens a model call used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+}
+
+impl Usage {
+    pub fn total(self) -> u32 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, rhs: Self) {
+        self.prompt_tokens += rhs.prompt_tokens;
+        self.completion_tokens += rhs.completion_tokens;
+    }
+}
 
 /// A model's price per million tokens, in micro-dollars: `2.50` dollars is `2_500_000`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agency_core::{Agency, AgencyId, ConversationId, MessageKind, Roster, StopReason};
+use agency_core::{Agency, AgencyId, ConversationId, Roster};
 use agency_runtime::{Caller, Event, LOCAL_OWNER, Runtime, RuntimeError, TurnEvent, TurnRequest};
 use chrono::Utc;
 use futures::StreamExt;
@@ -18,6 +18,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::acks::AckEvent;
+use crate::progress;
 use crate::topic::{self, Inbound};
 use crate::{MqttConfig, MqttError, wire};
 
@@ -41,35 +42,7 @@ pub async fn serve(
     config: MqttConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), MqttError> {
-    // An embedded broker listening on every interface is reached on loopback.
-    let host = match config.host.parse::<std::net::IpAddr>() {
-        Ok(ip) if config.embedded && ip.is_unspecified() => "127.0.0.1".to_string(),
-        _ => config.host.clone(),
-    };
-    let mut options = MqttOptions::new(config.client_id.clone(), host, config.port);
-    options
-        .set_keep_alive(Duration::from_secs(30))
-        .set_clean_start(false)
-        .set_session_expiry_interval(Some(SESSION_EXPIRY_SECS))
-        .set_manual_acks(true)
-        .set_max_packet_size(Some(MAX_PACKET));
-    // Small packets both ways (a publish, its acknowledgement): without TCP_NODELAY, Nagle's
-    // algorithm and delayed acknowledgements hold each one back by tens of milliseconds.
-    let mut network = rumqttc::NetworkOptions::new();
-    network.set_tcp_nodelay(true);
-    options.set_network_options(network);
-    if let Some(user) = &config.username {
-        let password = config
-            .password
-            .as_ref()
-            .map(|p| p.expose_secret().to_string())
-            .unwrap_or_default();
-        options.set_credentials(user.clone(), password);
-    }
-    if config.tls {
-        options.set_transport(rumqttc::Transport::tls_with_default_config());
-    }
-    let (client, mut eventloop) = AsyncClient::new(options, 256);
+    let (client, mut eventloop) = AsyncClient::new(options(&config), 256);
     let (acks, ack_events) = mpsc::unbounded_channel();
     tokio::spawn(crate::acks::run(client.clone(), ack_events));
     let bridge = Arc::new(Bridge {
@@ -136,6 +109,39 @@ pub async fn serve(
         .await;
     }
     Ok(())
+}
+
+/// The client's options: a persistent session with manual acknowledgements.
+fn options(config: &MqttConfig) -> MqttOptions {
+    // An embedded broker listening on every interface is reached on loopback.
+    let host = match config.host.parse::<std::net::IpAddr>() {
+        Ok(ip) if config.embedded && ip.is_unspecified() => "127.0.0.1".to_string(),
+        _ => config.host.clone(),
+    };
+    let mut options = MqttOptions::new(config.client_id.clone(), host, config.port);
+    options
+        .set_keep_alive(Duration::from_secs(30))
+        .set_clean_start(false)
+        .set_session_expiry_interval(Some(SESSION_EXPIRY_SECS))
+        .set_manual_acks(true)
+        .set_max_packet_size(Some(MAX_PACKET));
+    // Small packets both ways (a publish, its acknowledgement): without TCP_NODELAY, Nagle's
+    // algorithm and delayed acknowledgements hold each one back by tens of milliseconds.
+    let mut network = rumqttc::NetworkOptions::new();
+    network.set_tcp_nodelay(true);
+    options.set_network_options(network);
+    if let Some(user) = &config.username {
+        let password = config
+            .password
+            .as_ref()
+            .map(|p| p.expose_secret().to_string())
+            .unwrap_or_default();
+        options.set_credentials(user.clone(), password);
+    }
+    if config.tls {
+        options.set_transport(rumqttc::Transport::tls_with_default_config());
+    }
+    options
 }
 
 struct Bridge {
@@ -550,130 +556,14 @@ impl Bridge {
         topic: &str,
         ack: &mut Ack,
     ) {
-        // Only while a tool runs: its percentage and progress count.
-        let mut tool: Option<(Option<u8>, Option<u64>)> = None;
-        let (status, message, operation) = match event {
-            Event::ToolProgress {
-                conversation,
-                agent: a,
-                tool: name,
-                progress,
-                ..
-            } if *conversation == id => {
-                tool = Some((progress.percent(), Some(progress.progress.max(0.0) as u64)));
-                let what = progress
-                    .message
-                    .clone()
-                    .unwrap_or_else(|| match progress.total {
-                        Some(total) => format!("{name}: {} of {total}", progress.progress),
-                        None => format!("{name}: {}", progress.progress),
-                    });
-                (
-                    "processing_tool",
-                    format!("{} is running {what}", roster.display(Some(*a))),
-                    "tool_execution",
-                )
-            }
-            Event::TurnStarted {
-                conversation,
-                number,
-                ..
-            } if *conversation == id => ("processing", format!("Turn {number} started"), "turn"),
-            Event::AgentStarted {
-                conversation,
-                agent: a,
-                ..
-            } if *conversation == id => (
-                "model_call",
-                format!("{} is working", roster.display(Some(*a))),
-                "model_call",
-            ),
-            Event::ModelRetry {
-                conversation,
-                agent: a,
-                attempt,
-                reason,
-                ..
-            } if *conversation == id => (
-                "retry",
-                format!(
-                    "{}'s model call failed ({reason}); trying again (attempt {attempt})",
-                    roster.display(Some(*a))
-                ),
-                "model_call",
-            ),
-            Event::TurnFinished {
-                conversation,
-                stopped_by: StopReason::Cancelled,
-                ..
-            } if *conversation == id => (
-                "cancelled",
-                "The turn was cancelled; it ended without an answer".to_string(),
-                "cancel",
-            ),
-            Event::Hop {
-                conversation,
-                entry,
-                ..
-            } if *conversation == id => {
-                let (from, to) = (entry.from_name(roster), entry.to_name(roster));
-                match entry.kind {
-                    MessageKind::Input => {
-                        ack.send().await;
-                        ("received", "Message stored".to_string(), "input")
-                    }
-                    MessageKind::Delivery => ("routing", format!("{from} → {to}"), "routing"),
-                    MessageKind::Correction => (
-                        "retry",
-                        format!("{to}'s reply could not be routed; asked again"),
-                        "correction",
-                    ),
-                    MessageKind::Guard => {
-                        ("guard", format!("{to} was told to answer now"), "guard")
-                    }
-                    MessageKind::Failure => (
-                        "agent_failed",
-                        format!("{from} could not answer; {to} was told"),
-                        "model_call",
-                    ),
-                    MessageKind::Answer => ("answered", format!("{from} answered"), "answer"),
-                    MessageKind::Reply => {
-                        tool = Some((Some(0), None));
-                        (
-                            "processing_tool",
-                            format!("{from} calls {to}"),
-                            "tool_execution",
-                        )
-                    }
-                    MessageKind::ToolResult => {
-                        tool = Some((Some(100), None));
-                        let failed = entry.tool.as_ref().is_some_and(|t| t.is_error);
-                        let how = if failed { "failed" } else { "answered" };
-                        (
-                            "processing_tool",
-                            format!("{from} {how} {to}"),
-                            "tool_execution",
-                        )
-                    }
-                    MessageKind::System => return,
-                }
-            }
-            _ => return,
+        let Some(update) = progress::update(event, id, roster) else {
+            return;
         };
-        self.publish(
-            topic.to_string(),
-            &wire::Progress {
-                conversation_id: id.to_string(),
-                agent_id: agent.to_string(),
-                status: status.to_string(),
-                message: Some(message),
-                timestamp: wire::time(Utc::now()),
-                current_operation: Some(operation.to_string()),
-                progress_percentage: tool.and_then(|(p, _)| p),
-                message_sequence: tool.and_then(|(_, n)| n),
-            },
-        )
-        .await;
+        if update.stored {
+            ack.send().await;
+        }
+        self.publish(topic.to_string(), &update.wire(id, agent))
+            .await;
     }
 }
 

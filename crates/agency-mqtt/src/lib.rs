@@ -19,6 +19,7 @@ mod config;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 mod error;
+mod progress;
 pub mod topic;
 pub mod wire;
 

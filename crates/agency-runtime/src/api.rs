@@ -16,7 +16,7 @@
 //!
 //! A turn whose manager called the client's tools pauses, and records the transcript up to
 //! those calls; a request whose new messages are their results, and whose history is that
-//! transcript, **resumes** the paused turn (see [`crate::turn`]).
+//! transcript, **resumes** the paused turn (see `crate::turn`).
 
 use std::sync::Arc;
 
@@ -26,7 +26,7 @@ pub use agency_store::ApiResponse;
 use agency_store::ApiThread;
 use sha2::{Digest, Sha256};
 
-use crate::turn::Session;
+use crate::session::{Session, TurnInput};
 use crate::{Runtime, RuntimeError, TurnOutcome};
 
 /// One Chat Completions request, as the conversation sees it.
@@ -194,6 +194,11 @@ impl Opened {
     pub(crate) fn id(&self) -> ConversationId {
         self.id
     }
+
+    /// The conversation's lock, for its turn.
+    pub(crate) fn into_guard(self) -> crate::lock::Locked {
+        self.guard
+    }
 }
 
 /// The transcript of a request before its answer: recorded, with the answer, when the turn
@@ -226,6 +231,24 @@ impl Thread {
             turn,
         }
     }
+}
+
+/// What an API request adds to its turn.
+pub(crate) struct ApiTurn {
+    /// Its transcript, recorded with the answer (or the calls it pauses on).
+    pub thread: Thread,
+    /// The client's tools, the manager's beside its own, and how it may use them.
+    pub tools: Arc<Vec<Tool>>,
+    pub tool_use: ToolUse,
+    /// What the answer must be.
+    pub format: Option<crate::format::ResponseFormat>,
+}
+
+/// An API request's turn as the turn is given it: the manager's input (the user's messages,
+/// or the results of the client's tools, with their images) and what the request adds.
+pub(crate) struct ApiInput {
+    pub input: TurnInput,
+    pub api: ApiTurn,
 }
 
 /// Where a request's history leads (see the module's documentation).
@@ -414,46 +437,47 @@ impl Runtime {
         }
     }
 
-    /// Runs the request's turn in the conversation and remembers the transcript, so that the
-    /// next request continues it.
-    pub(crate) async fn api_turn(
-        self: &Arc<Self>,
+    /// What the request's turn in the conversation `opened` is given: the manager's input,
+    /// and what the turn records, so that the next request continues it.
+    pub(crate) async fn api_input(
+        &self,
         key: &ApiKey,
-        opened: Opened,
+        opened: ConversationId,
         turn: ChatTurn,
-        answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
-    ) -> Result<TurnOutcome, RuntimeError> {
+    ) -> Result<ApiInput, RuntimeError> {
         let mut text = manager_input(turn.user_text(), turn.prefill.as_deref());
         // The format goes with the user's message (results resuming a turn bring none: the
         // manager was told with the message that began it).
         if let Some(format) = turn.format.as_ref().filter(|_| !text.trim().is_empty()) {
             text = format!("{text}\n\n{}", format.instructions());
         }
+        let (results, images) = (turn.results(), turn.images());
         // Named by its id, the conversation's transcript is the server's, not the request's.
-        let input = crate::turn::TurnInput {
-            text,
-            results: turn.results(),
-            images: turn.images(),
-        };
         let pinned = turn.conversation.is_some() || turn.after.is_some();
         let mut before = if pinned && turn.history.is_empty() {
-            self.visible_transcript(opened.id).await?
+            self.visible_transcript(opened).await?
         } else {
             turn.history
         };
         before.extend(turn.input);
-        let api = crate::turn::ApiTurn {
-            thread: Thread {
-                key: key.id,
-                end_user: turn.end_user,
-                system: turn.system,
-                before,
+        Ok(ApiInput {
+            input: TurnInput {
+                text,
+                results,
+                images,
             },
-            tools: Arc::new(turn.tools),
-            tool_use: turn.tool_use,
-            format: turn.format,
-        };
-        crate::turn::run(self.clone(), opened.guard, input, answer, Some(api)).await
+            api: ApiTurn {
+                thread: Thread {
+                    key: key.id,
+                    end_user: turn.end_user,
+                    system: turn.system,
+                    before,
+                },
+                tools: Arc::new(turn.tools),
+                tool_use: turn.tool_use,
+                format: turn.format,
+            },
+        })
     }
 
     /// The user's messages and the answers of the conversation so far.

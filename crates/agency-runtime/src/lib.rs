@@ -22,6 +22,7 @@ pub mod providers;
 mod relay;
 pub mod rooms;
 pub mod secrets;
+mod session;
 pub mod throttle;
 pub mod tools;
 mod turn;
@@ -42,7 +43,7 @@ pub use error::RuntimeError;
 pub use events::Event;
 pub use pipeline::{Ask, Caller, Turn, TurnEvent, TurnRequest};
 
-use turn::Session;
+use session::Session;
 
 /// The owner of everything made without an account (the CLI on a local database).
 pub const LOCAL_OWNER: &str = "local";
@@ -581,6 +582,40 @@ impl Runtime {
         }
         if self.events.receiver_count() > 0 {
             let _ = self.events.send(event);
+        }
+    }
+}
+
+/// The running turn's place in [`Runtime::cancel`]'s map, for as long as the turn runs (not
+/// while its late replies settle).
+pub(crate) struct Cancel {
+    rt: Arc<Runtime>,
+    conversation: ConversationId,
+    pub(crate) stop: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Cancel {
+    pub(crate) fn register(rt: &Arc<Runtime>, conversation: ConversationId) -> Self {
+        let (tx, stop) = tokio::sync::watch::channel(false);
+        if let Ok(mut running) = rt.running.lock() {
+            running.insert(conversation, tx);
+        }
+        Self {
+            rt: rt.clone(),
+            conversation,
+            stop,
+        }
+    }
+}
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        if let Ok(mut running) = self.rt.running.lock()
+            && running
+                .get(&self.conversation)
+                .is_some_and(|tx| self.stop.same_channel(&tx.subscribe()))
+        {
+            running.remove(&self.conversation);
         }
     }
 }

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::RuntimeError;
-use crate::turn::Session;
+use crate::session::Session;
 
 /// How long a turn lock lasts unless its holder extends it: how soon a dead process's
 /// conversations free.

@@ -182,13 +182,17 @@ impl Turn {
                 crate::turn::run(
                     self.rt,
                     guard,
-                    crate::turn::TurnInput::text(text),
+                    crate::session::TurnInput::text(text),
                     answer,
                     None,
                 )
                 .await
             }
-            Run::Chat { key, opened, turn } => self.rt.api_turn(&key, opened, *turn, answer).await,
+            Run::Chat { key, opened, turn } => {
+                let given = self.rt.api_input(&key, opened.id(), *turn).await?;
+                let guard = opened.into_guard();
+                crate::turn::run(self.rt, guard, given.input, answer, Some(given.api)).await
+            }
         }
     }
 

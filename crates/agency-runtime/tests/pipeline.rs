@@ -31,20 +31,20 @@ fn relay() -> agency_core::AgencyDraft {
     )
 }
 
+/// A second agency of the same owner.
+async fn another(h: &common::Harness) -> agency_core::Agency {
+    let draft = agency_core::AgencyDraft {
+        name: "other".into(),
+        ..relay()
+    };
+    h.rt.save_agency(&draft, LOCAL_OWNER).await.unwrap()
+}
+
 #[tokio::test]
 async fn a_caller_reaches_only_its_own_conversations() {
     let h = common::Harness::sqlite().await;
     let agency = h.agency(relay()).await;
-    let other =
-        h.rt.save_agency(
-            &agency_core::AgencyDraft {
-                name: "other".into(),
-                ..relay()
-            },
-            LOCAL_OWNER,
-        )
-        .await
-        .unwrap();
+    let other = another(&h).await;
     let c = h.rt.start_conversation(&agency).await.unwrap();
     let ask = |caller: Caller| TurnRequest::message(caller, c.id, "hello".into());
 
@@ -95,16 +95,7 @@ async fn a_key_asks_only_for_its_own_agency() {
     let h = common::Harness::sqlite().await;
     let dir = tempfile::tempdir().unwrap();
     let agency = h.agency(relay()).await;
-    let other =
-        h.rt.save_agency(
-            &agency_core::AgencyDraft {
-                name: "other".into(),
-                ..relay()
-            },
-            LOCAL_OWNER,
-        )
-        .await
-        .unwrap();
+    let other = another(&h).await;
     let keyring = Keyring::load(&*h.store, &MasterKeySource::File(dir.path().join("k")))
         .await
         .unwrap();

@@ -3,10 +3,7 @@
 
 use agency_core::{Agency, StopReason};
 use agency_runtime::{TurnEvent, TurnOutcome};
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Path, State};
-use axum::http::HeaderMap;
+use axum::extract::State;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
@@ -16,68 +13,26 @@ use super::messages::chat_turn;
 use super::prefill::Continuation;
 use super::types::{self, ChatRequest, Content};
 use super::{
-    FirstToken, OpenAiError, RequestId, authorize, begin, body_of, end_user, fingerprint, format,
-    named_conversation, names, of_conversation, tools,
+    Asked, FirstToken, Named, OpenAiError, RequestId, begin, end_user, fingerprint, format,
+    of_conversation, tools,
 };
 use crate::AppState;
-use crate::auth::{Key, KeyRefused};
 
-pub(super) async fn v1_chat(
-    State(s): State<AppState>,
-    Extension(request): Extension<RequestId>,
-    key: Result<Key, KeyRefused>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    chat(s, &request, None, key, headers, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
+impl Named for ChatRequest {
+    const MISSING: &'static str = "You must provide a model parameter.";
 
-pub(super) async fn agency_chat(
-    State(s): State<AppState>,
-    Extension(request): Extension<RequestId>,
-    Path(agency): Path<String>,
-    key: Result<Key, KeyRefused>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    chat(s, &request, Some(agency), key, headers, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
-async fn chat(
-    s: AppState,
-    request_id: &RequestId,
-    path_agency: Option<String>,
-    key: Result<Key, KeyRefused>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, OpenAiError> {
-    let body = body_of(body)?;
-    // Like OpenAI: the key first, then the body.
-    let bearer_check = authorize(&s, request_id, key, None).await?;
-    let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
-        OpenAiError::invalid(
-            format!("We could not parse the JSON body of your request: {e}"),
-            None,
-        )
-    })?;
-    let (key, agency) = bearer_check;
-    let selector = match (&path_agency, &request.model) {
-        (Some(path), _) => path.clone(),
-        (None, Some(model)) if !model.trim().is_empty() => model.clone(),
-        (None, _) => {
-            return Err(OpenAiError::invalid(
-                "You must provide a model parameter.",
-                Some("model"),
-            ));
-        }
-    };
-    if !names(&agency, &selector) {
-        return Err(OpenAiError::model_not_found(&selector));
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
     }
+}
+
+/// `POST /v1/chat/completions`, and `/api/agency/{agency}/chat/completions`.
+pub(super) async fn chat(
+    State(s): State<AppState>,
+    asked: Asked<ChatRequest>,
+) -> Result<Response, OpenAiError> {
+    let (request_id, key, agency) = (&asked.request_id, asked.key, asked.agency);
+    let request = asked.body;
     let stream = request.stream.unwrap_or(false);
     let include_usage = check(&request, stream)?;
     let end_user = end_user(&request.other);
@@ -101,7 +56,7 @@ async fn chat(
     turn.format = format;
     turn.tools = client.tools;
     turn.tool_use = client.tool_use;
-    turn.conversation = named_conversation(&headers)?;
+    turn.conversation = asked.conversation;
     let prefill = turn.prefill.clone();
     let turn = begin(&s, request_id, key, agency.clone(), turn, stream).await?;
     let conversation = turn.conversation();

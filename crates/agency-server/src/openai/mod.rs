@@ -26,7 +26,10 @@ use agency_runtime::{Ask, Caller, RuntimeError, Turn, TurnRequest};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Extension, Path, State};
+use axum::extract::{
+    DefaultBodyLimit, Extension, FromRequest, FromRequestParts, OptionalFromRequestParts, Path,
+    Request, State,
+};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::options;
@@ -52,12 +55,12 @@ pub fn routes(cors: &CorsOrigins) -> Router<AppState> {
     // Each answers a browser's preflight (`OPTIONS`), with CORS headers when `cors` allows.
     let preflight = || options(cors::preflight);
     let routes = Router::new()
-        .route("/v1/chat/completions", preflight().post(chat::v1_chat))
+        .route("/v1/chat/completions", preflight().post(chat::chat))
         .route("/v1/models", preflight().get(v1_models))
         .route("/v1/models/{model}", preflight().get(v1_model))
         .route(
             "/api/agency/{agency}/chat/completions",
-            preflight().post(chat::agency_chat),
+            preflight().post(chat::chat),
         )
         .route(
             "/api/agency/{agency}/models",
@@ -67,30 +70,26 @@ pub fn routes(cors: &CorsOrigins) -> Router<AppState> {
             "/api/agency/{agency}/models/{model}",
             preflight().get(agency_model),
         )
-        .route("/v1/responses", preflight().post(responses::v1_create))
+        .route("/v1/responses", preflight().post(responses::create))
         .route(
             "/v1/responses/{id}",
-            preflight()
-                .get(responses::v1_get)
-                .delete(responses::v1_delete),
+            preflight().get(responses::get).delete(responses::delete),
         )
         .route(
             "/v1/responses/{id}/input_items",
-            preflight().get(responses::v1_input_items),
+            preflight().get(responses::input_items),
         )
         .route(
             "/api/agency/{agency}/responses",
-            preflight().post(responses::agency_create),
+            preflight().post(responses::create),
         )
         .route(
             "/api/agency/{agency}/responses/{id}",
-            preflight()
-                .get(responses::agency_get)
-                .delete(responses::agency_delete),
+            preflight().get(responses::get).delete(responses::delete),
         )
         .route(
             "/api/agency/{agency}/responses/{id}/input_items",
-            preflight().get(responses::agency_input_items),
+            preflight().get(responses::input_items),
         )
         .route("/v1/{*rest}", axum::routing::any(unknown_url))
         .layer(DefaultBodyLimit::max(MAX_BODY));
@@ -251,6 +250,68 @@ fn named_conversation(headers: &HeaderMap) -> Result<Option<ConversationId>, Ope
                     None,
                 )
             }),
+    }
+}
+
+/// A request of either API that runs a turn, read as OpenAI reads one: the key first (before
+/// the body), then the body as `T`, then the agency named by the path
+/// (`/api/agency/{agency}/…`) or else by the body's `model`.
+pub(super) struct Asked<T> {
+    pub request_id: RequestId,
+    pub key: ApiKey,
+    pub agency: Arc<Agency>,
+    /// The conversation the request names in [`CONVERSATION_HEADER`].
+    pub conversation: Option<ConversationId>,
+    pub body: T,
+}
+
+/// A request body that names its model.
+pub(super) trait Named {
+    /// What is said when it names none.
+    const MISSING: &'static str;
+    fn model(&self) -> Option<&str>;
+}
+
+impl<T: serde::de::DeserializeOwned + Named + Send> FromRequest<AppState> for Asked<T> {
+    type Rejection = OpenAiError;
+
+    async fn from_request(request: Request, s: &AppState) -> Result<Self, OpenAiError> {
+        let (mut parts, body) = request.into_parts();
+        let request_id = parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .unwrap_or_else(|| RequestId(String::new()));
+        let path =
+            <Path<String> as OptionalFromRequestParts<AppState>>::from_request_parts(&mut parts, s)
+                .await
+                .map_err(|e| OpenAiError::invalid(e.body_text(), None))?;
+        let key = Key::from_request_parts(&mut parts, s).await;
+        let conversation = named_conversation(&parts.headers);
+        let body = Bytes::from_request(Request::from_parts(parts, body), s).await;
+        let body = body_of(body)?;
+        let (key, agency) = authorize(s, &request_id, key, None).await?;
+        let body: T = serde_json::from_slice(&body).map_err(|e| {
+            OpenAiError::invalid(
+                format!("We could not parse the JSON body of your request: {e}"),
+                None,
+            )
+        })?;
+        let selector = match path.as_ref().map(|Path(p)| p.as_str()).or(body.model()) {
+            Some(selector) if !selector.trim().is_empty() => selector,
+            _ => return Err(OpenAiError::invalid(T::MISSING, Some("model"))),
+        };
+        if !names(&agency, selector) {
+            return Err(OpenAiError::model_not_found(selector));
+        }
+        let conversation = conversation?;
+        Ok(Self {
+            request_id,
+            key,
+            agency,
+            conversation,
+            body,
+        })
     }
 }
 

@@ -18,23 +18,18 @@ use std::sync::Arc;
 use agency_core::{Agency, ToolCall};
 use agency_runtime::TurnOutcome;
 use agency_runtime::api::ApiResponse;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-pub(super) use stored::{
-    agency_delete, agency_get, agency_input_items, v1_delete, v1_get, v1_input_items,
-};
+pub(super) use stored::{delete, get, input_items};
 
 use super::error::runtime_error;
 use super::messages::chat_turn;
-use super::{OpenAiError, RequestId, authorize, body_of, end_user, format, names, tools};
+use super::{Asked, Named, OpenAiError, RequestId, end_user, format, tools};
 use crate::AppState;
-use crate::auth::{Key, KeyRefused};
 
 /// Accepted and ignored, as in Chat Completions: they tune one model, and each agent has its
 /// own.
@@ -73,7 +68,7 @@ const REFUSED: &[(&str, &str)] = &[
 ];
 
 #[derive(Debug, Deserialize)]
-struct CreateResponse {
+pub(super) struct CreateResponse {
     model: Option<String>,
     input: Option<Value>,
     instructions: Option<String>,
@@ -86,6 +81,14 @@ struct CreateResponse {
     text: Option<Value>,
     #[serde(flatten)]
     other: Map<String, Value>,
+}
+
+impl Named for CreateResponse {
+    const MISSING: &'static str = "Missing required parameter: 'model'.";
+
+    fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
 }
 
 /// What a response echoes of its request.
@@ -166,60 +169,13 @@ fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", uuid::Uuid::now_v7().simple())
 }
 
-pub(super) async fn v1_create(
+/// `POST /v1/responses`, and `/api/agency/{agency}/responses`.
+pub(super) async fn create(
     State(s): State<AppState>,
-    Extension(request): Extension<RequestId>,
-    key: Result<Key, KeyRefused>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    create(s, &request, None, key, headers, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
-pub(super) async fn agency_create(
-    State(s): State<AppState>,
-    Extension(request): Extension<RequestId>,
-    Path(agency): Path<String>,
-    key: Result<Key, KeyRefused>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    create(s, &request, Some(agency), key, headers, body)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
-}
-
-async fn create(
-    s: AppState,
-    request_id: &RequestId,
-    path_agency: Option<String>,
-    key: Result<Key, KeyRefused>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    asked: Asked<CreateResponse>,
 ) -> Result<Response, OpenAiError> {
-    let body = body_of(body)?;
-    let (key, agency) = authorize(&s, request_id, key, path_agency.as_deref()).await?;
-    let request: CreateResponse = serde_json::from_slice(&body).map_err(|e| {
-        OpenAiError::invalid(
-            format!("We could not parse the JSON body of your request: {e}"),
-            None,
-        )
-    })?;
-    match (&path_agency, &request.model) {
-        (Some(_), _) => {}
-        (None, Some(model)) if names(&agency, model) => {}
-        (None, Some(model)) if !model.trim().is_empty() => {
-            return Err(OpenAiError::model_not_found(model));
-        }
-        (None, _) => {
-            return Err(OpenAiError::invalid(
-                "Missing required parameter: 'model'.",
-                Some("model"),
-            ));
-        }
-    }
+    let (request_id, key, agency) = (&asked.request_id, asked.key, asked.agency);
+    let request = asked.body;
     check(&request)?;
     let client = tools::client_tools(
         input::flat_tools(request.tools.as_ref())?.as_ref(),
@@ -239,7 +195,7 @@ async fn create(
     turn.tools = client.tools;
     turn.tool_use = client.tool_use;
     turn.format = response_format;
-    turn.conversation = super::named_conversation(&headers)?;
+    turn.conversation = asked.conversation;
     turn.after = previous.as_ref().map(|p| (p.conversation, p.turn));
 
     let stream = request.stream.unwrap_or(false);

@@ -40,60 +40,41 @@ fn json_text(text: &str) -> Response {
         .into_response()
 }
 
-pub(crate) async fn v1_get(
+/// Where a stored response is: its id, under `/v1` or under an agency's path.
+#[derive(Debug, Deserialize)]
+pub(crate) struct At {
+    agency: Option<String>,
+    id: String,
+}
+
+/// `GET /v1/responses/{id}`, and under `/api/agency/{agency}`.
+pub(crate) async fn get(
     State(s): State<AppState>,
     Extension(request): Extension<RequestId>,
-    Path(id): Path<String>,
+    Path(at): Path<At>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let r = stored(&s, &request, key, None, &id).await?;
+    let r = stored(&s, &request, key, at.agency.as_deref(), &at.id).await?;
     Ok(json_text(&r.body))
 }
 
-pub(crate) async fn agency_get(
+/// `DELETE /v1/responses/{id}`, and under `/api/agency/{agency}`.
+pub(crate) async fn delete(
     State(s): State<AppState>,
     Extension(request): Extension<RequestId>,
-    Path((agency, id)): Path<(String, String)>,
+    Path(at): Path<At>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let r = stored(&s, &request, key, Some(&agency), &id).await?;
-    Ok(json_text(&r.body))
-}
-
-async fn delete(
-    s: &AppState,
-    request: &RequestId,
-    key: Result<Key, KeyRefused>,
-    selector: Option<&str>,
-    id: &str,
-) -> Result<Response, OpenAiError> {
-    let (_, agency) = authorize(s, request, key, selector).await?;
+    let (_, agency) = authorize(&s, &request, key, at.agency.as_deref()).await?;
     let deleted =
-        s.rt.delete_response(agency.id, id)
+        s.rt.delete_response(agency.id, &at.id)
             .await
-            .map_err(|e| runtime_error(e, request))?;
+            .map_err(|e| runtime_error(e, &request))?;
     if !deleted {
-        return Err(not_found(id));
+        return Err(not_found(&at.id));
     }
+    let id = at.id;
     Ok(axum::Json(json!({"id": id, "object": "response", "deleted": true})).into_response())
-}
-
-pub(crate) async fn v1_delete(
-    State(s): State<AppState>,
-    Extension(request): Extension<RequestId>,
-    Path(id): Path<String>,
-    key: Result<Key, KeyRefused>,
-) -> Result<Response, OpenAiError> {
-    delete(&s, &request, key, None, &id).await
-}
-
-pub(crate) async fn agency_delete(
-    State(s): State<AppState>,
-    Extension(request): Extension<RequestId>,
-    Path((agency, id)): Path<(String, String)>,
-    key: Result<Key, KeyRefused>,
-) -> Result<Response, OpenAiError> {
-    delete(&s, &request, key, Some(&agency), &id).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -136,24 +117,14 @@ fn input_list(r: &ApiResponse, q: &ListQuery) -> Result<Value, OpenAiError> {
     }))
 }
 
-pub(crate) async fn v1_input_items(
+/// `GET /v1/responses/{id}/input_items`, and under `/api/agency/{agency}`.
+pub(crate) async fn input_items(
     State(s): State<AppState>,
     Extension(request): Extension<RequestId>,
-    Path(id): Path<String>,
+    Path(at): Path<At>,
     Query(q): Query<ListQuery>,
     key: Result<Key, KeyRefused>,
 ) -> Result<Response, OpenAiError> {
-    let r = stored(&s, &request, key, None, &id).await?;
-    Ok(axum::Json(input_list(&r, &q)?).into_response())
-}
-
-pub(crate) async fn agency_input_items(
-    State(s): State<AppState>,
-    Extension(request): Extension<RequestId>,
-    Path((agency, id)): Path<(String, String)>,
-    Query(q): Query<ListQuery>,
-    key: Result<Key, KeyRefused>,
-) -> Result<Response, OpenAiError> {
-    let r = stored(&s, &request, key, Some(&agency), &id).await?;
+    let r = stored(&s, &request, key, at.agency.as_deref(), &at.id).await?;
     Ok(axum::Json(input_list(&r, &q)?).into_response())
 }
