@@ -3,7 +3,7 @@
 //! `X-CALLER-KEY`, and the bot answers `{"message": "..."}`.
 //!
 //! Endpoints are someone else's URLs called from our server, so a [`BotClient`] calls only
-//! public addresses (see [`crate::net`]) unless it is built to allow others (tests, a bot on
+//! public addresses (see [`crate::http::net`]) unless it is built to allow others (tests, a bot on
 //! the same machine, evaluation against one's own bots).
 
 use std::time::Duration;
@@ -11,7 +11,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
-use crate::http::{Endpoint, HttpSettings, ProviderError, RetryHook};
+use crate::http::{CALLER_KEY_HEADER, Endpoint, HttpSettings, ProviderError, RetryHook, net};
 
 /// A message as a bot sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,9 +60,6 @@ pub struct BotRequest {
 pub struct BotReply {
     pub message: String,
 }
-
-/// The caller-key header.
-pub const CALLER_KEY_HEADER: &str = "x-caller-key";
 
 /// Patience with bots: they answer within seconds or not at all.
 pub fn default_settings() -> HttpSettings {
@@ -118,7 +115,7 @@ impl BotClient {
     pub async fn check_endpoint(&self, endpoint: &str) -> Result<reqwest::Url, ProviderError> {
         let url = parse_endpoint(endpoint)?;
         if !self.allow_private {
-            crate::net::check_url(&url).await?;
+            net::check_url(&url).await?;
         }
         Ok(url)
     }
@@ -160,5 +157,5 @@ impl BotClient {
 /// An endpoint URL as it may be registered: `http` or `https`, with a host, no credentials
 /// (the bot is called with its caller key).
 pub fn parse_endpoint(endpoint: &str) -> Result<reqwest::Url, ProviderError> {
-    crate::net::parse_url(endpoint, "the endpoint")
+    net::parse_url(endpoint, "the endpoint")
 }

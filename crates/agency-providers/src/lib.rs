@@ -20,7 +20,6 @@ use secrecy::SecretString;
 pub mod anthropic;
 pub mod bot;
 pub mod http;
-pub mod net;
 pub mod openai;
 pub mod tools;
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use agency_fakes::{Fake, Reply};
 use agency_providers::bot::{BotClient, BotMessage, BotRequest, BotUser};
+use agency_providers::http::net::is_public;
 use agency_providers::http::{HttpSettings, ProviderError};
-use agency_providers::net::is_public;
 use secrecy::SecretString;
 use serde_json::json;
 

@@ -6,7 +6,7 @@
 
 use agency_core::{Agency, ProviderSpec, ValidationError, ValidationErrors};
 use agency_providers::Providers;
-use agency_providers::http::Origin;
+use agency_providers::http::{Origin, net};
 use agency_store::Store;
 use secrecy::SecretString;
 
@@ -96,8 +96,8 @@ pub(crate) fn account_problems(
             });
         }
         if let Some(url) = spec.base_url.as_deref().filter(|_| !allow_private) {
-            let checked = agency_providers::net::parse_url(url, "the base URL")
-                .and_then(|url| agency_providers::net::refuse_literal(&url));
+            let checked =
+                net::parse_url(url, "the base URL").and_then(|url| net::refuse_literal(&url));
             if let Err(e) = checked {
                 problems.push(base_url_problem(spec, e));
             }
@@ -118,11 +118,11 @@ pub(crate) async fn private_hosts(
             let Some(Ok(url)) = spec
                 .base_url
                 .as_deref()
-                .map(|u| agency_providers::net::parse_url(u, "the base URL"))
+                .map(|u| net::parse_url(u, "the base URL"))
             else {
                 continue;
             };
-            if let Err(e) = agency_providers::net::check_url(&url).await {
+            if let Err(e) = net::check_url(&url).await {
                 problems.push(base_url_problem(spec, e));
             }
         }
@@ -201,7 +201,7 @@ impl crate::Runtime {
         owner: &str,
     ) -> Result<Vec<agency_store::SealedKey>, RuntimeError> {
         let mut keys = self.store.provider_keys(owner).await?;
-        keys.retain(|k| !k.provider.starts_with(crate::tools::CREDENTIALS_PREFIX));
+        keys.retain(|k| !k.provider.starts_with(secrets::CREDENTIALS_PREFIX));
         Ok(keys)
     }
 

@@ -1,7 +1,8 @@
-//! Provider keys at rest: sealed with XChaCha20-Poly1305 under the server's master key, the
-//! owner and provider bound in as associated data (a sealed key moved to another row does not
-//! open). The master key comes from `AGENCY_MASTER_KEY` (64 hex digits) or from a file, created
-//! with mode 0600 the first time a key is stored.
+//! Provider keys (and accounts' MCP credentials, under `mcp:` names) at rest: sealed with
+//! XChaCha20-Poly1305 under the server's master key, the owner and provider bound in as
+//! associated data (a sealed key moved to another row does not open). The master key comes from
+//! `AGENCY_MASTER_KEY` (64 hex digits) or from a file, created with mode 0600 the first time a
+//! key is stored.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,16 @@ use crate::RuntimeError;
 
 /// The environment variable that may hold the master key.
 pub const MASTER_KEY_ENV: &str = "AGENCY_MASTER_KEY";
+
+/// The name an account's credentials for its MCP server `server` are sealed under, beside its
+/// provider keys (whose names cannot hold `:`).
+pub(crate) fn credentials_name(server: &str) -> String {
+    format!("{CREDENTIALS_PREFIX}{server}")
+}
+
+/// What the names of sealed MCP credentials start with (see [`credentials_name`]): they are
+/// not provider keys.
+pub(crate) const CREDENTIALS_PREFIX: &str = "mcp:";
 
 /// Where the master key lives.
 #[derive(Clone, Debug)]

@@ -18,7 +18,7 @@ use agency_tools::{Credentials, Declarer, ToolHub, ToolOutput};
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::providers::is_operator;
-use crate::secrets::{self, MasterKey, MasterKeySource};
+use crate::secrets::{self, CREDENTIALS_PREFIX, MasterKey, MasterKeySource, credentials_name};
 use crate::{Runtime, RuntimeError};
 
 fn declarer(declared: Declared, credentials: Option<&Credentials>) -> Declarer<'_> {
@@ -65,17 +65,8 @@ type Opened = (std::time::Instant, Option<Credentials>);
 /// How long opened credentials are used before they are read again.
 const CREDENTIALS_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The name an account's credentials for its MCP server `server` are sealed under, beside its
-/// provider keys (whose names cannot hold `:`).
-fn credentials_name(server: &str) -> String {
-    format!("{CREDENTIALS_PREFIX}{server}")
-}
-
 /// The bounds of an account's credentials for one server.
 pub use agency_tools::{MAX_HEADERS, MAX_NAME_BYTES, MAX_VALUE_BYTES};
-
-/// See [`credentials_name`].
-pub(crate) const CREDENTIALS_PREFIX: &str = "mcp:";
 
 impl Tools {
     /// Tools served by `operator`'s servers and the built-in ones; accounts' servers on

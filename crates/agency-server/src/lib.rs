@@ -16,7 +16,6 @@ pub mod openai;
 pub mod openapi;
 mod proxy;
 mod rooms;
-pub mod testing;
 mod ui;
 mod wire;
 
@@ -62,7 +61,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health))
         .route("/readyz", get(ready))
         .route("/api/openapi.json", get(openapi_json))
-        .fallback(|| async { ApiError::NotFound("no such endpoint".into()) })
+        .fallback(ui::not_found)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(observe))

@@ -12,6 +12,10 @@ use serde_json::{Value, json};
 #[path = "api/security.rs"]
 mod security;
 
+/// The web UI's pages as addresses: what each shows whom, and what an unknown one answers.
+#[path = "api/pages.rs"]
+mod pages;
+
 const STUDIO: &str = include_str!("../../../examples/studio.yaml");
 
 const ANSWER: &str = "Here is your reviewed build. Approved: Please review: fn main() { /* Please build: a todo app */ }";
@@ -35,7 +39,7 @@ impl App {
         // The tests' bots and providers run on loopback.
         let mut providers = Providers::builtin();
         providers.allow_private_addresses().unwrap();
-        let base = agency_server::testing::serve(dir.path(), providers, Vec::new(), connections)
+        let base = agency_testing::serve(dir.path(), providers, Vec::new(), connections)
             .await
             .unwrap()
             .base;
@@ -1870,28 +1874,6 @@ async fn mcp_credentials_are_stored_sealed_and_shown_by_header_name_only() {
         .send(app.client.delete(app.url("/api/mcp-credentials/search")))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-}
-
-#[tokio::test]
-async fn a_page_that_cannot_be_shown_is_a_page() {
-    let app = App::spawn().await;
-    for path in ["/agencies/nosuch", "/agencies/nosuch/playground"] {
-        let res = app.client.get(app.url(path)).send().await.unwrap();
-        assert_eq!(res.status(), StatusCode::NOT_FOUND, "{path}");
-        let kind = res.headers()["content-type"].to_str().unwrap().to_string();
-        assert!(kind.starts_with("text/html"), "{path}: {kind}");
-        let html = res.text().await.unwrap();
-        assert!(html.contains("<h1>Not found</h1>"), "{html}");
-        assert!(html.contains("no agency `nosuch`"), "{html}");
-    }
-    // Another user's agency is not found either, as a page.
-    let bob = signed_up(&app.base, "bob@example.com").await;
-    let res = bob
-        .get(app.url(&format!("/agencies/{}", app.studio_id)))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::NOT_FOUND);
 }
 
 /// What the fuzz run (tests/fuzz) found at this edge: every refusal is a 4xx in this API's

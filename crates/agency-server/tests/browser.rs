@@ -124,7 +124,7 @@ async fn app(dir: &Path) -> String {
 
 /// The real app on a fresh SQLite file, with these providers.
 async fn app_with(dir: &Path, providers: Providers) -> String {
-    agency_server::testing::serve(
+    agency_testing::serve(
         dir,
         providers,
         Vec::new(),
@@ -1369,6 +1369,12 @@ async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
     w.goto("/signup").await;
     w.wait("#email").await;
     w.audit("ux-signup").await;
+    // An address nobody serves, before a session: a page with a way home.
+    w.goto("/no/such/page").await;
+    w.wait("main a[href='/']").await;
+    w.audit("ux-not-found").await;
+    w.goto("/signup").await;
+    w.wait("#email").await;
     w.type_into("#email", "newcomer@example.com").await;
     w.type_into("#password", "correct horse battery").await;
     w.click("#submit").await;
@@ -1608,6 +1614,15 @@ async fn a_new_account_starts_from_an_example_and_chats_with_its_team() {
     w.goto("/agencies/nothing-here").await;
     w.wait("h1").await;
     w.audit("ux-error").await;
+    w.goto("/no/such/page").await;
+    w.wait("main a[href='/agencies']").await;
+
+    // The conversation browser's list, from the menu: the support conversation leads to its page.
+    w.click("nav a[href='/conversations']").await;
+    w.wait("ul.conversations a[href^='/conversations/']").await;
+    w.audit("ux-conversations").await;
+    w.click("ul.conversations a[href^='/conversations/']").await;
+    w.wait("#c-turns tbody tr").await;
 
     w.c.close().await.unwrap();
 }
@@ -1658,7 +1673,7 @@ async fn the_editor_draws_the_team_guards_unsaved_changes_and_shows_versions_and
     let unload = "const e = new Event('beforeunload', { cancelable: true }); window.dispatchEvent(e); return e.defaultPrevented;";
     assert_eq!(w.c.execute(unload, vec![]).await.unwrap(), json!(true));
     // ...and a link of the page; staying keeps the changes.
-    w.click("nav a[href='/']").await;
+    w.click("nav a[href='/agencies']").await;
     let asked = w.c.get_alert_text().await.unwrap();
     assert!(asked.contains("not saved"), "{asked}");
     w.c.dismiss_alert().await.unwrap();
@@ -1735,7 +1750,7 @@ async fn the_editor_draws_the_team_guards_unsaved_changes_and_shows_versions_and
     // Saved, the editor lets a link go without asking.
     w.c.back().await.unwrap();
     w.wait("#f-agents-2-name").await;
-    w.click("nav a[href='/']").await;
+    w.click("nav a[href='/agencies']").await;
     w.wait("#gallery").await;
     assert_eq!(w.c.get_alert_text().await.ok(), None);
 

@@ -56,7 +56,7 @@ impl App {
     /// A server whose OpenAI endpoints answer browsers of `cors` origins.
     async fn spawn_with_cors(cors: CorsOrigins) -> App {
         let dir = tempfile::tempdir().unwrap();
-        let served = agency_server::testing::serve_with_cors(
+        let served = agency_testing::serve_with_cors(
             dir.path(),
             Providers::builtin(),
             Vec::new(),
@@ -2331,7 +2331,7 @@ async fn a_paused_turn_survives_a_restart() {
     assert_eq!(fake.requests()[0].body["parallel_tool_calls"], json!(true));
 
     // Another server on the same database (this one's memory gone) takes the results.
-    let again = agency_server::testing::serve(
+    let again = agency_testing::serve(
         app._dir.path(),
         Providers::builtin(),
         Vec::new(),

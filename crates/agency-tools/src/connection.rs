@@ -352,7 +352,7 @@ async fn http_transport(
     declared: Declarer<'_>,
     allow_private: bool,
 ) -> Result<StreamableHttpClientTransport<Traced>, ToolError> {
-    use agency_providers::net;
+    use agency_providers::http::net;
     let what = "the MCP server's URL";
     let url = net::parse_url(url, what).map_err(|e| ToolError::Config(e.to_string()))?;
     // A broken response stream is resumed a few times within ~1.5 s, then given up, so a call

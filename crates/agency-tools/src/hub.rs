@@ -74,7 +74,7 @@ impl std::fmt::Debug for ToolHub {
 impl ToolHub {
     /// `allow_private_addresses`: whether HTTP servers accounts declare may be on loopback and
     /// private networks (the operator's `--allow-private-addresses`; see
-    /// [`agency_providers::net`]).
+    /// [`agency_providers::http::net`]).
     pub fn new(allow_private_addresses: bool) -> Self {
         Self {
             inner: Arc::new(Inner {

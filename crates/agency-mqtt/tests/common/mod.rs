@@ -140,7 +140,7 @@ impl Server {
 
     pub async fn start_with(host: &str, port: u16, setup: Setup) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let served = agency_server::testing::serve(
+        let served = agency_testing::serve(
             dir.path(),
             providers(&setup.providers),
             setup.mcp_servers,

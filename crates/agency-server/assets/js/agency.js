@@ -2,7 +2,7 @@
 // An agency's page: the editor, its published versions, its API keys and its conversations.
 
 import { api } from "./api.js";
-import { $, data, el, status } from "./dom.js";
+import { $, data, el, fillList, status } from "./dom.js";
 import { Editor } from "./editor.js";
 import { clearErrors, general, showError, showFieldErrors } from "./errors.js";
 import { when } from "./format.js";
@@ -211,17 +211,12 @@ async function loadConversations() {
   if (!r.ok) return;
   /** @type {{ id: string, created_at: string, version: number | null }[]} */
   const list = r.data;
-  $("conversations").replaceChildren(
-    ...list.map((c) =>
-      el(
-        "li",
-        {},
-        el("a", { href: "/conversations/" + c.id }, when(c.created_at)),
-        " — " + (c.version === null ? "on the draft" : "on version " + c.version),
-      ),
-    ),
+  fillList(
+    "conversations",
+    list,
+    (c) => [el("a", { href: "/conversations/" + c.id }, when(c.created_at)), " — " + (c.version === null ? "on the draft" : "on version " + c.version)],
+    "None yet: try the playground.",
   );
-  if (!list.length) $("conversations").append(el("li", {}, "None yet: try the playground."));
 }
 
 $("key-form").addEventListener("submit", createKey);

@@ -1,6 +1,6 @@
 // @ts-check
-// Building and finding the page's elements. Everything user-written reaches the page through
-// textContent, never as HTML.
+// Building and finding the page's elements (HTML and SVG). Everything user-written reaches the
+// page through textContent, never as HTML.
 
 /** @typedef {string | number | boolean | null | undefined | ((ev: Event) => void)} AttrValue */
 /** @typedef {Node | string | number | null | undefined | false} Child */
@@ -27,6 +27,34 @@ export function el(tag, attrs, ...children) {
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return e;
+}
+
+/**
+ * An SVG element with attributes and children (strings become text).
+ * @param {string} tag
+ * @param {Record<string, string | number>} [attrs]
+ * @param {...(SVGElement | string)} children
+ * @returns {SVGElement}
+ */
+export function svg(tag, attrs, ...children) {
+  const e = /** @type {SVGElement} */ (document.createElementNS("http://www.w3.org/2000/svg", tag));
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  for (const c of children) e.append(c);
+  return e;
+}
+
+/**
+ * Fills the list `id` with an item for each of `items`, or with one item saying `none`.
+ * @template T
+ * @param {string} id
+ * @param {T[]} items
+ * @param {(item: T) => Child[]} item what an item holds
+ * @param {string} none
+ */
+export function fillList(id, items, item, none) {
+  const list = $(id);
+  list.replaceChildren(...items.map((x) => el("li", {}, ...item(x))));
+  if (!items.length) list.append(el("li", {}, none));
 }
 
 /**

@@ -4,27 +4,14 @@
 // hand: agents on a circle under the user, each edge a curve with an arrow; A → B and B → A
 // bend to opposite sides, so both show. `light(from, to)` flashes an edge as a hop passes it.
 
-const NS = "http://www.w3.org/2000/svg";
+import { svg } from "./dom.js";
+
 const W = 420;
 const H = 360;
 const R = 30;
 
 /** @typedef {{ from: string, to: string, fan_out: boolean, tool: string | null }} Edge */
 /** @typedef {{ manager: string, agents: string[], edges: Edge[] }} Team */
-
-/**
- * An SVG element with attributes and children.
- * @param {string} tag
- * @param {Record<string, string | number>} [attrs]
- * @param {...(SVGElement | string)} children
- * @returns {SVGElement}
- */
-function svg(tag, attrs, ...children) {
-  const e = /** @type {SVGElement} */ (document.createElementNS(NS, tag));
-  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
-  for (const c of children) e.append(c);
-  return e;
-}
 
 export class TeamGraph {
   /**

@@ -2,30 +2,63 @@
 // Settings: the password, the provider keys and the MCP servers' credentials the user stored.
 
 import { api } from "./api.js";
-import { $, el, status } from "./dom.js";
+import { $, el, fillList, status } from "./dom.js";
 import { clearErrors, showError, showFieldErrors } from "./errors.js";
 import { when } from "./format.js";
 
-async function loadProviderKeys() {
-  const r = await api("GET", "/api/provider-keys");
+/**
+ * Lists what the user stored under `path` (provider keys, MCP servers' credentials) in the list
+ * `id`: each by its name and what may be shown of it, with a button that deletes it.
+ * @template {{ created_at: string }} T
+ * @param {string} id
+ * @param {string} path
+ * @param {(x: T) => [string, string]} shown its name and what is shown of it
+ * @param {string} what what one is, for the delete button's label
+ * @param {string} none
+ */
+async function loadStored(id, path, shown, what, none) {
+  const r = await api("GET", path);
   if (!r.ok) return;
-  /** @type {{ provider: string, masked: string, created_at: string }[]} */
-  const keys = r.data;
-  $("provider-keys").replaceChildren(
-    ...keys.map((k) =>
-      el(
-        "li",
-        {},
-        el("strong", {}, k.provider),
+  /** @type {T[]} */
+  const stored = r.data;
+  const again = () => loadStored(id, path, shown, what, none);
+  fillList(
+    id,
+    stored,
+    (x) => {
+      const [name, value] = shown(x);
+      const remove = async () => {
+        await api("DELETE", path + "/" + encodeURIComponent(name));
+        again();
+      };
+      return [
+        el("strong", {}, name),
         " ",
-        el("code", {}, k.masked),
-        " — stored " + when(k.created_at) + " ",
-        el("button", { type: "button", class: "danger", "aria-label": "Delete the key for " + k.provider, onclick: async () => { await api("DELETE", "/api/provider-keys/" + encodeURIComponent(k.provider)); loadProviderKeys(); } }, "Delete"),
-      ),
-    ),
+        el("code", {}, value),
+        " — stored " + when(x.created_at) + " ",
+        el("button", { type: "button", class: "danger", "aria-label": "Delete " + what + " for " + name, onclick: remove }, "Delete"),
+      ];
+    },
+    none,
   );
-  if (!keys.length) $("provider-keys").append(el("li", {}, "No stored keys."));
 }
+
+const loadProviderKeys = () =>
+  loadStored(
+    "provider-keys",
+    "/api/provider-keys",
+    /** @param {{ provider: string, masked: string, created_at: string }} k */ (k) => [k.provider, k.masked],
+    "the key",
+    "No stored keys.",
+  );
+const loadMcpCredentials = () =>
+  loadStored(
+    "mcp-credentials",
+    "/api/mcp-credentials",
+    /** @param {{ server: string, headers: string[], created_at: string }} c */ (c) => [c.server, c.headers.join(", ")],
+    "the credentials",
+    "No stored credentials.",
+  );
 
 const pw = $("password-form", HTMLFormElement);
 pw.addEventListener("submit", async (ev) => {
@@ -57,27 +90,6 @@ pk.addEventListener("submit", async (ev) => {
   loadProviderKeys();
 });
 loadProviderKeys();
-
-async function loadMcpCredentials() {
-  const r = await api("GET", "/api/mcp-credentials");
-  if (!r.ok) return;
-  /** @type {{ server: string, headers: string[], created_at: string }[]} */
-  const stored = r.data;
-  $("mcp-credentials").replaceChildren(
-    ...stored.map((c) =>
-      el(
-        "li",
-        {},
-        el("strong", {}, c.server),
-        " ",
-        el("code", {}, c.headers.join(", ")),
-        " — stored " + when(c.created_at) + " ",
-        el("button", { type: "button", class: "danger", "aria-label": "Delete the credentials for " + c.server, onclick: async () => { await api("DELETE", "/api/mcp-credentials/" + encodeURIComponent(c.server)); loadMcpCredentials(); } }, "Delete"),
-      ),
-    ),
-  );
-  if (!stored.length) $("mcp-credentials").append(el("li", {}, "No stored credentials."));
-}
 
 const mc = $("mc-form", HTMLFormElement);
 mc.addEventListener("submit", async (ev) => {

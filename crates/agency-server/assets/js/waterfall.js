@@ -9,9 +9,9 @@
 // since its last call is that call's. `spent` sums the same calls for the per-agent table, so
 // the two agree.
 
+import { svg } from "./dom.js";
 import { tokens } from "./format.js";
 
-const NS = "http://www.w3.org/2000/svg";
 const W = 720;
 const LABEL = 150;
 const RIGHT = 20;
@@ -28,20 +28,6 @@ let drawn = 0;
  */
 /** @typedef {{ lane: string, start: number, end: number, ms: number, usage: import("./format.js").Usage | null, what: string }} Bar */
 /** @typedef {{ agent: string, cost_usd: string | null }} AgentCost */
-
-/**
- * An SVG element with attributes and children.
- * @param {string} tag
- * @param {Record<string, string | number>} [attrs]
- * @param {...(SVGElement | string)} children
- * @returns {SVGElement}
- */
-function svg(tag, attrs, ...children) {
-  const e = /** @type {SVGElement} */ (document.createElementNS(NS, tag));
-  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
-  for (const c of children) e.append(c);
-  return e;
-}
 
 /**
  * When a hop was written, in milliseconds, to the microsecond the server gives (a `Date`
@@ -239,26 +225,21 @@ export class Waterfall {
       axis.append(svg("text", { x: tx, y: yAxis + 18, "text-anchor": t === 0 ? "start" : "middle", class: "wf-tick" }, span(t)));
     }
     const barGroup = svg("g", { class: "wf-bars" });
-    for (const b of model) {
-      const y = top(b.lane);
-      barGroup.append(
-        svg(
-          "rect",
-          { x: x(b.start), y: y + 6, width: Math.max(x(b.end) - x(b.start), 3), height: 18, rx: 2, class: "wf-call", "data-lane": b.lane },
-          svg("title", {}, b.lane + ": model call, " + span(b.ms) + (b.usage ? ", " + tokens(b.usage) : "") + ", from +" + span(b.start - origin)),
-        ),
+    /**
+     * A call's bar on its lane: model calls on the upper row, tool calls on the lower.
+     * @param {Bar} b
+     * @param {boolean} tool
+     */
+    const bar = (b, tool) => {
+      const what = tool ? " called " + b.what + ": " + span(b.ms) : ": model call, " + span(b.ms) + (b.usage ? ", " + tokens(b.usage) : "");
+      const [dy, height, least] = tool ? [28, 12, 2] : [6, 18, 3];
+      return svg(
+        "rect",
+        { x: x(b.start), y: top(b.lane) + dy, width: Math.max(x(b.end) - x(b.start), least), height, rx: 2, class: tool ? "wf-tool" : "wf-call", "data-lane": b.lane },
+        svg("title", {}, b.lane + what + ", from +" + span(b.start - origin)),
       );
-    }
-    for (const b of tools) {
-      const y = top(b.lane);
-      barGroup.append(
-        svg(
-          "rect",
-          { x: x(b.start), y: y + 28, width: Math.max(x(b.end) - x(b.start), 2), height: 12, rx: 2, class: "wf-tool", "data-lane": b.lane },
-          svg("title", {}, b.lane + " called " + b.what + ": " + span(b.ms) + ", from +" + span(b.start - origin)),
-        ),
-      );
-    }
+    };
+    barGroup.append(...model.map((b) => bar(b, false)), ...tools.map((b) => bar(b, true)));
     // The hops: arrows between lanes (a tool call from the agent's model row down to its tool
     // row, the result back up). Arrows written in the same millisecond are set a few pixels
     // apart, in their order, so each shows.

@@ -18,7 +18,7 @@
 
 use agency_core::ValidationErrors;
 use askama::Template;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -32,14 +32,15 @@ use crate::{ApiError, AppState, wire};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/", get(home))
+        .route("/", get(|| async { Redirect::to("/agencies") }))
         .route("/signup", get(sign_up_page).post(sign_up))
         .route("/login", get(log_in_page).post(log_in))
         .route("/logout", post(log_out))
-        .route("/agencies", post(new_agency))
+        .route("/agencies", get(home).post(new_agency))
         .route("/agencies/{agency}", get(agency_page))
         .route("/agencies/{agency}/playground", get(playground_page))
         .route("/agencies/{agency}/versions/{version}", get(version_page))
+        .route("/conversations", get(conversations_page))
         .route("/conversations/{id}", get(conversation_page))
         .route("/settings", get(settings_page))
         .route("/rooms", get(rooms_page))
@@ -106,6 +107,44 @@ fn error_page(session: &Session, e: ApiError) -> Response {
         message: e.to_string(),
     };
     (status, render(&page)).into_response()
+}
+
+#[derive(Template)]
+#[template(path = "not_found.html")]
+struct NotFoundPage;
+
+/// What answers an address nobody serves: the API's error for the JSON API (`/api`, `/v1`) and
+/// for clients that ask for JSON alone; for a person, a page with a way home (the signed-in
+/// one's with the pages' menu).
+pub async fn not_found(State(s): State<AppState>, request: Request) -> Response {
+    let (mut parts, _) = request.into_parts();
+    if !wants_page(&parts) {
+        return ApiError::NotFound("no such endpoint".into()).into_response();
+    }
+    match Session::from_request_parts(&mut parts, &s).await {
+        Ok(session) => error_page(
+            &session,
+            ApiError::NotFound("there is no page at this address".into()),
+        ),
+        Err(_) => (StatusCode::NOT_FOUND, render(&NotFoundPage)).into_response(),
+    }
+}
+
+/// Whether a request is a person's, for a page: outside the JSON API, and not asking for JSON
+/// alone.
+fn wants_page(parts: &Parts) -> bool {
+    let path = parts.uri.path();
+    let api = ["/api", "/v1"].iter().any(|p| {
+        path.strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    });
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let json_alone = accept.contains("application/json") && !accept.contains("text/html");
+    !api && !json_alone
 }
 
 /// A logged-in visitor of a page; anyone else is sent to the log-in page.
@@ -220,7 +259,7 @@ fn cross_site() -> Response {
 /// Logs the browser in and sends it to its agencies.
 fn logged_in(headers: &HeaderMap, new: agency_runtime::accounts::NewSession) -> Response {
     let cookie = session_cookie(headers, new.token.expose_secret(), new.expires_at);
-    ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/agencies")).into_response()
 }
 
 async fn sign_up(
@@ -494,6 +533,70 @@ async fn conversation_page(Page(session): Page, Path(id): Path<String>) -> Respo
         layout: Layout::of(&session),
         id,
     })
+}
+
+/// A conversation in the list of conversations.
+struct ConversationRow {
+    id: String,
+    /// RFC 3339, for `<time datetime>`.
+    at: String,
+    /// To the minute, in UTC.
+    when: String,
+    /// `on the draft`, `on version 2`.
+    on: String,
+}
+
+/// An agency's conversations, newest first.
+struct AgencyConversations {
+    id: String,
+    name: String,
+    conversations: Vec<ConversationRow>,
+}
+
+#[derive(Template)]
+#[template(path = "conversations.html")]
+struct ConversationsPage {
+    layout: Layout,
+    agencies: Vec<AgencyConversations>,
+}
+
+/// The signed-in account's conversations, by agency: the conversation browser's list.
+async fn conversations_page(State(s): State<AppState>, Page(session): Page) -> Response {
+    match conversations_by_agency(&s, &session).await {
+        Ok(agencies) => render(&ConversationsPage {
+            layout: Layout::of(&session),
+            agencies,
+        }),
+        Err(e) => error_page(&session, e),
+    }
+}
+
+async fn conversations_by_agency(
+    s: &AppState,
+    session: &Session,
+) -> Result<Vec<AgencyConversations>, ApiError> {
+    let owner = session.owner();
+    let mut agencies = Vec::new();
+    for a in s.rt.agencies(&owner).await? {
+        let id = a.agency.id.to_string();
+        let conversations = s.rt.conversations(&owner, &id).await?;
+        agencies.push(AgencyConversations {
+            conversations: conversations
+                .iter()
+                .map(|c| ConversationRow {
+                    id: c.id.to_string(),
+                    at: c.created_at.to_rfc3339(),
+                    when: c.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                    on: c
+                        .version
+                        .map_or("on the draft".into(), |v| format!("on version {v}")),
+                })
+                .collect(),
+            id,
+            name: a.agency.name,
+        });
+    }
+    Ok(agencies)
 }
 
 #[derive(Template)]

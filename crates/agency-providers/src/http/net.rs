@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::http::ProviderError;
+use super::error::ProviderError;
 
 /// How long [`check_url`] waits for a name to resolve before leaving the check to the call.
 const LOOKUP_PATIENCE: Duration = Duration::from_secs(3);

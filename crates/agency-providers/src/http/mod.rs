@@ -14,6 +14,17 @@ use reqwest::Response;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+mod error;
+pub mod net;
+
+pub use error::{ProviderError, WHOLE_CALL};
+
+/// The header a webhook bot's caller key travels in (spec 003; see `crate::bot`).
+pub const CALLER_KEY_HEADER: &str = "x-caller-key";
+
+/// The headers that carry credentials: kept out of header compression tables and debug output.
+const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "x-api-key", CALLER_KEY_HEADER];
+
 /// Limits and patience for one provider.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpSettings {
@@ -60,82 +71,6 @@ impl Default for HttpSettings {
     }
 }
 
-/// What `Timeout` waited for when the whole call ran out of time (not worth a retry).
-pub const WHOLE_CALL: &str = "the whole call";
-
-/// Why a provider call failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ProviderError {
-    /// The provider answered with an error status; `message` is its own.
-    #[error("HTTP {status}: {message}")]
-    Status {
-        status: u16,
-        message: String,
-        retry_after: Option<Duration>,
-    },
-    #[error("timed out waiting for {0}")]
-    Timeout(&'static str),
-    #[error("could not reach the provider: {0}")]
-    Connection(String),
-    /// The answer was not in the provider's format, or ended before it was whole.
-    #[error("malformed answer: {0}")]
-    Malformed(String),
-    /// The stream reported an error of the provider's part way through.
-    #[error("the stream broke off: {0}")]
-    Broken(String),
-    /// A whole, well-formed answer that holds nothing to use (a refusal, no text).
-    #[error("{0}")]
-    Unusable(String),
-    #[error("the answer is larger than {} MiB", .0 >> 20)]
-    TooLarge(usize),
-    #[error("{0}")]
-    Config(String),
-}
-
-impl ProviderError {
-    /// What went wrong in a few words, without the provider's own message: `HTTP 503`,
-    /// `timeout`, `connection failed`, ...
-    pub fn kind(&self) -> String {
-        match self {
-            ProviderError::Status { status, .. } => format!("HTTP {status}"),
-            ProviderError::Timeout(_) => "timeout".into(),
-            ProviderError::Connection(_) => "connection failed".into(),
-            ProviderError::Malformed(_) => "malformed answer".into(),
-            ProviderError::Broken(_) => "stream broken off".into(),
-            ProviderError::Unusable(_) => "unusable answer".into(),
-            ProviderError::TooLarge(_) => "answer too large".into(),
-            ProviderError::Config(_) => "configuration".into(),
-        }
-    }
-
-    /// Worth another try before any answer came: the same request may succeed later.
-    pub fn retryable(&self) -> bool {
-        match self {
-            ProviderError::Status { status, .. } => *status == 429 || *status >= 500,
-            ProviderError::Timeout(what) => *what != WHOLE_CALL,
-            ProviderError::Connection(_) => true,
-            ProviderError::Malformed(_)
-            | ProviderError::Broken(_)
-            | ProviderError::Unusable(_)
-            | ProviderError::TooLarge(_)
-            | ProviderError::Config(_) => false,
-        }
-    }
-
-    /// Worth one more try after an answer started coming and then failed: it came malformed
-    /// or cut short, the stream stalled, or it broke off with an error of the provider's.
-    /// A second such answer is the error.
-    fn worth_asking_again(&self) -> bool {
-        match self {
-            ProviderError::Malformed(_)
-            | ProviderError::Broken(_)
-            | ProviderError::Connection(_) => true,
-            ProviderError::Timeout(what) => *what != WHOLE_CALL,
-            _ => false,
-        }
-    }
-}
-
 /// A provider call about to be tried again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Retry {
@@ -175,7 +110,7 @@ pub fn shared_client(connect_timeout: Duration) -> Result<reqwest::Client, Provi
 }
 
 /// The process's HTTP client for URLs named by `origin` (an account's are guarded, see
-/// [`crate::net::guard`]) and a connect timeout, built on first use. Building one reads the
+/// [`net::guard`]) and a connect timeout, built on first use. Building one reads the
 /// system's root certificates (6–20 ms measured here, blocking the thread), and every
 /// provider an agency declares is built again when the agency changes: they all share one
 /// client, and with it its pool of connections.
@@ -194,7 +129,7 @@ pub fn client_for(
     }
     let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
     if let Origin::Account { allow_private } = origin {
-        builder = crate::net::guard(builder, allow_private);
+        builder = net::guard(builder, allow_private);
     }
     let client = builder
         .build()
@@ -242,7 +177,7 @@ impl Endpoint {
     }
 
     /// An endpoint named by `origin`: the operator's as configured; an account's called only
-    /// on public addresses unless the operator allows others (see [`crate::net`]), with its
+    /// on public addresses unless the operator allows others (see [`net`]), with its
     /// errors told in our words.
     pub fn named_by(
         origin: Origin,
@@ -252,9 +187,9 @@ impl Endpoint {
         let Origin::Account { allow_private } = origin else {
             return Self::new(base_url, settings);
         };
-        let url = crate::net::parse_url(base_url, "the base URL")?;
+        let url = net::parse_url(base_url, "the base URL")?;
         if !allow_private {
-            crate::net::refuse_literal(&url)?;
+            net::refuse_literal(&url)?;
         }
         let client = client_for(origin, settings.connect_timeout)?;
         let mut endpoint = Self::with_client(base_url, client, settings);
@@ -360,11 +295,7 @@ impl Endpoint {
                         "the `{name}` header holds characters a header cannot carry"
                     ))
                 })?;
-                // Credentials stay out of header compression tables and debug output.
-                value.set_sensitive(matches!(
-                    *name,
-                    "authorization" | "x-api-key" | crate::bot::CALLER_KEY_HEADER
-                ));
+                value.set_sensitive(CREDENTIAL_HEADERS.contains(name));
                 request = request.header(*name, value);
             }
             // The trace goes on at the provider, the bot or the MCP server (when tracing is on).

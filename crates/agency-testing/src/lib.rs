@@ -1,6 +1,7 @@
-//! The real app for tests (this crate's and the crates' beside it), started the way
-//! `agency serve` starts it: a fresh SQLite file and master key in a folder of the test's, on
-//! 127.0.0.1 and a free port.
+//! The real app for tests (the server's and the MQTT crate's), started the way `agency serve`
+//! starts it: a fresh SQLite file and master key in a folder of the test's, on 127.0.0.1 and a
+//! free port. A crate of its own, so that the server's library does not carry it (nor the
+//! store it opens).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use agency_runtime::Runtime;
 use agency_runtime::keys::Authenticator;
 use agency_runtime::secrets::MasterKeySource;
 
-use crate::{AppState, Connections, CorsOrigins};
+use agency_server::{AppState, Connections, CorsOrigins};
 
 /// A server running until the test's runtime ends.
 pub struct Served {
@@ -56,7 +57,7 @@ pub async fn serve_with_cors(
         auth: auth.clone(),
         cors,
     };
-    tokio::spawn(crate::serve(
+    tokio::spawn(agency_server::serve(
         state,
         listener,
         connections,
