@@ -8,6 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
+pub use crate::draft::{
+    AgencyDraft, AgentDraft, McpServerDraft, PriceDraft, ProviderDraft, RuleDraft,
+};
 use crate::ids::{AgencyId, AgentId};
 use crate::tool::{McpServer, McpTransport, ToolGrants};
 
@@ -486,86 +489,6 @@ impl Roster {
             Some(id) => self.name(id).unwrap_or("unknown"),
         }
     }
-}
-
-/// An agency as a person wrote it: names where the domain has ids, strings where it has types.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AgencyDraft {
-    pub name: String,
-    pub handle: Option<String>,
-    pub protocol: String,
-    pub manager: String,
-    pub max_hops: Option<u32>,
-    pub turn_deadline_secs: Option<u64>,
-    pub providers: Vec<ProviderDraft>,
-    pub mcp_servers: Vec<McpServerDraft>,
-    pub agents: Vec<AgentDraft>,
-}
-
-/// An MCP server as written: a `url` (Streamable HTTP) or, in the server's own configuration
-/// only, a `command` (stdio).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct McpServerDraft {
-    pub name: String,
-    pub url: Option<String>,
-    pub command: Option<String>,
-    pub args: Vec<String>,
-    pub env: Vec<(String, String)>,
-    /// Header → the server variable holding its value.
-    pub headers_env: Vec<(String, String)>,
-    pub timeout_secs: Option<u64>,
-    pub max_concurrency: Option<u32>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProviderDraft {
-    pub name: String,
-    pub kind: String,
-    pub base_url: Option<String>,
-    pub api_key_env: Option<String>,
-    pub max_concurrency: Option<u32>,
-    pub requests_per_minute: Option<u32>,
-    /// Prices by model name, as written.
-    pub prices: Vec<(String, PriceDraft)>,
-}
-
-/// A model's price as written: dollars per million tokens, as decimals (`2.50`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PriceDraft {
-    pub input: String,
-    pub output: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AgentDraft {
-    pub id: Option<u32>,
-    pub name: String,
-    pub handle: Option<String>,
-    pub role: Option<String>,
-    pub model: String,
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub max_tokens: Option<u32>,
-    pub instructions: Option<String>,
-    pub rules: Vec<RuleDraft>,
-    /// Reflect once the decayed importance of new observations passes this (default 2.0).
-    pub reflection_threshold: Option<f64>,
-    /// Hours in which an observation's weight halves (default 24).
-    pub reflection_half_life_hours: Option<f64>,
-    /// The tools it may call: `server/tool`, or `server/*`.
-    pub tools: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RuleDraft {
-    /// An agent's name, `user` or `any`.
-    pub when: String,
-    pub action: String,
-    /// Agents' names or `user`.
-    pub send_to: Vec<String>,
-    /// A tool to call first (`server/tool`), with these arguments (an object).
-    pub call: Option<String>,
-    pub with: Option<serde_json::Value>,
 }
 
 /// One problem with a draft: the path of the field (`agents[1].rules[0].send_to`) and what is

@@ -2,7 +2,10 @@
 //!
 //! The nodes are walked by hand rather than through serde: marked-yaml's serde errors carry no
 //! position for unknown fields, missing fields or values of the wrong type, it stops at the first
-//! problem, and it reads `null` into an `Option<String>` as `Some("null")`.
+//! problem, and it reads `null` into an `Option<String>` as `Some("null")`. The fields each
+//! mapping may hold are the draft types' own ([`fields_of`]), and each reader builds its type
+//! whole (no `..Default::default()`), so a field added to a type is known here at once and does
+//! not compile until it is read.
 
 use std::collections::HashMap;
 
@@ -12,52 +15,65 @@ use marked_yaml::{LoadError, LoaderOptions, Node, Span};
 
 use crate::{Pos, Problem};
 
-const AGENCY_FIELDS: &[&str] = &[
-    "name",
-    "handle",
-    "protocol",
-    "manager",
-    "max_hops",
-    "turn_deadline_secs",
-    "providers",
-    "mcp_servers",
-    "agents",
-];
-const MCP_SERVER_FIELDS: &[&str] = &[
-    "url",
-    "command",
-    "args",
-    "env",
-    "headers_env",
-    "timeout_secs",
-    "max_concurrency",
-];
-const PROVIDER_FIELDS: &[&str] = &[
-    "kind",
-    "base_url",
-    "api_key_env",
-    "max_concurrency",
-    "requests_per_minute",
-    "prices",
-];
-const PRICE_FIELDS: &[&str] = &["input", "output"];
+/// The fields of a server configuration file (not a type of its own: two of an agency's).
 const CONFIG_FIELDS: &[&str] = &["providers", "mcp_servers"];
-const AGENT_FIELDS: &[&str] = &[
-    "id",
-    "name",
-    "handle",
-    "role",
-    "model",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "instructions",
-    "rules",
-    "reflection_threshold",
-    "reflection_half_life_hours",
-    "tools",
-];
-const RULE_FIELDS: &[&str] = &["when", "call", "with", "do", "send_to"];
+
+/// The fields a draft's type declares, by their names in a file (`do` for a rule's action), in
+/// declaration order: read off its `Deserialize`, so that what a file may say is what the type
+/// says.
+fn fields_of<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    match T::deserialize(probe::Probe) {
+        Err(probe::Found(Some(fields))) => fields,
+        _ => &[],
+    }
+}
+
+mod probe {
+    use serde::de::{self, Visitor};
+
+    /// A deserializer that answers a struct's request with the names of its fields.
+    pub(super) struct Probe;
+
+    #[derive(Debug)]
+    pub(super) struct Found(pub Option<&'static [&'static str]>);
+
+    impl std::fmt::Display for Found {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("not a struct")
+        }
+    }
+
+    impl std::error::Error for Found {}
+
+    impl de::Error for Found {
+        fn custom<T: std::fmt::Display>(_: T) -> Self {
+            Found(None)
+        }
+    }
+
+    impl<'de> de::Deserializer<'de> for Probe {
+        type Error = Found;
+
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Found> {
+            Err(Found(None))
+        }
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Found> {
+            Err(Found(Some(fields)))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+}
 
 /// The protocol of an agency whose file names none.
 const DEFAULT_PROTOCOL: &str = "json";
@@ -550,7 +566,7 @@ impl Reader {
             let Some(item) = self.item(&item_path, value, "a price") else {
                 continue;
             };
-            self.unknown_fields(&item, PRICE_FIELDS, "a price");
+            self.unknown_fields(&item, fields_of::<PriceDraft>(), "a price");
             let mut dollars = |key: &str| -> String {
                 let Some((path, node)) = self.field(&item, key) else {
                     self.missing(&item, key, "a price", "2.50");
@@ -583,7 +599,7 @@ impl Reader {
             let Some(item) = self.item(&item_path, value, "a provider") else {
                 continue;
             };
-            self.unknown_fields(&item, PROVIDER_FIELDS, "a provider");
+            self.unknown_fields(&item, fields_of::<ProviderDraft>(), "a provider");
             let kind = self.required_string(&item, "kind", "a provider", "openai");
             let base_url = self.optional_string(&item, "base_url");
             let api_key_env = self.optional_string(&item, "api_key_env");
@@ -613,7 +629,7 @@ impl Reader {
             let Some(item) = self.item(&item_path, value, "an MCP server") else {
                 continue;
             };
-            self.unknown_fields(&item, MCP_SERVER_FIELDS, "an MCP server");
+            self.unknown_fields(&item, fields_of::<McpServerDraft>(), "an MCP server");
             out.push(McpServerDraft {
                 name,
                 url: self.optional_string(&item, "url"),
@@ -728,7 +744,7 @@ impl Reader {
             path: "",
             pos: node_pos(root),
         };
-        self.unknown_fields(&f, AGENCY_FIELDS, "an agency");
+        self.unknown_fields(&f, fields_of::<AgencyDraft>(), "an agency");
         let name = self.required_string(&f, "name", "an agency", "studio");
         let handle = self.optional_string(&f, "handle");
         let protocol = self
@@ -769,7 +785,7 @@ impl Reader {
     }
 
     fn agent(&mut self, f: &Fields<'_>) -> AgentDraft {
-        self.unknown_fields(f, AGENT_FIELDS, "an agent");
+        self.unknown_fields(f, fields_of::<AgentDraft>(), "an agent");
         let id = self.number(f, "id");
         let name = self.required_string(f, "name", "an agent", "programmer");
         let handle = self.optional_string(f, "handle");
@@ -808,7 +824,7 @@ impl Reader {
     }
 
     fn rule(&mut self, f: &Fields<'_>) -> RuleDraft {
-        self.unknown_fields(f, RULE_FIELDS, "a rule");
+        self.unknown_fields(f, fields_of::<RuleDraft>(), "a rule");
         let when = self.required_string(f, "when", "a rule", "user");
         let action = self.required_string(f, "do", "a rule", "\"Reply to: {{message}}\"");
         let call = self.optional_string(f, "call");
@@ -946,12 +962,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_fields_are_the_types() {
+        assert_eq!(
+            fields_of::<RuleDraft>(),
+            ["when", "call", "with", "do", "send_to"]
+        );
+        assert!(!fields_of::<ProviderDraft>().contains(&"name"), "the key");
+        assert_eq!(fields_of::<PriceDraft>(), ["input", "output"]);
+        assert!(fields_of::<String>().is_empty());
+    }
+
+    #[test]
     fn mistyped_fields_find_their_match() {
-        assert_eq!(closest("sendto", RULE_FIELDS), Some("send_to"));
-        assert_eq!(closest("Send-To", RULE_FIELDS), Some("send_to"));
-        assert_eq!(closest("modle", AGENT_FIELDS), Some("model"));
-        assert_eq!(closest("colour", AGENT_FIELDS), None);
-        assert_eq!(closest("x", RULE_FIELDS), None);
+        assert_eq!(closest("sendto", fields_of::<RuleDraft>()), Some("send_to"));
+        assert_eq!(
+            closest("Send-To", fields_of::<RuleDraft>()),
+            Some("send_to")
+        );
+        assert_eq!(closest("modle", fields_of::<AgentDraft>()), Some("model"));
+        assert_eq!(closest("colour", fields_of::<AgentDraft>()), None);
+        assert_eq!(closest("x", fields_of::<RuleDraft>()), None);
     }
 
     #[test]

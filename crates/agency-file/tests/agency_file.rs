@@ -381,17 +381,17 @@ agents:
     rules:
       - when: user
         do: "Please build: {{message}}"
-        send_to: programmer
+        send_to: [programmer]
       - when: programmer
         do: "Done: {{message}}"
-        send_to: user
+        send_to: [user]
   - id: 143
     name: programmer
     model: builtin/rules
     rules:
       - when: manager
         do: "fn main() {} // {{message}}"
-        send_to: manager
+        send_to: [manager]
 "#
     );
 }
