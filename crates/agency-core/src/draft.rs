@@ -11,6 +11,12 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+mod every;
+mod fields;
+
+pub use every::{CONFIGURATION_ONLY, every_agency_field, every_field, unset_fields};
+pub use fields::fields_of;
+
 /// An agency as its owner writes it. Agents are listed in display order.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]

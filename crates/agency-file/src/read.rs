@@ -3,12 +3,13 @@
 //! The nodes are walked by hand rather than through serde: marked-yaml's serde errors carry no
 //! position for unknown fields, missing fields or values of the wrong type, it stops at the first
 //! problem, and it reads `null` into an `Option<String>` as `Some("null")`. The fields each
-//! mapping may hold are the draft types' own ([`fields_of`]), and each reader builds its type
+//! mapping may hold are the draft types' own (`fields_of`), and each reader builds its type
 //! whole (no `..Default::default()`), so a field added to a type is known here at once and does
 //! not compile until it is read.
 
 use std::collections::HashMap;
 
+use agency_core::draft::fields_of;
 use agency_core::{AgencyDraft, AgentDraft, McpServerDraft, PriceDraft, ProviderDraft, RuleDraft};
 use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
 use marked_yaml::{LoadError, LoaderOptions, Node, Span};
@@ -17,63 +18,6 @@ use crate::{Pos, Problem};
 
 /// The fields of a server configuration file (not a type of its own: two of an agency's).
 const CONFIG_FIELDS: &[&str] = &["providers", "mcp_servers"];
-
-/// The fields a draft's type declares, by their names in a file (`do` for a rule's action), in
-/// declaration order: read off its `Deserialize`, so that what a file may say is what the type
-/// says.
-fn fields_of<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
-    match T::deserialize(probe::Probe) {
-        Err(probe::Found(Some(fields))) => fields,
-        _ => &[],
-    }
-}
-
-mod probe {
-    use serde::de::{self, Visitor};
-
-    /// A deserializer that answers a struct's request with the names of its fields.
-    pub(super) struct Probe;
-
-    #[derive(Debug)]
-    pub(super) struct Found(pub Option<&'static [&'static str]>);
-
-    impl std::fmt::Display for Found {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("not a struct")
-        }
-    }
-
-    impl std::error::Error for Found {}
-
-    impl de::Error for Found {
-        fn custom<T: std::fmt::Display>(_: T) -> Self {
-            Found(None)
-        }
-    }
-
-    impl<'de> de::Deserializer<'de> for Probe {
-        type Error = Found;
-
-        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Found> {
-            Err(Found(None))
-        }
-
-        fn deserialize_struct<V: Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            _: V,
-        ) -> Result<V::Value, Found> {
-            Err(Found(Some(fields)))
-        }
-
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
-            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
-            ignored_any
-        }
-    }
-}
 
 /// The protocol of an agency whose file names none.
 const DEFAULT_PROTOCOL: &str = "json";
@@ -960,17 +904,6 @@ fn edits(a: &str, b: &str) -> usize {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_fields_are_the_types() {
-        assert_eq!(
-            fields_of::<RuleDraft>(),
-            ["when", "call", "with", "do", "send_to"]
-        );
-        assert!(!fields_of::<ProviderDraft>().contains(&"name"), "the key");
-        assert_eq!(fields_of::<PriceDraft>(), ["input", "output"]);
-        assert!(fields_of::<String>().is_empty());
-    }
 
     #[test]
     fn mistyped_fields_find_their_match() {
