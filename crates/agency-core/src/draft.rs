@@ -362,10 +362,12 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
 }
 
 /// Whole numbers as JSON Schema reads them: `3` and `3.0` alike (the document's `integer` takes
-/// both, so a client that writes every number as a float is not refused).
-mod whole {
+/// both, so a client that writes every number as a float is not refused). The server's other
+/// bodies read theirs with it too.
+pub mod whole {
     use serde::{Deserialize, Deserializer, de::Error};
 
+    /// An optional whole number (`deserialize_with = "whole::option"`).
     pub fn option<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
     where
         D: Deserializer<'de>,

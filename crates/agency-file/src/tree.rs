@@ -48,6 +48,15 @@ const RAW_VALUE: &str = "$serde_json::private::RawValue";
 
 struct Tree;
 
+/// Whole numbers, written as they are.
+macro_rules! numbers {
+    ($($method:ident: $t:ty),* $(,)?) => {
+        $(fn $method(self, v: $t) -> Result<Node, Error> {
+            Ok(Node::Number(v.to_string()))
+        })*
+    };
+}
+
 /// A map key as text: strings as they are, scalars as they are written.
 fn key_of(node: Node) -> String {
     match node {
@@ -73,35 +82,10 @@ impl ser::Serializer for Tree {
     fn serialize_bool(self, v: bool) -> Result<Node, Error> {
         Ok(Node::Bool(v))
     }
-    fn serialize_i8(self, v: i8) -> Result<Node, Error> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i16(self, v: i16) -> Result<Node, Error> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i32(self, v: i32) -> Result<Node, Error> {
-        self.serialize_i64(v.into())
-    }
-    fn serialize_i64(self, v: i64) -> Result<Node, Error> {
-        Ok(Node::Number(v.to_string()))
-    }
-    fn serialize_i128(self, v: i128) -> Result<Node, Error> {
-        Ok(Node::Number(v.to_string()))
-    }
-    fn serialize_u8(self, v: u8) -> Result<Node, Error> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u16(self, v: u16) -> Result<Node, Error> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u32(self, v: u32) -> Result<Node, Error> {
-        self.serialize_u64(v.into())
-    }
-    fn serialize_u64(self, v: u64) -> Result<Node, Error> {
-        Ok(Node::Number(v.to_string()))
-    }
-    fn serialize_u128(self, v: u128) -> Result<Node, Error> {
-        Ok(Node::Number(v.to_string()))
+    numbers! {
+        serialize_i8: i8, serialize_i16: i16, serialize_i32: i32, serialize_i64: i64,
+        serialize_i128: i128, serialize_u8: u8, serialize_u16: u16, serialize_u32: u32,
+        serialize_u64: u64, serialize_u128: u128
     }
     fn serialize_f32(self, v: f32) -> Result<Node, Error> {
         self.serialize_f64(v.into())

@@ -5,32 +5,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-/// Whole numbers as JSON Schema reads them: `3` and `3.0` alike (the document's `integer` takes
-/// both, so a client that writes every number as a float is not refused).
-mod whole {
-    use serde::{Deserialize, Deserializer, de::Error};
-
-    pub fn option<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: TryFrom<u64>,
-    {
-        let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
-            return Ok(None);
-        };
-        let whole = n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 18_446_744_073_709_551_616.0)
-                .map(|f| f as u64)
-        });
-        let whole =
-            whole.ok_or_else(|| D::Error::custom(format!("`{n}` is not a whole number")))?;
-        T::try_from(whole)
-            .map(Some)
-            .map_err(|_| D::Error::custom(format!("`{n}` is too large")))
-    }
-}
-
 /// Schemas of the strings the server checks, saying what it takes (`schema_with`): a client
 /// that keeps to the document is not refused. Where a rule cannot be said exactly, the schema
 /// says less than the server takes, never more (a participant's name: ASCII letters only).
@@ -770,7 +744,7 @@ pub struct NewKey {
     #[schema(schema_with = text::expires_in)]
     pub expires_in: Option<String>,
     /// At least 1; none: the default.
-    #[serde(default, deserialize_with = "whole::option")]
+    #[serde(default, deserialize_with = "agency_core::draft::whole::option")]
     #[schema(minimum = 1)]
     pub rate_limit_per_minute: Option<u32>,
 }
