@@ -12,6 +12,10 @@ use serde_json::{Value, json};
 #[path = "api/security.rs"]
 mod security;
 
+/// Every field of an agency through the API: file, JSON, store, publishing, export.
+#[path = "api/drafts.rs"]
+mod drafts;
+
 const STUDIO: &str = include_str!("../../../examples/studio.yaml");
 
 const ANSWER: &str = "Here is your reviewed build. Approved: Please review: fn main() { /* Please build: a todo app */ }";
