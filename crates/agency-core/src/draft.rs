@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 
 mod every;
 mod fields;
+pub(crate) mod validate;
 
 pub use every::{CONFIGURATION_ONLY, every_agency_field, every_field, unset_fields};
 pub use fields::fields_of;
