@@ -190,38 +190,27 @@ impl List {
     }
 }
 
-impl ser::SerializeSeq for List {
-    type Ok = Node;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Node, Error> {
-        Ok(Node::List(self.0))
-    }
+/// A list's three ways in: a sequence, a tuple, a tuple struct.
+macro_rules! list {
+    ($($trait:ident :: $method:ident),*) => {
+        $(impl ser::$trait for List {
+            type Ok = Node;
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+                self.push(value)
+            }
+            fn end(self) -> Result<Node, Error> {
+                Ok(Node::List(self.0))
+            }
+        })*
+    };
 }
 
-impl ser::SerializeTuple for List {
-    type Ok = Node;
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Node, Error> {
-        Ok(Node::List(self.0))
-    }
-}
-
-impl ser::SerializeTupleStruct for List {
-    type Ok = Node;
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.push(value)
-    }
-    fn end(self) -> Result<Node, Error> {
-        Ok(Node::List(self.0))
-    }
-}
+list!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field
+);
 
 pub(crate) struct Map {
     entries: Vec<(String, Node)>,
