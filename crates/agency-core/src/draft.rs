@@ -23,6 +23,7 @@ pub use fields::fields_of;
 #[serde(deny_unknown_fields)]
 pub struct AgencyDraft {
     /// Letters, digits, `_`, `-` and `.`, starting with a letter; used in URLs.
+    #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length = 64)]
     pub name: String,
     /// An id for other systems (MQTT).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,6 +34,7 @@ pub struct AgencyDraft {
     /// The name of the agent who talks to the user.
     pub manager: String,
     /// Replies per turn before the manager must answer (default 16).
+    #[schema(minimum = 1, maximum = 100_000)]
     #[serde(
         default,
         deserialize_with = "whole::option",
@@ -40,6 +42,7 @@ pub struct AgencyDraft {
     )]
     pub max_hops: Option<u32>,
     /// Time per turn before the manager must answer (default 300).
+    #[schema(minimum = 1, maximum = 86_400)]
     #[serde(
         default,
         deserialize_with = "whole::option",
@@ -75,12 +78,16 @@ pub struct ProviderDraft {
     pub base_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
+    /// Calls in flight at once.
+    #[schema(minimum = 1)]
     #[serde(
         default,
         deserialize_with = "whole::option",
         skip_serializing_if = "Option::is_none"
     )]
     pub max_concurrency: Option<u32>,
+    /// Calls a minute at most; none: no limit.
+    #[schema(minimum = 1)]
     #[serde(
         default,
         deserialize_with = "whole::option",
@@ -129,6 +136,7 @@ pub struct McpServerDraft {
     #[schema(value_type = BTreeMap<String, String>)]
     pub headers_env: Vec<(String, String)>,
     /// Longest a call may run, in seconds (default 60).
+    #[schema(minimum = 1, maximum = 3600)]
     #[serde(
         default,
         deserialize_with = "whole::option",
@@ -136,6 +144,7 @@ pub struct McpServerDraft {
     )]
     pub timeout_secs: Option<u64>,
     /// Calls in flight at once (default 16).
+    #[schema(minimum = 1, maximum = 256)]
     #[serde(
         default,
         deserialize_with = "whole::option",
@@ -147,7 +156,8 @@ pub struct McpServerDraft {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentDraft {
-    /// The number other agents address it by; given when absent.
+    /// The number other agents address it by (0 is the user); given when absent.
+    #[schema(minimum = 1)]
     #[serde(
         default,
         deserialize_with = "whole::option",
@@ -155,6 +165,7 @@ pub struct AgentDraft {
     )]
     pub id: Option<u32>,
     /// Unique in the agency, case-insensitively; not `user` or `any`.
+    #[schema(pattern = r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length = 64)]
     pub name: String,
     /// An id for other systems (MQTT).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,12 +175,15 @@ pub struct AgentDraft {
     /// `provider/model`, e.g. `builtin/rules` or `openai/gpt-4o`.
     pub model: String,
     /// 0 to 2.
+    #[schema(minimum = 0, maximum = 2)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
     /// 0 to 1.
+    #[schema(minimum = 0, maximum = 1)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
     /// At least 1.
+    #[schema(minimum = 1)]
     #[serde(
         default,
         deserialize_with = "whole::option",
@@ -177,9 +191,11 @@ pub struct AgentDraft {
     )]
     pub max_tokens: Option<u32>,
     /// Reflect once the decayed importance of new observations passes this (default 2.0).
+    #[schema(exclusive_minimum = 0, maximum = 1_000_000)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_threshold: Option<f64>,
     /// Hours in which an observation's weight halves (default 24).
+    #[schema(exclusive_minimum = 0, maximum = 1_000_000)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_half_life_hours: Option<f64>,
     /// Free text of its instructions.
