@@ -334,14 +334,7 @@ mod pairs {
 /// float); written as the number it is (its digits kept), or as text when it is not one
 /// (validation will name it).
 mod amount {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Amount {
-        Number(serde_json::Number),
-        Text(String),
-    }
+    use serde::{Deserializer, Serialize, Serializer};
 
     pub fn serialize<S: Serializer>(text: &String, s: S) -> Result<S::Ok, S::Error> {
         let number = text.starts_with(|c: char| c.is_ascii_digit())
@@ -357,25 +350,57 @@ mod amount {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-        Ok(match Amount::deserialize(d)? {
-            Amount::Number(n) => n.to_string(),
-            Amount::Text(t) => t,
-        })
+        d.deserialize_any(Amount)
+    }
+
+    /// A number's JSON text (`2.5`, `10`), or a string as it is.
+    struct Amount;
+
+    impl<'de> serde::de::Visitor<'de> for Amount {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("dollars per million tokens: a number or a decimal string")
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<String, E> {
+            Ok(n.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<String, E> {
+            Ok(n.to_string())
+        }
+        fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<String, E> {
+            serde_json::Number::from_f64(n)
+                .map(|n| n.to_string())
+                .ok_or_else(|| E::custom("not a finite number"))
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<String, E> {
+            Ok(text.to_string())
+        }
     }
 }
 
 /// `send_to: name` or `send_to: [a, b]`.
 fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum OneOrMany {
-        One(String),
-        Many(Vec<String>),
+    struct OneOrMany;
+    impl<'de> serde::de::Visitor<'de> for OneOrMany {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a name or a list of names (`[a, b]`)")
+        }
+        fn visit_str<E: serde::de::Error>(self, one: &str) -> Result<Self::Value, E> {
+            Ok(vec![one.to_string()])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut items: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(name) = items.next_element()? {
+                out.push(name);
+            }
+            Ok(out)
+        }
     }
-    Ok(match OneOrMany::deserialize(d)? {
-        OneOrMany::One(one) => vec![one],
-        OneOrMany::Many(many) => many,
-    })
+    d.deserialize_any(OneOrMany)
 }
 
 /// Whole numbers as JSON Schema reads them: `3` and `3.0` alike (the document's `integer` takes
@@ -453,6 +478,11 @@ mod tests {
         };
         let text = serde_json::to_string(&price("2.50")).unwrap();
         assert_eq!(text, r#"{"input":2.50,"output":"x"}"#);
+        let e = serde_json::from_str::<PriceDraft>(r#"{"input": [], "output": 1}"#).unwrap_err();
+        assert!(
+            e.to_string().contains("a number or a decimal string"),
+            "{e}"
+        );
         for not_a_number in ["0012", ".5", " 1", "-1", "1e3", ""] {
             let text = serde_json::to_string(&price(not_a_number)).unwrap();
             let back: PriceDraft = serde_json::from_str(&text).unwrap();
@@ -472,5 +502,13 @@ mod tests {
         assert!(agent(json!({"colour": 1})).is_err());
         assert!(agent(json!({"max_tokens": 1.5})).is_err());
         assert!(agent(json!({"max_tokens": 4294967296u64})).is_err());
+        let rule = |send_to: serde_json::Value| {
+            serde_json::from_value::<RuleDraft>(
+                json!({"when": "user", "do": "x", "send_to": send_to}),
+            )
+        };
+        assert_eq!(rule(json!(["a", "b"])).unwrap().send_to, ["a", "b"]);
+        let e = rule(json!(3)).unwrap_err().to_string();
+        assert!(e.contains("a name or a list of names"), "{e}");
     }
 }
