@@ -7,6 +7,7 @@
 pub mod account;
 pub mod agency;
 pub mod apikey;
+pub mod draft;
 pub mod engine;
 pub mod entry;
 pub mod eval;

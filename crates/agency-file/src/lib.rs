@@ -35,6 +35,7 @@ use agency_core::{AgencyDraft, ValidationErrors};
 
 pub mod examples;
 mod read;
+mod tree;
 mod write;
 
 pub use write::to_yaml;

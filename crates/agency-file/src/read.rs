@@ -2,62 +2,22 @@
 //!
 //! The nodes are walked by hand rather than through serde: marked-yaml's serde errors carry no
 //! position for unknown fields, missing fields or values of the wrong type, it stops at the first
-//! problem, and it reads `null` into an `Option<String>` as `Some("null")`.
+//! problem, and it reads `null` into an `Option<String>` as `Some("null")`. The fields each
+//! mapping may hold are the draft types' own (`fields_of`), and each reader builds its type
+//! whole (no `..Default::default()`), so a field added to a type is known here at once and does
+//! not compile until it is read.
 
 use std::collections::HashMap;
 
+use agency_core::draft::fields_of;
 use agency_core::{AgencyDraft, AgentDraft, McpServerDraft, PriceDraft, ProviderDraft, RuleDraft};
 use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
 use marked_yaml::{LoadError, LoaderOptions, Node, Span};
 
 use crate::{Pos, Problem};
 
-const AGENCY_FIELDS: &[&str] = &[
-    "name",
-    "handle",
-    "protocol",
-    "manager",
-    "max_hops",
-    "turn_deadline_secs",
-    "providers",
-    "mcp_servers",
-    "agents",
-];
-const MCP_SERVER_FIELDS: &[&str] = &[
-    "url",
-    "command",
-    "args",
-    "env",
-    "headers_env",
-    "timeout_secs",
-    "max_concurrency",
-];
-const PROVIDER_FIELDS: &[&str] = &[
-    "kind",
-    "base_url",
-    "api_key_env",
-    "max_concurrency",
-    "requests_per_minute",
-    "prices",
-];
-const PRICE_FIELDS: &[&str] = &["input", "output"];
+/// The fields of a server configuration file (not a type of its own: two of an agency's).
 const CONFIG_FIELDS: &[&str] = &["providers", "mcp_servers"];
-const AGENT_FIELDS: &[&str] = &[
-    "id",
-    "name",
-    "handle",
-    "role",
-    "model",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "instructions",
-    "rules",
-    "reflection_threshold",
-    "reflection_half_life_hours",
-    "tools",
-];
-const RULE_FIELDS: &[&str] = &["when", "call", "with", "do", "send_to"];
 
 /// The protocol of an agency whose file names none.
 const DEFAULT_PROTOCOL: &str = "json";
@@ -550,7 +510,7 @@ impl Reader {
             let Some(item) = self.item(&item_path, value, "a price") else {
                 continue;
             };
-            self.unknown_fields(&item, PRICE_FIELDS, "a price");
+            self.unknown_fields(&item, fields_of::<PriceDraft>(), "a price");
             let mut dollars = |key: &str| -> String {
                 let Some((path, node)) = self.field(&item, key) else {
                     self.missing(&item, key, "a price", "2.50");
@@ -583,7 +543,7 @@ impl Reader {
             let Some(item) = self.item(&item_path, value, "a provider") else {
                 continue;
             };
-            self.unknown_fields(&item, PROVIDER_FIELDS, "a provider");
+            self.unknown_fields(&item, fields_of::<ProviderDraft>(), "a provider");
             let kind = self.required_string(&item, "kind", "a provider", "openai");
             let base_url = self.optional_string(&item, "base_url");
             let api_key_env = self.optional_string(&item, "api_key_env");
@@ -613,7 +573,7 @@ impl Reader {
             let Some(item) = self.item(&item_path, value, "an MCP server") else {
                 continue;
             };
-            self.unknown_fields(&item, MCP_SERVER_FIELDS, "an MCP server");
+            self.unknown_fields(&item, fields_of::<McpServerDraft>(), "an MCP server");
             out.push(McpServerDraft {
                 name,
                 url: self.optional_string(&item, "url"),
@@ -728,7 +688,7 @@ impl Reader {
             path: "",
             pos: node_pos(root),
         };
-        self.unknown_fields(&f, AGENCY_FIELDS, "an agency");
+        self.unknown_fields(&f, fields_of::<AgencyDraft>(), "an agency");
         let name = self.required_string(&f, "name", "an agency", "studio");
         let handle = self.optional_string(&f, "handle");
         let protocol = self
@@ -769,7 +729,7 @@ impl Reader {
     }
 
     fn agent(&mut self, f: &Fields<'_>) -> AgentDraft {
-        self.unknown_fields(f, AGENT_FIELDS, "an agent");
+        self.unknown_fields(f, fields_of::<AgentDraft>(), "an agent");
         let id = self.number(f, "id");
         let name = self.required_string(f, "name", "an agent", "programmer");
         let handle = self.optional_string(f, "handle");
@@ -808,7 +768,7 @@ impl Reader {
     }
 
     fn rule(&mut self, f: &Fields<'_>) -> RuleDraft {
-        self.unknown_fields(f, RULE_FIELDS, "a rule");
+        self.unknown_fields(f, fields_of::<RuleDraft>(), "a rule");
         let when = self.required_string(f, "when", "a rule", "user");
         let action = self.required_string(f, "do", "a rule", "\"Reply to: {{message}}\"");
         let call = self.optional_string(f, "call");
@@ -947,11 +907,14 @@ mod tests {
 
     #[test]
     fn mistyped_fields_find_their_match() {
-        assert_eq!(closest("sendto", RULE_FIELDS), Some("send_to"));
-        assert_eq!(closest("Send-To", RULE_FIELDS), Some("send_to"));
-        assert_eq!(closest("modle", AGENT_FIELDS), Some("model"));
-        assert_eq!(closest("colour", AGENT_FIELDS), None);
-        assert_eq!(closest("x", RULE_FIELDS), None);
+        assert_eq!(closest("sendto", fields_of::<RuleDraft>()), Some("send_to"));
+        assert_eq!(
+            closest("Send-To", fields_of::<RuleDraft>()),
+            Some("send_to")
+        );
+        assert_eq!(closest("modle", fields_of::<AgentDraft>()), Some("model"));
+        assert_eq!(closest("colour", fields_of::<AgentDraft>()), None);
+        assert_eq!(closest("x", fields_of::<RuleDraft>()), None);
     }
 
     #[test]

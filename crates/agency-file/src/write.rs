@@ -1,179 +1,99 @@
-//! Writing: [`AgencyDraft`] → block-style YAML that reads back as the same draft.
+//! Writing: any draft → block-style YAML that reads back as the same draft, laid out from its
+//! `serde` serialization ([`crate::tree`]): what the types declare is what is written, in
+//! declaration order.
 
-use agency_core::{AgencyDraft, AgentDraft, RuleDraft};
+use agency_core::AgencyDraft;
 
-/// Render a draft as YAML (block style, readable, stable field order as in the crate example;
-/// every string written as a JSON-style double-quoted scalar when it needs quoting, which is
-/// valid YAML) such that `AgencyFile::parse(to_yaml(d)).draft == d` for every draft.
+use crate::tree::{Node, to_tree};
+
+/// Render a draft as YAML (block style, readable, fields in the order the draft's types
+/// declare them; every string written as a JSON-style double-quoted scalar when it needs
+/// quoting, which is valid YAML) such that `AgencyFile::parse(to_yaml(d)).draft == d` for every
+/// draft.
 ///
-/// Fields that are `None` and empty rule lists are left out; a rule with one recipient is
-/// written `send_to: name`, otherwise `send_to: [a, b]`. Multi-line text that can be written
-/// as a literal block (`|`) without loss is, for people who edit the file.
+/// Fields the types skip (`None`, empty lists) are left out. Lists of mappings (agents, rules)
+/// are block lists, other lists flow lists (`send_to: [a, b]`). Multi-line text that can be
+/// written as a literal block (`|`) without loss is, for people who edit the file.
 pub fn to_yaml(draft: &AgencyDraft) -> String {
-    let mut out = String::new();
-    text_field(&mut out, 0, "name", &draft.name);
-    if let Some(handle) = &draft.handle {
-        text_field(&mut out, 0, "handle", handle);
+    match to_tree(draft) {
+        Ok(Node::Map(fields)) => {
+            let mut out = String::new();
+            block_map(&mut out, 0, &fields);
+            out
+        }
+        // A draft is a struct whose every `Serialize` succeeds; should that ever change, the
+        // file says so rather than being empty.
+        Ok(other) => format!("# not an agency: {other:?}\n"),
+        Err(e) => format!("# the agency could not be written: {e}\n"),
     }
-    text_field(&mut out, 0, "protocol", &draft.protocol);
-    text_field(&mut out, 0, "manager", &draft.manager);
-    if let Some(n) = draft.max_hops {
-        out.push_str(&format!("max_hops: {n}\n"));
+}
+
+/// The fields of a mapping, one per line, at `indent`.
+fn block_map(out: &mut String, indent: usize, fields: &[(String, Node)]) {
+    for (key, value) in fields {
+        field(out, indent, &inline(key), value);
     }
-    if let Some(n) = draft.turn_deadline_secs {
-        out.push_str(&format!("turn_deadline_secs: {n}\n"));
-    }
-    if !draft.providers.is_empty() {
-        out.push_str("providers:\n");
-        for p in &draft.providers {
-            out.push_str(&format!("  {}:\n", inline(&p.name)));
-            text_field(&mut out, 4, "kind", &p.kind);
-            if let Some(url) = &p.base_url {
-                text_field(&mut out, 4, "base_url", url);
-            }
-            if let Some(var) = &p.api_key_env {
-                text_field(&mut out, 4, "api_key_env", var);
-            }
-            if let Some(n) = p.max_concurrency {
-                out.push_str(&format!("    max_concurrency: {n}\n"));
-            }
-            if let Some(n) = p.requests_per_minute {
-                out.push_str(&format!("    requests_per_minute: {n}\n"));
-            }
-            if !p.prices.is_empty() {
-                out.push_str("    prices:\n");
-                for (model, price) in &p.prices {
-                    out.push_str(&format!("      {}:\n", inline(model)));
-                    for (key, amount) in [("input", &price.input), ("output", &price.output)] {
-                        // A valid amount is written as the number it is; anything else as text
-                        // (validation will name it).
-                        if amount.trim() == amount.as_str()
-                            && agency_core::price::parse_dollars(amount).is_ok()
-                        {
-                            out.push_str(&format!("        {key}: {amount}\n"));
-                        } else {
-                            text_field(&mut out, 8, key, amount);
-                        }
-                    }
+}
+
+/// `key: value`: text as [`text_field`] writes it, non-empty mappings and lists of mappings
+/// as blocks below the key, anything else on the key's line in flow style.
+fn field(out: &mut String, indent: usize, key: &str, value: &Node) {
+    let pad = " ".repeat(indent);
+    match value {
+        Node::Text(text) => text_field(out, indent, key, text),
+        Node::Map(fields) if !fields.is_empty() => {
+            out.push_str(&format!("{pad}{key}:\n"));
+            block_map(out, indent + 2, fields);
+        }
+        Node::List(items) if !items.is_empty() && items.iter().all(is_block_map) => {
+            out.push_str(&format!("{pad}{key}:\n"));
+            for item in items {
+                if let Node::Map(fields) = item {
+                    list_item(out, indent + 2, |out, indent| {
+                        block_map(out, indent, fields)
+                    });
                 }
             }
         }
+        other => out.push_str(&format!("{pad}{key}: {}\n", flow(other))),
     }
-    if !draft.mcp_servers.is_empty() {
-        out.push_str("mcp_servers:\n");
-        for m in &draft.mcp_servers {
-            if *m
-                == (agency_core::McpServerDraft {
-                    name: m.name.clone(),
-                    ..Default::default()
-                })
-            {
-                out.push_str(&format!("  {}: {{}}\n", inline(&m.name)));
-                continue;
-            }
-            out.push_str(&format!("  {}:\n", inline(&m.name)));
-            if let Some(url) = &m.url {
-                text_field(&mut out, 4, "url", url);
-            }
-            if let Some(command) = &m.command {
-                text_field(&mut out, 4, "command", command);
-            }
-            if !m.args.is_empty() {
-                out.push_str(&format!("    args: {}\n", flow_list(&m.args)));
-            }
-            for (key, map) in [("env", &m.env), ("headers_env", &m.headers_env)] {
-                if !map.is_empty() {
-                    out.push_str(&format!("    {key}:\n"));
-                    for (k, v) in map {
-                        text_field(&mut out, 6, &inline(k), v);
-                    }
-                }
-            }
-            if let Some(n) = m.timeout_secs {
-                out.push_str(&format!("    timeout_secs: {n}\n"));
-            }
-            if let Some(n) = m.max_concurrency {
-                out.push_str(&format!("    max_concurrency: {n}\n"));
-            }
-        }
-    }
-    if draft.agents.is_empty() {
-        out.push_str("agents: []\n");
-    } else {
-        out.push_str("agents:\n");
-        for agent in &draft.agents {
-            list_item(&mut out, 2, |out, indent| write_agent(out, indent, agent));
-        }
-    }
-    out
 }
 
-fn write_agent(out: &mut String, indent: usize, agent: &AgentDraft) {
-    let pad = " ".repeat(indent);
-    if let Some(id) = agent.id {
-        out.push_str(&format!("{pad}id: {id}\n"));
-    }
-    text_field(out, indent, "name", &agent.name);
-    if let Some(handle) = &agent.handle {
-        text_field(out, indent, "handle", handle);
-    }
-    if let Some(role) = &agent.role {
-        text_field(out, indent, "role", role);
-    }
-    text_field(out, indent, "model", &agent.model);
-    if let Some(t) = agent.temperature {
-        out.push_str(&format!("{pad}temperature: {t}\n"));
-    }
-    if let Some(t) = agent.top_p {
-        out.push_str(&format!("{pad}top_p: {t}\n"));
-    }
-    if let Some(n) = agent.max_tokens {
-        out.push_str(&format!("{pad}max_tokens: {n}\n"));
-    }
-    if let Some(t) = agent.reflection_threshold {
-        out.push_str(&format!("{pad}reflection_threshold: {t}\n"));
-    }
-    if let Some(h) = agent.reflection_half_life_hours {
-        out.push_str(&format!("{pad}reflection_half_life_hours: {h}\n"));
-    }
-    if let Some(instructions) = &agent.instructions {
-        text_field(out, indent, "instructions", instructions);
-    }
-    if !agent.tools.is_empty() {
-        out.push_str(&format!("{pad}tools: {}\n", flow_list(&agent.tools)));
-    }
-    if !agent.rules.is_empty() {
-        out.push_str(&format!("{pad}rules:\n"));
-        for rule in &agent.rules {
-            list_item(out, indent + 2, |out, indent| write_rule(out, indent, rule));
+fn is_block_map(node: &Node) -> bool {
+    matches!(node, Node::Map(fields) if !fields.is_empty())
+}
+
+/// A value on one line: `[a, b]`, `{k: v}`, scalars as YAML reads them back.
+fn flow(node: &Node) -> String {
+    match node {
+        Node::Null => "null".into(),
+        Node::Bool(b) => b.to_string(),
+        Node::Number(n) => n.clone(),
+        Node::Float(f) => float(*f),
+        Node::Text(s) => inline(s),
+        Node::List(items) => {
+            let items: Vec<String> = items.iter().map(flow).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Node::Map(fields) => {
+            let fields: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| format!("{}: {}", inline(k), flow(v)))
+                .collect();
+            format!("{{{}}}", fields.join(", "))
         }
     }
 }
 
-fn write_rule(out: &mut String, indent: usize, rule: &RuleDraft) {
-    text_field(out, indent, "when", &rule.when);
-    let pad = " ".repeat(indent);
-    if let Some(call) = &rule.call {
-        text_field(out, indent, "call", call);
+/// A float as it reads back as the same float, and as a float (`1.0`, not `1`): the shortest
+/// such digits, as JSON writes them.
+fn float(f: f64) -> String {
+    match serde_json::Number::from_f64(f) {
+        Some(n) => n.to_string(),
+        None if f.is_nan() => ".nan".into(),
+        None if f > 0.0 => ".inf".into(),
+        None => "-.inf".into(),
     }
-    if let Some(with) = &rule.with {
-        // JSON is YAML's flow style; strings are written quoted, so they read back as text.
-        out.push_str(&format!("{pad}with: {with}\n"));
-    }
-    text_field(out, indent, "do", &rule.action);
-    match rule.send_to.as_slice() {
-        [one] => text_field(out, indent, "send_to", one),
-        many => {
-            let items: Vec<String> = many.iter().map(|s| inline(s)).collect();
-            out.push_str(&format!("{pad}send_to: [{}]\n", items.join(", ")));
-        }
-    }
-}
-
-/// `[a, b]`, each item as [`inline`] writes it.
-fn flow_list(items: &[String]) -> String {
-    let items: Vec<String> = items.iter().map(|s| inline(s)).collect();
-    format!("[{}]", items.join(", "))
 }
 
 /// A `- ` item at `indent` whose fields `write` puts at `indent + 2`; the first field goes on

@@ -381,17 +381,17 @@ agents:
     rules:
       - when: user
         do: "Please build: {{message}}"
-        send_to: programmer
+        send_to: [programmer]
       - when: programmer
         do: "Done: {{message}}"
-        send_to: user
+        send_to: [user]
   - id: 143
     name: programmer
     model: builtin/rules
     rules:
       - when: manager
         do: "fn main() {} // {{message}}"
-        send_to: manager
+        send_to: [manager]
 "#
     );
 }
@@ -1005,4 +1005,21 @@ agents:
     assert_eq!(e.problems.len(), 3, "{e}");
     // Written back, it reads the same.
     assert_eq!(parse(&to_yaml(&file.draft)).draft, file.draft);
+}
+
+/// Every field of every draft type is written and read back: a field the writer or the reader
+/// dropped would leave the draft unequal. (`every_field` sets them all; its own tests say so.)
+#[test]
+fn every_field_survives_the_file() {
+    let d = agency_core::draft::every_field();
+    round_trip(&d);
+    let yaml = to_yaml(&d);
+    assert!(
+        yaml.contains("        with:\n          deep:\n            list: [1, x]\n"),
+        "a rule's arguments are a block mapping:\n{yaml}"
+    );
+    assert!(
+        yaml.contains("      small:\n        input: 2.5\n        output: 10\n"),
+        "prices are numbers:\n{yaml}"
+    );
 }

@@ -171,15 +171,15 @@ pub async fn list_agencies(
 }
 
 /// Creates an agency: a draft, not reachable through its API until it is published.
-#[utoipa::path(post, path = "/api/agencies", tag = "agencies", request_body = wire::AgencyDraft,
+#[utoipa::path(post, path = "/api/agencies", tag = "agencies", request_body = agency_core::AgencyDraft,
     responses((status = 201, body = wire::AgencyDetail), (status = 422, description = "Problems, each with the path of its field")))]
 pub async fn create_agency(
     State(s): State<AppState>,
     Account(session): Account,
-    body: Result<Json<wire::AgencyDraft>, JsonRejection>,
+    body: Result<Json<agency_core::AgencyDraft>, JsonRejection>,
 ) -> Result<(StatusCode, Json<wire::AgencyDetail>), ApiError> {
     let Json(draft) = body?;
-    let a = s.rt.create_agency(&session.owner(), &draft.into()).await?;
+    let a = s.rt.create_agency(&session.owner(), &draft).await?;
     Ok((
         StatusCode::CREATED,
         Json(wire::AgencyDetail::from(
@@ -205,20 +205,18 @@ pub async fn get_agency(
 }
 
 /// Replaces the draft (agents in the order given); the published version stays.
-#[utoipa::path(put, path = "/api/agencies/{agency}", tag = "agencies", request_body = wire::AgencyDraft,
+#[utoipa::path(put, path = "/api/agencies/{agency}", tag = "agencies", request_body = agency_core::AgencyDraft,
     params(("agency" = String, Path, description = "The agency's id or name")),
     responses((status = 200, body = wire::AgencyDetail), (status = 404), (status = 422)))]
 pub async fn update_agency(
     State(s): State<AppState>,
     Account(session): Account,
     Path(agency): Path<String>,
-    body: Result<Json<wire::AgencyDraft>, JsonRejection>,
+    body: Result<Json<agency_core::AgencyDraft>, JsonRejection>,
 ) -> Result<Json<wire::AgencyDetail>, ApiError> {
     let Json(draft) = body?;
     let id = agency_of(&s, &session, &agency).await?.id;
-    let a =
-        s.rt.update_agency(&session.owner(), id, &draft.into())
-            .await?;
+    let a = s.rt.update_agency(&session.owner(), id, &draft).await?;
     Ok(Json(wire::AgencyDetail::from(&s.rt.with_state(a).await?)))
 }
 
@@ -237,15 +235,15 @@ pub async fn delete_agency(
 }
 
 /// The system prompt each agent of a draft would get (nothing is saved).
-#[utoipa::path(post, path = "/api/agencies/preview", tag = "agencies", request_body = wire::AgencyDraft,
+#[utoipa::path(post, path = "/api/agencies/preview", tag = "agencies", request_body = agency_core::AgencyDraft,
     responses((status = 200, body = wire::Preview), (status = 422)))]
 pub async fn preview(
     State(s): State<AppState>,
     Account(session): Account,
-    body: Result<Json<wire::AgencyDraft>, JsonRejection>,
+    body: Result<Json<agency_core::AgencyDraft>, JsonRejection>,
 ) -> Result<Json<wire::Preview>, ApiError> {
     let Json(draft) = body?;
-    let preview = s.rt.preview(&session.owner(), &draft.into())?;
+    let preview = s.rt.preview(&session.owner(), &draft)?;
     Ok(Json(wire::Preview::from(&preview)))
 }
 
@@ -344,7 +342,7 @@ pub async fn version(
     Ok(Json(wire::VersionDetail {
         version: p.version,
         published_at: p.published_at,
-        agency: published.to_draft().into(),
+        agency: published.to_draft(),
         file: agency_runtime::agencies::file_of(&published),
     }))
 }

@@ -16,6 +16,10 @@ mod security;
 #[path = "api/pages.rs"]
 mod pages;
 
+/// Every field of an agency through the API: file, JSON, store, publishing, export.
+#[path = "api/drafts.rs"]
+mod drafts;
+
 const STUDIO: &str = include_str!("../../../examples/studio.yaml");
 
 const ANSWER: &str = "Here is your reviewed build. Approved: Please review: fn main() { /* Please build: a todo app */ }";
@@ -825,11 +829,11 @@ fn echo_draft(reply: &str) -> Value {
         "manager": "boss",
         "agents": [
             { "name": "boss", "model": "builtin/rules", "rules": [
-                { "when": "user", "action": "{{message}}", "send_to": ["echoer"] },
-                { "when": "echoer", "action": "{{message}}", "send_to": ["user"] }
+                { "when": "user", "do": "{{message}}", "send_to": ["echoer"] },
+                { "when": "echoer", "do": "{{message}}", "send_to": ["user"] }
             ]},
             { "name": "echoer", "model": "builtin/rules", "rules": [
-                { "when": "boss", "action": format!("{reply} {{{{message}}}}"), "send_to": ["boss"] }
+                { "when": "boss", "do": format!("{reply} {{{{message}}}}"), "send_to": ["boss"] }
             ]}
         ]
     })
@@ -959,7 +963,7 @@ async fn the_api_serves_the_published_version_only() {
     let (status, first) = app.get(&format!("/api/agencies/{id}/versions/1")).await;
     assert_eq!(status, StatusCode::OK, "{first}");
     assert_eq!(
-        first["agency"]["agents"][1]["rules"][0]["action"],
+        first["agency"]["agents"][1]["rules"][0]["do"],
         json!("one: {{message}}")
     );
 
@@ -1058,7 +1062,7 @@ async fn drafts_are_validated_field_by_field() {
     );
     // The same through the JSON API.
     let mut draft = echo_draft("x");
-    draft["mcp_servers"] = json!([{"name": "files", "command": "sh"}]);
+    draft["mcp_servers"] = json!({"files": {"command": "sh"}});
     let (status, body) = app
         .send(app.client.post(app.url("/api/agencies")).json(&draft))
         .await;
@@ -1381,7 +1385,7 @@ async fn a_turn_costs_its_calls_at_the_prices_of_the_agency_file() {
     assert_eq!(res.status(), StatusCode::CREATED);
     let (_, draft) = app.get("/api/agencies/priced").await;
     assert_eq!(
-        draft["draft"]["providers"][0]["prices"],
+        draft["draft"]["providers"]["fake"]["prices"],
         json!({ "cheap": { "input": 2.5, "output": 10 } })
     );
     let (status, created) = app
@@ -1410,7 +1414,7 @@ async fn a_turn_costs_its_calls_at_the_prices_of_the_agency_file() {
 
     // A price that is not an amount is refused at its field.
     let mut bad = draft["draft"].clone();
-    bad["providers"][0]["prices"]["cheap"]["input"] = json!("-1");
+    bad["providers"]["fake"]["prices"]["cheap"]["input"] = json!("-1");
     let res = app
         .client
         .put(app.url("/api/agencies/priced"))

@@ -446,18 +446,18 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     let writer_add_rule = "fieldset.agent:nth-of-type(2) button[id^='add-rule-']";
     w.click(manager_add_rule).await;
     w.select_value("#f-agents-0-rules-0-when", "user").await;
-    w.type_into("#f-agents-0-rules-0-action", "Please write: {{message}}")
+    w.type_into("#f-agents-0-rules-0-do", "Please write: {{message}}")
         .await;
     w.select_label("#f-agents-0-rules-0-send_to", "writer")
         .await;
     w.click(manager_add_rule).await;
     w.select_label("#f-agents-0-rules-1-when", "writer").await;
-    w.type_into("#f-agents-0-rules-1-action", "Done: {{message}}")
+    w.type_into("#f-agents-0-rules-1-do", "Done: {{message}}")
         .await;
     w.select_value("#f-agents-0-rules-1-send_to", "user").await;
     w.click(writer_add_rule).await;
     w.select_label("#f-agents-1-rules-0-when", "manager").await;
-    w.type_into("#f-agents-1-rules-0-action", "Draft for: {{message}}")
+    w.type_into("#f-agents-1-rules-0-do", "Draft for: {{message}}")
         .await;
     w.select_label("#f-agents-1-rules-0-send_to", "manager")
         .await;
@@ -472,7 +472,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     // A fan-out rule: one response to two addressees, built and unbuilt with the picker.
     w.click(writer_add_rule).await;
     w.select_value("#f-agents-1-rules-1-when", "user").await;
-    w.type_into("#f-agents-1-rules-1-action", "Fan out: {{message}}")
+    w.type_into("#f-agents-1-rules-1-do", "Fan out: {{message}}")
         .await;
     w.select_label("#f-agents-1-rules-1-send_to", "manager")
         .await;
@@ -606,7 +606,7 @@ async fn a_new_user_builds_publishes_calls_and_revokes() {
     w.audit("settings").await;
     w.c.set_window_size(390, 1600).await.unwrap();
     w.goto(&format!("/agencies/{agency}")).await;
-    w.wait("#f-agents-1-rules-0-action").await;
+    w.wait("#f-agents-1-rules-0-do").await;
     w.shot("editor-phone").await;
     // Nothing but the keys' table (which scrolls in its own box) is wider than a phone.
     let widths =

@@ -9,7 +9,7 @@ import { clearErrors, general, showFieldErrors, slug } from "./errors.js";
 import { TeamGraph } from "./graph.js";
 import { fillModels, keyWarning, loadProviders } from "./models.js";
 
-/** @typedef {{ when: string, action: string, send_to: string[], call?: string, with?: unknown }} Rule */
+/** @typedef {{ when: string, do: string, send_to: string[], call?: string, with?: unknown }} Rule */
 /**
  * An agent as the API sends it (other fields are kept as they are).
  * @typedef {{ id?: number, name: string, role?: string, model: string, instructions?: string, rules?: Rule[], tools?: string[], [field: string]: unknown }} AgentDraft
@@ -145,7 +145,8 @@ export class Editor {
     if (!slot) return;
     const name = (a.model || "").split("/")[0];
     // The agency's own providers (`providers:` in its file), by name.
-    const own = Array.isArray(this.draft.providers) && this.draft.providers.some((p) => p && p.name === name);
+    const providers = this.draft.providers;
+    const own = typeof providers === "object" && providers !== null && Object.hasOwn(providers, name);
     slot.textContent = keyWarning(this.providers, a.model, own);
     slot.hidden = !slot.textContent;
   }
@@ -354,7 +355,7 @@ export class Editor {
   ruleBlock(a, i, r, j) {
     const p = "agents[" + i + "].rules[" + j + "]";
     const w = this.picker(r.when, [["user", "the user"], ["any", "anyone"]], (v) => { r.when = v; this.changed(); });
-    const action = textInput(r.action, (v) => { r.action = v; this.changed(); }, { placeholder: "what to do, e.g. Please review: {{message}}" });
+    const action = textInput(r.do, (v) => { r.do = v; this.changed(); }, { placeholder: "what to do, e.g. Please review: {{message}}" });
     /** @param {number} k */
     const path = (k) => p + ".send_to" + (k === 0 ? "" : "[" + k + "]");
     /** @param {number} k */
@@ -407,7 +408,7 @@ export class Editor {
       field("When message is from", p + ".when", w),
       field("call tool", p + ".call", call),
       field("with arguments (JSON)", p + ".with", args),
-      field("do", p + ".action", action, r.call ? "{{result}} is the tool's answer" : undefined),
+      field("do", p + ".do", action, r.call ? "{{result}} is the tool's answer" : undefined),
       addressees,
       el("button", { type: "button", class: "danger", "aria-label": "Remove rule " + (j + 1) + " of " + (a.name || "agent"), onclick: () => { a.rules.splice(j, 1); this.render("add-rule-" + a._k); this.changed(); } }, "Remove rule"),
     );
@@ -451,7 +452,7 @@ export class Editor {
   /** @param {EditorAgent} a */
   addRule(a) {
     const other = this.agents.find((b) => b !== a);
-    a.rules.push({ when: "user", action: "", send_to: [other ? "@" + other._k : "user"] });
+    a.rules.push({ when: "user", do: "", send_to: [other ? "@" + other._k : "user"] });
     const i = this.agents.indexOf(a);
     this.render("f-" + slug("agents[" + i + "].rules[" + (a.rules.length - 1) + "].when"));
     this.changed();

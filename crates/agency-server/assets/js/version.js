@@ -24,7 +24,7 @@ if (!r.ok) {
         el("th", { scope: "row" }, a.name + (a.name === v.agency.manager ? " (manager)" : "")),
         el("td", {}, a.role || ""),
         el("td", {}, el("code", {}, a.model)),
-        el("td", {}, ...(a.rules || []).map((x) => el("p", { class: "rule-text" }, "When from " + x.when + (x.call ? ", call " + x.call : "") + ": " + x.action + " → " + x.send_to.join(", ")))),
+        el("td", {}, ...(a.rules || []).map((x) => el("p", { class: "rule-text" }, "When from " + x.when + (x.call ? ", call " + x.call : "") + ": " + x.do + " → " + x.send_to.join(", ")))),
         el("td", {}, (a.tools || []).join(", ")),
       ),
     ),

@@ -28,7 +28,7 @@ use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use crate::auth::{ClientAddr, Session, cleared_cookie, session_cookie};
-use crate::{ApiError, AppState, wire};
+use crate::{ApiError, AppState};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -395,12 +395,12 @@ struct NewAgencyForm {
 }
 
 /// A new agency's first draft: one manager on the rules model, ready to edit.
-fn starter(name: &str) -> wire::AgencyDraft {
-    wire::AgencyDraft {
+fn starter(name: &str) -> agency_core::AgencyDraft {
+    agency_core::AgencyDraft {
         name: name.trim().to_string(),
         protocol: "json".into(),
         manager: "manager".into(),
-        agents: vec![wire::AgentDraft {
+        agents: vec![agency_core::AgentDraft {
             name: "manager".into(),
             role: Some("talks to the user".into()),
             model: "builtin/rules".into(),
@@ -420,7 +420,7 @@ async fn new_agency(
         return ApiError::Forbidden("this form's CSRF token is not this session's".into())
             .into_response();
     }
-    let draft = starter(&f.name).into();
+    let draft = starter(&f.name);
     match s.rt.create_agency(&session.owner(), &draft).await {
         Ok(a) => Redirect::to(&format!("/agencies/{}", a.id)).into_response(),
         Err(e) => {
