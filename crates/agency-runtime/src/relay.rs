@@ -365,6 +365,49 @@ impl Body {
         })
     }
 
+    /// A room's event that needs nothing read from the store (the others are read by
+    /// [`Body::events`]).
+    fn room_event(self) -> Option<Event> {
+        let room = |r: Uuid, change: RoomChange| Event::Room {
+            room: RoomId(r),
+            change,
+        };
+        match self {
+            Body::RoomAgentStarted { r, a } => {
+                Some(room(r, RoomChange::AgentStarted(ParticipantId(a))))
+            }
+            Body::RoomToolCalled { r, a, tool } => Some(room(
+                r,
+                RoomChange::ToolCalled {
+                    agent: ParticipantId(a),
+                    tool,
+                },
+            )),
+            Body::RoomToolDone {
+                r,
+                a,
+                tool,
+                is_error,
+            } => Some(room(
+                r,
+                RoomChange::ToolDone {
+                    agent: ParticipantId(a),
+                    tool,
+                    is_error,
+                },
+            )),
+            Body::RoomIncluded { r, m, included } => Some(room(
+                r,
+                RoomChange::Included {
+                    message: RoomMessageId(m),
+                    included,
+                },
+            )),
+            Body::RoomParticipants { r } => Some(room(r, RoomChange::Participants)),
+            _ => None,
+        }
+    }
+
     /// The events it tells of, with what they show read from the store. Ids that do not
     /// parse (a notice from a newer program) tell nothing.
     async fn events(self, store: &dyn Store) -> agency_store::Result<Vec<Event>> {
@@ -427,31 +470,7 @@ impl Body {
                 })
                 .into_iter()
                 .collect(),
-            Body::Hops { c, t, m, calls } => {
-                let (conversation, turn) = (ConversationId(c), TurnId(t));
-                let ids: Vec<MessageId> = m.into_iter().map(MessageId).collect();
-                let messages = store.messages_by_id(conversation, &ids).await?;
-                let call_of = |reply: MessageId| {
-                    calls.iter().find(|c| c.reply == reply.0).map(|c| {
-                        (
-                            Usage {
-                                prompt_tokens: c.input,
-                                completion_tokens: c.output,
-                            },
-                            c.latency_ms,
-                        )
-                    })
-                };
-                messages
-                    .iter()
-                    .flat_map(|m| TraceEntry::of(m, call_of))
-                    .map(|entry| Event::Hop {
-                        conversation,
-                        turn,
-                        entry,
-                    })
-                    .collect()
-            }
+            Body::Hops { c, t, m, calls } => hops(store, c, t, m, &calls).await?,
             Body::TurnFinished { c, t, stopped_by } => StopReason::parse(&stopped_by)
                 .map(|stopped_by| Event::TurnFinished {
                     conversation: ConversationId(c),
@@ -471,37 +490,40 @@ impl Body {
                 .map(|m: RoomMessage| room(r, RoomChange::Message(m)))
                 .into_iter()
                 .collect(),
-            Body::RoomAgentStarted { r, a } => {
-                vec![room(r, RoomChange::AgentStarted(ParticipantId(a)))]
-            }
-            Body::RoomToolCalled { r, a, tool } => vec![room(
-                r,
-                RoomChange::ToolCalled {
-                    agent: ParticipantId(a),
-                    tool,
-                },
-            )],
-            Body::RoomToolDone {
-                r,
-                a,
-                tool,
-                is_error,
-            } => vec![room(
-                r,
-                RoomChange::ToolDone {
-                    agent: ParticipantId(a),
-                    tool,
-                    is_error,
-                },
-            )],
-            Body::RoomIncluded { r, m, included } => vec![room(
-                r,
-                RoomChange::Included {
-                    message: RoomMessageId(m),
-                    included,
-                },
-            )],
-            Body::RoomParticipants { r } => vec![room(r, RoomChange::Participants)],
+            body => body.room_event().into_iter().collect(),
         })
     }
+}
+
+/// The hops a notice names, read back from the store.
+async fn hops(
+    store: &dyn Store,
+    c: Uuid,
+    t: Uuid,
+    m: Vec<Uuid>,
+    calls: &[Call],
+) -> agency_store::Result<Vec<Event>> {
+    let (conversation, turn) = (ConversationId(c), TurnId(t));
+    let ids: Vec<MessageId> = m.into_iter().map(MessageId).collect();
+    let messages = store.messages_by_id(conversation, &ids).await?;
+    let call_of = |reply: MessageId| {
+        calls.iter().find(|c| c.reply == reply.0).map(|c| {
+            (
+                Usage {
+                    prompt_tokens: c.input,
+                    completion_tokens: c.output,
+                },
+                c.latency_ms,
+            )
+        })
+    };
+    Ok(messages
+        .iter()
+        .flat_map(|m| TraceEntry::of(m, call_of))
+        .map(|entry| Event::Hop {
+            conversation,
+            turn,
+            entry,
+        })
+        .collect())
 }

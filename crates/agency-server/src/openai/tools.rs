@@ -27,7 +27,33 @@ pub fn client_tools(
     choice: Option<&Value>,
     parallel: Option<&Value>,
 ) -> Result<ClientTools, OpenAiError> {
-    let tools = match tools {
+    let tools = tool_list(tools)?;
+    let parallel = match parallel {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            return Err(OpenAiError::invalid(
+                "Invalid 'parallel_tool_calls': expected a boolean.",
+                Some("parallel_tool_calls"),
+            ));
+        }
+    };
+    let Some(choice) = tool_choice(choice, &tools)? else {
+        // `none`: the manager is not told of the client's tools.
+        return Ok(ClientTools {
+            tools: Vec::new(),
+            tool_use: ToolUse::default(),
+        });
+    };
+    Ok(ClientTools {
+        tools,
+        tool_use: ToolUse { choice, parallel },
+    })
+}
+
+/// The request's `tools`: each a function, none named twice.
+fn tool_list(tools: Option<&Value>) -> Result<Vec<Tool>, OpenAiError> {
+    Ok(match tools {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => {
             if items.len() > MAX_TOOLS {
@@ -61,18 +87,12 @@ pub fn client_tools(
                 Some("tools"),
             ));
         }
-    };
-    let parallel = match parallel {
-        None | Some(Value::Null) => None,
-        Some(Value::Bool(b)) => Some(*b),
-        Some(_) => {
-            return Err(OpenAiError::invalid(
-                "Invalid 'parallel_tool_calls': expected a boolean.",
-                Some("parallel_tool_calls"),
-            ));
-        }
-    };
-    let choice = match choice {
+    })
+}
+
+/// The request's `tool_choice` among `tools`; `None` for `none`.
+fn tool_choice(choice: Option<&Value>, tools: &[Tool]) -> Result<Option<ToolChoice>, OpenAiError> {
+    Ok(Some(match choice {
         None | Some(Value::Null) => ToolChoice::Auto,
         Some(_) if tools.is_empty() => {
             return Err(OpenAiError::invalid(
@@ -83,12 +103,7 @@ pub fn client_tools(
         Some(Value::String(s)) => match s.as_str() {
             "auto" => ToolChoice::Auto,
             "required" => ToolChoice::Required,
-            "none" => {
-                return Ok(ClientTools {
-                    tools: Vec::new(),
-                    tool_use: ToolUse::default(),
-                });
-            }
+            "none" => return Ok(None),
             other => {
                 return Err(OpenAiError::invalid(
                     format!(
@@ -121,11 +136,7 @@ pub fn client_tools(
             }
             ToolChoice::Named(name.to_string())
         }
-    };
-    Ok(ClientTools {
-        tools,
-        tool_use: ToolUse { choice, parallel },
-    })
+    }))
 }
 
 /// One tool of `tools`: `{"type": "function", "function": {"name", "description",
