@@ -120,10 +120,8 @@ const COLOURS: [&str; 6] = [
     "#2563eb", "#db2777", "#059669", "#d97706", "#7c3aed", "#0891b2",
 ];
 
-/// The report as a self-contained HTML page: a chart of the score per turn for each bot
-/// (inline SVG), the summary, and every answer beside the original.
-pub fn html(transcript: &Transcript, person: &TranscriptUser, cards: &[Scorecard]) -> String {
-    let cases = cards.first().map_or(0, |c| c.turns.len());
+/// The scores per turn, a line per bot, as an SVG chart.
+fn chart(cards: &[Scorecard], cases: usize) -> String {
     let (w, h, pad) = (720.0_f32, 300.0_f32, 40.0_f32);
     let x = |i: usize| pad + (w - 2.0 * pad) * (i as f32) / ((cases.max(2) - 1) as f32);
     let y = |s: f32| h - pad - (h - 2.0 * pad) * s.clamp(0.0, 1.0);
@@ -180,6 +178,14 @@ pub fn html(transcript: &Transcript, person: &TranscriptUser, cards: &[Scorecard
         );
     }
     svg.push_str("</svg>");
+    svg
+}
+
+/// The report as a self-contained HTML page: a chart of the score per turn for each bot
+/// (inline SVG), the summary, and every answer beside the original.
+pub fn html(transcript: &Transcript, person: &TranscriptUser, cards: &[Scorecard]) -> String {
+    let cases = cards.first().map_or(0, |c| c.turns.len());
+    let svg = chart(cards, cases);
 
     let mut page = String::from(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>Bot evaluation</title><style>body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#111827}table{border-collapse:collapse;width:100%;margin:1rem 0}td,th{border-bottom:1px solid #e5e7eb;padding:.3rem .5rem;text-align:left;vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums}.key{display:inline-block;width:.8rem;height:.8rem;border-radius:2px;margin-right:.3rem}.err{color:#b91c1c}</style></head><body>",

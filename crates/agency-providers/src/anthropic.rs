@@ -324,31 +324,7 @@ impl AnthropicModel {
                         calls.insert(index, ToolUse::start(block));
                     }
                 }
-                "content_block_delta" => {
-                    let delta = data.get("delta");
-                    match delta.and_then(|d| d.get("type")).and_then(Value::as_str) {
-                        Some("text_delta") => {
-                            if let Some(piece) =
-                                delta.and_then(|d| d.get("text")).and_then(Value::as_str)
-                                && !piece.is_empty()
-                            {
-                                text.push_str(piece);
-                                deltas.push(piece);
-                            }
-                        }
-                        Some("input_json_delta") => {
-                            let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
-                            if let Some(call) = calls.get_mut(&index)
-                                && let Some(piece) = delta
-                                    .and_then(|d| d.get("partial_json"))
-                                    .and_then(Value::as_str)
-                            {
-                                call.json.push_str(piece);
-                            }
-                        }
-                        _ => {}
-                    }
-                }
+                "content_block_delta" => content_delta(&data, &mut text, &mut calls, deltas),
                 "message_delta" => {
                     if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str)
                     {
@@ -712,6 +688,38 @@ fn fold(chat: &[ChatMessage], names: Option<&ToolNames>) -> (Option<String>, Vec
     }
     let system = (!system.is_empty()).then(|| system.join("\n\n"));
     (system, turns)
+}
+
+/// A `content_block_delta` event: a piece of the text (passed on to `deltas`), or of a tool
+/// call's arguments.
+fn content_delta(
+    data: &Value,
+    text: &mut String,
+    calls: &mut BTreeMap<u64, ToolUse>,
+    deltas: &Deltas,
+) {
+    let delta = data.get("delta");
+    match delta.and_then(|d| d.get("type")).and_then(Value::as_str) {
+        Some("text_delta") => {
+            if let Some(piece) = delta.and_then(|d| d.get("text")).and_then(Value::as_str)
+                && !piece.is_empty()
+            {
+                text.push_str(piece);
+                deltas.push(piece);
+            }
+        }
+        Some("input_json_delta") => {
+            let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+            if let Some(call) = calls.get_mut(&index)
+                && let Some(piece) = delta
+                    .and_then(|d| d.get("partial_json"))
+                    .and_then(Value::as_str)
+            {
+                call.json.push_str(piece);
+            }
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]

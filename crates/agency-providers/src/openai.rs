@@ -264,106 +264,123 @@ impl OpenAiModel {
         names: &ToolNames,
     ) -> Result<Completion, ProviderError> {
         let mut events = self.provider.endpoint.events(answer);
-        let mut text = String::new();
-        let mut refusal = String::new();
-        let mut usage = Usage::default();
-        let mut calls = StreamedCalls::default();
-        let (mut model, mut finish_reason) = (None, None);
+        let mut streamed = Streamed::default();
         while let Some(event) = events.next().await {
             let event = event?;
-            let data = event.data.trim();
-            if data.is_empty() {
-                continue;
-            }
-            if data == "[DONE]" {
-                let tool_calls = calls.finish(names);
-                if text.is_empty() && tool_calls.is_empty() && !refusal.is_empty() {
-                    return Err(ProviderError::Unusable(format!(
-                        "the model refused: {refusal}"
-                    )));
-                }
-                return Ok(Completion {
-                    text,
-                    usage,
-                    tool_calls,
-                    model,
-                    finish_reason,
-                });
-            }
-            let chunk: Value = serde_json::from_str(data).map_err(|e| {
-                malformed(format!(
-                    "a stream chunk is not JSON ({e}): {}",
-                    snippet(data)
-                ))
-            })?;
-            if let Some(error) = reported_error(&chunk) {
-                return Err(ProviderError::Broken(error));
-            }
-            let Some(chunk) = chunk.as_object() else {
-                return Err(malformed(format!(
-                    "a stream chunk is not an object: {}",
-                    snippet(data)
-                )));
-            };
-            if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-                usage = parse_usage(u);
-            }
-            if model.is_none() {
-                model = chunk
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-            }
-            let choices = match chunk.get("choices") {
-                None | Some(Value::Null) => &Vec::new(),
-                Some(Value::Array(c)) => c,
-                Some(_) => {
-                    return Err(malformed(format!(
-                        "a stream chunk's choices are not a list: {}",
-                        snippet(data)
-                    )));
-                }
-            };
-            if let Some(reason) = choices
-                .first()
-                .and_then(|c| c.get("finish_reason"))
-                .and_then(Value::as_str)
-            {
-                finish_reason = Some(reason.to_string());
-            }
-            let Some(delta) = choices.first().and_then(|c| c.get("delta")) else {
-                continue;
-            };
-            match delta.get("content") {
-                None | Some(Value::Null) => {}
-                Some(Value::String(piece)) => {
-                    if !piece.is_empty() {
-                        text.push_str(piece);
-                        deltas.push(piece);
-                    }
-                }
-                Some(_) => {
-                    return Err(malformed(format!(
-                        "a stream chunk's content is not text: {}",
-                        snippet(data)
-                    )));
-                }
-            }
-            if let Some(piece) = delta.get("refusal").and_then(Value::as_str) {
-                refusal.push_str(piece);
-            }
-            match delta.get("tool_calls") {
-                None | Some(Value::Null) => {}
-                Some(Value::Array(pieces)) => calls.add(pieces),
-                Some(_) => {
-                    return Err(malformed(format!(
-                        "a stream chunk's tool calls are not a list: {}",
-                        snippet(data)
-                    )));
-                }
+            match event.data.trim() {
+                "" => {}
+                "[DONE]" => return streamed.finish(names),
+                data => streamed.read(data, deltas)?,
             }
         }
         Err(malformed("the stream ended before `data: [DONE]`".into()))
+    }
+}
+
+/// What a streamed answer has said so far.
+#[derive(Default)]
+struct Streamed {
+    text: String,
+    refusal: String,
+    usage: Usage,
+    calls: StreamedCalls,
+    model: Option<String>,
+    finish_reason: Option<String>,
+}
+
+impl Streamed {
+    /// Reads one chunk (an event's data), its text passed on to `deltas` as it comes.
+    fn read(&mut self, data: &str, deltas: &Deltas) -> Result<(), ProviderError> {
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            malformed(format!(
+                "a stream chunk is not JSON ({e}): {}",
+                snippet(data)
+            ))
+        })?;
+        if let Some(error) = reported_error(&chunk) {
+            return Err(ProviderError::Broken(error));
+        }
+        let Some(chunk) = chunk.as_object() else {
+            return Err(malformed(format!(
+                "a stream chunk is not an object: {}",
+                snippet(data)
+            )));
+        };
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            self.usage = parse_usage(u);
+        }
+        if self.model.is_none() {
+            self.model = chunk
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        let choices = match chunk.get("choices") {
+            None | Some(Value::Null) => return Ok(()),
+            Some(Value::Array(c)) => c,
+            Some(_) => {
+                return Err(malformed(format!(
+                    "a stream chunk's choices are not a list: {}",
+                    snippet(data)
+                )));
+            }
+        };
+        let Some(choice) = choices.first() else {
+            return Ok(());
+        };
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_reason = Some(reason.to_string());
+        }
+        let Some(delta) = choice.get("delta") else {
+            return Ok(());
+        };
+        match delta.get("content") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(piece)) => {
+                if !piece.is_empty() {
+                    self.text.push_str(piece);
+                    deltas.push(piece);
+                }
+            }
+            Some(_) => {
+                return Err(malformed(format!(
+                    "a stream chunk's content is not text: {}",
+                    snippet(data)
+                )));
+            }
+        }
+        if let Some(piece) = delta.get("refusal").and_then(Value::as_str) {
+            self.refusal.push_str(piece);
+        }
+        match delta.get("tool_calls") {
+            None | Some(Value::Null) => Ok(()),
+            Some(Value::Array(pieces)) => {
+                self.calls.add(pieces);
+                Ok(())
+            }
+            Some(_) => Err(malformed(format!(
+                "a stream chunk's tool calls are not a list: {}",
+                snippet(data)
+            ))),
+        }
+    }
+
+    /// The answer, once the stream said `[DONE]`.
+    fn finish(self, names: &ToolNames) -> Result<Completion, ProviderError> {
+        let tool_calls = self.calls.finish(names);
+        if self.text.is_empty() && tool_calls.is_empty() && !self.refusal.is_empty() {
+            return Err(ProviderError::Unusable(format!(
+                "the model refused: {}",
+                self.refusal
+            )));
+        }
+        Ok(Completion {
+            text: self.text,
+            usage: self.usage,
+            tool_calls,
+            model: self.model,
+            finish_reason: self.finish_reason,
+        })
     }
 }
 

@@ -100,20 +100,7 @@ async fn run(
         _ => {}
     }
     let Configured { specs, mcp_servers } = configured(cli.config.as_deref())?;
-    let mut base = Providers::builtin();
-    base.set_http(agency_providers::http::HttpSettings {
-        stream_first_byte_timeout: std::time::Duration::from_secs(
-            cli.stream_first_byte_timeout.max(1),
-        ),
-        ..Default::default()
-    });
-    if let Command::Serve {
-        allow_private_addresses: true,
-        ..
-    } = &cli.command
-    {
-        base.allow_private_addresses()?;
-    }
+    let base = builtin_providers(&cli)?;
     let tool_servers: Vec<String> = mcp_servers.iter().map(|(n, _)| n.clone()).collect();
     let rt = Runtime::open(store, base, &specs, mcp_servers, master_key).await?;
     // The demo agency, the first time a database is opened.
@@ -179,6 +166,26 @@ async fn run(
             conversation,
         } => commands::chat::run(&rt, &owner, &name, message, json, conversation).await,
     }
+}
+
+/// The server's own providers before its configured ones: the built-in, with the HTTP settings
+/// and the addresses the operator allows.
+fn builtin_providers(cli: &Cli) -> anyhow::Result<Providers> {
+    let mut base = Providers::builtin();
+    base.set_http(agency_providers::http::HttpSettings {
+        stream_first_byte_timeout: std::time::Duration::from_secs(
+            cli.stream_first_byte_timeout.max(1),
+        ),
+        ..Default::default()
+    });
+    if let Command::Serve {
+        allow_private_addresses: true,
+        ..
+    } = &cli.command
+    {
+        base.allow_private_addresses()?;
+    }
+    Ok(base)
 }
 
 /// Whose agencies a command works on: the account with `--owner EMAIL`, else the CLI's local
