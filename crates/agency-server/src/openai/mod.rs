@@ -139,7 +139,9 @@ async fn v1_chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    chat(s, &request, None, key, headers, body)
+    // Boxed: the turn's future is tens of kilobytes, and axum moves a handler's future
+    // several times before it is first polled (docs/benchmarks.md, "Against another commit").
+    Box::pin(chat(s, &request, None, key, headers, body))
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
@@ -152,7 +154,7 @@ async fn agency_chat(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    chat(s, &request, Some(agency), key, headers, body)
+    Box::pin(chat(s, &request, Some(agency), key, headers, body))
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }

@@ -147,7 +147,8 @@ pub(super) async fn v1_create(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    create(s, &request, None, key, headers, body)
+    // Boxed, as `openai::v1_chat`'s turn: axum moves a handler's future several times.
+    Box::pin(create(s, &request, None, key, headers, body))
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
@@ -160,7 +161,7 @@ pub(super) async fn agency_create(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    create(s, &request, Some(agency), key, headers, body)
+    Box::pin(create(s, &request, Some(agency), key, headers, body))
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
