@@ -1,7 +1,7 @@
 //! What a turn shows operators (see `agency-telemetry`): an `invoke_agent {agency}` span for
 //! the turn, a `chat {model}` span for each model call and an `execute_tool {tool}` span for
 //! each tool call beneath it, the hops as the turn's events, and the metrics of each. With
-//! tracing off no span is made; metrics cost a few atomic adds.
+//! tracing off no span is made; with metrics off too, nothing is copied for them.
 
 use agency_core::{Agency, AgentId, Message, Roster, StopReason, ToolCall, TraceEntry, TurnRecord};
 use agency_providers::{Completion, ModelError};
@@ -178,7 +178,8 @@ impl ModelCallObserver {
         }
     }
 
-    /// A model call of an agency's agent in a turn.
+    /// A model call of an agency's agent in a turn (observed only when tracing or metrics are
+    /// on: the caller's names are copies).
     pub(crate) fn agent(
         turn: &Span,
         agency: &Agency,
@@ -188,7 +189,9 @@ impl ModelCallObserver {
     ) -> Self {
         Self::start(
             turn,
-            Caller::agent(agency, agent),
+            (agency_telemetry::tracing_on() || agency_telemetry::metrics_on())
+                .then(|| Caller::agent(agency, agent))
+                .flatten(),
             || {
                 context
                     .iter()

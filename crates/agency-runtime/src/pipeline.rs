@@ -131,7 +131,7 @@ impl Runtime {
                     // Another's agency does not exist for this caller.
                     _ => return Err(RuntimeError::AgencyNotFound(agency.name.clone())),
                 };
-                let opened = self.api_conversation(&key, &agency, &turn).await?;
+                let opened = Box::pin(self.api_conversation(&key, &agency, &turn)).await?;
                 (opened.id(), Run::Chat { key, opened, turn })
             }
         };
@@ -170,7 +170,9 @@ impl Turn {
 
     /// Runs the turn here, to its end. Neither text nor progress is reported.
     pub async fn outcome(self) -> Result<TurnOutcome, RuntimeError> {
-        self.run(None).await
+        // Boxed: a turn's future is tens of kilobytes, and a face's handler future, which
+        // axum moves several times before it is polled, would otherwise hold it inline.
+        Box::pin(self.run(None)).await
     }
 
     async fn run(

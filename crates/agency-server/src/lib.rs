@@ -51,7 +51,7 @@ const FLUSH_KEY_USAGE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The application's routes.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let router = Router::new()
         .merge(openai::routes(&state.cors))
         .merge(content::routes())
         .merge(manage::routes())
@@ -63,9 +63,15 @@ pub fn router(state: AppState) -> Router {
         .route("/api/openapi.json", get(openapi_json))
         .fallback(ui::not_found)
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
-        .layer(axum::middleware::from_fn(observe))
-        .with_state(state)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY));
+    // Observed when telemetry records something (set up before the router is made): a layer
+    // costs every request a boxed copy of the route and a boxed future even when it does nothing.
+    let router = if agency_telemetry::tracing_on() || agency_telemetry::metrics_on() {
+        router.layer(axum::middleware::from_fn(observe))
+    } else {
+        router
+    };
+    router.with_state(state)
 }
 
 /// Every request's span (continuing the caller's trace when its `traceparent` names one) and

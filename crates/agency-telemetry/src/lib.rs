@@ -27,7 +27,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-pub use metrics::metrics;
+pub use metrics::{metrics, metrics_on};
 pub use opentelemetry::trace::SpanKind;
 pub use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
 pub use trace::Span;
@@ -190,6 +190,7 @@ pub fn init(settings: Settings) -> Result<Telemetry, TelemetryError> {
         }
         let provider = builder.build();
         opentelemetry::global::set_meter_provider(provider.clone());
+        metrics::enable();
         Some(provider)
     } else {
         None

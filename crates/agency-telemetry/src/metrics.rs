@@ -7,6 +7,7 @@
 //! go to one set marked `otel_metric_overflow="true"`), so a hostile account cannot grow memory.
 
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
@@ -47,6 +48,20 @@ pub struct Metrics {
     commit: Histogram<f64>,
     commit_size: Histogram<u64>,
     dropped: Counter<u64>,
+}
+
+/// Whether a meter provider records what the instruments are given ([`crate::init`] sets one
+/// for Prometheus or OTLP). Without one the instruments are no-ops, and their call sites skip
+/// making the labels (strings each): most of what a request paid for metrics that went nowhere.
+static ON: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn enable() {
+    ON.store(true, Ordering::Relaxed);
+}
+
+/// Whether metrics are recorded (a Prometheus listener or an OTLP exporter is set up).
+pub fn metrics_on() -> bool {
+    ON.load(Ordering::Relaxed)
 }
 
 /// The process's instruments.
@@ -151,6 +166,9 @@ impl Metrics {
     }
 
     pub fn model_call(&self, c: &ModelCall<'_>) {
+        if !metrics_on() {
+            return;
+        }
         let mut labels = vec![
             KeyValue::new(sc::GEN_AI_OPERATION_NAME, sc::OP_CHAT),
             KeyValue::new(sc::GEN_AI_PROVIDER_NAME, c.provider.to_string()),
@@ -181,6 +199,9 @@ impl Metrics {
 
     /// What a model call cost, in dollars.
     pub fn cost(&self, agency: &str, model: &str, dollars: f64) {
+        if !metrics_on() {
+            return;
+        }
         self.cost.add(
             dollars,
             &[
@@ -191,6 +212,9 @@ impl Metrics {
     }
 
     pub fn turn(&self, agency: &str, stopped_by: &'static str) {
+        if !metrics_on() {
+            return;
+        }
         self.turns.add(
             1,
             &[
@@ -201,6 +225,9 @@ impl Metrics {
     }
 
     pub fn hop(&self, agency: &str, kind: &'static str) {
+        if !metrics_on() {
+            return;
+        }
         self.hops.add(
             1,
             &[
@@ -211,6 +238,9 @@ impl Metrics {
     }
 
     pub fn tool_call(&self, tool: &str, ok: bool, seconds: f64) {
+        if !metrics_on() {
+            return;
+        }
         self.tool.record(
             seconds,
             &[
@@ -221,6 +251,9 @@ impl Metrics {
     }
 
     pub fn retry(&self, provider: &str, reason: &str) {
+        if !metrics_on() {
+            return;
+        }
         self.retries.add(
             1,
             &[
@@ -231,6 +264,9 @@ impl Metrics {
     }
 
     pub fn first_token(&self, agency: &str, seconds: f64) {
+        if !metrics_on() {
+            return;
+        }
         self.first_token.record(
             seconds,
             &[KeyValue::new(sc::AGENCY_NAME, agency.to_string())],
@@ -240,6 +276,9 @@ impl Metrics {
     /// An HTTP request answered; `route` is the matched route's pattern (`/v1/chat/completions`,
     /// `/api/agencies/{agency}`), never the path as sent.
     pub fn http(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        if !metrics_on() {
+            return;
+        }
         self.http.record(
             seconds,
             &[
@@ -258,6 +297,9 @@ impl Metrics {
 
     /// `inbound`: received from the broker; else published.
     pub fn mqtt(&self, inbound: bool) {
+        if !metrics_on() {
+            return;
+        }
         let direction = if inbound { "in" } else { "out" };
         self.mqtt
             .add(1, &[KeyValue::new(sc::AGENCY_MQTT_DIRECTION, direction)]);
@@ -265,6 +307,9 @@ impl Metrics {
 
     /// A commit of `writes` writes on `backend` (`sqlite`, `postgres`).
     pub fn commit(&self, backend: &'static str, writes: usize, seconds: f64) {
+        if !metrics_on() {
+            return;
+        }
         let labels = [KeyValue::new(sc::AGENCY_STORE_BACKEND, backend)];
         self.commit.record(seconds, &labels);
         self.commit_size
@@ -272,6 +317,9 @@ impl Metrics {
     }
 
     pub(crate) fn spans_dropped(&self, reason: &'static str, count: usize) {
+        if !metrics_on() {
+            return;
+        }
         self.dropped.add(
             u64::try_from(count).unwrap_or(u64::MAX),
             &[KeyValue::new(sc::AGENCY_DROP_REASON, reason)],
