@@ -29,10 +29,15 @@ impl Named for ChatRequest {
 /// `POST /v1/chat/completions`, and `/api/agency/{agency}/chat/completions`.
 pub(super) async fn chat(
     State(s): State<AppState>,
-    asked: Asked<ChatRequest>,
+    Asked {
+        request_id,
+        key,
+        agency,
+        conversation,
+        body: request,
+    }: Asked<ChatRequest>,
 ) -> Result<Response, OpenAiError> {
-    let (request_id, key, agency) = (&asked.request_id, asked.key, asked.agency);
-    let request = asked.body;
+    let request_id = &request_id;
     let stream = request.stream.unwrap_or(false);
     let include_usage = check(&request, stream)?;
     let end_user = end_user(&request.other);
@@ -56,7 +61,7 @@ pub(super) async fn chat(
     turn.format = format;
     turn.tools = client.tools;
     turn.tool_use = client.tool_use;
-    turn.conversation = asked.conversation;
+    turn.conversation = conversation;
     let prefill = turn.prefill.clone();
     let turn = begin(&s, request_id, key, agency.clone(), turn, stream).await?;
     let conversation = turn.conversation();

@@ -172,10 +172,15 @@ fn new_id(prefix: &str) -> String {
 /// `POST /v1/responses`, and `/api/agency/{agency}/responses`.
 pub(super) async fn create(
     State(s): State<AppState>,
-    asked: Asked<CreateResponse>,
+    Asked {
+        request_id,
+        key,
+        agency,
+        conversation,
+        body: request,
+    }: Asked<CreateResponse>,
 ) -> Result<Response, OpenAiError> {
-    let (request_id, key, agency) = (&asked.request_id, asked.key, asked.agency);
-    let request = asked.body;
+    let request_id = &request_id;
     check(&request)?;
     let client = tools::client_tools(
         input::flat_tools(request.tools.as_ref())?.as_ref(),
@@ -195,7 +200,7 @@ pub(super) async fn create(
     turn.tools = client.tools;
     turn.tool_use = client.tool_use;
     turn.format = response_format;
-    turn.conversation = asked.conversation;
+    turn.conversation = conversation;
     turn.after = previous.as_ref().map(|p| (p.conversation, p.turn));
 
     let stream = request.stream.unwrap_or(false);
