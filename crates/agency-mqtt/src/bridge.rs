@@ -372,13 +372,13 @@ impl Bridge {
     async fn team(&self, team: &str) -> Result<Arc<Agency>, MqttError> {
         let known = self.teams.lock().ok().and_then(|t| t.get(team).copied());
         if let Some(id) = known {
-            match self.rt.published_agency(id).await {
+            match self.rt.agencies().published(id).await {
                 Ok(a) if a.team_id() == team => return Ok(a),
                 Ok(_) | Err(RuntimeError::AgencyNotFound(_)) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        let agencies = self.rt.agencies(LOCAL_OWNER).await?;
+        let agencies = self.rt.agencies().list(LOCAL_OWNER).await?;
         let found = agencies
             .into_iter()
             .map(|a| a.agency)
@@ -387,12 +387,12 @@ impl Bridge {
         if let Ok(mut t) = self.teams.lock() {
             t.insert(team.to_string(), found.id);
         }
-        Ok(self.rt.published_agency(found.id).await?)
+        Ok(self.rt.agencies().published(found.id).await?)
     }
 
     /// The agency's conversation `id`: one it did not start is not initialized.
     async fn conversation_of(&self, agency: &Agency, id: ConversationId) -> Result<(), MqttError> {
-        match self.rt.conversation_of(agency.id, id).await {
+        match self.rt.conversations().of(agency.id, id).await {
             Ok(_) => Ok(()),
             Err(RuntimeError::ConversationNotFound(_)) => {
                 Err(MqttError::NotInitialized(id.to_string()))
@@ -427,7 +427,8 @@ impl Bridge {
         let topic = topic::chat_progress(team, agent, &id.to_string());
         match self
             .rt
-            .start_conversation_as(agency, id, Some(entry.id))
+            .conversations()
+            .start_as(agency, id, Some(entry.id))
             .await
         {
             Ok(_) => self.publish(topic, &progress("initialized", None)).await,

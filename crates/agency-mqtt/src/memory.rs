@@ -49,7 +49,12 @@ impl Bridge {
             .ok_or_else(|| MqttError::InvalidPayload("`content` is missing or empty".into()))?;
         for agent in agents {
             let handle = agent.handle_or_name();
-            match self.rt.observe(agency.id, agent.id, &content).await {
+            match self
+                .rt
+                .memory()
+                .observe(agency.id, agent.id, &content)
+                .await
+            {
                 Ok(observed) => {
                     let o = &observed.observation;
                     self.publish(

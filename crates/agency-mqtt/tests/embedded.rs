@@ -87,7 +87,8 @@ async fn the_spec_flow_on_the_embedded_broker() {
         .map(|(_, v)| v["importance"].clone())
         .collect();
     assert_eq!(results, [json!(0.9), json!(0.3)]);
-    let agency = server.rt.agency_by_id(
+    let agencies = server.rt.agencies();
+    let agency = agencies.draft(
         server
             .store
             .list_agencies(agency_runtime::LOCAL_OWNER)

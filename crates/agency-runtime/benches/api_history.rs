@@ -64,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None,
             Tools::new(Vec::new(), false),
         );
-        let agency = rt.save_agency(&echo(), LOCAL_OWNER).await?;
+        let agency = rt.agencies().save(&echo(), LOCAL_OWNER).await?;
         let keyring = Keyring::load(&*store, &MasterKeySource::File(dir.path().join("k"))).await?;
         let (key, _) = keys::create_key(&*store, &keyring, &agency, "bench", None, None).await?;
         let ask = |history: Vec<ChatMessage>, input: String| {

@@ -102,9 +102,9 @@ fn long_turn(hops: u32) -> AgencyDraft {
 async fn bench(label: &str, url: &str, turns: u32) -> Result<(), Box<dyn std::error::Error>> {
     let store = agency_store::open(url).await?;
     let rt = Runtime::new(store, Providers::builtin());
-    let agency = rt.save_agency(&ten_hops(), LOCAL_OWNER).await?;
+    let agency = rt.agencies().save(&ten_hops(), LOCAL_OWNER).await?;
     // Warm up (statement caches, file growth), then measure a few conversations of many turns.
-    let c = rt.start_conversation(&agency).await?;
+    let c = rt.conversations().start(&agency).await?;
     for _ in 0..50 {
         rt.send(c.id, "warm up".into()).await?;
     }
@@ -112,7 +112,7 @@ async fn bench(label: &str, url: &str, turns: u32) -> Result<(), Box<dyn std::er
     let mut hops = 0u64;
     let started = Instant::now();
     for _ in 0..conversations {
-        let c = rt.start_conversation(&agency).await?;
+        let c = rt.conversations().start(&agency).await?;
         for _ in 0..turns / conversations {
             let out = rt.send(c.id, "build the thing".into()).await?;
             assert_eq!(out.hops, 10);
@@ -133,7 +133,7 @@ async fn bench(label: &str, url: &str, turns: u32) -> Result<(), Box<dyn std::er
     for _ in 0..at_once {
         let (rt, agency) = (rt.clone(), agency.clone());
         running.spawn(async move {
-            let c = rt.start_conversation(&agency).await.unwrap();
+            let c = rt.conversations().start(&agency).await.unwrap();
             let mut hops = 0u64;
             for _ in 0..(turns / at_once).max(1) {
                 let out = rt.send(c.id, "build the thing".into()).await.unwrap();
@@ -155,8 +155,8 @@ async fn bench(label: &str, url: &str, turns: u32) -> Result<(), Box<dyn std::er
 
     // One turn of 1,000 hops, timed in windows of 100 hops from the event stream: a turn that
     // slowed down as it grew would show later windows slower than earlier ones.
-    let agency = rt.save_agency(&long_turn(1000), LOCAL_OWNER).await?;
-    let c = rt.start_conversation(&agency).await?;
+    let agency = rt.agencies().save(&long_turn(1000), LOCAL_OWNER).await?;
+    let c = rt.conversations().start(&agency).await?;
     let mut events = rt.subscribe();
     let clock = tokio::spawn(async move {
         let mut stamps = Vec::new();

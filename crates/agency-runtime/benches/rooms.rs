@@ -67,26 +67,28 @@ async fn main() {
     providers.insert("slow", Arc::new(Slow));
     let rt = Runtime::new(store.clone(), providers);
 
-    let (room, _) = rt.create_room("bench", "sixteen", None).await.unwrap();
+    let (room, _) = rt.rooms().create("bench", "sixteen", None).await.unwrap();
     for i in 0..AGENTS {
-        rt.add_participant(
-            "bench",
-            room.id,
-            NewParticipant {
-                name: format!("agent{i}"),
-                model: "slow/model".into(),
-                role: Some("answers".into()),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        rt.rooms()
+            .add_participant(
+                "bench",
+                room.id,
+                NewParticipant {
+                    name: format!("agent{i}"),
+                    model: "slow/model".into(),
+                    role: Some("answers".into()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
     }
     let mut took = Vec::with_capacity(rounds);
     for i in 0..rounds {
         let start = Instant::now();
         let (_, answers) = rt
-            .post_to_room("bench", room.id, &format!("question {i}"), None)
+            .rooms()
+            .post("bench", room.id, &format!("question {i}"), None)
             .await
             .unwrap()
             .answers()
@@ -112,18 +114,23 @@ async fn main() {
     );
 
     // A room of 10,000 messages.
-    let (big, _) = rt.create_room("bench", "ten thousand", None).await.unwrap();
-    rt.add_participant(
-        "bench",
-        big.id,
-        NewParticipant {
-            name: "talker".into(),
-            model: "slow/model".into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (big, _) = rt
+        .rooms()
+        .create("bench", "ten thousand", None)
+        .await
+        .unwrap();
+    rt.rooms()
+        .add_participant(
+            "bench",
+            big.id,
+            NewParticipant {
+                name: "talker".into(),
+                model: "slow/model".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     let talker = store.participants(big.id).await.unwrap()[0].clone();
     for i in 0..ROOM_MESSAGES {
         let author = if i % 2 == 0 {
@@ -152,7 +159,7 @@ async fn main() {
     let mut loads = Vec::new();
     for _ in 0..20 {
         let start = Instant::now();
-        let (_, participants, messages) = rt.room_detail("bench", big.id).await.unwrap();
+        let (_, participants, messages) = rt.rooms().detail("bench", big.id).await.unwrap();
         loads.push(start.elapsed());
         assert_eq!((participants.len(), messages.len()), (1, ROOM_MESSAGES));
     }

@@ -76,15 +76,16 @@ async fn bench(
         Tools::new(operator, false),
     );
     let qualified = format!("{}/{tool}", server.0);
-    let plain = rt.save_agency(&clerk(None), LOCAL_OWNER).await?;
+    let plain = rt.agencies().save(&clerk(None), LOCAL_OWNER).await?;
     let tooled = rt
-        .save_agency(&clerk(Some((&qualified, arg))), LOCAL_OWNER)
+        .agencies()
+        .save(&clerk(Some((&qualified, arg))), LOCAL_OWNER)
         .await?;
     let hub = agency_tools::ToolHub::new(false);
     let args = serde_json::json!({ arg: "ping" }).to_string();
     let (p, t) = (
-        rt.start_conversation(&plain).await?,
-        rt.start_conversation(&tooled).await?,
+        rt.conversations().start(&plain).await?,
+        rt.conversations().start(&tooled).await?,
     );
     // Warm up: the servers connected, the statements prepared.
     for _ in 0..20 {
@@ -97,8 +98,8 @@ async fn bench(
     for _ in 0..rounds {
         // A fresh conversation a round, so contexts stay as short as a real turn's.
         let (p, t) = (
-            rt.start_conversation(&plain).await?,
-            rt.start_conversation(&tooled).await?,
+            rt.conversations().start(&plain).await?,
+            rt.conversations().start(&tooled).await?,
         );
         let started = Instant::now();
         for _ in 0..calls {

@@ -79,7 +79,13 @@ async fn verify_password(password: String, hash: String) -> bool {
 /// long as for a known one.
 const DECOY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$3/Q6zjq8VNY0bWzXBtnEVsHfg1CZjGQ8t1Yhc3rNVHg";
 
-impl Runtime {
+/// Accounts: signing up and in, sessions and passwords (log-ins throttled per email and per address).
+/// Reached through [`Runtime::accounts`].
+pub struct Accounts<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Accounts<'_> {
     /// Makes an account and logs it in. Problems name the field (`email`, `password`).
     ///
     /// An email that has an account already is not said to have one: the sign-up answers as
@@ -96,7 +102,7 @@ impl Runtime {
         if let Some(m) = password_problem(password) {
             return Err(RuntimeError::field("password", m));
         }
-        if self.store.user_by_email(&parsed).await?.is_some() {
+        if self.rt.store.user_by_email(&parsed).await?.is_some() {
             return self.log_in(email, password, client).await;
         }
         let user = User {
@@ -106,7 +112,7 @@ impl Runtime {
             created_at: Utc::now(),
         };
         // Two sign-ups racing for one address: the store's unique email decides.
-        match self.store.create_user(&user).await {
+        match self.rt.store.create_user(&user).await {
             Err(agency_store::StoreError::Conflict(_)) => {
                 self.log_in(email, password, client).await
             }
@@ -126,13 +132,18 @@ impl Runtime {
         client: Option<std::net::IpAddr>,
     ) -> Result<NewSession, RuntimeError> {
         let now = chrono::Utc::now();
-        match self.logins.check(&*self.store, email, client, now).await? {
+        match self
+            .rt
+            .logins
+            .check(&*self.rt.store, email, client, now)
+            .await?
+        {
             Err(wait) => return Err(RuntimeError::TooManyAttempts(wait)),
             Ok(delay) if !delay.is_zero() => tokio::time::sleep(delay).await,
             Ok(_) => {}
         }
         let user = match Email::parse(email) {
-            Ok(e) => self.store.user_by_email(&e).await?,
+            Ok(e) => self.rt.store.user_by_email(&e).await?,
             Err(_) => None,
         };
         let hash = user
@@ -142,8 +153,9 @@ impl Runtime {
         match user {
             Some(user) if ok => self.new_session(user).await,
             _ => {
-                self.logins
-                    .failed(&*self.store, email, client, chrono::Utc::now())
+                self.rt
+                    .logins
+                    .failed(&*self.rt.store, email, client, chrono::Utc::now())
                     .await?;
                 Err(RuntimeError::Unauthorized("wrong email or password".into()))
             }
@@ -154,7 +166,8 @@ impl Runtime {
         let token = format!("ags_{}", crate::hex::encode(&crate::secrets::random32()));
         let now = Utc::now();
         let expires_at = now + chrono::Duration::days(SESSION_DAYS);
-        self.store
+        self.rt
+            .store
             .create_session(&LoginSession {
                 token_hash: token_hash(&token),
                 user: user.id,
@@ -174,7 +187,7 @@ impl Runtime {
     pub async fn owner_of_email(&self, email: &str) -> Result<String, RuntimeError> {
         let parsed = Email::parse(email)
             .map_err(|m| RuntimeError::Invalid(format!("`{email}` is not an email: {m}")))?;
-        match self.store.user_by_email(&parsed).await? {
+        match self.rt.store.user_by_email(&parsed).await? {
             Some(user) => Ok(user.owner()),
             None => Err(RuntimeError::NotFound(format!("no account `{email}`"))),
         }
@@ -183,13 +196,14 @@ impl Runtime {
     /// The user a session token belongs to, while it lasts.
     pub async fn session_user(&self, token: &str) -> Result<Option<User>, RuntimeError> {
         Ok(self
+            .rt
             .store
             .session_user(&token_hash(token), Utc::now())
             .await?)
     }
 
     pub async fn log_out(&self, token: &str) -> Result<(), RuntimeError> {
-        Ok(self.store.delete_session(&token_hash(token)).await?)
+        Ok(self.rt.store.delete_session(&token_hash(token)).await?)
     }
 
     /// Changes the password after checking the current one, and ends the user's other
@@ -211,8 +225,9 @@ impl Runtime {
             return Err(RuntimeError::field("new_password", m));
         }
         let hash = hash_password(new.to_string()).await?;
-        self.store.set_password(user.id, &hash).await?;
-        self.store
+        self.rt.store.set_password(user.id, &hash).await?;
+        self.rt
+            .store
             .delete_other_sessions(user.id, &token_hash(token))
             .await?;
         Ok(())

@@ -6,13 +6,17 @@
 //! runs on the draft (a playground) or on the published versions (see
 //! [`agency_core::Conversation::version`]).
 
-use agency_core::{Agency, AgencyDraft, AgencyId, Published};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use agency_core::{Agency, AgencyDraft, AgencyId, Published, ValidationErrors};
+use agency_providers::Providers;
 use agency_store::StoreError;
 use chrono::Utc;
 
-use crate::{Runtime, RuntimeError};
+use crate::{AgencyView, Runtime, RuntimeError, providers};
 
-/// What a draft would be: [`Runtime::preview`].
+/// What a draft would be: [`Agencies::preview`].
 pub struct Preview {
     pub prompts: Vec<(String, String)>,
     pub edges: Vec<agency_core::Edge>,
@@ -39,44 +43,93 @@ fn name_problem(e: StoreError) -> RuntimeError {
     }
 }
 
-impl Runtime {
+/// How long an agency's state (its revision and published version) read from the store is
+/// trusted. This runtime forgets it at once when it changes the agency itself; a change made
+/// elsewhere (the CLI on the same database, another server) is seen within this time, as a
+/// key's revocation is.
+const AGENCY_STATE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// An agency as loaded at some revision (or a published version), with its roster and its providers (the server's plus
+/// its own, built once so that their limits hold across conversations).
+struct Cached {
+    revision: i64,
+    agency: Arc<Agency>,
+    roster: Arc<agency_core::Roster>,
+    providers: Arc<Providers>,
+}
+
+/// Agencies' states as last read. `changes` counts this runtime's own changes to agencies, so
+/// that a read that started before one does not put back what it replaced.
+#[derive(Default)]
+struct States {
+    read: HashMap<AgencyId, (std::time::Instant, agency_store::AgencyState)>,
+    changes: u64,
+}
+
+/// What [`Agencies`] keeps of agencies between turns.
+#[derive(Default)]
+pub(crate) struct Cache {
+    /// Agencies as last loaded: drafts (`None`) and published versions.
+    loaded: Mutex<HashMap<(AgencyId, Option<u32>), Cached>>,
+    /// Agencies' states as last read, and when (see [`AGENCY_STATE_FOR`]).
+    states: Mutex<States>,
+}
+
+impl Cache {
+    /// Forgets the agencies built with stored keys (of `owner`, or of everyone), so that their
+    /// providers are built again, with the keys as they are now, on their next use.
+    pub(crate) fn forget_keyed(&self, owner: Option<&str>) {
+        if let Ok(mut loaded) = self.loaded.lock() {
+            loaded.retain(|_, c| {
+                c.agency.providers.is_empty() || owner.is_some_and(|o| c.agency.owner != o)
+            });
+        }
+    }
+}
+
+/// Agencies: drafts saved and validated, versions published, and each agency as a turn runs on it (cached, see [`Cache`]).
+/// Reached through [`Runtime::agencies`].
+pub struct Agencies<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Agencies<'_> {
     /// Imports an agency file: creates the agency, or replaces the draft of the owner's agency
     /// of the same name (keeping its id, so its conversations and keys stay), and publishes it
     /// — the file is the release — unless the published version is that file already.
-    pub async fn save_agency(
-        &self,
-        draft: &AgencyDraft,
-        owner: &str,
-    ) -> Result<Agency, RuntimeError> {
-        let id = match self.store.agency_by_name(owner, &draft.name).await? {
+    pub async fn save(&self, draft: &AgencyDraft, owner: &str) -> Result<Agency, RuntimeError> {
+        let id = match self.rt.store.agency_by_name(owner, &draft.name).await? {
             Some(existing) => existing.id,
             None => AgencyId::new(),
         };
         let agency = self.validate_to_save(draft, id, owner).await?;
-        self.store.save_agency(&agency).await?;
-        self.agency_changed(id);
+        self.rt.store.save_agency(&agency).await?;
+        self.changed(id);
         let body = file_of(&agency);
-        let current = match self.store.agency_state(id).await?.and_then(|s| s.published) {
-            Some(v) => self.store.version(id, v).await?.map(|(_, b)| b),
+        let current = match self
+            .rt
+            .store
+            .agency_state(id)
+            .await?
+            .and_then(|s| s.published)
+        {
+            Some(v) => self.rt.store.version(id, v).await?.map(|(_, b)| b),
             None => None,
         };
         if current.as_deref() != Some(body.as_str()) {
-            self.store.publish(id, &body, Utc::now()).await?;
-            self.agency_changed(id);
+            self.rt.store.publish(id, &body, Utc::now()).await?;
+            self.changed(id);
         }
         Ok(agency)
     }
 
     /// Creates an agency (a draft, not yet published). Its name must be free among the
     /// owner's agencies.
-    pub async fn create_agency(
-        &self,
-        owner: &str,
-        draft: &AgencyDraft,
-    ) -> Result<Agency, RuntimeError> {
+    pub async fn create(&self, owner: &str, draft: &AgencyDraft) -> Result<Agency, RuntimeError> {
         // A new id: another of the owner's agencies with this name is the store's conflict.
         let agency = self.validate_to_save(draft, AgencyId::new(), owner).await?;
-        self.store
+        self.rt
+            .store
             .save_agency(&agency)
             .await
             .map_err(name_problem)?;
@@ -84,7 +137,7 @@ impl Runtime {
     }
 
     /// Replaces the draft of the owner's agency `id`; what is published stays as it was.
-    pub async fn update_agency(
+    pub async fn update(
         &self,
         owner: &str,
         id: AgencyId,
@@ -92,37 +145,35 @@ impl Runtime {
     ) -> Result<Agency, RuntimeError> {
         self.owned(owner, id).await?;
         let agency = self.validate_to_save(draft, id, owner).await?;
-        self.store
+        self.rt
+            .store
             .save_agency(&agency)
             .await
             .map_err(name_problem)?;
-        self.agency_changed(id);
+        self.changed(id);
         Ok(agency)
     }
 
     /// Deletes the owner's agency with its versions, conversations and keys.
-    pub async fn delete_agency(&self, owner: &str, id: AgencyId) -> Result<(), RuntimeError> {
+    pub async fn delete(&self, owner: &str, id: AgencyId) -> Result<(), RuntimeError> {
         self.owned(owner, id).await?;
-        self.store.delete_agency(id).await?;
-        self.agency_changed(id);
-        if let Ok(mut cache) = self.agencies.lock() {
+        self.rt.store.delete_agency(id).await?;
+        self.changed(id);
+        if let Ok(mut cache) = self.rt.agency_cache.loaded.lock() {
             cache.retain(|(a, _), _| *a != id);
         }
         Ok(())
     }
 
     /// Publishes the draft of the owner's agency as its next version.
-    pub async fn publish_agency(
-        &self,
-        owner: &str,
-        id: AgencyId,
-    ) -> Result<Published, RuntimeError> {
+    pub async fn publish(&self, owner: &str, id: AgencyId) -> Result<Published, RuntimeError> {
         let agency = self.owned(owner, id).await?;
         let published = self
+            .rt
             .store
             .publish(id, &file_of(&agency), Utc::now())
             .await?;
-        self.agency_changed(id);
+        self.changed(id);
         Ok(published)
     }
 
@@ -133,7 +184,7 @@ impl Runtime {
         id: AgencyId,
     ) -> Result<Vec<Published>, RuntimeError> {
         self.owned(owner, id).await?;
-        Ok(self.store.versions(id).await?)
+        Ok(self.rt.store.versions(id).await?)
     }
 
     /// One published version of the owner's agency, and its agency file.
@@ -144,7 +195,7 @@ impl Runtime {
         version: u32,
     ) -> Result<(Published, Agency, String), RuntimeError> {
         let draft = self.owned(owner, id).await?;
-        let (published, body) = self.store.version(id, version).await?.ok_or_else(|| {
+        let (published, body) = self.rt.store.version(id, version).await?.ok_or_else(|| {
             RuntimeError::AgencyNotFound(format!("{} version {version}", draft.name))
         })?;
         let agency = self.parse_version(&draft, version, &body)?;
@@ -158,6 +209,7 @@ impl Runtime {
         version: u32,
     ) -> Result<Agency, RuntimeError> {
         let (_, body) = self
+            .rt
             .store
             .version(draft.id, version)
             .await?
@@ -196,7 +248,7 @@ impl Runtime {
         id: AgencyId,
     ) -> Result<Vec<(String, Result<Vec<agency_core::Tool>, String>)>, RuntimeError> {
         let agency = self.owned(owner, id).await?;
-        Ok(self.tools.available((&agency).into()).await)
+        Ok(self.rt.tools.available((&agency).into()).await)
     }
 
     /// What a draft would be (nothing is saved): each agent's system prompt, by agent name, and
@@ -221,8 +273,9 @@ impl Runtime {
     }
 
     /// The owner's agencies (their drafts), by name, with the versions their APIs serve.
-    pub async fn agencies(&self, owner: &str) -> Result<Vec<AgencyInfo>, RuntimeError> {
+    pub async fn list(&self, owner: &str) -> Result<Vec<AgencyInfo>, RuntimeError> {
         Ok(self
+            .rt
             .store
             .list_agencies(owner)
             .await?
@@ -235,21 +288,14 @@ impl Runtime {
     }
 
     /// The owner's agency (by id or name) with the version its API serves.
-    pub async fn agency_info(
-        &self,
-        owner: &str,
-        id_or_name: &str,
-    ) -> Result<AgencyInfo, RuntimeError> {
-        let agency = self.agency(owner, id_or_name).await?;
+    pub async fn info(&self, owner: &str, id_or_name: &str) -> Result<AgencyInfo, RuntimeError> {
+        let agency = self.get(owner, id_or_name).await?;
         self.with_state(agency).await
     }
 
     /// The agency with the version its API serves now.
     pub async fn with_state(&self, agency: Agency) -> Result<AgencyInfo, RuntimeError> {
-        let published = self
-            .agency_state(agency.id)
-            .await?
-            .and_then(|s| s.published);
+        let published = self.state(agency.id).await?.and_then(|s| s.published);
         Ok(AgencyInfo { agency, published })
     }
 
@@ -261,9 +307,10 @@ impl Runtime {
         owner: &str,
         draft: &AgencyDraft,
     ) -> Result<(), RuntimeError> {
-        if self.store.claim_once(marker).await? && self.store.list_agencies(owner).await?.is_empty()
+        if self.rt.store.claim_once(marker).await?
+            && self.rt.store.list_agencies(owner).await?.is_empty()
         {
-            self.save_agency(draft, owner).await?;
+            self.save(draft, owner).await?;
         }
         Ok(())
     }
@@ -275,21 +322,159 @@ impl Runtime {
         agency: &Agency,
     ) -> Result<agency_providers::Providers, RuntimeError> {
         crate::providers::build(
-            &self.providers,
+            &self.rt.providers,
             &agency.providers,
             &agency.owner,
-            &*self.store,
-            self.master_key.as_ref(),
+            &*self.rt.store,
+            self.rt.master_key.as_ref(),
         )
         .await
     }
 
     /// The owner's agency `id` (its draft); another owner's looks as if it did not exist.
     pub async fn owned(&self, owner: &str, id: AgencyId) -> Result<Agency, RuntimeError> {
-        self.store
+        self.rt
+            .store
             .agency(id)
             .await?
             .filter(|a| a.owner == owner)
             .ok_or_else(|| RuntimeError::AgencyNotFound(id.to_string()))
+    }
+
+    /// Validates a draft; the errors name each bad field.
+    pub fn validate(
+        &self,
+        draft: &AgencyDraft,
+        id: AgencyId,
+        owner: &str,
+    ) -> Result<Agency, ValidationErrors> {
+        let agency = draft.validate(id, owner, &|m| self.rt.providers.serves(m))?;
+        providers::account_problems(&agency, self.rt.providers.allows_private())?;
+        Ok(agency)
+    }
+
+    /// [`Agencies::validate`], and an account's providers' host names resolved: what is saved.
+    async fn validate_to_save(
+        &self,
+        draft: &AgencyDraft,
+        id: AgencyId,
+        owner: &str,
+    ) -> Result<Agency, RuntimeError> {
+        let agency = self.validate(draft, id, owner)?;
+        providers::private_hosts(&agency, self.rt.providers.allows_private()).await?;
+        self.rt.tools.check(&agency).await?;
+        Ok(agency)
+    }
+
+    /// An agency by id or by name.
+    pub async fn get(&self, owner: &str, id_or_name: &str) -> Result<Agency, RuntimeError> {
+        match id_or_name.parse::<AgencyId>() {
+            Ok(id) => self.owned(owner, id).await,
+            Err(_) => self
+                .rt
+                .store
+                .agency_by_name(owner, id_or_name)
+                .await?
+                .ok_or_else(|| RuntimeError::AgencyNotFound(id_or_name.to_string())),
+        }
+    }
+
+    /// An agency's draft by id, as it is now (cached, checked with one small read).
+    pub async fn draft(&self, id: AgencyId) -> Result<Arc<Agency>, RuntimeError> {
+        Ok(self.current(id, false).await?.agency)
+    }
+
+    /// The version of an agency its API serves: the latest published (cached, checked with
+    /// one small read). [`RuntimeError::NotPublished`] when it was never published.
+    pub async fn published(&self, id: AgencyId) -> Result<Arc<Agency>, RuntimeError> {
+        Ok(self.current(id, true).await?.agency)
+    }
+
+    /// The agency's draft, or its latest published version: from the cache when it holds
+    /// that revision of the draft, or that version (versions never change).
+    pub(crate) async fn current(
+        &self,
+        id: AgencyId,
+        published: bool,
+    ) -> Result<AgencyView, RuntimeError> {
+        let not_found = || RuntimeError::AgencyNotFound(id.to_string());
+        let state = self.state(id).await?.ok_or_else(not_found)?;
+        let version = match (published, state.published) {
+            (false, _) => None,
+            (true, Some(v)) => Some(v),
+            (true, None) => return Err(RuntimeError::NotPublished(id.to_string())),
+        };
+        if let Ok(cache) = self.rt.agency_cache.loaded.lock()
+            && let Some(c) = cache.get(&(id, version))
+            && (version.is_some() || c.revision == state.revision)
+        {
+            return Ok(AgencyView {
+                agency: c.agency.clone(),
+                roster: c.roster.clone(),
+                providers: c.providers.clone(),
+            });
+        }
+        let draft = self.rt.store.agency(id).await?.ok_or_else(not_found)?;
+        let agency = Arc::new(match version {
+            None => draft,
+            Some(v) => self.load_version(&draft, v).await?,
+        });
+        let roster = Arc::new(agency.roster());
+        let providers = if agency.providers.is_empty() {
+            self.rt.providers.clone()
+        } else {
+            Arc::new(self.providers_of(&agency).await?)
+        };
+        if let Ok(mut cache) = self.rt.agency_cache.loaded.lock() {
+            cache.insert(
+                (id, version),
+                Cached {
+                    revision: state.revision,
+                    agency: agency.clone(),
+                    roster: roster.clone(),
+                    providers: providers.clone(),
+                },
+            );
+        }
+        Ok(AgencyView {
+            agency,
+            roster,
+            providers,
+        })
+    }
+
+    /// The agency's revision and published version: as last read, if that was less than
+    /// [`AGENCY_STATE_FOR`] ago, so that a busy API does not read them on every request.
+    async fn state(&self, id: AgencyId) -> Result<Option<agency_store::AgencyState>, RuntimeError> {
+        let changes = {
+            let Ok(states) = self.rt.agency_cache.states.lock() else {
+                return Ok(self.rt.store.agency_state(id).await?);
+            };
+            if let Some((at, state)) = states.read.get(&id)
+                && at.elapsed() < AGENCY_STATE_FOR
+            {
+                return Ok(Some(*state));
+            }
+            states.changes
+        };
+        let read_at = std::time::Instant::now();
+        let state = self.rt.store.agency_state(id).await?;
+        if let Ok(mut states) = self.rt.agency_cache.states.lock()
+            && states.changes == changes
+        {
+            match state {
+                Some(s) => states.read.insert(id, (read_at, s)),
+                None => states.read.remove(&id),
+            };
+        }
+        Ok(state)
+    }
+
+    /// Forgets what this runtime knew of the agency's state: it has just changed it.
+    fn changed(&self, id: AgencyId) {
+        if let Ok(mut states) = self.rt.agency_cache.states.lock() {
+            states.changes = states.changes.wrapping_add(1);
+            states.read.remove(&id);
+        }
     }
 }

@@ -498,29 +498,6 @@ impl Runtime {
             .collect())
     }
 
-    /// Keeps a Responses API response (its id new).
-    pub async fn save_response(&self, response: &ApiResponse) -> Result<(), RuntimeError> {
-        Ok(self.store.put_api_response(response).await?)
-    }
-
-    /// The agency's stored response of that id.
-    pub async fn response(
-        &self,
-        agency: agency_core::AgencyId,
-        id: &str,
-    ) -> Result<Option<ApiResponse>, RuntimeError> {
-        Ok(self.store.api_response(agency, id).await?)
-    }
-
-    /// Forgets a stored response (its conversation stays); false when there was none.
-    pub async fn delete_response(
-        &self,
-        agency: agency_core::AgencyId,
-        id: &str,
-    ) -> Result<bool, RuntimeError> {
-        Ok(self.store.delete_api_response(agency, id).await?)
-    }
-
     /// One Chat Completions request of `key`, awaited whole.
     pub async fn chat_completion(
         self: &Arc<Self>,

@@ -7,6 +7,9 @@ use agency_core::{
     entry::Entry,
 };
 
+use agency_store::{ApiResponse, Write};
+
+use crate::session::Session;
 use crate::{Runtime, RuntimeError};
 
 /// A conversation of the reader's, and the agency (its draft) whose roster names its agents.
@@ -25,16 +28,19 @@ pub struct TurnDetail {
     pub roster: Roster,
 }
 
-impl Runtime {
+/// Conversations: started, and read by whoever may (the owner of their agency, or the agency itself); the Responses API's stored responses.
+/// Reached through [`Runtime::conversations`].
+pub struct Conversations<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Conversations<'_> {
     /// `owner`'s conversation `id`, with its agency.
-    pub async fn conversation(
-        &self,
-        owner: &str,
-        id: ConversationId,
-    ) -> Result<Owned, RuntimeError> {
+    pub async fn get(&self, owner: &str, id: ConversationId) -> Result<Owned, RuntimeError> {
         let missing = || RuntimeError::ConversationNotFound(id);
-        let conversation = self.store.conversation(id).await?.ok_or_else(missing)?;
+        let conversation = self.rt.store.conversation(id).await?.ok_or_else(missing)?;
         let agency = self
+            .rt
             .store
             .agency(conversation.agency_id)
             .await?
@@ -47,12 +53,13 @@ impl Runtime {
     }
 
     /// The conversation `id` of `agency`.
-    pub async fn conversation_of(
+    pub async fn of(
         &self,
         agency: AgencyId,
         id: ConversationId,
     ) -> Result<Conversation, RuntimeError> {
-        self.store
+        self.rt
+            .store
             .conversation(id)
             .await?
             .filter(|c| c.agency_id == agency)
@@ -60,23 +67,19 @@ impl Runtime {
     }
 
     /// The conversations of `owner`'s agency (id or name), newest first.
-    pub async fn conversations(
-        &self,
-        owner: &str,
-        agency: &str,
-    ) -> Result<Vec<Conversation>, RuntimeError> {
-        let agency = self.agency(owner, agency).await?;
-        Ok(self.store.list_conversations(agency.id).await?)
+    pub async fn list(&self, owner: &str, agency: &str) -> Result<Vec<Conversation>, RuntimeError> {
+        let agency = self.rt.agencies().get(owner, agency).await?;
+        Ok(self.rt.store.list_conversations(agency.id).await?)
     }
 
     /// `owner`'s conversation with its turns: usage and how each ended.
-    pub async fn conversation_turns(
+    pub async fn turns(
         &self,
         owner: &str,
         id: ConversationId,
     ) -> Result<(Conversation, Vec<TurnRecord>), RuntimeError> {
-        let c = self.conversation(owner, id).await?.conversation;
-        let turns = self.store.turns(id).await?;
+        let c = self.get(owner, id).await?.conversation;
+        let turns = self.rt.store.turns(id).await?;
         Ok((c, turns))
     }
 
@@ -87,8 +90,9 @@ impl Runtime {
         id: ConversationId,
         number: u32,
     ) -> Result<TurnDetail, RuntimeError> {
-        let c = self.conversation(owner, id).await?;
+        let c = self.get(owner, id).await?;
         let turn = self
+            .rt
             .store
             .turns(id)
             .await?
@@ -97,12 +101,14 @@ impl Runtime {
             .ok_or_else(|| {
                 RuntimeError::NotFound(format!("conversation {id} has no turn {number}"))
             })?;
-        let messages = self.store.turn_messages(id, turn.id).await?;
+        let messages = self.rt.store.turn_messages(id, turn.id).await?;
         // Priced as the turn was: on the agency's draft, or its published version. The trace
         // is still shown when the agency's providers cannot be built now (a key removed
         // since): without costs, as unknown.
         let agent_costs = match self
-            .current_agency(c.agency.id, c.conversation.version.is_some())
+            .rt
+            .agencies()
+            .current(c.agency.id, c.conversation.version.is_some())
             .await
         {
             Ok(view) => agency_core::price::costs_by_caller(
@@ -133,8 +139,8 @@ impl Runtime {
         owner: &str,
         id: ConversationId,
     ) -> Result<(Vec<Message>, Roster), RuntimeError> {
-        let c = self.conversation(owner, id).await?;
-        Ok((self.store.messages(id).await?, c.agency.roster()))
+        let c = self.get(owner, id).await?;
+        Ok((self.rt.store.messages(id).await?, c.agency.roster()))
     }
 
     /// The entries of `agency`'s conversation, one per turn, in order (spec 002's content
@@ -144,13 +150,95 @@ impl Runtime {
         agency: AgencyId,
         id: ConversationId,
     ) -> Result<Vec<Entry>, RuntimeError> {
-        self.conversation_of(agency, id).await?;
-        let roster = match self.store.agency(agency).await? {
+        self.of(agency, id).await?;
+        let roster = match self.rt.store.agency(agency).await? {
             Some(a) => a.roster(),
             None => Roster::default(),
         };
-        let turns = self.store.turns(id).await?;
-        let messages = self.store.messages(id).await?;
+        let turns = self.rt.store.turns(id).await?;
+        let messages = self.rt.store.messages(id).await?;
         Ok(agency_core::entry::entries(&turns, &messages, &roster))
+    }
+
+    /// Starts a conversation: each agent's context begins with its system prompt.
+    pub async fn start(&self, agency: &Agency) -> Result<Conversation, RuntimeError> {
+        self.write_new(ConversationId::new(), agency).await
+    }
+
+    /// Writes a new conversation with its system prompts, and keeps its session.
+    async fn write_new(
+        &self,
+        id: ConversationId,
+        agency: &Agency,
+    ) -> Result<Conversation, RuntimeError> {
+        let (conversation, mut session) = Session::fresh(id, agency, None);
+        let prompts = session.prompts(agency);
+        let written = self
+            .rt
+            .store
+            .write(Write {
+                conversation: session.unsaved.take(),
+                messages: prompts,
+                ..Write::default()
+            })
+            .await?;
+        session.extend(written.messages);
+        self.keep_session(session);
+        Ok(conversation)
+    }
+
+    /// Keeps a session just written in memory: no need to read it back on the first turn.
+    fn keep_session(&self, session: Session) {
+        if let Ok(mut slot) = self.rt.session_slot(session.conversation).try_lock_owned()
+            && slot.is_none()
+        {
+            *slot = Some(session);
+        }
+    }
+
+    /// Starts a conversation with the id a client chose (MQTT's `conversation_id`). With
+    /// `entry` an agent other than the manager, it is a conversation with that agent alone:
+    /// only it has a context, and it answers the user itself. An id already taken is a
+    /// [`RuntimeError::Conflict`].
+    pub async fn start_as(
+        &self,
+        agency: &Agency,
+        id: ConversationId,
+        entry: Option<agency_core::AgentId>,
+    ) -> Result<Conversation, RuntimeError> {
+        let taken = || RuntimeError::Conflict(format!("conversation {id} already exists"));
+        if self.rt.store.conversation(id).await?.is_some() {
+            return Err(taken());
+        }
+        let solo = match entry.filter(|a| *a != agency.manager) {
+            Some(agent) => Some(agency.solo(agent).ok_or_else(|| {
+                RuntimeError::Invalid(format!("agency `{}` has no agent {agent}", agency.name))
+            })?),
+            None => None,
+        };
+        self.write_new(id, solo.as_ref().unwrap_or(agency)).await
+    }
+
+    /// Keeps a Responses API response (its id new).
+    pub async fn save_response(&self, response: &ApiResponse) -> Result<(), RuntimeError> {
+        Ok(self.rt.store.put_api_response(response).await?)
+    }
+
+    /// The agency's stored response of that id.
+    pub async fn response(
+        &self,
+        agency: agency_core::AgencyId,
+        id: &str,
+    ) -> Result<Option<ApiResponse>, RuntimeError> {
+        Ok(self.rt.store.api_response(agency, id).await?)
+    }
+
+    /// Forgets a stored response (its conversation stays); false when there was none.
+    pub async fn delete_response(
+        &self,
+        agency: agency_core::AgencyId,
+        id: &str,
+    ) -> Result<bool, RuntimeError> {
+        Ok(self.rt.store.delete_api_response(agency, id).await?)
     }
 }

@@ -31,12 +31,9 @@ mod turn;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex as StdMutex};
 
-use agency_core::{
-    Agency, AgencyDraft, AgencyId, Conversation, ConversationId, StopReason, TraceEntry, TurnId,
-    Usage, ValidationErrors,
-};
+use agency_core::{Agency, ConversationId, StopReason, TraceEntry, TurnId, Usage};
 use agency_providers::Providers;
-use agency_store::{Store, Write};
+use agency_store::Store;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
@@ -51,11 +48,6 @@ pub const LOCAL_OWNER: &str = "local";
 
 /// Sessions kept in memory at most; idle ones beyond this are dropped (and reloaded on use).
 const MAX_SESSIONS: usize = 1024;
-/// How long an agency's state (its revision and published version) read from the store is
-/// trusted. This runtime forgets it at once when it changes the agency itself; a change made
-/// elsewhere (the CLI on the same database, another server) is seen within this time, as a
-/// key's revocation is.
-const AGENCY_STATE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a turn produced.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,23 +74,6 @@ pub struct TurnOutcome {
     pub tool_calls: Vec<agency_core::ToolCall>,
 }
 
-/// An agency as loaded at some revision (or a published version), with its roster and its providers (the server's plus
-/// its own, built once so that their limits hold across conversations).
-struct Cached {
-    revision: i64,
-    agency: Arc<Agency>,
-    roster: Arc<agency_core::Roster>,
-    providers: Arc<Providers>,
-}
-
-/// Agencies' states as last read. `changes` counts this runtime's own changes to agencies, so
-/// that a read that started before one does not put back what it replaced.
-#[derive(Default)]
-struct States {
-    read: HashMap<AgencyId, (std::time::Instant, agency_store::AgencyState)>,
-    changes: u64,
-}
-
 /// What a turn needs of its agency.
 pub(crate) struct AgencyView {
     pub agency: Arc<Agency>,
@@ -106,6 +81,11 @@ pub(crate) struct AgencyView {
     pub providers: Arc<Providers>,
 }
 
+/// The runtime: one context every area shares (the store, the providers, the events, the tools,
+/// the conversations' sessions) with a service per area over it — [`Runtime::accounts`],
+/// [`Runtime::agencies`], [`Runtime::conversations`], [`Runtime::rooms`], [`Runtime::memory`],
+/// [`Runtime::settings`], and the keys' [`keys::Authenticator`] — and the one way a turn runs,
+/// [`Runtime::begin`] (`pipeline.rs`).
 pub struct Runtime {
     store: Arc<dyn Store>,
     providers: Arc<Providers>,
@@ -119,10 +99,8 @@ pub struct Runtime {
     /// This process among those on the store (see [`Runtime::keep_alive`]).
     process: uuid::Uuid,
     sessions: StdMutex<HashMap<ConversationId, lock::Slot>>,
-    /// Agencies as last loaded: drafts (`None`) and published versions.
-    agencies: StdMutex<HashMap<(AgencyId, Option<u32>), Cached>>,
-    /// Agencies' states as last read, and when (see [`AGENCY_STATE_FOR`]).
-    states: StdMutex<States>,
+    /// Agencies as last loaded, and their states as last read.
+    agency_cache: agencies::Cache,
     /// Turns that answered while some agents were still working: their late replies are
     /// being persisted.
     settling: StdMutex<Vec<JoinHandle<()>>>,
@@ -193,14 +171,43 @@ impl Runtime {
             relay,
             process,
             sessions: StdMutex::new(HashMap::new()),
-            agencies: StdMutex::new(HashMap::new()),
-            states: StdMutex::new(States::default()),
+            agency_cache: agencies::Cache::default(),
             settling: StdMutex::new(Vec::new()),
             running: StdMutex::new(HashMap::new()),
             logins: throttle::LoginThrottle::new(throttle::LoginLimits::default()),
             tools,
             client_tools_wait: DEFAULT_CLIENT_TOOLS_WAIT.as_secs().into(),
         })
+    }
+
+    /// Accounts: sign-up, log-in, sessions, passwords.
+    pub fn accounts(&self) -> accounts::Accounts<'_> {
+        accounts::Accounts { rt: self }
+    }
+
+    /// Agencies: drafts, validation, publishing and versions.
+    pub fn agencies(&self) -> agencies::Agencies<'_> {
+        agencies::Agencies { rt: self }
+    }
+
+    /// Conversations: started and read (turns run through [`Runtime::begin`]).
+    pub fn conversations(&self) -> conversations::Conversations<'_> {
+        conversations::Conversations { rt: self }
+    }
+
+    /// Roundtable rooms.
+    pub fn rooms(self: &Arc<Self>) -> rooms::Rooms<'_> {
+        rooms::Rooms { rt: self }
+    }
+
+    /// Agents' memory: observations, reflections, plans.
+    pub fn memory(&self) -> memory::Memories<'_> {
+        memory::Memories { rt: self }
+    }
+
+    /// An account's stored provider keys and MCP credentials.
+    pub fn settings(&self) -> providers::Settings<'_> {
+        providers::Settings { rt: self }
     }
 
     /// Reports the sessions held in memory as the `agency.sessions` gauge, for as long as
@@ -255,7 +262,7 @@ impl Runtime {
 
     /// Records that this process is alive: `agency serve` does every
     /// [`rooms::ALIVE_EVERY`](crate::rooms::ALIVE_EVERY), so that the other processes on the
-    /// store leave its rooms' answers in flight to it (see [`Runtime::recover_rooms`]).
+    /// store leave its rooms' answers in flight to it (see [`Rooms::recover`](crate::rooms::Rooms::recover)).
     /// Nothing where the store is not shared: no other process reads it there.
     pub async fn keep_alive(&self) -> Result<(), RuntimeError> {
         if !self.store.shared() {
@@ -277,103 +284,6 @@ impl Runtime {
             ));
         }
         Ok(())
-    }
-
-    /// Validates a draft; the errors name each bad field.
-    pub fn validate(
-        &self,
-        draft: &AgencyDraft,
-        id: AgencyId,
-        owner: &str,
-    ) -> Result<Agency, ValidationErrors> {
-        let agency = draft.validate(id, owner, &|m| self.providers.serves(m))?;
-        providers::account_problems(&agency, self.providers.allows_private())?;
-        Ok(agency)
-    }
-
-    /// [`Runtime::validate`], and an account's providers' host names resolved: what is saved.
-    async fn validate_to_save(
-        &self,
-        draft: &AgencyDraft,
-        id: AgencyId,
-        owner: &str,
-    ) -> Result<Agency, RuntimeError> {
-        let agency = self.validate(draft, id, owner)?;
-        providers::private_hosts(&agency, self.providers.allows_private()).await?;
-        self.tools.check(&agency).await?;
-        Ok(agency)
-    }
-
-    /// An agency by id or by name.
-    pub async fn agency(&self, owner: &str, id_or_name: &str) -> Result<Agency, RuntimeError> {
-        match id_or_name.parse::<AgencyId>() {
-            Ok(id) => self.owned(owner, id).await,
-            Err(_) => self
-                .store
-                .agency_by_name(owner, id_or_name)
-                .await?
-                .ok_or_else(|| RuntimeError::AgencyNotFound(id_or_name.to_string())),
-        }
-    }
-
-    /// Starts a conversation: each agent's context begins with its system prompt.
-    pub async fn start_conversation(&self, agency: &Agency) -> Result<Conversation, RuntimeError> {
-        self.write_new_conversation(ConversationId::new(), agency)
-            .await
-    }
-
-    /// Writes a new conversation with its system prompts, and keeps its session.
-    async fn write_new_conversation(
-        &self,
-        id: ConversationId,
-        agency: &Agency,
-    ) -> Result<Conversation, RuntimeError> {
-        let (conversation, mut session) = Session::fresh(id, agency, None);
-        let prompts = session.prompts(agency);
-        let written = self
-            .store
-            .write(Write {
-                conversation: session.unsaved.take(),
-                messages: prompts,
-                ..Write::default()
-            })
-            .await?;
-        session.extend(written.messages);
-        self.keep_session(session);
-        Ok(conversation)
-    }
-
-    /// Keeps a session just written in memory: no need to read it back on the first turn.
-    fn keep_session(&self, session: Session) {
-        if let Ok(mut slot) = self.session_slot(session.conversation).try_lock_owned()
-            && slot.is_none()
-        {
-            *slot = Some(session);
-        }
-    }
-
-    /// Starts a conversation with the id a client chose (MQTT's `conversation_id`). With
-    /// `entry` an agent other than the manager, it is a conversation with that agent alone:
-    /// only it has a context, and it answers the user itself. An id already taken is a
-    /// [`RuntimeError::Conflict`].
-    pub async fn start_conversation_as(
-        &self,
-        agency: &Agency,
-        id: ConversationId,
-        entry: Option<agency_core::AgentId>,
-    ) -> Result<Conversation, RuntimeError> {
-        let taken = || RuntimeError::Conflict(format!("conversation {id} already exists"));
-        if self.store.conversation(id).await?.is_some() {
-            return Err(taken());
-        }
-        let solo = match entry.filter(|a| *a != agency.manager) {
-            Some(agent) => Some(agency.solo(agent).ok_or_else(|| {
-                RuntimeError::Invalid(format!("agency `{}` has no agent {agent}", agency.name))
-            })?),
-            None => None,
-        };
-        self.write_new_conversation(id, solo.as_ref().unwrap_or(agency))
-            .await
     }
 
     /// One turn: the user's `text` to the manager, and everything until the manager answers.
@@ -443,108 +353,6 @@ impl Runtime {
             for h in handles {
                 let _ = h.await;
             }
-        }
-    }
-
-    /// An agency's draft by id, as it is now (cached, checked with one small read).
-    pub async fn agency_by_id(&self, id: AgencyId) -> Result<Arc<Agency>, RuntimeError> {
-        Ok(self.current_agency(id, false).await?.agency)
-    }
-
-    /// The version of an agency its API serves: the latest published (cached, checked with
-    /// one small read). [`RuntimeError::NotPublished`] when it was never published.
-    pub async fn published_agency(&self, id: AgencyId) -> Result<Arc<Agency>, RuntimeError> {
-        Ok(self.current_agency(id, true).await?.agency)
-    }
-
-    /// The agency's draft, or its latest published version: from the cache when it holds
-    /// that revision of the draft, or that version (versions never change).
-    async fn current_agency(
-        &self,
-        id: AgencyId,
-        published: bool,
-    ) -> Result<AgencyView, RuntimeError> {
-        let not_found = || RuntimeError::AgencyNotFound(id.to_string());
-        let state = self.agency_state(id).await?.ok_or_else(not_found)?;
-        let version = match (published, state.published) {
-            (false, _) => None,
-            (true, Some(v)) => Some(v),
-            (true, None) => return Err(RuntimeError::NotPublished(id.to_string())),
-        };
-        if let Ok(cache) = self.agencies.lock()
-            && let Some(c) = cache.get(&(id, version))
-            && (version.is_some() || c.revision == state.revision)
-        {
-            return Ok(AgencyView {
-                agency: c.agency.clone(),
-                roster: c.roster.clone(),
-                providers: c.providers.clone(),
-            });
-        }
-        let draft = self.store.agency(id).await?.ok_or_else(not_found)?;
-        let agency = Arc::new(match version {
-            None => draft,
-            Some(v) => self.load_version(&draft, v).await?,
-        });
-        let roster = Arc::new(agency.roster());
-        let providers = if agency.providers.is_empty() {
-            self.providers.clone()
-        } else {
-            Arc::new(self.providers_of(&agency).await?)
-        };
-        if let Ok(mut cache) = self.agencies.lock() {
-            cache.insert(
-                (id, version),
-                Cached {
-                    revision: state.revision,
-                    agency: agency.clone(),
-                    roster: roster.clone(),
-                    providers: providers.clone(),
-                },
-            );
-        }
-        Ok(AgencyView {
-            agency,
-            roster,
-            providers,
-        })
-    }
-
-    /// The agency's revision and published version: as last read, if that was less than
-    /// [`AGENCY_STATE_FOR`] ago, so that a busy API does not read them on every request.
-    async fn agency_state(
-        &self,
-        id: AgencyId,
-    ) -> Result<Option<agency_store::AgencyState>, RuntimeError> {
-        let changes = {
-            let Ok(states) = self.states.lock() else {
-                return Ok(self.store.agency_state(id).await?);
-            };
-            if let Some((at, state)) = states.read.get(&id)
-                && at.elapsed() < AGENCY_STATE_FOR
-            {
-                return Ok(Some(*state));
-            }
-            states.changes
-        };
-        let read_at = std::time::Instant::now();
-        let state = self.store.agency_state(id).await?;
-        if let Ok(mut states) = self.states.lock()
-            && states.changes == changes
-        {
-            match state {
-                Some(s) => states.read.insert(id, (read_at, s)),
-                None => states.read.remove(&id),
-            };
-        }
-        Ok(state)
-    }
-
-    /// Forgets what this runtime knew of the agency's state: it has just changed it.
-    pub(crate) fn agency_changed(&self, id: AgencyId) {
-        if let Ok(mut states) = self.states.lock() {
-            states.changes = states.changes.wrapping_add(1);
-            states.read.remove(&id);
         }
     }
 

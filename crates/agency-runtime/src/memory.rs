@@ -44,7 +44,13 @@ pub struct PlanChange {
     pub new: bool,
 }
 
-impl Runtime {
+/// Agents' memory: observations, reflections and plans (spec 005).
+/// Reached through [`Runtime::memory`].
+pub struct Memories<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Memories<'_> {
     /// `agent` of `agency` observes `content`: its model rates the observation (0 to 1; an
     /// answer without a number, or a failed call, counts as
     /// [`memory::FALLBACK_IMPORTANCE`]: the observation is kept either way) and it is stored.
@@ -63,7 +69,7 @@ impl Runtime {
                 "the observation is longer than {MAX_OBSERVATION} bytes"
             )));
         }
-        let view = self.current_agency(agency, true).await?;
+        let view = self.rt.agencies().current(agency, true).await?;
         if view.agency.agent(agent).is_none() {
             return Err(RuntimeError::Invalid(format!(
                 "the agency has no agent #{}",
@@ -90,7 +96,7 @@ impl Runtime {
             sources: Vec::new(),
             created_at: Utc::now(),
         };
-        self.store.save_memory(&observation).await?;
+        self.rt.store.save_memory(&observation).await?;
         let reflection = self.reflect_if_due(&view, agent).await?;
         let plan = match &reflection {
             Some((r, sources)) => self.plan(&view, agent, r, sources).await?,
@@ -116,6 +122,7 @@ impl Runtime {
         };
         let policy = a.memory.policy();
         let recent = self
+            .rt
             .store
             .memories_since(view.agency.id, agent, DateTime::UNIX_EPOCH, RECENT)
             .await?;
@@ -160,7 +167,7 @@ impl Runtime {
             sources: sources.iter().map(|m| m.id).collect(),
             created_at: Utc::now(),
         };
-        self.store.save_memory(&reflection).await?;
+        self.rt.store.save_memory(&reflection).await?;
         Ok(Some((reflection, sources)))
     }
 
@@ -198,7 +205,7 @@ impl Runtime {
             return Ok(None);
         }
         let now = Utc::now();
-        let change = match self.store.active_plan(view.agency.id, agent).await? {
+        let change = match self.rt.store.active_plan(view.agency.id, agent).await? {
             Some(mut plan) => {
                 plan.adjust(reflection.id, tasks, now);
                 PlanChange { plan, new: false }
@@ -208,7 +215,7 @@ impl Runtime {
                 new: true,
             },
         };
-        self.store.save_plan(&change.plan).await?;
+        self.rt.store.save_plan(&change.plan).await?;
         Ok(Some(change))
     }
 
@@ -218,16 +225,17 @@ impl Runtime {
         agency: AgencyId,
         agent: AgentId,
     ) -> Result<Option<Plan>, RuntimeError> {
-        Ok(self.store.active_plan(agency, agent).await?)
+        Ok(self.rt.store.active_plan(agency, agent).await?)
     }
 
     /// `agency`'s memory `id`; another agency's is `None`, as if it did not exist.
-    pub async fn memory(
+    pub async fn get(
         &self,
         agency: AgencyId,
         id: MemoryId,
     ) -> Result<Option<Memory>, RuntimeError> {
         Ok(self
+            .rt
             .store
             .memory(id)
             .await?

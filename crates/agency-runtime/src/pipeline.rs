@@ -152,10 +152,19 @@ impl Runtime {
     ) -> Result<(), RuntimeError> {
         match caller {
             Caller::Local => Ok(()),
-            Caller::Owner(owner) => self.conversation(owner, conversation).await.map(drop),
-            Caller::Agency(agency) => self.conversation_of(*agency, conversation).await.map(drop),
+            Caller::Owner(owner) => self
+                .conversations()
+                .get(owner, conversation)
+                .await
+                .map(drop),
+            Caller::Agency(agency) => self
+                .conversations()
+                .of(*agency, conversation)
+                .await
+                .map(drop),
             Caller::Key(key) => self
-                .conversation_of(key.agency_id, conversation)
+                .conversations()
+                .of(key.agency_id, conversation)
                 .await
                 .map(drop),
         }

@@ -11,7 +11,7 @@ use agency_store::Store;
 use secrecy::SecretString;
 
 use crate::secrets::{self, MasterKeySource};
-use crate::{LOCAL_OWNER, RuntimeError};
+use crate::{LOCAL_OWNER, Runtime, RuntimeError};
 
 /// Whether `owner` is the operator: the CLI's local owner, whose agency files are the server's
 /// own configuration as much as `--config` is.
@@ -153,7 +153,13 @@ fn errors(problems: Vec<ValidationError>) -> Result<(), ValidationErrors> {
     }
 }
 
-impl crate::Runtime {
+/// An account's settings: its stored provider keys and MCP credentials (sealed), and the master key they are sealed under.
+/// Reached through [`Runtime::settings`].
+pub struct Settings<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Settings<'_> {
     /// Stores (or replaces) `owner`'s key for `provider`, sealed. The providers built with the
     /// key it replaces are rebuilt before their next call.
     pub async fn put_provider_key(
@@ -162,12 +168,12 @@ impl crate::Runtime {
         provider: &str,
         key: &SecretString,
     ) -> Result<agency_store::SealedKey, RuntimeError> {
-        let source = self.master_key.as_ref().ok_or_else(|| {
+        let source = self.rt.master_key.as_ref().ok_or_else(|| {
             RuntimeError::Invalid("this server has no master key to seal provider keys with".into())
         })?;
         let sealed =
-            secrets::store_provider_key(&*self.store, source, owner, provider, key).await?;
-        self.keys_changed(owner);
+            secrets::store_provider_key(&*self.rt.store, source, owner, provider, key).await?;
+        self.rt.agency_cache.forget_keyed(Some(owner));
         Ok(sealed)
     }
 
@@ -186,6 +192,7 @@ impl crate::Runtime {
             .map(|k| k.provider)
             .collect();
         Ok(self
+            .rt
             .providers
             .catalog()
             .into_iter()
@@ -200,18 +207,18 @@ impl crate::Runtime {
         &self,
         owner: &str,
     ) -> Result<Vec<agency_store::SealedKey>, RuntimeError> {
-        let mut keys = self.store.provider_keys(owner).await?;
+        let mut keys = self.rt.store.provider_keys(owner).await?;
         keys.retain(|k| !k.provider.starts_with(secrets::CREDENTIALS_PREFIX));
         Ok(keys)
     }
 
     /// Re-seals every stored key under a new master key (see [`secrets::rotate_master_key`]).
     pub async fn rotate_master_key(&self) -> Result<(usize, Option<String>), RuntimeError> {
-        let source = self.master_key.as_ref().ok_or_else(|| {
+        let source = self.rt.master_key.as_ref().ok_or_else(|| {
             RuntimeError::Invalid("this server has no master key to rotate".into())
         })?;
-        let rotated = secrets::rotate_master_key(&*self.store, source).await?;
-        self.keys_changed_all();
+        let rotated = secrets::rotate_master_key(&*self.rt.store, source).await?;
+        self.rt.agency_cache.forget_keyed(None);
         Ok(rotated)
     }
 
@@ -222,23 +229,8 @@ impl crate::Runtime {
         owner: &str,
         provider: &str,
     ) -> Result<bool, RuntimeError> {
-        let deleted = self.store.delete_provider_key(owner, provider).await?;
-        self.keys_changed(owner);
+        let deleted = self.rt.store.delete_provider_key(owner, provider).await?;
+        self.rt.agency_cache.forget_keyed(Some(owner));
         Ok(deleted)
-    }
-
-    /// Forgets every agency built with stored keys.
-    fn keys_changed_all(&self) {
-        if let Ok(mut cache) = self.agencies.lock() {
-            cache.retain(|_, c| c.agency.providers.is_empty());
-        }
-    }
-
-    /// Forgets the agencies of `owner` built with its keys, so that their providers are built
-    /// again, with the keys as they are now, on their next use.
-    fn keys_changed(&self, owner: &str) {
-        if let Ok(mut cache) = self.agencies.lock() {
-            cache.retain(|_, c| c.agency.owner != owner || c.agency.providers.is_empty());
-        }
     }
 }

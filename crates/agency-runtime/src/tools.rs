@@ -17,9 +17,10 @@ use agency_store::Store;
 use agency_tools::{Credentials, Declarer, ToolHub, ToolOutput};
 use secrecy::{ExposeSecret, SecretString};
 
+use crate::RuntimeError;
+use crate::providers::Settings;
 use crate::providers::is_operator;
 use crate::secrets::{self, CREDENTIALS_PREFIX, MasterKey, MasterKeySource, credentials_name};
-use crate::{Runtime, RuntimeError};
 
 fn declarer(declared: Declared, credentials: Option<&Credentials>) -> Declarer<'_> {
     match declared {
@@ -324,7 +325,7 @@ fn stored(sealed: &agency_store::SealedKey) -> Option<StoredCredentials> {
     })
 }
 
-impl Runtime {
+impl Settings<'_> {
     /// Stores (or replaces) the headers `owner`'s agencies send to their HTTP MCP server named
     /// `server`, sealed like provider keys; only the headers' names are ever shown again.
     pub async fn put_mcp_credentials(
@@ -341,7 +342,7 @@ impl Runtime {
             .map(|(n, v)| (n.clone(), v.expose_secret().to_string()))
             .collect();
         let checked = Credentials::new(&pairs).map_err(|e| RuntimeError::field("headers", e))?;
-        let source = self.master_key.as_ref().ok_or_else(|| {
+        let source = self.rt.master_key.as_ref().ok_or_else(|| {
             RuntimeError::Invalid("this server has no master key to seal credentials with".into())
         })?;
         let json =
@@ -352,8 +353,8 @@ impl Runtime {
         let mut sealed = master.seal(owner, &credentials_name(server), &json)?;
         // What a list shows: the headers' names, never a character of their values.
         sealed.suffix = checked.names().collect::<Vec<_>>().join(",");
-        self.store.put_provider_key(&sealed).await?;
-        self.tools.forget_credentials(owner, server);
+        self.rt.store.put_provider_key(&sealed).await?;
+        self.rt.tools.forget_credentials(owner, server);
         Ok(StoredCredentials {
             server: server.to_string(),
             headers: checked.names().map(str::to_string).collect(),
@@ -367,6 +368,7 @@ impl Runtime {
         owner: &str,
     ) -> Result<Vec<StoredCredentials>, RuntimeError> {
         Ok(self
+            .rt
             .store
             .provider_keys(owner)
             .await?
@@ -383,10 +385,11 @@ impl Runtime {
         server: &str,
     ) -> Result<bool, RuntimeError> {
         let deleted = self
+            .rt
             .store
             .delete_provider_key(owner, &credentials_name(server))
             .await?;
-        self.tools.forget_credentials(owner, server);
+        self.rt.tools.forget_credentials(owner, server);
         Ok(deleted)
     }
 }

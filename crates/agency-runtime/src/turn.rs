@@ -188,14 +188,15 @@ pub(crate) async fn run(
 
 /// The agency the session's turn runs on (its draft, or its published version), with its
 /// roster and providers. A conversation with one agent alone (see
-/// `Runtime::start_conversation_as`) runs on that agent as the whole agency.
+/// `Conversations::start_as`) runs on that agent as the whole agency.
 async fn agency_of(rt: &Runtime, session: &Session) -> Result<crate::AgencyView, RuntimeError> {
     let crate::AgencyView {
         agency,
         roster,
         providers,
     } = rt
-        .current_agency(session.agency_id, session.version.is_some())
+        .agencies()
+        .current(session.agency_id, session.version.is_some())
         .await?;
     let (agency, roster) = match session.solo(agency.manager) {
         None => (agency, roster),

@@ -134,18 +134,20 @@ async fn a_published_version_is_served_at_once_here_and_soon_elsewhere() {
     let served = |rt: &std::sync::Arc<agency_runtime::Runtime>| {
         let rt = rt.clone();
         async move {
-            let a = rt.published_agency(agency.id).await.unwrap();
+            let a = rt.agencies().published(agency.id).await.unwrap();
             a.agents[0].role.clone().unwrap_or_default()
         }
     };
     assert_eq!(served(&h.rt).await, "first");
 
     // A new draft is not served until it is published, then at once.
-    h.rt.update_agency(agency_runtime::LOCAL_OWNER, agency.id, &lead("second"))
+    h.rt.agencies()
+        .update(agency_runtime::LOCAL_OWNER, agency.id, &lead("second"))
         .await
         .unwrap();
     assert_eq!(served(&h.rt).await, "first");
-    h.rt.publish_agency(agency_runtime::LOCAL_OWNER, agency.id)
+    h.rt.agencies()
+        .publish(agency_runtime::LOCAL_OWNER, agency.id)
         .await
         .unwrap();
     assert_eq!(served(&h.rt).await, "second");

@@ -22,7 +22,8 @@ async fn say(
     text: &str,
     reply_to: Option<RoomMessageId>,
 ) -> (RoomMessage, Vec<RoomMessage>) {
-    h.rt.post_to_room(OWNER, room, text, reply_to)
+    h.rt.rooms()
+        .post(OWNER, room, text, reply_to)
         .await
         .unwrap()
         .answers()
@@ -31,7 +32,7 @@ async fn say(
 
 /// The utility bot's answer to a command, and the caller key it gave, if any.
 async fn command(h: &Harness, room: RoomId, text: &str) -> (String, Option<String>) {
-    let mut posted = h.rt.post_to_room(OWNER, room, text, None).await.unwrap();
+    let mut posted = h.rt.rooms().post(OWNER, room, text, None).await.unwrap();
     let key = posted
         .caller_key
         .take()
@@ -65,19 +66,20 @@ async fn a_tagged_bot_gets_the_spec_request_and_its_answer_replies_with_the_tags
     let bot = Fake::start().await;
     bot.push(Reply::json(json!({"message": "31 °C"})));
     bot.push(Reply::json(json!({"message": "a little, yes"})));
-    let (room, _) = h.rt.create_room(OWNER, "plant", None).await.unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "plant", None).await.unwrap();
     let ann =
-        h.rt.add_participant(
-            OWNER,
-            room.id,
-            NewParticipant {
-                name: "ann".into(),
-                model: "script/ann".into(),
-                ..NewParticipant::default()
-            },
-        )
-        .await
-        .unwrap();
+        h.rt.rooms()
+            .add_participant(
+                OWNER,
+                room.id,
+                NewParticipant {
+                    name: "ann".into(),
+                    model: "script/ann".into(),
+                    ..NewParticipant::default()
+                },
+            )
+            .await
+            .unwrap();
 
     let (said, key) = command(
         &h,
@@ -93,7 +95,7 @@ async fn a_tagged_bot_gets_the_spec_request_and_its_answer_replies_with_the_tags
         "the stored answer does not hold the key"
     );
     assert!(said.contains(&key[key.len() - 4..]), "{said}");
-    let ferm = h.rt.room_bots(OWNER, room.id).await.unwrap().remove(0);
+    let ferm = h.rt.rooms().bots(OWNER, room.id).await.unwrap().remove(0);
     assert_eq!(ferm.name, "ferm");
     assert_eq!(
         ferm.bot().unwrap().emulates.as_deref(),
@@ -181,9 +183,9 @@ async fn a_tagged_bot_gets_the_spec_request_and_its_answer_replies_with_the_tags
 async fn a_failing_bot_shows_its_error_in_its_place_and_can_be_retried() {
     let h = Harness::sqlite().await;
     let bot = Fake::start().await;
-    let (room, _) = h.rt.create_room(OWNER, "plant", None).await.unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "plant", None).await.unwrap();
     command(&h, room.id, &format!("/register ferm {}/bot", bot.url)).await;
-    let ferm = h.rt.room_bots(OWNER, room.id).await.unwrap().remove(0);
+    let ferm = h.rt.rooms().bots(OWNER, room.id).await.unwrap().remove(0);
 
     // A 5xx is retried once, then shown.
     for _ in 0..2 {
@@ -216,7 +218,8 @@ async fn a_failing_bot_shows_its_error_in_its_place_and_can_be_retried() {
         });
     }
     let answers =
-        h.rt.retry(OWNER, room.id, ferm.id)
+        h.rt.rooms()
+            .retry(OWNER, room.id, ferm.id)
             .await
             .unwrap()
             .answers()
@@ -233,7 +236,8 @@ async fn a_failing_bot_shows_its_error_in_its_place_and_can_be_retried() {
     bot.push(Reply::Hang);
     bot.push(Reply::Hang);
     let answers =
-        h.rt.retry(OWNER, room.id, ferm.id)
+        h.rt.rooms()
+            .retry(OWNER, room.id, ferm.id)
             .await
             .unwrap()
             .answers()
@@ -244,7 +248,7 @@ async fn a_failing_bot_shows_its_error_in_its_place_and_can_be_retried() {
 
     // Retrying answers the message the failure answered.
     bot.push(Reply::json(json!({"message": "all good"})));
-    let retried = h.rt.retry(OWNER, room.id, ferm.id).await.unwrap();
+    let retried = h.rt.rooms().retry(OWNER, room.id, ferm.id).await.unwrap();
     assert_eq!(retried.message.id, asked.id);
     let answers = retried.answers().await.1;
     assert_eq!(answers[0].text, "all good");
@@ -264,18 +268,19 @@ async fn a_failing_bot_shows_its_error_in_its_place_and_can_be_retried() {
 #[tokio::test]
 async fn the_utility_bot_says_what_is_wrong_and_lists_and_removes_bots() {
     let h = Harness::sqlite().await;
-    let (room, _) = h.rt.create_room(OWNER, "plant", None).await.unwrap();
-    h.rt.add_participant(
-        OWNER,
-        room.id,
-        NewParticipant {
-            name: "ann".into(),
-            model: "builtin/rules".into(),
-            ..NewParticipant::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "plant", None).await.unwrap();
+    h.rt.rooms()
+        .add_participant(
+            OWNER,
+            room.id,
+            NewParticipant {
+                name: "ann".into(),
+                model: "builtin/rules".into(),
+                ..NewParticipant::default()
+            },
+        )
+        .await
+        .unwrap();
     for (text, wanted) in [
         ("/register", "usage: `/register <username> <endpoint>"),
         ("/register ferm", "usage"),
@@ -320,7 +325,7 @@ async fn the_utility_bot_says_what_is_wrong_and_lists_and_removes_bots() {
     );
     let (said, _) = command(&h, room.id, "/unregister @FERM").await;
     assert_eq!(said, "Unregistered @ferm.");
-    assert!(h.rt.room_bots(OWNER, room.id).await.unwrap().is_empty());
+    assert!(h.rt.rooms().bots(OWNER, room.id).await.unwrap().is_empty());
     // Commands and the utility bot's answers never reach a model's context.
     let context = h.store.room_messages(room.id).await.unwrap();
     assert!(context.iter().all(|m| !m.included));
@@ -338,27 +343,28 @@ async fn a_server_that_does_not_allow_private_addresses_refuses_them() {
         agency_providers::Providers::builtin(),
         Some(master),
     );
-    let (room, _) = rt.create_room(OWNER, "plant", None).await.unwrap();
+    let (room, _) = rt.rooms().create(OWNER, "plant", None).await.unwrap();
     for endpoint in [
         "http://127.0.0.1:9/bot",
         "http://localhost:9/bot",
         "http://[::1]/b",
     ] {
         let mut posted = rt
-            .post_to_room(OWNER, room.id, &format!("/register ferm {endpoint}"), None)
+            .rooms()
+            .post(OWNER, room.id, &format!("/register ferm {endpoint}"), None)
             .await
             .unwrap();
         assert!(posted.caller_key.take().is_none());
         let said = posted.answers().await.1.remove(0).text;
         assert!(said.contains("loopback or private"), "{endpoint}: {said}");
     }
-    assert!(rt.room_bots(OWNER, room.id).await.unwrap().is_empty());
+    assert!(rt.rooms().bots(OWNER, room.id).await.unwrap().is_empty());
 }
 
 #[tokio::test]
 async fn a_caller_key_is_the_same_every_time_and_differs_per_bot() {
     let h = Harness::sqlite().await;
-    let (room, _) = h.rt.create_room(OWNER, "plant", None).await.unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "plant", None).await.unwrap();
     let bot = Fake::start().await;
     bot.otherwise(Reply::json(json!({"message": "ok"})));
     let (_, a) = command(&h, room.id, &format!("/register a {}/a", bot.url)).await;

@@ -71,7 +71,7 @@ async fn a_cancelled_turn_ends_at_once_and_the_conversation_goes_on() {
             agent(2, "w", "script/w", &[]),
         ]))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     assert!(!h.rt.cancel(c.id), "no turn is running yet");
 
     let mut events = h.rt.subscribe();
@@ -102,7 +102,11 @@ async fn a_cancelled_turn_ends_at_once_and_the_conversation_goes_on() {
         1,
         "no model call after the cancel"
     );
-    let entries = h.rt.entries(c.agency_id, c.id).await.unwrap();
+    let entries =
+        h.rt.conversations()
+            .entries(c.agency_id, c.id)
+            .await
+            .unwrap();
     assert_eq!(entries[0].stopped_by, Some(StopReason::Cancelled));
     assert_eq!(entries[0].response, None);
 
@@ -134,7 +138,7 @@ async fn cancelling_while_the_manager_itself_works() {
             agent(2, "w", "builtin/rules", &[]),
         ]))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let mut events = h.rt.subscribe();
     let turn = spawn_turn(&h.rt, c.id, "q1");
     started(&mut events, c.id, 1).await;
@@ -145,12 +149,20 @@ async fn cancelling_while_the_manager_itself_works() {
     // The manager's answer arrives after the cancel: stored as its reply, not the turn's answer.
     gate.notify_one();
     h.rt.settle().await;
-    let entries = h.rt.entries(c.agency_id, c.id).await.unwrap();
+    let entries =
+        h.rt.conversations()
+            .entries(c.agency_id, c.id)
+            .await
+            .unwrap();
     assert_eq!(entries[0].response, None);
     let out = h.rt.send(c.id, "q2".into()).await.unwrap();
     assert_eq!(out.answer, "on time");
     assert_eq!(m.seen.lock().unwrap().len(), 2);
-    let entries = h.rt.entries(c.agency_id, c.id).await.unwrap();
+    let entries =
+        h.rt.conversations()
+            .entries(c.agency_id, c.id)
+            .await
+            .unwrap();
     assert_eq!(
         entries.iter().map(|e| e.stopped_by).collect::<Vec<_>>(),
         [Some(StopReason::Cancelled), Some(StopReason::Answered)]

@@ -15,19 +15,33 @@ async fn every_field_survives(h: Harness) {
     let d = every_agency_field();
     assert_eq!(unset_fields(&d), CONFIGURATION_ONLY);
     // An import saves the draft and publishes it.
-    let saved = h.rt.save_agency(&d, LOCAL_OWNER).await.unwrap();
-    let stored = h.rt.agency(LOCAL_OWNER, "every").await.unwrap();
+    let saved = h.rt.agencies().save(&d, LOCAL_OWNER).await.unwrap();
+    let stored = h.rt.agencies().get(LOCAL_OWNER, "every").await.unwrap();
     assert_eq!(stored.to_draft(), d, "the draft, as the store keeps it");
-    let (_, published, file) = h.rt.version(LOCAL_OWNER, saved.id, 1).await.unwrap();
+    let (_, published, file) =
+        h.rt.agencies()
+            .version(LOCAL_OWNER, saved.id, 1)
+            .await
+            .unwrap();
     assert_eq!(published.to_draft(), d, "the published version");
     let read = |what: &str, text: &str| AgencyFile::parse(what, text).unwrap().draft;
     assert_eq!(read("version", &file), d, "the version's file:\n{file}");
     let export = agency_runtime::agencies::file_of(&stored);
     assert_eq!(read("export", &export), d, "the export:\n{export}");
     // Saved again as an edit (the API's PUT) and published: the same again.
-    h.rt.update_agency(LOCAL_OWNER, saved.id, &d).await.unwrap();
-    h.rt.publish_agency(LOCAL_OWNER, saved.id).await.unwrap();
-    let (_, again, _) = h.rt.version(LOCAL_OWNER, saved.id, 2).await.unwrap();
+    h.rt.agencies()
+        .update(LOCAL_OWNER, saved.id, &d)
+        .await
+        .unwrap();
+    h.rt.agencies()
+        .publish(LOCAL_OWNER, saved.id)
+        .await
+        .unwrap();
+    let (_, again, _) =
+        h.rt.agencies()
+            .version(LOCAL_OWNER, saved.id, 2)
+            .await
+            .unwrap();
     assert_eq!(again.to_draft(), d, "the second version");
 }
 

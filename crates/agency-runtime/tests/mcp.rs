@@ -75,7 +75,7 @@ async fn reads_a_file_and_hands_it_on(kind: &str) {
         }
     };
     let agency = h.agency(library("llm/m", base, kind)).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "notes.txt".into()).await.unwrap();
     assert_eq!(out.answer, "The notes say 42.");
     assert_eq!(out.stopped_by, StopReason::Answered);
@@ -180,7 +180,7 @@ async fn a_tools_progress_reaches_the_events_and_a_cancel_stops_it() {
     let Some((h, agency, _)) = long_operation(None, 30).await else {
         return;
     };
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let mut events = h.rt.subscribe();
     let (rt, id) = (h.rt.clone(), c.id);
     let turn = tokio::spawn(async move { rt.send(id, "go".into()).await });
@@ -223,7 +223,7 @@ async fn a_tool_past_its_timeout_is_an_error_result_and_the_turn_goes_on() {
     let Some((h, agency, script)) = long_operation(Some(2), 20).await else {
         return;
     };
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let started = Instant::now();
     let out = h.rt.send(c.id, "go".into()).await.unwrap();
     assert_eq!(out.answer, "went on");
@@ -278,28 +278,31 @@ async fn an_accounts_http_server_gets_the_credentials_it_stored_and_no_one_elses
     let put = |owner: &'static str, token: &'static str| {
         let rt = h.rt.clone();
         async move {
-            rt.put_mcp_credentials(
-                owner,
-                "api",
-                vec![("Authorization".into(), SecretString::from(token))],
-            )
-            .await
+            rt.settings()
+                .put_mcp_credentials(
+                    owner,
+                    "api",
+                    vec![("Authorization".into(), SecretString::from(token))],
+                )
+                .await
         }
     };
     let stored = put("ada", "Bearer ada-token").await.unwrap();
     assert_eq!(stored.headers, ["authorization"]);
     let ada =
-        h.rt.save_agency(&header_reader(server.url()), "ada")
+        h.rt.agencies()
+            .save(&header_reader(server.url()), "ada")
             .await
             .unwrap();
     let bob =
-        h.rt.save_agency(&header_reader(server.url()), "bob")
+        h.rt.agencies()
+            .save(&header_reader(server.url()), "bob")
             .await
             .unwrap();
     let ask = |agency: agency_core::Agency| {
         let rt = h.rt.clone();
         async move {
-            let c = rt.start_conversation(&agency).await.unwrap();
+            let c = rt.conversations().start(&agency).await.unwrap();
             rt.send(c.id, "authorization".into()).await.unwrap().answer
         }
     };
@@ -308,13 +311,19 @@ async fn an_accounts_http_server_gets_the_credentials_it_stored_and_no_one_elses
     assert!(!bobs.contains("ada-token"), "{bobs}");
 
     // Shown by name only, apart from provider keys, sealed at rest.
-    let listed = h.rt.mcp_credentials("ada").await.unwrap();
+    let listed = h.rt.settings().mcp_credentials("ada").await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(
         (listed[0].server.as_str(), listed[0].headers.clone()),
         ("api", vec!["authorization".to_string()])
     );
-    assert!(h.rt.provider_keys("ada").await.unwrap().is_empty());
+    assert!(
+        h.rt.settings()
+            .provider_keys("ada")
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let sealed = h
         .store
         .provider_key("ada", "mcp:api")
@@ -327,15 +336,27 @@ async fn an_accounts_http_server_gets_the_credentials_it_stored_and_no_one_elses
     // Replaced: the next call sends the new value; deleted: none.
     put("ada", "Bearer rotated").await.unwrap();
     assert_eq!(ask(ada.clone()).await, "[Bearer rotated]");
-    assert!(h.rt.delete_mcp_credentials("ada", "api").await.unwrap());
+    assert!(
+        h.rt.settings()
+            .delete_mcp_credentials("ada", "api")
+            .await
+            .unwrap()
+    );
     let after = ask(ada.clone()).await;
     assert!(!after.contains("Bearer"), "{after}");
-    assert!(!h.rt.delete_mcp_credentials("ada", "api").await.unwrap());
+    assert!(
+        !h.rt
+            .settings()
+            .delete_mcp_credentials("ada", "api")
+            .await
+            .unwrap()
+    );
 
     // Headers the transport sets, and bad server names, are refused at their field.
     for (server_name, header, path) in [("api", "Host", "headers"), ("API!", "X-Key", "server")] {
         match h
             .rt
+            .settings()
             .put_mcp_credentials(
                 "ada",
                 server_name,

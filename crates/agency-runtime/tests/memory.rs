@@ -21,17 +21,26 @@ async fn observations_are_rated_and_reflected_on_past_the_threshold() {
         .await;
     let w = a.agent_by_handle("watcher").unwrap().id;
     let first =
-        h.rt.observe(a.id, w, "Pump 3 pressure exceeded the limit")
+        h.rt.memory()
+            .observe(a.id, w, "Pump 3 pressure exceeded the limit")
             .await
             .unwrap();
     assert_eq!(first.observation.importance, 0.9);
     assert_eq!(first.observation.kind, MemoryKind::Observation);
     assert_eq!(first.reflection, None);
-    let low = h.rt.observe(a.id, w, "The shift changed").await.unwrap();
+    let low =
+        h.rt.memory()
+            .observe(a.id, w, "The shift changed")
+            .await
+            .unwrap();
     assert_eq!(low.observation.importance, 0.3);
     assert_eq!(low.reflection, None);
     // 0.9 + 0.3 + 0.9 = 2.1 >= 1.5 (nothing has decayed yet).
-    let third = h.rt.observe(a.id, w, "Pump 3 is leaking").await.unwrap();
+    let third =
+        h.rt.memory()
+            .observe(a.id, w, "Pump 3 is leaking")
+            .await
+            .unwrap();
     let r = third.reflection.unwrap();
     assert_eq!(r.kind, MemoryKind::Reflection);
     assert_eq!(r.importance, 0.9);
@@ -47,10 +56,14 @@ async fn observations_are_rated_and_reflected_on_past_the_threshold() {
         r.content,
         "3 observations to act on: Pump 3 pressure exceeded the limit; The shift changed; Pump 3 is leaking"
     );
-    assert_eq!(h.rt.memory(a.id, r.id).await.unwrap(), Some(r.clone()));
+    assert_eq!(
+        h.rt.memory().get(a.id, r.id).await.unwrap(),
+        Some(r.clone())
+    );
     // Another agency's reader finds nothing.
     assert_eq!(
-        h.rt.memory(agency_core::AgencyId::new(), r.id)
+        h.rt.memory()
+            .get(agency_core::AgencyId::new(), r.id)
             .await
             .unwrap(),
         None
@@ -84,15 +97,23 @@ async fn observations_are_rated_and_reflected_on_past_the_threshold() {
         ]
     );
     assert_eq!(
-        h.rt.active_plan(a.id, w).await.unwrap(),
+        h.rt.memory().active_plan(a.id, w).await.unwrap(),
         Some(made.plan.clone())
     );
     // Counting starts again after a reflection.
-    let next = h.rt.observe(a.id, w, "Pump 3 failed").await.unwrap();
+    let next =
+        h.rt.memory()
+            .observe(a.id, w, "Pump 3 failed")
+            .await
+            .unwrap();
     assert_eq!(next.reflection, None);
     assert_eq!(next.plan, None);
     // The next reflection adjusts the same plan.
-    let again = h.rt.observe(a.id, w, "Pump 3 stopped").await.unwrap();
+    let again =
+        h.rt.memory()
+            .observe(a.id, w, "Pump 3 stopped")
+            .await
+            .unwrap();
     assert!(again.reflection.is_some());
     let adjusted = again.plan.unwrap();
     assert!(!adjusted.new);
@@ -104,12 +125,17 @@ async fn observations_are_rated_and_reflected_on_past_the_threshold() {
     let boss = a.manager;
     for text in ["alarm one", "alarm two"] {
         assert_eq!(
-            h.rt.observe(a.id, boss, text).await.unwrap().reflection,
+            h.rt.memory()
+                .observe(a.id, boss, text)
+                .await
+                .unwrap()
+                .reflection,
             None
         );
     }
     assert!(
-        h.rt.observe(a.id, boss, "alarm three")
+        h.rt.memory()
+            .observe(a.id, boss, "alarm three")
             .await
             .unwrap()
             .reflection
@@ -134,26 +160,38 @@ async fn a_model_that_cannot_rate_keeps_the_observation() {
             ],
         ))
         .await;
-    let vague = h.rt.observe(a.id, a.manager, "something").await.unwrap();
+    let vague =
+        h.rt.memory()
+            .observe(a.id, a.manager, "something")
+            .await
+            .unwrap();
     assert_eq!(vague.observation.importance, FALLBACK_IMPORTANCE);
     let id = |n: &str| a.agent_by_handle(n).unwrap().id;
     // An answer in the agency's reply format is read for its text.
     let wrapped =
-        h.rt.observe(a.id, id("wrapped"), "something")
+        h.rt.memory()
+            .observe(a.id, id("wrapped"), "something")
             .await
             .unwrap();
     assert_eq!(wrapped.observation.importance, 0.7);
     // A failing model: kept at the fallback importance, and stored.
-    let broken = h.rt.observe(a.id, id("broken"), "something").await.unwrap();
+    let broken =
+        h.rt.memory()
+            .observe(a.id, id("broken"), "something")
+            .await
+            .unwrap();
     assert_eq!(broken.observation.importance, FALLBACK_IMPORTANCE);
     assert_eq!(
-        h.rt.memory(a.id, broken.observation.id).await.unwrap(),
+        h.rt.memory()
+            .get(a.id, broken.observation.id)
+            .await
+            .unwrap(),
         Some(broken.observation.clone())
     );
     // Empty or unknown: refused, nothing stored.
-    assert!(h.rt.observe(a.id, a.manager, "   ").await.is_err());
+    assert!(h.rt.memory().observe(a.id, a.manager, "   ").await.is_err());
     let nobody = agency_core::AgentId::new(99).unwrap();
-    assert!(h.rt.observe(a.id, nobody, "x").await.is_err());
+    assert!(h.rt.memory().observe(a.id, nobody, "x").await.is_err());
 }
 
 #[tokio::test]
@@ -173,11 +211,22 @@ async fn a_reflection_without_a_readable_plan_makes_none() {
     let mut boss = agent(1, "boss", "script/prose", &[]);
     boss.reflection_threshold = Some(0.5);
     let a = h.agency(draft("directives", 8, vec![boss])).await;
-    let o = h.rt.observe(a.id, a.manager, "pump noise").await.unwrap();
+    let o =
+        h.rt.memory()
+            .observe(a.id, a.manager, "pump noise")
+            .await
+            .unwrap();
     assert_eq!(o.reflection.unwrap().content, "Pumps wear out.");
     assert_eq!(o.plan, None);
-    let o = h.rt.observe(a.id, a.manager, "pump noise").await.unwrap();
+    let o =
+        h.rt.memory()
+            .observe(a.id, a.manager, "pump noise")
+            .await
+            .unwrap();
     assert_eq!(o.reflection.unwrap().content, "Still fine.");
     assert_eq!(o.plan, None);
-    assert_eq!(h.rt.active_plan(a.id, a.manager).await.unwrap(), None);
+    assert_eq!(
+        h.rt.memory().active_plan(a.id, a.manager).await.unwrap(),
+        None
+    );
 }

@@ -37,7 +37,7 @@ async fn another(h: &common::Harness) -> agency_core::Agency {
         name: "other".into(),
         ..relay()
     };
-    h.rt.save_agency(&draft, LOCAL_OWNER).await.unwrap()
+    h.rt.agencies().save(&draft, LOCAL_OWNER).await.unwrap()
 }
 
 #[tokio::test]
@@ -45,7 +45,7 @@ async fn a_caller_reaches_only_its_own_conversations() {
     let h = common::Harness::sqlite().await;
     let agency = h.agency(relay()).await;
     let other = another(&h).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let ask = |caller: Caller| TurnRequest::message(caller, c.id, "hello".into());
 
     // Another account, another agency's topics: as if the conversation did not exist.
@@ -136,8 +136,8 @@ async fn a_key_asks_only_for_its_own_agency() {
 async fn a_watched_turn_reports_its_own_hops_then_ends() {
     let h = common::Harness::sqlite().await;
     let agency = h.agency(relay()).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
-    let elsewhere = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
+    let elsewhere = h.rt.conversations().start(&agency).await.unwrap();
     // Another conversation's turn runs at the same time: its events are not this turn's.
     let rt = h.rt.clone();
     let other = tokio::spawn(async move { rt.send(elsewhere.id, "busy".into()).await });

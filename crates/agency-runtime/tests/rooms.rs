@@ -54,11 +54,12 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
             )
         })
         .collect();
-    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "ideas", None).await.unwrap();
     let mut ids = Vec::new();
     for n in ["ann", "bob", "cy"] {
         ids.push(
-            h.rt.add_participant(OWNER, room.id, agent(n))
+            h.rt.rooms()
+                .add_participant(OWNER, room.id, agent(n))
                 .await
                 .unwrap()
                 .id,
@@ -67,7 +68,8 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
 
     // The three calls meet at the barrier: they run at the same time.
     let posted =
-        h.rt.post_to_room(OWNER, room.id, "hello", None)
+        h.rt.rooms()
+            .post(OWNER, room.id, "hello", None)
             .await
             .unwrap();
     assert_eq!(posted.answering, ids);
@@ -90,17 +92,21 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
         .iter()
         .find(|m| matches!(&m.author, Author::Agent { name, .. } if name == "bob"))
         .unwrap();
-    h.rt.set_included(OWNER, room.id, first.id, false)
+    h.rt.rooms()
+        .set_included(OWNER, room.id, first.id, false)
         .await
         .unwrap();
-    h.rt.set_included(OWNER, room.id, bobs.id, false)
+    h.rt.rooms()
+        .set_included(OWNER, room.id, bobs.id, false)
         .await
         .unwrap();
-    h.rt.set_enabled(OWNER, room.id, ids[2], false)
+    h.rt.rooms()
+        .set_enabled(OWNER, room.id, ids[2], false)
         .await
         .unwrap();
     let (_, answers) =
-        h.rt.post_to_room(OWNER, room.id, "second", None)
+        h.rt.rooms()
+            .post(OWNER, room.id, "second", None)
             .await
             .unwrap()
             .answers()
@@ -136,10 +142,12 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
     assert_eq!(ann_saw, pairs(&expected));
 
     // Enabled again, cy gets the whole included history on its next answer.
-    h.rt.set_enabled(OWNER, room.id, ids[2], true)
+    h.rt.rooms()
+        .set_enabled(OWNER, room.id, ids[2], true)
         .await
         .unwrap();
-    h.rt.post_to_room(OWNER, room.id, "third", None)
+    h.rt.rooms()
+        .post(OWNER, room.id, "third", None)
         .await
         .unwrap()
         .answers()
@@ -162,18 +170,24 @@ async fn mentions_ask_only_those_named_even_when_disabled() {
     let h = Harness::sqlite().await;
     let ann = h.script("ann", vec![Act::Say("from ann")]);
     let bob = h.script("bob", vec![Act::Say("from bob")]);
-    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
-    h.rt.add_participant(OWNER, room.id, agent("ann"))
+    let (room, _) = h.rt.rooms().create(OWNER, "ideas", None).await.unwrap();
+    h.rt.rooms()
+        .add_participant(OWNER, room.id, agent("ann"))
         .await
         .unwrap();
     let b =
-        h.rt.add_participant(OWNER, room.id, agent("bob"))
+        h.rt.rooms()
+            .add_participant(OWNER, room.id, agent("bob"))
             .await
             .unwrap();
-    h.rt.set_enabled(OWNER, room.id, b.id, false).await.unwrap();
+    h.rt.rooms()
+        .set_enabled(OWNER, room.id, b.id, false)
+        .await
+        .unwrap();
 
     let (_, answers) =
-        h.rt.post_to_room(OWNER, room.id, "@Bob what do you think?", None)
+        h.rt.rooms()
+            .post(OWNER, room.id, "@Bob what do you think?", None)
             .await
             .unwrap()
             .answers()
@@ -198,7 +212,7 @@ async fn an_agent_calls_its_tools_while_it_answers() {
             Act::Say("six times seven is 42"),
         ],
     );
-    let (room, _) = h.rt.create_room(OWNER, "maths", None).await.unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "maths", None).await.unwrap();
     // Each tool is checked where it is added: a tool its server does not list, a server that
     // does not exist, a name that is not `server/tool`.
     for (tools, path, says) in [
@@ -218,7 +232,7 @@ async fn an_agent_calls_its_tools_while_it_answers() {
             tools: tools.into_iter().map(String::from).collect(),
             ..agent("ann")
         };
-        match h.rt.add_participant(OWNER, room.id, with).await {
+        match h.rt.rooms().add_participant(OWNER, room.id, with).await {
             Err(RuntimeError::Validation(v)) => {
                 assert_eq!(v.0[0].path, path);
                 assert!(v.0[0].message.contains(says), "{}", v.0[0].message);
@@ -227,21 +241,23 @@ async fn an_agent_calls_its_tools_while_it_answers() {
         }
     }
     let a =
-        h.rt.add_participant(
-            OWNER,
-            room.id,
-            NewParticipant {
-                tools: vec!["builtin/calculate".into(), "builtin/now".into()],
-                ..agent("ann")
-            },
-        )
-        .await
-        .unwrap();
+        h.rt.rooms()
+            .add_participant(
+                OWNER,
+                room.id,
+                NewParticipant {
+                    tools: vec!["builtin/calculate".into(), "builtin/now".into()],
+                    ..agent("ann")
+                },
+            )
+            .await
+            .unwrap();
     assert_eq!(a.tools.0, ["builtin/calculate", "builtin/now"]);
 
     let mut events = h.rt.subscribe();
     let (_, answers) =
-        h.rt.post_to_room(OWNER, room.id, "what is six times seven?", None)
+        h.rt.rooms()
+            .post(OWNER, room.id, "what is six times seven?", None)
             .await
             .unwrap()
             .answers()
@@ -309,19 +325,21 @@ async fn an_agent_calls_its_tools_while_it_answers() {
 async fn a_model_that_keeps_calling_tools_answers_when_its_rounds_run_out() {
     let h = Harness::sqlite().await;
     let ann = h.script("ann", vec![Act::Call(vec![("c", "builtin/now", "{}")])]);
-    let (room, _) = h.rt.create_room(OWNER, "loop", None).await.unwrap();
-    h.rt.add_participant(
-        OWNER,
-        room.id,
-        NewParticipant {
-            tools: vec!["builtin/*".into()],
-            ..agent("ann")
-        },
-    )
-    .await
-    .unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "loop", None).await.unwrap();
+    h.rt.rooms()
+        .add_participant(
+            OWNER,
+            room.id,
+            NewParticipant {
+                tools: vec!["builtin/*".into()],
+                ..agent("ann")
+            },
+        )
+        .await
+        .unwrap();
     let (_, answers) =
-        h.rt.post_to_room(OWNER, room.id, "what time is it?", None)
+        h.rt.rooms()
+            .post(OWNER, room.id, "what time is it?", None)
             .await
             .unwrap()
             .answers()
@@ -345,18 +363,21 @@ async fn a_failing_agent_holds_no_one_up_and_can_be_retried() {
         vec![Act::Fail("the provider is down"), Act::Say("ann, at last")],
     );
     h.script("bob", vec![Act::Gated(gate.clone(), "bob answers")]);
-    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "ideas", None).await.unwrap();
     let a =
-        h.rt.add_participant(OWNER, room.id, agent("ann"))
+        h.rt.rooms()
+            .add_participant(OWNER, room.id, agent("ann"))
             .await
             .unwrap();
-    h.rt.add_participant(OWNER, room.id, agent("bob"))
+    h.rt.rooms()
+        .add_participant(OWNER, room.id, agent("bob"))
         .await
         .unwrap();
 
     let mut events = h.rt.subscribe();
     let mut posted =
-        h.rt.post_to_room(OWNER, room.id, "hello", None)
+        h.rt.rooms()
+            .post(OWNER, room.id, "hello", None)
             .await
             .unwrap();
     // ann's failure is stored and published while bob is still working.
@@ -380,7 +401,8 @@ async fn a_failing_agent_holds_no_one_up_and_can_be_retried() {
     assert!(saw_failure_event);
 
     let (asked, answers) =
-        h.rt.retry(OWNER, room.id, a.id)
+        h.rt.rooms()
+            .retry(OWNER, room.id, a.id)
             .await
             .unwrap()
             .answers()
@@ -393,15 +415,20 @@ async fn a_failing_agent_holds_no_one_up_and_can_be_retried() {
 async fn solo_mode_and_limits() {
     let h = Harness::sqlite().await;
     h.script("ann", vec![Act::Say("hi")]);
-    let (room, _) = h.rt.create_room(OWNER, "notes", None).await.unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "notes", None).await.unwrap();
     let a =
-        h.rt.add_participant(OWNER, room.id, agent("ann"))
+        h.rt.rooms()
+            .add_participant(OWNER, room.id, agent("ann"))
             .await
             .unwrap();
-    h.rt.set_enabled(OWNER, room.id, a.id, false).await.unwrap();
+    h.rt.rooms()
+        .set_enabled(OWNER, room.id, a.id, false)
+        .await
+        .unwrap();
 
     let posted =
-        h.rt.post_to_room(OWNER, room.id, "a note to self", None)
+        h.rt.rooms()
+            .post(OWNER, room.id, "a note to self", None)
             .await
             .unwrap();
     assert!(posted.answering.is_empty());
@@ -410,7 +437,7 @@ async fn solo_mode_and_limits() {
     assert_eq!(h.store.room_messages(room.id).await.unwrap(), vec![m]);
 
     let long = "x".repeat(MAX_MESSAGE_CHARS + 1);
-    match h.rt.post_to_room(OWNER, room.id, &long, None).await {
+    match h.rt.rooms().post(OWNER, room.id, &long, None).await {
         Err(RuntimeError::Invalid(msg)) => assert!(msg.contains("5000"), "{msg}"),
         other => panic!("expected a refusal, got {:?}", other.map(|p| p.message)),
     }
@@ -418,23 +445,27 @@ async fn solo_mode_and_limits() {
 
     // Another owner's room does not exist for them; names are checked.
     assert!(matches!(
-        h.rt.post_to_room("eve", room.id, "hi", None).await,
+        h.rt.rooms().post("eve", room.id, "hi", None).await,
         Err(RuntimeError::RoomNotFound(_))
     ));
     for bad in ["", "1abc", "two words"] {
         let r =
-            h.rt.add_participant(
-                OWNER,
-                room.id,
-                NewParticipant {
-                    name: bad.into(),
-                    ..agent("x")
-                },
-            )
-            .await;
+            h.rt.rooms()
+                .add_participant(
+                    OWNER,
+                    room.id,
+                    NewParticipant {
+                        name: bad.into(),
+                        ..agent("x")
+                    },
+                )
+                .await;
         assert!(matches!(r, Err(RuntimeError::Validation(_))), "{bad:?}");
     }
-    let r = h.rt.add_participant(OWNER, room.id, agent("ANN")).await;
+    let r =
+        h.rt.rooms()
+            .add_participant(OWNER, room.id, agent("ANN"))
+            .await;
     assert!(
         matches!(r, Err(RuntimeError::Validation(_))),
         "a taken name"
@@ -449,33 +480,37 @@ async fn agents_point_to_reusable_roles_and_personalities() {
     let bob = h.script("bob", vec![Act::Say("ok")]);
     h.script("cy", vec![Act::Say("ok")]);
     let critic =
-        h.rt.create_definition(OWNER, DefinitionKind::Role, "critic", "finds the flaws")
+        h.rt.rooms()
+            .create_definition(OWNER, DefinitionKind::Role, "critic", "finds the flaws")
             .await
             .unwrap();
     let dry =
-        h.rt.create_definition(OWNER, DefinitionKind::Personality, "dry", "dry humour")
+        h.rt.rooms()
+            .create_definition(OWNER, DefinitionKind::Personality, "dry", "dry humour")
             .await
             .unwrap();
-    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "ideas", None).await.unwrap();
     // Two agents of one room share the role; the first has the personality too.
     for (name, personality) in [("ann", Some(dry.id)), ("bob", None)] {
         let p =
-            h.rt.add_participant(
-                OWNER,
-                room.id,
-                NewParticipant {
-                    role: None,
-                    role_id: Some(critic.id),
-                    personality_id: personality,
-                    ..agent(name)
-                },
-            )
-            .await
-            .unwrap();
+            h.rt.rooms()
+                .add_participant(
+                    OWNER,
+                    room.id,
+                    NewParticipant {
+                        role: None,
+                        role_id: Some(critic.id),
+                        personality_id: personality,
+                        ..agent(name)
+                    },
+                )
+                .await
+                .unwrap();
         assert_eq!(p.role.as_deref(), Some("finds the flaws"));
     }
     let system = |s: &common::Script, i: usize| s.chats.lock().unwrap()[i][0].1.clone();
-    h.rt.post_to_room(OWNER, room.id, "first", None)
+    h.rt.rooms()
+        .post(OWNER, room.id, "first", None)
         .await
         .unwrap()
         .answers()
@@ -490,10 +525,12 @@ async fn agents_point_to_reusable_roles_and_personalities() {
     assert!(!system(&bob, 0).contains("dry humour"));
 
     // Rewritten once, both agents have the new text from their next answer.
-    h.rt.update_definition(OWNER, critic.id, "critic", "finds every flaw")
+    h.rt.rooms()
+        .update_definition(OWNER, critic.id, "critic", "finds every flaw")
         .await
         .unwrap();
-    h.rt.post_to_room(OWNER, room.id, "second", None)
+    h.rt.rooms()
+        .post(OWNER, room.id, "second", None)
         .await
         .unwrap()
         .answers()
@@ -507,15 +544,20 @@ async fn agents_point_to_reusable_roles_and_personalities() {
     }
 
     // Deleted, the agents keep its text.
-    h.rt.delete_definition(OWNER, critic.id).await.unwrap();
-    h.rt.post_to_room(OWNER, room.id, "third", None)
+    h.rt.rooms()
+        .delete_definition(OWNER, critic.id)
+        .await
+        .unwrap();
+    h.rt.rooms()
+        .post(OWNER, room.id, "third", None)
         .await
         .unwrap()
         .answers()
         .await;
     assert!(system(&bob, 2).contains("Your role: finds every flaw"));
     assert_eq!(
-        h.rt.definitions(OWNER)
+        h.rt.rooms()
+            .definitions(OWNER)
             .await
             .unwrap()
             .iter()
@@ -526,7 +568,8 @@ async fn agents_point_to_reusable_roles_and_personalities() {
 
     // Pointing to someone else's, to the wrong kind, or giving text and a pointer is refused.
     let eves =
-        h.rt.create_definition("eve", DefinitionKind::Role, "mole", "leaks")
+        h.rt.rooms()
+            .create_definition("eve", DefinitionKind::Role, "mole", "leaks")
             .await
             .unwrap();
     for (new, field) in [
@@ -555,22 +598,25 @@ async fn agents_point_to_reusable_roles_and_personalities() {
             "personality",
         ),
     ] {
-        match h.rt.add_participant(OWNER, room.id, new).await {
+        match h.rt.rooms().add_participant(OWNER, room.id, new).await {
             Err(RuntimeError::Validation(e)) => assert_eq!(e.0[0].path, field, "{e}"),
             other => panic!("expected a field error, got {other:?}"),
         }
     }
     // Another owner cannot change or delete mine; names are unique per kind.
     assert!(matches!(
-        h.rt.update_definition("eve", dry.id, "dry", "x").await,
+        h.rt.rooms()
+            .update_definition("eve", dry.id, "dry", "x")
+            .await,
         Err(RuntimeError::NotFound(_))
     ));
     assert!(matches!(
-        h.rt.delete_definition("eve", dry.id).await,
+        h.rt.rooms().delete_definition("eve", dry.id).await,
         Err(RuntimeError::NotFound(_))
     ));
     match h
         .rt
+        .rooms()
         .create_definition(OWNER, DefinitionKind::Personality, "DRY", "x")
         .await
     {
@@ -587,17 +633,20 @@ async fn answers_in_flight_at_a_crash_become_failures_with_retry() {
     let h = Harness::sqlite().await;
     h.script("ann", vec![Act::Say("ann here")]);
     h.script("bob", vec![Act::Hang]);
-    let (room, _) = h.rt.create_room(OWNER, "ideas", None).await.unwrap();
+    let (room, _) = h.rt.rooms().create(OWNER, "ideas", None).await.unwrap();
     let ann =
-        h.rt.add_participant(OWNER, room.id, agent("ann"))
+        h.rt.rooms()
+            .add_participant(OWNER, room.id, agent("ann"))
             .await
             .unwrap();
     let bob =
-        h.rt.add_participant(OWNER, room.id, agent("bob"))
+        h.rt.rooms()
+            .add_participant(OWNER, room.id, agent("bob"))
             .await
             .unwrap();
     let posted =
-        h.rt.post_to_room(OWNER, room.id, "hello", None)
+        h.rt.rooms()
+            .post(OWNER, room.id, "hello", None)
             .await
             .unwrap();
     let asked = posted.message.clone();
@@ -615,7 +664,7 @@ async fn answers_in_flight_at_a_crash_become_failures_with_retry() {
     // The restarted server: another runtime on the same database.
     let restarted = Harness::on(h.url.clone(), None).await;
     restarted.script("bob", vec![Act::Say("bob here")]);
-    assert_eq!(restarted.rt.recover_rooms().await.unwrap(), 1);
+    assert_eq!(restarted.rt.rooms().recover().await.unwrap(), 1);
     let messages = restarted.store.room_messages(room.id).await.unwrap();
     assert_eq!(messages.len(), 3);
     let failure = &messages[2];
@@ -635,14 +684,15 @@ async fn answers_in_flight_at_a_crash_become_failures_with_retry() {
             name: "ann".into()
         }));
     // Nothing is left to recover, and Retry has Bob answer the person's message.
-    assert_eq!(restarted.rt.recover_rooms().await.unwrap(), 0);
+    assert_eq!(restarted.rt.rooms().recover().await.unwrap(), 0);
     let (_, answers) = restarted
         .rt
+        .rooms()
         .retry(OWNER, room.id, bob.id)
         .await
         .unwrap()
         .answers()
         .await;
     assert_eq!(answers[0].text, "bob here");
-    assert_eq!(restarted.rt.recover_rooms().await.unwrap(), 0);
+    assert_eq!(restarted.rt.rooms().recover().await.unwrap(), 0);
 }

@@ -52,7 +52,7 @@ async fn turns_of_one_conversation_on_two_servers_follow_each_other() {
         return;
     };
     let agency = a.agency(team()).await;
-    let c = a.rt.start_conversation(&agency).await.unwrap();
+    let c = a.rt.conversations().start(&agency).await.unwrap();
     a.rt.send(c.id, "one".into()).await.unwrap();
     let boss_b = b.script("boss", vec![Act::Say(r#"{"to": 0, "context": "ok"}"#)]);
     b.rt.send(c.id, "two".into()).await.unwrap();
@@ -82,7 +82,7 @@ async fn concurrent_requests_on_one_conversation_queue_across_servers() {
         return;
     };
     let agency = a.agency(team()).await;
-    let c = a.rt.start_conversation(&agency).await.unwrap();
+    let c = a.rt.conversations().start(&agency).await.unwrap();
     let mut sends = tokio::task::JoinSet::new();
     for i in 0..20 {
         let rt = if i % 2 == 0 {
@@ -168,7 +168,7 @@ async fn a_turn_cut_short_by_a_crash_is_finished_by_the_next_on_another_server()
         vec![Act::Say(r#"{"to": 2, "context": "tests pass"}"#)],
     );
     let agency = a.agency(team()).await;
-    let c = a.rt.start_conversation(&agency).await.unwrap();
+    let c = a.rt.conversations().start(&agency).await.unwrap();
     let rt = a.rt.clone();
     let turn = tokio::spawn(async move { rt.send(c.id, "ship it".into()).await });
     // Bob's reply is stored; alice is still working.
@@ -253,18 +253,19 @@ async fn a_keys_rate_limit_holds_across_servers() {
 
 /// A room of ada's on `h` with one agent, ann (`script/ann`).
 async fn room_with_ann(h: &Harness) -> agency_core::room::Room {
-    let (room, _) = h.rt.create_room("ada", "ideas", None).await.unwrap();
-    h.rt.add_participant(
-        "ada",
-        room.id,
-        agency_runtime::rooms::NewParticipant {
-            name: "ann".into(),
-            model: "script/ann".into(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let (room, _) = h.rt.rooms().create("ada", "ideas", None).await.unwrap();
+    h.rt.rooms()
+        .add_participant(
+            "ada",
+            room.id,
+            agency_runtime::rooms::NewParticipant {
+                name: "ann".into(),
+                model: "script/ann".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     room
 }
 
@@ -303,7 +304,7 @@ async fn another_servers_turns_and_rooms_reach_this_servers_live_views() {
     );
     a.script("alice", vec![Act::Say(r#"{"to": 1, "context": "done"}"#)]);
     let agency = a.agency(team()).await;
-    let c = a.rt.start_conversation(&agency).await.unwrap();
+    let c = a.rt.conversations().start(&agency).await.unwrap();
     let out = a.rt.send(c.id, "hello".into()).await.unwrap();
     assert_eq!(out.answer, "built");
 
@@ -345,7 +346,8 @@ async fn another_servers_turns_and_rooms_reach_this_servers_live_views() {
     a.script("ann", vec![Act::Say("hi there")]);
     let room = room_with_ann(&a).await;
     let posted =
-        a.rt.post_to_room("ada", room.id, "hello", None)
+        a.rt.rooms()
+            .post("ada", room.id, "hello", None)
             .await
             .unwrap();
     let (_, answers) = posted.answers().await;
@@ -378,11 +380,12 @@ async fn a_starting_server_leaves_another_servers_room_answers_alone() {
     a.script("ann", vec![Act::Gated(gate.clone(), "late but here")]);
     let room = room_with_ann(&a).await;
     let posted =
-        a.rt.post_to_room("ada", room.id, "hello", None)
+        a.rt.rooms()
+            .post("ada", room.id, "hello", None)
             .await
             .unwrap();
     // Ann is answering on server A; server B starts.
-    assert_eq!(b.rt.recover_rooms().await.unwrap(), 0);
+    assert_eq!(b.rt.rooms().recover().await.unwrap(), 0);
     gate.notify_one();
     let (_, answers) = posted.answers().await;
     assert_eq!(answers.len(), 1);
@@ -402,20 +405,24 @@ async fn failed_log_ins_count_across_servers() {
     let Some((a, b)) = two_servers().await else {
         return;
     };
-    a.rt.sign_up("ada@example.com", "correct horse battery", None)
+    a.rt.accounts()
+        .sign_up("ada@example.com", "correct horse battery", None)
         .await
         .unwrap();
     let client = Some("192.0.2.7".parse().unwrap());
     for i in 0..5 {
         let rt = if i % 2 == 0 { &a.rt } else { &b.rt };
         assert!(matches!(
-            rt.log_in("ada@example.com", "wrong", client).await,
+            rt.accounts()
+                .log_in("ada@example.com", "wrong", client)
+                .await,
             Err(agency_runtime::RuntimeError::Unauthorized(_))
         ));
     }
     for rt in [&a.rt, &b.rt] {
         assert!(matches!(
-            rt.log_in("ada@example.com", "correct horse battery", client)
+            rt.accounts()
+                .log_in("ada@example.com", "correct horse battery", client)
                 .await,
             Err(agency_runtime::RuntimeError::TooManyAttempts(_))
         ));
@@ -423,7 +430,8 @@ async fn failed_log_ins_count_across_servers() {
     // The owner, from elsewhere, logs in.
     let elsewhere = Some("198.51.100.1".parse().unwrap());
     assert!(
-        b.rt.log_in("ada@example.com", "correct horse battery", elsewhere)
+        b.rt.accounts()
+            .log_in("ada@example.com", "correct horse battery", elsewhere)
             .await
             .is_ok()
     );

@@ -50,7 +50,7 @@ async fn the_answer_streams_as_the_manager_writes_it() {
         ..Default::default()
     }];
     let agency = h.agency(d).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
 
     let request = TurnRequest {
         stream_text: true,

@@ -51,13 +51,14 @@ fn file(provider: &str) -> AgencyDraft {
 /// A conversation of an account's agency whose manager runs on `fake`.
 async fn conversation_on(rt: &Arc<Runtime>, fake: &Fake) -> agency_core::ConversationId {
     let agency = rt
-        .save_agency(
+        .agencies()
+        .save(
             &file(&format!("{{ kind: openai, base_url: '{}/v1' }}", fake.url)),
             OWNER,
         )
         .await
         .unwrap();
-    rt.start_conversation(&agency).await.unwrap().id
+    rt.conversations().start(&agency).await.unwrap().id
 }
 
 fn problems(result: Result<agency_core::Agency, RuntimeError>) -> Vec<(String, String)> {
@@ -71,11 +72,14 @@ fn problems(result: Result<agency_core::Agency, RuntimeError>) -> Vec<(String, S
 async fn an_account_names_no_server_variable_and_no_private_address() {
     let (rt, _, _dir) = runtime(false).await;
     let found = problems(
-        rt.save_agency(
-            &file("{ kind: openai, base_url: 'http://127.0.0.1:9/v1', api_key_env: AGENCY_DB }"),
-            OWNER,
-        )
-        .await,
+        rt.agencies()
+            .save(
+                &file(
+                    "{ kind: openai, base_url: 'http://127.0.0.1:9/v1', api_key_env: AGENCY_DB }",
+                ),
+                OWNER,
+            )
+            .await,
     );
     let paths: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(paths, ["providers.x.api_key_env", "providers.x.base_url"]);
@@ -90,33 +94,37 @@ async fn an_account_names_no_server_variable_and_no_private_address() {
         "http://169.254.169.254/latest",
     ] {
         let found = problems(
-            rt.save_agency(
-                &file(&format!("{{ kind: openai, base_url: '{url}' }}")),
-                OWNER,
-            )
-            .await,
+            rt.agencies()
+                .save(
+                    &file(&format!("{{ kind: openai, base_url: '{url}' }}")),
+                    OWNER,
+                )
+                .await,
         );
         assert_eq!(found[0].0, "providers.x.base_url", "{url}");
     }
     // The preview (no save) says so too.
     assert!(matches!(
-        rt.preview(OWNER, &file("{ kind: openai, api_key_env: HOME }")),
+        rt.agencies()
+            .preview(OWNER, &file("{ kind: openai, api_key_env: HOME }")),
         Err(RuntimeError::Validation(_))
     ));
     // A public URL and a stored key are what an account uses.
-    rt.save_agency(
-        &file("{ kind: openai, base_url: 'https://api.example.com/v1' }"),
-        OWNER,
-    )
-    .await
-    .unwrap();
+    rt.agencies()
+        .save(
+            &file("{ kind: openai, base_url: 'https://api.example.com/v1' }"),
+            OWNER,
+        )
+        .await
+        .unwrap();
     // The operator (the CLI's local owner) keeps both.
-    rt.save_agency(
-        &file("{ kind: openai, base_url: 'http://127.0.0.1:9/v1', api_key_env: AGENCY_DB }"),
-        LOCAL_OWNER,
-    )
-    .await
-    .unwrap();
+    rt.agencies()
+        .save(
+            &file("{ kind: openai, base_url: 'http://127.0.0.1:9/v1', api_key_env: AGENCY_DB }"),
+            LOCAL_OWNER,
+        )
+        .await
+        .unwrap();
 }
 
 /// An account's agency saved before these checks (or written to the store some other way)
@@ -135,7 +143,7 @@ async fn a_stored_account_agency_reaches_neither_when_it_runs() {
 
     let (rt, store, _dir) = runtime(false).await;
     store.save_agency(&agency).await.unwrap();
-    let conversation = rt.start_conversation(&agency).await.unwrap();
+    let conversation = rt.conversations().start(&agency).await.unwrap();
     let error = rt.send(conversation.id, "hello".into()).await.unwrap_err();
     assert!(error.to_string().contains("loopback or private"), "{error}");
     assert!(
@@ -146,7 +154,7 @@ async fn a_stored_account_agency_reaches_neither_when_it_runs() {
     // With private addresses allowed by the operator, it is called: without the variable.
     let (rt, store, _dir) = runtime(true).await;
     store.save_agency(&agency).await.unwrap();
-    let conversation = rt.start_conversation(&agency).await.unwrap();
+    let conversation = rt.conversations().start(&agency).await.unwrap();
     let done = rt.send(conversation.id, "hello".into()).await.unwrap();
     assert_eq!(done.answer, "hi");
     let sent = fake.requests();
@@ -174,13 +182,14 @@ async fn key_changes_apply_to_the_next_call() {
     rt.send(conversation, "one".into()).await.unwrap();
     assert_eq!(sent_key(0), None);
     for (n, key) in ["sk-first", "sk-second"].into_iter().enumerate() {
-        rt.put_provider_key(OWNER, "x", &SecretString::from(key))
+        rt.settings()
+            .put_provider_key(OWNER, "x", &SecretString::from(key))
             .await
             .unwrap();
         rt.send(conversation, "again".into()).await.unwrap();
         assert_eq!(sent_key(n + 1), Some(format!("Bearer {key}")));
     }
-    assert!(rt.delete_provider_key(OWNER, "x").await.unwrap());
+    assert!(rt.settings().delete_provider_key(OWNER, "x").await.unwrap());
     rt.send(conversation, "after".into()).await.unwrap();
     assert_eq!(sent_key(3), None, "a deleted key is not sent again");
 }

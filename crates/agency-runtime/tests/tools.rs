@@ -31,7 +31,7 @@ fn clerk() -> AgentDraft {
 async fn the_rules_model_calls_a_tool_and_answers_with_its_result() {
     let h = Harness::sqlite().await;
     let agency = h.agency(draft("json", 16, vec![clerk()])).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "2 + 3 * 4".into()).await.unwrap();
     assert_eq!(out.answer, "= 14");
     assert_eq!(out.stopped_by, StopReason::Answered);
@@ -74,7 +74,7 @@ async fn the_rules_model_calls_a_tool_and_answers_with_its_result() {
 async fn a_tool_error_is_a_result_the_agent_reads_not_a_failed_turn() {
     let h = Harness::sqlite().await;
     let agency = h.agency(draft("json", 16, vec![clerk()])).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "1 / 0".into()).await.unwrap();
     assert!(out.answer.starts_with("= "), "{}", out.answer);
     assert!(out.answer.to_lowercase().contains("zero"), "{}", out.answer);
@@ -105,7 +105,7 @@ async fn parallel_calls_unknown_tools_and_malformed_arguments_each_get_their_res
     let mut agent = agent(1, "m", "script/m", &[]);
     agent.tools = vec!["builtin/*".into()];
     let agency = h.agency(draft("json", 16, vec![agent])).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "go".into()).await.unwrap();
     assert_eq!(out.answer, "done");
     // The second call saw every result, each after the reply that made the calls.
@@ -150,7 +150,8 @@ async fn tools_are_checked_against_what_their_servers_list_when_saved() {
         "nowhere/x".into(),
     ];
     let e =
-        h.rt.save_agency(&draft("json", 16, vec![bad]), LOCAL_OWNER)
+        h.rt.agencies()
+            .save(&draft("json", 16, vec![bad]), LOCAL_OWNER)
             .await
             .unwrap_err()
             .to_string();

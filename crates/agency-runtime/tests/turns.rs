@@ -42,7 +42,7 @@ async fn a_routed_turn_is_persisted_and_traced() {
     for protocol in ["json", "directives"] {
         let h = Harness::sqlite().await;
         let agency = h.agency(studio(protocol)).await;
-        let c = h.rt.start_conversation(&agency).await.unwrap();
+        let c = h.rt.conversations().start(&agency).await.unwrap();
         let out = h.rt.send(c.id, "a CLI".into()).await.unwrap();
         assert_eq!(out.answer, "Done: fn main() {} // Please build: a CLI");
         assert_eq!(out.stopped_by, StopReason::Answered);
@@ -88,7 +88,8 @@ async fn a_routed_turn_is_persisted_and_traced() {
         }
         // The stored trace is the one returned.
         assert_eq!(
-            h.rt.turn(&agency.owner, c.id, out.number)
+            h.rt.conversations()
+                .turn(&agency.owner, c.id, out.number)
                 .await
                 .unwrap()
                 .trace,
@@ -104,7 +105,7 @@ async fn a_routed_turn_is_persisted_and_traced() {
 async fn a_conversation_continues_across_turns_and_restarts() {
     let h = Harness::sqlite().await;
     let agency = h.agency(studio("json")).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     h.rt.send(c.id, "one".into()).await.unwrap();
     // A new runtime on the same database: the contexts come back from the store.
     let h2 = Harness::on(h.url.clone(), None).await;
@@ -171,7 +172,7 @@ async fn a_fan_out_runs_in_parallel() {
             ],
         ))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let mut agency = agency;
     agency.limits.turn_deadline = Duration::from_secs(60);
     h.store.save_agency(&agency).await.unwrap();
@@ -222,7 +223,7 @@ async fn only_the_manager_reaches_the_user() {
             ],
         ))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "hi".into()).await.unwrap();
     assert_eq!(lines(&out, &agency)[2], "worker>manager:delivery:sneaky hi");
     assert_eq!(out.answer, "ok: sneaky hi");
@@ -258,7 +259,7 @@ async fn bad_replies_are_corrected_then_passed_on() {
             ],
         ))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "go".into()).await.unwrap();
     assert_eq!(out.answer, "got: fixed");
     let l = lines(&out, &agency);
@@ -302,7 +303,7 @@ async fn a_manager_that_cannot_format_answers_the_user_raw() {
             ],
         ))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "hi".into()).await.unwrap();
     assert_eq!(out.answer, "Hello! How can I help?");
     assert_eq!(out.hops, 3);
@@ -332,7 +333,7 @@ fn ping_pong(max_hops: u32, text: &str) -> agency_core::AgencyDraft {
 async fn the_hop_limit_stops_an_endless_exchange() {
     let h = Harness::sqlite().await;
     let agency = h.agency(ping_pong(8, "hit {{count}}")).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "play".into()).await.unwrap();
     assert_eq!(out.stopped_by, StopReason::MaxHops);
     assert_eq!(out.hops, 9, "8 hops, then the manager's answer");
@@ -354,7 +355,7 @@ async fn the_hop_limit_stops_an_endless_exchange() {
 async fn a_repeated_exchange_is_stopped_as_a_loop() {
     let h = Harness::sqlite().await;
     let agency = h.agency(ping_pong(100, "same again")).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "play".into()).await.unwrap();
     assert_eq!(out.stopped_by, StopReason::Loop);
     assert!(out.hops < 10, "caught early: {} hops", out.hops);
@@ -364,7 +365,7 @@ async fn a_repeated_exchange_is_stopped_as_a_loop() {
 async fn a_thousand_hop_turn_completes() {
     let h = Harness::sqlite().await;
     let agency = h.agency(ping_pong(1000, "hit {{count}}")).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "play".into()).await.unwrap();
     assert_eq!((out.stopped_by, out.hops), (StopReason::MaxHops, 1001));
     assert_eq!(
@@ -401,7 +402,7 @@ async fn the_deadline_makes_the_manager_answer() {
             ],
         ))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "hurry".into()).await.unwrap();
     assert_eq!(out.stopped_by, StopReason::Deadline);
     // The rules manager answers with the last thing an agent told it: nothing yet but the input.
@@ -447,7 +448,7 @@ async fn a_manager_that_never_answers_is_cut_off() {
             ],
         ))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "hello?".into()).await.unwrap();
     assert_eq!(out.stopped_by, StopReason::Deadline);
     assert_eq!(out.answer, "The agency could not finish answering in time.");
@@ -488,7 +489,7 @@ async fn late_replies_reach_the_manager_next_turn() {
             ],
         ))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "q1".into()).await.unwrap();
     assert_eq!(out.answer, "first answer");
     gate.notify_one();
@@ -522,7 +523,7 @@ async fn failures_are_reported() {
             ],
         ))
         .await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "x".into()).await.unwrap();
     assert_eq!(
         out.answer,
@@ -543,7 +544,7 @@ async fn failures_are_reported() {
             d
         })
         .await;
-    let c = h.rt.start_conversation(&broken).await.unwrap();
+    let c = h.rt.conversations().start(&broken).await.unwrap();
     match h.rt.send(c.id, "x".into()).await {
         Err(RuntimeError::Model { name, error, .. }) => assert_eq!(
             (name.as_str(), error.as_str()),
@@ -561,7 +562,7 @@ async fn failures_are_reported() {
 async fn events_follow_the_turn() {
     let h = Harness::sqlite().await;
     let agency = h.agency(studio("json")).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let mut rx = h.rt.subscribe();
     let out = h.rt.send(c.id, "x".into()).await.unwrap();
     let mut hops = Vec::new();
@@ -584,11 +585,12 @@ async fn postgres_runs_the_same_turn() {
     };
     let h = Harness::on(url, None).await;
     let agency = h.agency(studio("json")).await;
-    let c = h.rt.start_conversation(&agency).await.unwrap();
+    let c = h.rt.conversations().start(&agency).await.unwrap();
     let out = h.rt.send(c.id, "a CLI".into()).await.unwrap();
     assert_eq!(out.answer, "Done: fn main() {} // Please build: a CLI");
     assert_eq!(
-        h.rt.turn(&agency.owner, c.id, out.number)
+        h.rt.conversations()
+            .turn(&agency.owner, c.id, out.number)
             .await
             .unwrap()
             .trace,

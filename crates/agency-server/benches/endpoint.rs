@@ -201,7 +201,7 @@ fn main() {
             agents: vec![AgentDraft { name: "only".into(), model: "fake/m".into(), ..Default::default() }],
             ..Default::default()
         };
-        let agency = runtime.save_agency(&draft, LOCAL_OWNER).await.unwrap();
+        let agency = runtime.agencies().save(&draft, LOCAL_OWNER).await.unwrap();
         let auth = Arc::new(runtime.authenticator().await.unwrap());
         let (_, key) = auth.create_key(&agency, "bench", None, Some(10_000_000)).await.unwrap();
         let key = secrecy::ExposeSecret::expose_secret(&key).to_string();

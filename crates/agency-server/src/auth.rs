@@ -105,7 +105,7 @@ impl FromRequestParts<AppState> for Session {
             .filter(|t| !t.is_empty())
             .ok_or_else(|| ApiError::Unauthorized("log in first (POST /api/auth/login)".into()))?;
         let user =
-            s.rt.session_user(token).await?.ok_or_else(|| {
+            s.rt.accounts().session_user(token).await?.ok_or_else(|| {
                 ApiError::Unauthorized("your session has ended: log in again".into())
             })?;
         Ok(Session {

@@ -30,10 +30,14 @@ async fn entries(
     let agency = key.agency_id;
     let not_found = || ApiError::NotFound(format!("no conversation `{id}`"));
     let cid: ConversationId = id.parse().map_err(|_| not_found())?;
-    let entries = s.rt.entries(agency, cid).await.map_err(|e| match e {
-        agency_runtime::RuntimeError::ConversationNotFound(_) => not_found(),
-        other => other.into(),
-    })?;
+    let entries =
+        s.rt.conversations()
+            .entries(agency, cid)
+            .await
+            .map_err(|e| match e {
+                agency_runtime::RuntimeError::ConversationNotFound(_) => not_found(),
+                other => other.into(),
+            })?;
     Ok(Json(entries.iter().map(Entry::from).collect()))
 }
 
@@ -82,8 +86,12 @@ async fn memory(
     let agency = key.agency_id;
     let not_found = || ApiError::NotFound(format!("no memory `{id}`"));
     let mid: agency_core::memory::MemoryId = id.trim().parse().map_err(|_| not_found())?;
-    let m = s.rt.memory(agency, mid).await?.ok_or_else(not_found)?;
-    let a = s.rt.agency_by_id(agency).await?;
+    let m =
+        s.rt.memory()
+            .get(agency, mid)
+            .await?
+            .ok_or_else(not_found)?;
+    let a = s.rt.agencies().draft(agency).await?;
     Ok(Json(MemoryOut::of(&m, &a)))
 }
 
@@ -126,12 +134,13 @@ async fn plan(
     Path(handle): Path<String>,
 ) -> Result<Json<PlanOut>, ApiError> {
     let agency = key.agency_id;
-    let a = s.rt.agency_by_id(agency).await?;
+    let a = s.rt.agencies().draft(agency).await?;
     let agent = a
         .agent_by_handle(handle.trim())
         .ok_or_else(|| ApiError::NotFound(format!("no agent `{handle}`")))?;
     let plan =
-        s.rt.active_plan(agency, agent.id)
+        s.rt.memory()
+            .active_plan(agency, agent.id)
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("agent `{handle}` has no active plan")))?;
     Ok(Json(PlanOut {

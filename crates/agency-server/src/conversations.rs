@@ -5,32 +5,30 @@ use std::convert::Infallible;
 
 use agency_core::{ConversationId, MessageKind};
 use agency_runtime::{Caller, Event, TurnRequest};
+use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{self, KeepAlive, Sse};
-use axum::routing::get;
-use axum::{Json, Router};
 use futures::{Stream, StreamExt};
 
 use crate::auth::{Account, Session};
+use crate::documented::{Documented, documented};
 use crate::events::ConversationEvent;
 use crate::manage::agency_of;
 use crate::{ApiError, AppState, wire};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/agencies/{agency}/conversations",
-            get(list_conversations).post(create_conversation),
-        )
-        .route("/api/conversations/{id}", get(get_conversation))
-        .route(
-            "/api/conversations/{id}/messages",
-            get(list_messages).post(post_message),
-        )
-        .route("/api/conversations/{id}/turns/{number}", get(get_turn))
-        .route("/api/conversations/{id}/events", get(events))
+/// Every route here, as its handler's `#[utoipa::path]` declares it.
+pub fn routes() -> Documented {
+    documented![
+        list_conversations,
+        create_conversation,
+        get_conversation,
+        list_messages,
+        post_message,
+        get_turn,
+        events,
+    ]
 }
 
 fn conversation_id(id: &str) -> Result<ConversationId, ApiError> {
@@ -55,14 +53,14 @@ pub async fn create_conversation(
     let draft = agency_of(&s, &session, &agency).await?;
     let agency = match on.as_deref().unwrap_or("draft") {
         "draft" => draft,
-        "published" => (*s.rt.published_agency(draft.id).await?).clone(),
+        "published" => (*s.rt.agencies().published(draft.id).await?).clone(),
         other => {
             return Err(ApiError::BadRequest(format!(
                 "`on` is `draft` or `published`, not `{other}`"
             )));
         }
     };
-    let c = s.rt.start_conversation(&agency).await?;
+    let c = s.rt.conversations().start(&agency).await?;
     Ok((
         StatusCode::CREATED,
         Json(wire::Conversation::new(&c, Vec::new())),
@@ -78,7 +76,7 @@ pub async fn list_conversations(
     session: Session,
     Path(agency): Path<String>,
 ) -> Result<Json<Vec<wire::Conversation>>, ApiError> {
-    let list = s.rt.conversations(&session.owner(), &agency).await?;
+    let list = s.rt.conversations().list(&session.owner(), &agency).await?;
     Ok(Json(
         list.iter()
             .map(|c| wire::Conversation::new(c, Vec::new()))
@@ -96,7 +94,8 @@ pub async fn get_conversation(
     Path(id): Path<String>,
 ) -> Result<Json<wire::Conversation>, ApiError> {
     let (c, turns) =
-        s.rt.conversation_turns(&session.owner(), conversation_id(&id)?)
+        s.rt.conversations()
+            .turns(&session.owner(), conversation_id(&id)?)
             .await?;
     Ok(Json(wire::Conversation::new(
         &c,
@@ -135,7 +134,10 @@ pub async fn get_turn(
     let number: u32 = number
         .parse()
         .map_err(|_| ApiError::NotFound(format!("conversation {id} has no turn `{number}`")))?;
-    let detail = s.rt.turn(&session.owner(), id, number).await?;
+    let detail =
+        s.rt.conversations()
+            .turn(&session.owner(), id, number)
+            .await?;
     Ok(Json(wire::TurnTrace {
         turn: wire::Turn::from(&detail.turn),
         trace: detail
@@ -158,7 +160,8 @@ pub async fn list_messages(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<wire::Message>>, ApiError> {
     let (messages, roster) =
-        s.rt.messages(&session.owner(), conversation_id(&id)?)
+        s.rt.conversations()
+            .messages(&session.owner(), conversation_id(&id)?)
             .await?;
     Ok(Json(
         messages
@@ -182,7 +185,8 @@ pub async fn events(
     Path(id): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<sse::Event, Infallible>>>, ApiError> {
     let owned =
-        s.rt.conversation(&session.owner(), conversation_id(&id)?)
+        s.rt.conversations()
+            .get(&session.owner(), conversation_id(&id)?)
             .await?;
     let (c, roster) = (owned.conversation, owned.agency.roster());
     let rx = s.rt.subscribe();

@@ -7,6 +7,7 @@
 pub mod auth;
 mod content;
 mod conversations;
+mod documented;
 mod encode;
 mod error;
 mod events;
@@ -49,14 +50,19 @@ pub const MAX_BODY: usize = 2 * 1024 * 1024;
 /// How often the last use of API keys is written.
 const FLUSH_KEY_USAGE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The management API's routes, with their documentation (see [`documented`]).
+fn management_api() -> documented::Documented {
+    manage::routes()
+        .merge(conversations::routes())
+        .merge(rooms::routes())
+}
+
 /// The application's routes.
 pub fn router(state: AppState) -> Router {
     let router = Router::new()
         .merge(openai::routes(&state.cors))
         .merge(content::routes())
-        .merge(manage::routes())
-        .merge(conversations::routes())
-        .merge(rooms::routes())
+        .merge(management_api().router)
         .merge(ui::routes())
         .route("/healthz", get(health))
         .route("/readyz", get(ready))

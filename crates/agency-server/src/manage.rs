@@ -4,53 +4,49 @@
 
 use agency_core::{ValidationError, ValidationErrors};
 use agency_runtime::RuntimeError;
+use axum::Json;
 use axum::extract::rejection::{JsonRejection, StringRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
-use axum::{Json, Router};
 use secrecy::{ExposeSecret, SecretString};
 
 use crate::auth::{Account, ClientAddr, Session, cleared_cookie, session_cookie};
+use crate::documented::{Documented, documented};
 use crate::{ApiError, AppState, wire};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/auth/signup", post(sign_up))
-        .route("/api/auth/login", post(log_in))
-        .route("/api/auth/logout", post(log_out))
-        .route("/api/auth/me", get(me))
-        .route("/api/auth/password", post(change_password))
-        .route("/api/agencies", get(list_agencies).post(create_agency))
-        .route("/api/agencies/import", post(import_agency))
-        .route("/api/agencies/preview", post(preview))
-        .route("/api/examples", get(examples))
-        .route("/api/providers", get(providers))
-        .route(
-            "/api/agencies/{agency}",
-            get(get_agency).put(update_agency).delete(delete_agency),
-        )
-        .route("/api/agencies/{agency}/export", get(export_agency))
-        .route("/api/agencies/{agency}/publish", post(publish))
-        .route("/api/agencies/{agency}/versions", get(versions))
-        .route("/api/agencies/{agency}/tools", get(tools))
-        .route("/api/agencies/{agency}/versions/{version}", get(version))
-        .route(
-            "/api/agencies/{agency}/keys",
-            get(list_keys).post(create_key),
-        )
-        .route("/api/agencies/{agency}/keys/{name}", delete(revoke_key))
-        .route("/api/provider-keys", get(list_provider_keys))
-        .route(
-            "/api/provider-keys/{provider}",
-            put(put_provider_key).delete(delete_provider_key),
-        )
-        .route("/api/mcp-credentials", get(list_mcp_credentials))
-        .route(
-            "/api/mcp-credentials/{server}",
-            put(put_mcp_credentials).delete(delete_mcp_credentials),
-        )
+/// Every route here, as its handler's `#[utoipa::path]` declares it.
+pub fn routes() -> Documented {
+    documented![
+        sign_up,
+        log_in,
+        log_out,
+        me,
+        change_password,
+        list_agencies,
+        create_agency,
+        import_agency,
+        preview,
+        examples,
+        providers,
+        get_agency,
+        update_agency,
+        delete_agency,
+        export_agency,
+        publish,
+        versions,
+        tools,
+        version,
+        list_keys,
+        create_key,
+        revoke_key,
+        list_provider_keys,
+        put_provider_key,
+        delete_provider_key,
+        list_mcp_credentials,
+        put_mcp_credentials,
+        delete_mcp_credentials,
+    ]
 }
 
 fn me_of(session: &Session) -> wire::Me {
@@ -89,7 +85,10 @@ pub async fn sign_up(
     body: Result<Json<wire::Credentials>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(c) = body?;
-    let new = s.rt.sign_up(&c.email, &c.password, client).await?;
+    let new =
+        s.rt.accounts()
+            .sign_up(&c.email, &c.password, client)
+            .await?;
     Ok(logged_in(&headers, StatusCode::CREATED, new))
 }
 
@@ -104,7 +103,10 @@ pub async fn log_in(
     body: Result<Json<wire::Credentials>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(c) = body?;
-    let new = s.rt.log_in(&c.email, &c.password, client).await?;
+    let new =
+        s.rt.accounts()
+            .log_in(&c.email, &c.password, client)
+            .await?;
     Ok(logged_in(&headers, StatusCode::OK, new))
 }
 
@@ -114,7 +116,7 @@ pub async fn log_out(
     State(s): State<AppState>,
     Account(session): Account,
 ) -> Result<Response, ApiError> {
-    s.rt.log_out(&session.token).await?;
+    s.rt.accounts().log_out(&session.token).await?;
     Ok((
         StatusCode::NO_CONTENT,
         [(header::SET_COOKIE, cleared_cookie())],
@@ -138,13 +140,14 @@ pub async fn change_password(
     body: Result<Json<wire::PasswordChange>, JsonRejection>,
 ) -> Result<StatusCode, ApiError> {
     let Json(c) = body?;
-    s.rt.change_password(
-        &session.user,
-        &session.token,
-        &c.current_password,
-        &c.new_password,
-    )
-    .await?;
+    s.rt.accounts()
+        .change_password(
+            &session.user,
+            &session.token,
+            &c.current_password,
+            &c.new_password,
+        )
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -154,7 +157,7 @@ pub(crate) async fn agency_of(
     session: &Session,
     agency: &str,
 ) -> Result<agency_core::Agency, ApiError> {
-    Ok(s.rt.agency(&session.owner(), agency).await?)
+    Ok(s.rt.agencies().get(&session.owner(), agency).await?)
 }
 
 /// The user's agencies, by name.
@@ -164,7 +167,7 @@ pub async fn list_agencies(
     State(s): State<AppState>,
     session: Session,
 ) -> Result<Json<Vec<wire::AgencyDetail>>, ApiError> {
-    let agencies = s.rt.agencies(&session.owner()).await?;
+    let agencies = s.rt.agencies().list(&session.owner()).await?;
     Ok(Json(
         agencies.iter().map(wire::AgencyDetail::from).collect(),
     ))
@@ -179,7 +182,7 @@ pub async fn create_agency(
     body: Result<Json<agency_core::AgencyDraft>, JsonRejection>,
 ) -> Result<(StatusCode, Json<wire::AgencyDetail>), ApiError> {
     let Json(draft) = body?;
-    let a = s.rt.create_agency(&session.owner(), &draft).await?;
+    let a = s.rt.agencies().create(&session.owner(), &draft).await?;
     Ok((
         StatusCode::CREATED,
         Json(wire::AgencyDetail::from(
@@ -200,7 +203,7 @@ pub async fn get_agency(
     session: Session,
     Path(agency): Path<String>,
 ) -> Result<Json<wire::AgencyDetail>, ApiError> {
-    let a = s.rt.agency_info(&session.owner(), &agency).await?;
+    let a = s.rt.agencies().info(&session.owner(), &agency).await?;
     Ok(Json(wire::AgencyDetail::from(&a)))
 }
 
@@ -216,8 +219,10 @@ pub async fn update_agency(
 ) -> Result<Json<wire::AgencyDetail>, ApiError> {
     let Json(draft) = body?;
     let id = agency_of(&s, &session, &agency).await?.id;
-    let a = s.rt.update_agency(&session.owner(), id, &draft).await?;
-    Ok(Json(wire::AgencyDetail::from(&s.rt.with_state(a).await?)))
+    let a = s.rt.agencies().update(&session.owner(), id, &draft).await?;
+    Ok(Json(wire::AgencyDetail::from(
+        &s.rt.agencies().with_state(a).await?,
+    )))
 }
 
 /// Deletes the agency with its versions, conversations and keys.
@@ -230,7 +235,7 @@ pub async fn delete_agency(
     Path(agency): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = agency_of(&s, &session, &agency).await?.id;
-    s.rt.delete_agency(&session.owner(), id).await?;
+    s.rt.agencies().delete(&session.owner(), id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -243,7 +248,7 @@ pub async fn preview(
     body: Result<Json<agency_core::AgencyDraft>, JsonRejection>,
 ) -> Result<Json<wire::Preview>, ApiError> {
     let Json(draft) = body?;
-    let preview = s.rt.preview(&session.owner(), &draft)?;
+    let preview = s.rt.agencies().preview(&session.owner(), &draft)?;
     Ok(Json(wire::Preview::from(&preview)))
 }
 
@@ -255,7 +260,7 @@ pub async fn providers(
     State(s): State<AppState>,
     session: Session,
 ) -> Result<Json<Vec<wire::ProviderStatus>>, ApiError> {
-    let list = s.rt.provider_catalog(&session.owner()).await?;
+    let list = s.rt.settings().provider_catalog(&session.owner()).await?;
     Ok(Json(list.into_iter().map(Into::into).collect()))
 }
 
@@ -290,7 +295,7 @@ pub async fn publish(
     Path(agency): Path<String>,
 ) -> Result<(StatusCode, Json<wire::Version>), ApiError> {
     let id = agency_of(&s, &session, &agency).await?.id;
-    let p = s.rt.publish_agency(&session.owner(), id).await?;
+    let p = s.rt.agencies().publish(&session.owner(), id).await?;
     Ok((StatusCode::CREATED, Json(wire::Version::from(&p))))
 }
 
@@ -305,7 +310,10 @@ pub async fn tools(
     Path(agency): Path<String>,
 ) -> Result<Json<Vec<wire::ToolServer>>, ApiError> {
     let id = agency_of(&s, &session, &agency).await?.id;
-    let servers = s.rt.available_tools(&session.owner(), id).await?;
+    let servers =
+        s.rt.agencies()
+            .available_tools(&session.owner(), id)
+            .await?;
     Ok(Json(
         servers.into_iter().map(wire::ToolServer::from).collect(),
     ))
@@ -321,7 +329,7 @@ pub async fn versions(
     Path(agency): Path<String>,
 ) -> Result<Json<Vec<wire::Version>>, ApiError> {
     let id = agency_of(&s, &session, &agency).await?.id;
-    let v = s.rt.versions(&session.owner(), id).await?;
+    let v = s.rt.agencies().versions(&session.owner(), id).await?;
     Ok(Json(v.iter().map(wire::Version::from).collect()))
 }
 
@@ -338,7 +346,7 @@ pub async fn version(
     let n: u32 = version
         .parse()
         .map_err(|_| ApiError::NotFound(format!("agency `{agency}` has no version `{version}`")))?;
-    let (p, published, _) = s.rt.version(&session.owner(), a.id, n).await?;
+    let (p, published, _) = s.rt.agencies().version(&session.owner(), a.id, n).await?;
     Ok(Json(wire::VersionDetail {
         version: p.version,
         published_at: p.published_at,
@@ -383,13 +391,15 @@ pub async fn import_agency(
     body: Result<String, StringRejection>,
 ) -> Result<(StatusCode, Json<wire::AgencyDetail>), ApiError> {
     let file = agency_file::AgencyFile::parse("agency file", &body?).map_err(file_problems)?;
-    let a = match s.rt.save_agency(&file.draft, &session.owner()).await {
+    let a = match s.rt.agencies().save(&file.draft, &session.owner()).await {
         Err(RuntimeError::Validation(v)) => return Err(file_problems(file.locate(v))),
         other => other?,
     };
     Ok((
         StatusCode::CREATED,
-        Json(wire::AgencyDetail::from(&s.rt.with_state(a).await?)),
+        Json(wire::AgencyDetail::from(
+            &s.rt.agencies().with_state(a).await?,
+        )),
     ))
 }
 
@@ -488,7 +498,7 @@ pub async fn list_provider_keys(
     State(s): State<AppState>,
     session: Session,
 ) -> Result<Json<Vec<wire::ProviderKey>>, ApiError> {
-    let keys = s.rt.provider_keys(&session.owner()).await?;
+    let keys = s.rt.settings().provider_keys(&session.owner()).await?;
     Ok(Json(
         keys.iter()
             .map(|k| wire::ProviderKey {
@@ -523,7 +533,8 @@ pub async fn put_provider_key(
         )));
     }
     let sealed =
-        s.rt.put_provider_key(&session.owner(), &provider, &SecretString::from(k.key))
+        s.rt.settings()
+            .put_provider_key(&session.owner(), &provider, &SecretString::from(k.key))
             .await?;
     Ok(Json(wire::ProviderKey {
         provider: sealed.provider.clone(),
@@ -542,7 +553,8 @@ pub async fn delete_provider_key(
     Path(provider): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let deleted =
-        s.rt.delete_provider_key(&session.owner(), &provider)
+        s.rt.settings()
+            .delete_provider_key(&session.owner(), &provider)
             .await?;
     if deleted {
         Ok(StatusCode::NO_CONTENT)
@@ -569,7 +581,7 @@ pub async fn list_mcp_credentials(
     State(s): State<AppState>,
     session: Session,
 ) -> Result<Json<Vec<wire::McpCredentials>>, ApiError> {
-    let stored = s.rt.mcp_credentials(&session.owner()).await?;
+    let stored = s.rt.settings().mcp_credentials(&session.owner()).await?;
     Ok(Json(stored.into_iter().map(mcp_credentials).collect()))
 }
 
@@ -593,7 +605,8 @@ pub async fn put_mcp_credentials(
         .map(|(name, value)| (name, SecretString::from(value)))
         .collect();
     let stored =
-        s.rt.put_mcp_credentials(&session.owner(), &server, headers)
+        s.rt.settings()
+            .put_mcp_credentials(&session.owner(), &server, headers)
             .await?;
     Ok(Json(mcp_credentials(stored)))
 }
@@ -608,6 +621,7 @@ pub async fn delete_mcp_credentials(
     Path(server): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     if s.rt
+        .settings()
         .delete_mcp_credentials(&session.owner(), &server)
         .await?
     {

@@ -1,5 +1,6 @@
 //! The OpenAPI document of the management API, made from the handlers and wire types
-//! themselves (utoipa), served at `/api/openapi.json` and committed as
+//! themselves (utoipa: each handler's `#[utoipa::path]`, which also routes it, see
+//! [`crate::documented`]), served at `/api/openapi.json` and committed as
 //! `crates/agency-server/openapi.json` (a test fails when the committed copy is stale).
 //!
 //! The drop-in endpoints (Chat Completions, the Responses API) are OpenAI's own API, documented
@@ -10,7 +11,7 @@ use std::sync::OnceLock;
 use utoipa::openapi;
 use utoipa::{Modify, OpenApi};
 
-use crate::{conversations, events, manage, rooms, wire};
+use crate::{events, wire};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -23,61 +24,6 @@ use crate::{conversations, events, manage, rooms, wire};
             `{\"error\": {\"message\", \"status\", \"fields\"?}}`; `fields` lists each invalid \
             field by its path. Another user's ids answer 404."
     ),
-    paths(
-        manage::sign_up,
-        manage::log_in,
-        manage::log_out,
-        manage::me,
-        manage::change_password,
-        manage::list_agencies,
-        manage::create_agency,
-        manage::get_agency,
-        manage::update_agency,
-        manage::delete_agency,
-        manage::preview,
-        manage::examples,
-        manage::providers,
-        manage::tools,
-        manage::publish,
-        manage::versions,
-        manage::version,
-        manage::export_agency,
-        manage::import_agency,
-        manage::list_keys,
-        manage::create_key,
-        manage::revoke_key,
-        manage::list_provider_keys,
-        manage::put_provider_key,
-        manage::delete_provider_key,
-        manage::list_mcp_credentials,
-        manage::put_mcp_credentials,
-        manage::delete_mcp_credentials,
-        conversations::create_conversation,
-        conversations::list_conversations,
-        conversations::get_conversation,
-        conversations::post_message,
-        conversations::get_turn,
-        conversations::list_messages,
-        conversations::events,
-        rooms::list_rooms,
-        rooms::create_room,
-        rooms::get_room,
-        rooms::delete_room,
-        rooms::post_message,
-        rooms::set_included,
-        rooms::add_participant,
-        rooms::set_enabled,
-        rooms::remove_participant,
-        rooms::retry,
-        rooms::list_bots,
-        rooms::register_bot,
-        rooms::unregister_bot,
-        rooms::list_definitions,
-        rooms::create_definition,
-        rooms::update_definition,
-        rooms::delete_definition,
-        rooms::events,
-    ),
     components(schemas(
         wire::Usage,
         wire::TraceEntry,
@@ -85,8 +31,7 @@ use crate::{conversations, events, manage, rooms, wire};
         wire::ErrorBody,
         events::ConversationEvent,
         events::RoomEvent
-    )),
-    modifiers(&CommonErrors)
+    ))
 )]
 struct ApiDoc;
 
@@ -196,7 +141,15 @@ fn error_body() -> openapi::Content {
 pub fn document() -> &'static str {
     static DOC: OnceLock<String> = OnceLock::new();
     DOC.get_or_init(|| {
-        let mut text = ApiDoc::openapi()
+        let mut doc = ApiDoc::openapi();
+        let api = crate::management_api();
+        doc.paths.merge(api.paths);
+        doc.components
+            .get_or_insert_default()
+            .schemas
+            .extend(api.schemas);
+        CommonErrors.modify(&mut doc);
+        let mut text = doc
             .to_pretty_json()
             .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
         text.push('\n');

@@ -7,41 +7,40 @@ use agency_core::room::DefinitionKind;
 use agency_core::{DefinitionId, ParticipantId, RoomId, RoomMessageId};
 use agency_runtime::rooms::{NewBot, NewParticipant, Posted};
 use agency_runtime::{Event, RuntimeError};
+use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{self, KeepAlive, Sse};
-use axum::routing::{delete, get, patch, post, put};
-use axum::{Json, Router};
 use futures::{Stream, StreamExt};
 
 use crate::auth::{Account, Session};
+use crate::documented::{Documented, documented};
 use crate::events::RoomEvent;
 use crate::{ApiError, AppState, wire};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/rooms", get(list_rooms).post(create_room))
-        .route("/api/rooms/{room}", get(get_room).delete(delete_room))
-        .route("/api/rooms/{room}/messages", post(post_message))
-        .route("/api/rooms/{room}/messages/{message}", patch(set_included))
-        .route("/api/rooms/{room}/participants", post(add_participant))
-        .route(
-            "/api/rooms/{room}/participants/{agent}",
-            patch(set_enabled).delete(remove_participant),
-        )
-        .route("/api/rooms/{room}/participants/{agent}/retry", post(retry))
-        .route("/api/rooms/{room}/bots", get(list_bots).post(register_bot))
-        .route("/api/rooms/{room}/bots/{username}", delete(unregister_bot))
-        .route(
-            "/api/definitions",
-            get(list_definitions).post(create_definition),
-        )
-        .route(
-            "/api/definitions/{id}",
-            put(update_definition).delete(delete_definition),
-        )
-        .route("/api/rooms/{room}/events", get(events))
+/// Every route here, as its handler's `#[utoipa::path]` declares it.
+pub fn routes() -> Documented {
+    documented![
+        list_rooms,
+        create_room,
+        get_room,
+        delete_room,
+        post_message,
+        set_included,
+        add_participant,
+        set_enabled,
+        remove_participant,
+        retry,
+        list_bots,
+        register_bot,
+        unregister_bot,
+        list_definitions,
+        create_definition,
+        update_definition,
+        delete_definition,
+        events,
+    ]
 }
 
 fn room_id(id: &str) -> Result<RoomId, ApiError> {
@@ -73,7 +72,7 @@ fn participant_id(id: &str) -> Result<ParticipantId, ApiError> {
 }
 
 async fn detail(s: &AppState, owner: &str, room: RoomId) -> Result<wire::RoomDetail, ApiError> {
-    let (room, participants, messages) = s.rt.room_detail(owner, room).await?;
+    let (room, participants, messages) = s.rt.rooms().detail(owner, room).await?;
     Ok(wire::RoomDetail {
         room: wire::Room::from(&room),
         participants: participants.iter().map(wire::Participant::from).collect(),
@@ -87,7 +86,7 @@ pub async fn list_rooms(
     State(s): State<AppState>,
     session: Session,
 ) -> Result<Json<Vec<wire::Room>>, ApiError> {
-    let rooms = s.rt.rooms(&session.owner()).await?;
+    let rooms = s.rt.rooms().list(&session.owner()).await?;
     Ok(Json(rooms.iter().map(wire::Room::from).collect()))
 }
 
@@ -102,10 +101,10 @@ pub async fn create_room(
     let Json(new) = body?;
     let owner = session.owner();
     let agency = match new.agency.as_deref() {
-        Some(a) => Some(s.rt.agency(&owner, a).await?.id),
+        Some(a) => Some(s.rt.agencies().get(&owner, a).await?.id),
         None => None,
     };
-    let (room, _) = s.rt.create_room(&owner, &new.name, agency).await?;
+    let (room, _) = s.rt.rooms().create(&owner, &new.name, agency).await?;
     Ok((
         StatusCode::CREATED,
         Json(detail(&s, &owner, room.id).await?),
@@ -131,7 +130,9 @@ pub async fn delete_room(
     Account(session): Account,
     Path(room): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    s.rt.delete_room(&session.owner(), room_id(&room)?).await?;
+    s.rt.rooms()
+        .delete(&session.owner(), room_id(&room)?)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -187,7 +188,8 @@ pub async fn post_message(
         })?),
     };
     let p =
-        s.rt.post_to_room(&session.owner(), room_id(&room)?, &body.text, reply_to)
+        s.rt.rooms()
+            .post(&session.owner(), room_id(&room)?, &body.text, reply_to)
             .await?;
     Ok((StatusCode::CREATED, Json(posted(p, wait.wait).await)))
 }
@@ -200,7 +202,7 @@ pub async fn list_bots(
     session: Session,
     Path(room): Path<String>,
 ) -> Result<Json<Vec<wire::Participant>>, ApiError> {
-    let bots = s.rt.room_bots(&session.owner(), room_id(&room)?).await?;
+    let bots = s.rt.rooms().bots(&session.owner(), room_id(&room)?).await?;
     Ok(Json(bots.iter().map(wire::Participant::from).collect()))
 }
 
@@ -218,16 +220,17 @@ pub async fn register_bot(
     use secrecy::ExposeSecret;
     let Json(b) = body?;
     let (bot, key) =
-        s.rt.register_bot(
-            &session.owner(),
-            room_id(&room)?,
-            NewBot {
-                username: b.username,
-                endpoint: b.endpoint,
-                emulates: b.emulates,
-            },
-        )
-        .await?;
+        s.rt.rooms()
+            .register_bot(
+                &session.owner(),
+                room_id(&room)?,
+                NewBot {
+                    username: b.username,
+                    endpoint: b.endpoint,
+                    emulates: b.emulates,
+                },
+            )
+            .await?;
     Ok((
         StatusCode::CREATED,
         Json(wire::RegisteredBot {
@@ -246,7 +249,8 @@ pub async fn unregister_bot(
     Account(session): Account,
     Path((room, username)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    s.rt.unregister_bot(&session.owner(), room_id(&room)?, &username)
+    s.rt.rooms()
+        .unregister_bot(&session.owner(), room_id(&room)?, &username)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -265,7 +269,8 @@ pub async fn set_included(
     let message: RoomMessageId = message
         .parse()
         .map_err(|_| ApiError::NotFound(format!("no message `{message}` in this room")))?;
-    s.rt.set_included(&session.owner(), room_id(&room)?, message, body.included)
+    s.rt.rooms()
+        .set_included(&session.owner(), room_id(&room)?, message, body.included)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -282,21 +287,22 @@ pub async fn add_participant(
 ) -> Result<(StatusCode, Json<wire::Participant>), ApiError> {
     let Json(p) = body?;
     let p =
-        s.rt.add_participant(
-            &session.owner(),
-            room_id(&room)?,
-            NewParticipant {
-                name: p.name,
-                model: p.model,
-                role: p.role,
-                role_id: definition_ref("role_id", p.role_id.as_deref())?,
-                personality: p.personality,
-                personality_id: definition_ref("personality_id", p.personality_id.as_deref())?,
-                instructions: p.instructions,
-                tools: p.tools,
-            },
-        )
-        .await?;
+        s.rt.rooms()
+            .add_participant(
+                &session.owner(),
+                room_id(&room)?,
+                NewParticipant {
+                    name: p.name,
+                    model: p.model,
+                    role: p.role,
+                    role_id: definition_ref("role_id", p.role_id.as_deref())?,
+                    personality: p.personality,
+                    personality_id: definition_ref("personality_id", p.personality_id.as_deref())?,
+                    instructions: p.instructions,
+                    tools: p.tools,
+                },
+            )
+            .await?;
     Ok((StatusCode::CREATED, Json(wire::Participant::from(&p))))
 }
 
@@ -312,13 +318,14 @@ pub async fn set_enabled(
 ) -> Result<Json<wire::Participant>, ApiError> {
     let Json(body) = body?;
     let p =
-        s.rt.set_enabled(
-            &session.owner(),
-            room_id(&room)?,
-            participant_id(&agent)?,
-            body.enabled,
-        )
-        .await?;
+        s.rt.rooms()
+            .set_enabled(
+                &session.owner(),
+                room_id(&room)?,
+                participant_id(&agent)?,
+                body.enabled,
+            )
+            .await?;
     Ok(Json(wire::Participant::from(&p)))
 }
 
@@ -331,7 +338,8 @@ pub async fn remove_participant(
     Account(session): Account,
     Path((room, agent)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    s.rt.remove_participant(&session.owner(), room_id(&room)?, participant_id(&agent)?)
+    s.rt.rooms()
+        .remove_participant(&session.owner(), room_id(&room)?, participant_id(&agent)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -348,7 +356,8 @@ pub async fn retry(
 ) -> Result<(StatusCode, Json<wire::Posted>), ApiError> {
     let Query(wait) = wait?;
     let p =
-        s.rt.retry(&session.owner(), room_id(&room)?, participant_id(&agent)?)
+        s.rt.rooms()
+            .retry(&session.owner(), room_id(&room)?, participant_id(&agent)?)
             .await?;
     Ok((StatusCode::CREATED, Json(posted(p, wait.wait).await)))
 }
@@ -364,7 +373,10 @@ pub async fn events(
     session: Session,
     Path(room): Path<String>,
 ) -> Result<Sse<impl Stream<Item = Result<sse::Event, Infallible>>>, ApiError> {
-    let room = s.rt.owned_room(&session.owner(), room_id(&room)?).await?;
+    let room =
+        s.rt.rooms()
+            .owned(&session.owner(), room_id(&room)?)
+            .await?;
     let stream = crate::conversations::stream_of(s.rt.subscribe()).filter_map(move |event| {
         let out = match event {
             Event::Room { room: r, change } if r == room.id => RoomEvent::from(&change).sse(),
@@ -382,7 +394,7 @@ pub async fn list_definitions(
     State(s): State<AppState>,
     session: Session,
 ) -> Result<Json<Vec<wire::Definition>>, ApiError> {
-    let all = s.rt.definitions(&session.owner()).await?;
+    let all = s.rt.rooms().definitions(&session.owner()).await?;
     Ok(Json(all.iter().map(wire::Definition::from).collect()))
 }
 
@@ -398,7 +410,8 @@ pub async fn create_definition(
     let kind = DefinitionKind::parse(&d.kind)
         .ok_or_else(|| ApiError::from(RuntimeError::field("kind", "`role` or `personality`")))?;
     let d =
-        s.rt.create_definition(&session.owner(), kind, &d.name, &d.text)
+        s.rt.rooms()
+            .create_definition(&session.owner(), kind, &d.name, &d.text)
             .await?;
     Ok((StatusCode::CREATED, Json(wire::Definition::from(&d))))
 }
@@ -415,7 +428,8 @@ pub async fn update_definition(
 ) -> Result<Json<wire::Definition>, ApiError> {
     let Json(d) = body?;
     let d =
-        s.rt.update_definition(&session.owner(), definition_id(&id)?, &d.name, &d.text)
+        s.rt.rooms()
+            .update_definition(&session.owner(), definition_id(&id)?, &d.name, &d.text)
             .await?;
     Ok(Json(wire::Definition::from(&d)))
 }
@@ -429,7 +443,8 @@ pub async fn delete_definition(
     Account(session): Account,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    s.rt.delete_definition(&session.owner(), definition_id(&id)?)
+    s.rt.rooms()
+        .delete_definition(&session.owner(), definition_id(&id)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -67,7 +67,7 @@ impl App {
         .unwrap();
         let rt = served.rt;
         let file = AgencyFile::parse("examples/studio.yaml", STUDIO).unwrap();
-        let studio = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+        let studio = rt.agencies().save(&file.draft, LOCAL_OWNER).await.unwrap();
 
         let mut app = App {
             base: served.base,
@@ -88,7 +88,12 @@ impl App {
         let yaml = STUDIO.replacen("\nname: studio\n", &format!("\nname: {name}\n"), 1);
         assert_ne!(yaml, STUDIO);
         let file = AgencyFile::parse("copy.yaml", &yaml).unwrap();
-        let agency = self.rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+        let agency = self
+            .rt
+            .agencies()
+            .save(&file.draft, LOCAL_OWNER)
+            .await
+            .unwrap();
         assert_ne!(agency.id, self.studio.id);
         agency
     }
@@ -568,7 +573,12 @@ async fn the_fingerprint_follows_the_published_version() {
     let yaml = STUDIO.replacen("max_hops: 16", "max_hops: 15", 1);
     assert_ne!(yaml, STUDIO);
     let file = AgencyFile::parse("examples/studio.yaml", &yaml).unwrap();
-    let again = app.rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+    let again = app
+        .rt
+        .agencies()
+        .save(&file.draft, LOCAL_OWNER)
+        .await
+        .unwrap();
     assert_eq!(again.id, app.studio.id);
     assert_eq!(
         fingerprint(app.say(json!([user("a todo app")])).await.ok()),
@@ -1494,7 +1504,7 @@ async fn solo(app: &App, fake: &Fake) -> (Agency, String) {
         }],
         ..Default::default()
     };
-    let agency = app.rt.save_agency(&draft, LOCAL_OWNER).await.unwrap();
+    let agency = app.rt.agencies().save(&draft, LOCAL_OWNER).await.unwrap();
     let key = app.make_key(&agency, "test", None, None).await;
     (agency, key)
 }
@@ -2443,7 +2453,7 @@ async fn only_the_manager_sees_the_clients_tools_and_a_named_choice_binds_its_fi
         ],
         ..Default::default()
     };
-    let agency = app.rt.save_agency(&draft, LOCAL_OWNER).await.unwrap();
+    let agency = app.rt.agencies().save(&draft, LOCAL_OWNER).await.unwrap();
     let key = app.make_key(&agency, "test", None, None).await;
     fake.push(openai::completion(
         r#"{"to": 20, "context": "look it up"}"#,

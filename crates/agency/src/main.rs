@@ -106,7 +106,8 @@ async fn run(
     // The demo agency, the first time a database is opened.
     let studio = agency_file::examples::example("studio").context("the studio example")?;
     let demo = AgencyFile::parse("examples/studio.yaml", studio.file)?;
-    rt.seed("demo-agency-imported", LOCAL_OWNER, &demo.draft)
+    rt.agencies()
+        .seed("demo-agency-imported", LOCAL_OWNER, &demo.draft)
         .await?;
     let owner = match cli.command {
         Command::Serve { .. } => LOCAL_OWNER.to_string(),
@@ -141,7 +142,8 @@ async fn run(
                 providers: specs.iter().map(|s| s.name.clone()).collect(),
                 tool_servers,
                 local_agencies: rt
-                    .agencies(LOCAL_OWNER)
+                    .agencies()
+                    .list(LOCAL_OWNER)
                     .await?
                     .into_iter()
                     .map(|a| a.agency.name)
@@ -193,6 +195,7 @@ fn builtin_providers(cli: &Cli) -> anyhow::Result<Providers> {
 async fn owner_of(rt: &Runtime, email: Option<&str>) -> anyhow::Result<String> {
     match email {
         Some(email) => rt
+            .accounts()
             .owner_of_email(email)
             .await
             .with_context(|| format!("--owner {email}")),

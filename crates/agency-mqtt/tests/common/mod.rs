@@ -153,7 +153,7 @@ impl Server {
         let (name, team) = (format!("plant-{id}"), format!("PLANT-{id}"));
         let yaml = setup.yaml.unwrap_or(agency_yaml)(&name, &team);
         let file = agency_file::AgencyFile::parse("plant.yaml", &yaml).unwrap();
-        let agency = rt.save_agency(&file.draft, LOCAL_OWNER).await.unwrap();
+        let agency = rt.agencies().save(&file.draft, LOCAL_OWNER).await.unwrap();
         let (_, key) = served
             .auth
             .create_key(&agency, "test", None, None)

@@ -10,10 +10,10 @@ use agency_providers::{ChatMessage, ChatRequest};
 use chrono::Utc;
 use tokio::task::JoinSet;
 
-use super::{Posted, RoomChange, Setting};
+use super::{Posted, RoomChange, Rooms, Setting};
 
+use crate::RuntimeError;
 use crate::tools::Scope;
-use crate::{Runtime, RuntimeError};
 
 /// Most times a room agent's model may call tools before it must answer.
 pub const MAX_TOOL_ROUNDS: usize = 8;
@@ -23,24 +23,25 @@ pub const ALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// giving in rooms count as lost.
 pub const DEAD_AFTER: chrono::Duration = chrono::Duration::seconds(30);
 
-impl Runtime {
+impl Rooms<'_> {
     /// Stores the person's message, then has the agents it asks answer it, in parallel. A
     /// command (`/register`, ...) goes to the room's utility bot instead, and neither it nor
     /// the answer goes into anyone's context.
-    pub async fn post_to_room(
-        self: &Arc<Self>,
+    pub async fn post(
+        &self,
         owner: &str,
         room: RoomId,
         text: &str,
         reply_to: Option<RoomMessageId>,
     ) -> Result<Posted, RuntimeError> {
         let text = room::check_text(text).map_err(|e| RuntimeError::Invalid(e.to_string()))?;
-        let room = self.owned_room(owner, room).await?;
-        let participants = self.store.participants(room.id).await?;
+        let room = self.owned(owner, room).await?;
+        let participants = self.rt.store.participants(room.id).await?;
         let replied = match reply_to {
             None => None,
             Some(id) => Some(
-                self.store
+                self.rt
+                    .store
                     .room_messages(room.id)
                     .await?
                     .into_iter()
@@ -52,6 +53,7 @@ impl Runtime {
         };
         let command = room::command(text);
         let message = self
+            .rt
             .store
             .add_room_message(RoomMessage {
                 id: RoomMessageId::new(),
@@ -84,13 +86,13 @@ impl Runtime {
     /// Has one agent answer again (after a failure): the message its last failure answered,
     /// else the person's latest message.
     pub async fn retry(
-        self: &Arc<Self>,
+        &self,
         owner: &str,
         room: RoomId,
         agent: ParticipantId,
     ) -> Result<Posted, RuntimeError> {
         let (room, _) = self.participant(owner, room, agent).await?;
-        let messages = self.store.room_messages(room.id).await?;
+        let messages = self.rt.store.room_messages(room.id).await?;
         let failed_on = messages
             .iter()
             .rev()
@@ -105,7 +107,7 @@ impl Runtime {
             })
             .cloned()
             .ok_or_else(|| RuntimeError::Invalid("there is no message to answer yet".into()))?;
-        let participants = self.store.participants(room.id).await?;
+        let participants = self.rt.store.participants(room.id).await?;
         let answers = self.answer(&room, participants, &[agent], &asking).await?;
         Ok(Posted {
             message: asking,
@@ -117,7 +119,7 @@ impl Runtime {
 
     /// Starts `who`'s answers to `asking`, with the room as it stood then.
     async fn answer(
-        self: &Arc<Self>,
+        &self,
         room: &Room,
         participants: Vec<Participant>,
         who: &[ParticipantId],
@@ -128,7 +130,7 @@ impl Runtime {
             return Ok(answers);
         }
         let setting = Arc::new(self.setting(room).await?);
-        let mut history = self.store.room_messages(room.id).await?;
+        let mut history = self.rt.store.room_messages(room.id).await?;
         history.retain(|m| m.seq <= asking.seq);
         let history = Arc::new(history);
         let answering: Vec<Participant> = who
@@ -136,15 +138,16 @@ impl Runtime {
             .filter_map(|id| participants.iter().find(|p| p.id == *id).cloned())
             .collect();
         // Recorded before any call starts: a crash from here on leaves its mark (see
-        // `Runtime::recover_rooms`).
+        // `Rooms::recover`).
         let ids: Vec<ParticipantId> = answering.iter().map(|p| p.id).collect();
-        self.store
-            .start_answers(room.id, asking.id, &ids, self.process)
+        self.rt
+            .store
+            .start_answers(room.id, asking.id, &ids, self.rt.process)
             .await?;
         let participants = Arc::new(participants);
         for agent in answering {
             let (rt, setting, history, participants, room, asking) = (
-                self.clone(),
+                self.rt.clone(),
                 setting.clone(),
                 history.clone(),
                 participants.clone(),
@@ -153,6 +156,7 @@ impl Runtime {
             );
             let span = crate::observe::room_answer_span(&room, &agent.name);
             answers.spawn(span.run(async move {
+                let rt = rt.rooms();
                 rt.publish_room(room.id, RoomChange::AgentStarted(agent.id));
                 let (result, reply_to, tagged) = match &agent.speaker {
                     Speaker::Model(model) => {
@@ -199,7 +203,7 @@ impl Runtime {
         let tools = if agent.tools.is_empty() {
             Vec::new()
         } else {
-            self.tools.granted(scope, &agent.tools).await
+            self.rt.tools.granted(scope, &agent.tools).await
         };
         let mut messages: Vec<ChatMessage> = room::context(agent, participants, history)
             .into_iter()
@@ -294,7 +298,7 @@ impl Runtime {
             let parent = agency_telemetry::Span::current();
             let never = std::future::pending();
             let (output, _) =
-                crate::call::tool(&self.tools, scope, &parent, call, None, never).await;
+                crate::call::tool(&self.rt.tools, scope, &parent, call, None, never).await;
             self.publish_room(
                 room.id,
                 RoomChange::ToolDone {
@@ -342,7 +346,7 @@ impl Runtime {
             tagged: if ok { tagged } else { Vec::new() },
             created_at: Utc::now(),
         };
-        let stored = match self.store.add_room_answer(message.clone(), asked).await {
+        let stored = match self.rt.store.add_room_answer(message.clone(), asked).await {
             Ok(m) => m,
             Err(e) => {
                 tracing::error!(room = %room.id, error = %e, "cannot store a room answer");
@@ -363,23 +367,24 @@ impl Runtime {
     /// the person sees what happened and can Retry. Returns how many. On a shared store a
     /// process is gone once it has not said it is alive ([`Runtime::keep_alive`]) for
     /// [`DEAD_AFTER`]; on a store one process has, any other process is gone.
-    pub async fn recover_rooms(&self) -> Result<usize, RuntimeError> {
+    pub async fn recover(&self) -> Result<usize, RuntimeError> {
         let now = chrono::Utc::now();
-        let unseen_since = if self.store.shared() {
+        let unseen_since = if self.rt.store.shared() {
             now - DEAD_AFTER
         } else {
             now
         };
         let interrupted = self
+            .rt
             .store
-            .interrupted_answers(self.process, unseen_since)
+            .interrupted_answers(self.rt.process, unseen_since)
             .await?;
         let mut recovered = 0;
         for (room_id, asked, agent) in interrupted {
-            let Some(room) = self.store.room(room_id).await? else {
+            let Some(room) = self.rt.store.room(room_id).await? else {
                 continue;
             };
-            let participants = self.store.participants(room_id).await?;
+            let participants = self.rt.store.participants(room_id).await?;
             let Some(agent) = participants.iter().find(|p| p.id == agent) else {
                 continue;
             };

@@ -9,10 +9,10 @@ use chrono::Utc;
 use secrecy::SecretString;
 use tokio::task::JoinSet;
 
-use super::{NewBot, Posted, RoomChange, newcomer, optional};
-use crate::{Runtime, RuntimeError};
+use super::{NewBot, Posted, RoomChange, Rooms, newcomer, optional};
+use crate::RuntimeError;
 
-impl Runtime {
+impl Rooms<'_> {
     /// Registers a webhook bot in the owner's room (spec 003): it answers when tagged or
     /// replied to. Returns it with its caller key, which the caller shows once.
     pub async fn register_bot(
@@ -21,7 +21,7 @@ impl Runtime {
         room: RoomId,
         new: NewBot,
     ) -> Result<(Participant, SecretString), RuntimeError> {
-        let room = self.owned_room(owner, room).await?;
+        let room = self.owned(owner, room).await?;
         let name = room::check_name(new.username.trim_start_matches('@'))
             .map_err(|e| RuntimeError::field("username", e))?
             .to_string();
@@ -49,13 +49,9 @@ impl Runtime {
     }
 
     /// The bots of the owner's room.
-    pub async fn room_bots(
-        &self,
-        owner: &str,
-        room: RoomId,
-    ) -> Result<Vec<Participant>, RuntimeError> {
-        let room = self.owned_room(owner, room).await?;
-        let mut ps = self.store.participants(room.id).await?;
+    pub async fn bots(&self, owner: &str, room: RoomId) -> Result<Vec<Participant>, RuntimeError> {
+        let room = self.owned(owner, room).await?;
+        let mut ps = self.rt.store.participants(room.id).await?;
         ps.retain(|p| p.bot().is_some());
         Ok(ps)
     }
@@ -69,12 +65,12 @@ impl Runtime {
     ) -> Result<Participant, RuntimeError> {
         let username = username.trim().trim_start_matches('@');
         let bot = self
-            .room_bots(owner, room)
+            .bots(owner, room)
             .await?
             .into_iter()
             .find(|p| p.name.eq_ignore_ascii_case(username))
             .ok_or_else(|| RuntimeError::NotFound(format!("the room has no bot `@{username}`")))?;
-        self.store.delete_participant(room, bot.id).await?;
+        self.rt.store.delete_participant(room, bot.id).await?;
         self.publish_room(room, RoomChange::Participants);
         Ok(bot)
     }
@@ -82,7 +78,7 @@ impl Runtime {
     /// A bot's caller key: derived from the master key, the room and the bot, so it is
     /// stored nowhere and the same every time. A bot registered again gets a new one.
     fn caller_key(&self, bot: &Participant) -> Result<SecretString, RuntimeError> {
-        let source = self.master_key().ok_or_else(|| {
+        let source = self.rt.master_key().ok_or_else(|| {
             RuntimeError::Invalid(
                 "this server has no master key, so it cannot make caller keys for bots".into(),
             )
@@ -108,7 +104,7 @@ impl Runtime {
         let text = match command {
             Err(usage) => usage.to_string(),
             Ok(Command::Help) => room::COMMANDS_HELP.to_string(),
-            Ok(Command::Bots) => room::replies::bots(&self.room_bots(owner, room.id).await?),
+            Ok(Command::Bots) => room::replies::bots(&self.bots(owner, room.id).await?),
             Ok(Command::Unregister { username }) => {
                 match self.unregister_bot(owner, room.id, &username).await {
                     Ok(bot) => room::replies::unregistered(&bot),
@@ -140,6 +136,7 @@ impl Runtime {
             }
         };
         let answer = self
+            .rt
             .store
             .add_room_message(RoomMessage {
                 id: RoomMessageId::new(),

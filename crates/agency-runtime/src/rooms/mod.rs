@@ -60,7 +60,7 @@ pub struct NewParticipant {
     pub tools: Vec<String>,
 }
 
-/// What a room's agents answer with (see [`Runtime::setting`]).
+/// What a room's agents answer with (see `Rooms::setting`).
 struct Setting {
     providers: Arc<Providers>,
     agency: Option<Arc<agency_core::Agency>>,
@@ -121,9 +121,15 @@ mod answering;
 pub use answering::{ALIVE_EVERY, DEAD_AFTER, MAX_TOOL_ROUNDS};
 mod bots;
 
-impl Runtime {
+/// Roundtable rooms: their agents, bots, saved roles and messages, and the agents' answers.
+/// Reached through [`Runtime::rooms`].
+pub struct Rooms<'a> {
+    pub(crate) rt: &'a Arc<Runtime>,
+}
+
+impl Rooms<'_> {
     /// Makes a room; with an agency, its agents join (enabled, in its order).
-    pub async fn create_room(
+    pub async fn create(
         &self,
         owner: &str,
         name: &str,
@@ -145,7 +151,7 @@ impl Runtime {
         let participants = match agency {
             None => Vec::new(),
             Some(id) => {
-                let a = self.owned(owner, id).await?;
+                let a = self.rt.agencies().owned(owner, id).await?;
                 a.agents
                     .iter()
                     .zip(0i64..)
@@ -167,13 +173,14 @@ impl Runtime {
                     .collect()
             }
         };
-        self.store.create_room(&room, &participants).await?;
+        self.rt.store.create_room(&room, &participants).await?;
         Ok((room, participants))
     }
 
     /// The owner's room; another owner's looks as if it did not exist.
-    pub async fn owned_room(&self, owner: &str, id: RoomId) -> Result<Room, RuntimeError> {
-        self.store
+    pub async fn owned(&self, owner: &str, id: RoomId) -> Result<Room, RuntimeError> {
+        self.rt
+            .store
             .room(id)
             .await?
             .filter(|r| r.owner == owner)
@@ -181,26 +188,26 @@ impl Runtime {
     }
 
     /// The owner's rooms, newest first.
-    pub async fn rooms(&self, owner: &str) -> Result<Vec<Room>, RuntimeError> {
-        Ok(self.store.rooms(owner).await?)
+    pub async fn list(&self, owner: &str) -> Result<Vec<Room>, RuntimeError> {
+        Ok(self.rt.store.rooms(owner).await?)
     }
 
     /// The owner's room with its agents (in display order) and its messages (in order).
-    pub async fn room_detail(
+    pub async fn detail(
         &self,
         owner: &str,
         id: RoomId,
     ) -> Result<(Room, Vec<Participant>, Vec<RoomMessage>), RuntimeError> {
-        let room = self.owned_room(owner, id).await?;
-        let participants = self.store.participants(id).await?;
-        let messages = self.store.room_messages(id).await?;
+        let room = self.owned(owner, id).await?;
+        let participants = self.rt.store.participants(id).await?;
+        let messages = self.rt.store.room_messages(id).await?;
         Ok((room, participants, messages))
     }
 
     /// Deletes the owner's room with its agents and messages.
-    pub async fn delete_room(&self, owner: &str, id: RoomId) -> Result<(), RuntimeError> {
-        let room = self.owned_room(owner, id).await?;
-        self.store.delete_room(room.id).await?;
+    pub async fn delete(&self, owner: &str, id: RoomId) -> Result<(), RuntimeError> {
+        let room = self.owned(owner, id).await?;
+        self.rt.store.delete_room(room.id).await?;
         Ok(())
     }
 
@@ -210,11 +217,11 @@ impl Runtime {
     /// and built-in servers.
     async fn setting(&self, room: &Room) -> Result<Setting, RuntimeError> {
         let unbound = || Setting {
-            providers: self.providers.clone(),
+            providers: self.rt.providers.clone(),
             agency: None,
         };
         match room.agency {
-            Some(a) => match self.current_agency(a, false).await {
+            Some(a) => match self.rt.agencies().current(a, false).await {
                 Ok(view) => Ok(Setting {
                     providers: view.providers,
                     agency: Some(view.agency),
@@ -233,7 +240,7 @@ impl Runtime {
         room: RoomId,
         new: NewParticipant,
     ) -> Result<Participant, RuntimeError> {
-        let room = self.owned_room(owner, room).await?;
+        let room = self.owned(owner, room).await?;
         let name = room::check_name(&new.name)
             .map_err(|e| RuntimeError::field("name", e))?
             .to_string();
@@ -282,7 +289,7 @@ impl Runtime {
             let name = name.trim().to_string();
             let problem = match tool::split(&name) {
                 None => Some(format!("`{name}` is not `server/tool` or `server/*`")),
-                Some((server, tool)) => match self.tools.listed(scope, server).await {
+                Some((server, tool)) => match self.rt.tools.listed(scope, server).await {
                     None => Some(format!("no MCP server is named `{server}`")),
                     Some(Err(e)) => {
                         Some(format!("the tools of `{server}` could not be listed: {e}"))
@@ -317,7 +324,7 @@ impl Runtime {
                 format!("write a {field} or point to a saved one, not both"),
             )),
             (text, None) => Ok((text, None)),
-            (None, Some(id)) => match self.store.definition(id).await? {
+            (None, Some(id)) => match self.rt.store.definition(id).await? {
                 Some(d) if d.owner == owner && d.kind == kind => Ok((Some(d.text), Some(id))),
                 _ => Err(RuntimeError::field(
                     &format!("{field}_id"),
@@ -329,7 +336,7 @@ impl Runtime {
 
     /// The owner's reusable roles and personalities.
     pub async fn definitions(&self, owner: &str) -> Result<Vec<Definition>, RuntimeError> {
-        Ok(self.store.definitions(owner).await?)
+        Ok(self.rt.store.definitions(owner).await?)
     }
 
     /// Saves a reusable role or personality.
@@ -380,7 +387,7 @@ impl Runtime {
         id: DefinitionId,
     ) -> Result<(), RuntimeError> {
         let d = self.owned_definition(owner, id).await?;
-        self.store.delete_definition(d.id).await?;
+        self.rt.store.delete_definition(d.id).await?;
         Ok(())
     }
 
@@ -389,7 +396,8 @@ impl Runtime {
         owner: &str,
         id: DefinitionId,
     ) -> Result<Definition, RuntimeError> {
-        self.store
+        self.rt
+            .store
             .definition(id)
             .await?
             .filter(|d| d.owner == owner)
@@ -397,7 +405,7 @@ impl Runtime {
     }
 
     async fn put_definition(&self, d: &Definition) -> Result<(), RuntimeError> {
-        self.store.put_definition(d).await.map_err(|e| match e {
+        self.rt.store.put_definition(d).await.map_err(|e| match e {
             agency_store::StoreError::Conflict(m) => RuntimeError::field("name", m),
             other => other.into(),
         })
@@ -410,13 +418,17 @@ impl Runtime {
         mut p: Participant,
         field: &str,
     ) -> Result<Participant, RuntimeError> {
-        let existing = self.store.participants(room.id).await?;
+        let existing = self.rt.store.participants(room.id).await?;
         p.position = existing.iter().map(|p| p.position + 1).max().unwrap_or(0);
         p.colour = colour(p.position);
-        self.store.put_participant(&p).await.map_err(|e| match e {
-            agency_store::StoreError::Conflict(m) => RuntimeError::field(field, m),
-            other => other.into(),
-        })?;
+        self.rt
+            .store
+            .put_participant(&p)
+            .await
+            .map_err(|e| match e {
+                agency_store::StoreError::Conflict(m) => RuntimeError::field(field, m),
+                other => other.into(),
+            })?;
         self.publish_room(room.id, RoomChange::Participants);
         Ok(p)
     }
@@ -428,8 +440,9 @@ impl Runtime {
         room: RoomId,
         id: ParticipantId,
     ) -> Result<(Room, Participant), RuntimeError> {
-        let room = self.owned_room(owner, room).await?;
+        let room = self.owned(owner, room).await?;
         let p = self
+            .rt
             .store
             .participants(room.id)
             .await?
@@ -450,7 +463,7 @@ impl Runtime {
     ) -> Result<Participant, RuntimeError> {
         let (room, p) = self.participant(owner, room, id).await?;
         let p = Participant { enabled, ..p };
-        self.store.put_participant(&p).await?;
+        self.rt.store.put_participant(&p).await?;
         self.publish_room(room.id, RoomChange::Participants);
         Ok(p)
     }
@@ -463,7 +476,7 @@ impl Runtime {
         id: ParticipantId,
     ) -> Result<(), RuntimeError> {
         let (room, p) = self.participant(owner, room, id).await?;
-        self.store.delete_participant(room.id, p.id).await?;
+        self.rt.store.delete_participant(room.id, p.id).await?;
         self.publish_room(room.id, RoomChange::Participants);
         Ok(())
     }
@@ -476,8 +489,13 @@ impl Runtime {
         message: RoomMessageId,
         included: bool,
     ) -> Result<(), RuntimeError> {
-        let room = self.owned_room(owner, room).await?;
-        if !self.store.set_included(room.id, message, included).await? {
+        let room = self.owned(owner, room).await?;
+        if !self
+            .rt
+            .store
+            .set_included(room.id, message, included)
+            .await?
+        {
             return Err(RuntimeError::NotFound(format!(
                 "room {} has no message {message}",
                 room.id
@@ -488,7 +506,7 @@ impl Runtime {
     }
 
     fn publish_room(&self, room: RoomId, change: RoomChange) {
-        self.publish(|| Event::Room { room, change });
+        self.rt.publish(|| Event::Room { room, change });
     }
 }
 

@@ -236,7 +236,7 @@ impl Harness {
     }
 
     pub async fn agency(&self, draft: AgencyDraft) -> agency_core::Agency {
-        self.rt.save_agency(&draft, LOCAL_OWNER).await.unwrap()
+        self.rt.agencies().save(&draft, LOCAL_OWNER).await.unwrap()
     }
 }
 

@@ -222,7 +222,7 @@ async fn authorize(
 ) -> Result<(ApiKey, Arc<Agency>), OpenAiError> {
     let Key(key) = key.map_err(|KeyRefused(e)| auth_error(e))?;
     // The published version: cached, checked with one small read.
-    let agency = match s.rt.published_agency(key.agency_id).await {
+    let agency = match s.rt.agencies().published(key.agency_id).await {
         Ok(agency) => agency,
         Err(RuntimeError::AgencyNotFound(_)) => {
             return Err(OpenAiError::model_not_found(selector.unwrap_or("?")));

@@ -271,7 +271,7 @@ async fn sign_up(
     if !same_origin(&headers) {
         return cross_site();
     }
-    match s.rt.sign_up(&f.email, &f.password, client).await {
+    match s.rt.accounts().sign_up(&f.email, &f.password, client).await {
         Ok(new) => logged_in(&headers, new),
         Err(e) => {
             let mut page = LoginPage::new("signup");
@@ -297,7 +297,7 @@ async fn log_in(
     if !same_origin(&headers) {
         return cross_site();
     }
-    match s.rt.log_in(&f.email, &f.password, client).await {
+    match s.rt.accounts().log_in(&f.email, &f.password, client).await {
         Ok(new) => logged_in(&headers, new),
         Err(e) => {
             let wait = match &e {
@@ -333,7 +333,7 @@ async fn log_out(
         return ApiError::Forbidden("this form's CSRF token is not this session's".into())
             .into_response();
     }
-    if let Err(e) = s.rt.log_out(&session.token).await {
+    if let Err(e) = s.rt.accounts().log_out(&session.token).await {
         return ApiError::from(e).into_response();
     }
     (
@@ -363,7 +363,8 @@ struct HomePage {
 
 async fn home_page(s: &AppState, session: &Session) -> Result<HomePage, ApiError> {
     let agencies =
-        s.rt.agencies(&session.owner())
+        s.rt.agencies()
+            .list(&session.owner())
             .await?
             .into_iter()
             .map(|a| AgencyRow {
@@ -421,7 +422,7 @@ async fn new_agency(
             .into_response();
     }
     let draft = starter(&f.name);
-    match s.rt.create_agency(&session.owner(), &draft).await {
+    match s.rt.agencies().create(&session.owner(), &draft).await {
         Ok(a) => Redirect::to(&format!("/agencies/{}", a.id)).into_response(),
         Err(e) => {
             let error = match ApiError::from(e) {
@@ -483,7 +484,7 @@ async fn playground_page(
     Page(session): Page,
     Path(agency): Path<String>,
 ) -> Response {
-    let a = match s.rt.agency_info(&session.owner(), &agency).await {
+    let a = match s.rt.agencies().info(&session.owner(), &agency).await {
         Ok(a) => a,
         Err(e) => return error_page(&session, e.into()),
     };
@@ -577,9 +578,9 @@ async fn conversations_by_agency(
 ) -> Result<Vec<AgencyConversations>, ApiError> {
     let owner = session.owner();
     let mut agencies = Vec::new();
-    for a in s.rt.agencies(&owner).await? {
+    for a in s.rt.agencies().list(&owner).await? {
         let id = a.agency.id.to_string();
-        let conversations = s.rt.conversations(&owner, &id).await?;
+        let conversations = s.rt.conversations().list(&owner, &id).await?;
         agencies.push(AgencyConversations {
             conversations: conversations
                 .iter()

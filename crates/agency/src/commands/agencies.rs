@@ -10,7 +10,7 @@ pub async fn import(rt: &Runtime, owner: &str, path: &PathBuf) -> anyhow::Result
     let source = path.display().to_string();
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {source}"))?;
     let file = AgencyFile::parse(&source, &text)?;
-    let agency = match rt.save_agency(&file.draft, owner).await {
+    let agency = match rt.agencies().save(&file.draft, owner).await {
         Ok(a) => a,
         Err(RuntimeError::Validation(errors)) => return Err(file.locate(errors).into()),
         Err(e) => return Err(e.into()),
@@ -30,7 +30,7 @@ pub async fn export(
     name: &str,
     output: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    let agency = rt.agency(owner, name).await?;
+    let agency = rt.agencies().get(owner, name).await?;
     let yaml = agency_file::to_yaml(&agency.to_draft());
     match output {
         Some(path) => std::fs::write(&path, yaml)
@@ -42,7 +42,8 @@ pub async fn export(
 
 pub async fn list(rt: &Runtime, owner: &str) -> anyhow::Result<()> {
     let agencies: Vec<_> = rt
-        .agencies(owner)
+        .agencies()
+        .list(owner)
         .await?
         .into_iter()
         .map(|a| a.agency)

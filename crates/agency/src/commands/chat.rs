@@ -17,16 +17,16 @@ pub async fn run(
     json: bool,
     conversation: Option<ConversationId>,
 ) -> anyhow::Result<()> {
-    let agency = rt.agency(owner, name).await?;
+    let agency = rt.agencies().get(owner, name).await?;
     let conversation = match conversation {
-        Some(id) => match rt.conversation_of(agency.id, id).await {
+        Some(id) => match rt.conversations().of(agency.id, id).await {
             Ok(c) => c.id,
             Err(RuntimeError::ConversationNotFound(_)) => {
                 bail!("agency `{name}` has no conversation {id}")
             }
             Err(e) => return Err(e.into()),
         },
-        None => rt.start_conversation(&agency).await?.id,
+        None => rt.conversations().start(&agency).await?.id,
     };
     let result = match message {
         Some(text) => chat_once(rt, conversation, text, json).await,

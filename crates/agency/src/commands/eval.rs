@@ -89,14 +89,14 @@ async fn eval_agent(rt: &Runtime, spec: &str) -> anyhow::Result<agency_eval::Con
             .validate(agency_core::AgencyId::new(), LOCAL_OWNER, &|_| true)
             .map_err(|e| file.locate(e))?
     } else {
-        rt.agency(LOCAL_OWNER, agency_ref).await?
+        rt.agencies().get(LOCAL_OWNER, agency_ref).await?
     };
     let agent = agency
         .agents
         .iter()
         .find(|a| a.name == agent_name || a.handle.as_deref() == Some(agent_name))
         .ok_or_else(|| anyhow::anyhow!("agency `{}` has no agent `{agent_name}`", agency.name))?;
-    let providers = rt.providers_of(&agency).await?;
+    let providers = rt.agencies().providers_of(&agency).await?;
     let answerer = providers
         .resolve(&agent.model)
         .ok_or_else(|| anyhow::anyhow!("no provider serves `{}`", agent.model))?;

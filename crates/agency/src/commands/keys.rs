@@ -17,7 +17,7 @@ pub async fn keys(rt: &Runtime, owner: &str, command: KeysCommand) -> anyhow::Re
             expires_in,
             rate_limit,
         } => {
-            let agency = rt.agency(owner, &agency).await?;
+            let agency = rt.agencies().get(owner, &agency).await?;
             let (key, plain) = auth
                 .create_key(&agency, &name, expires_in, rate_limit)
                 .await?;
@@ -33,7 +33,7 @@ pub async fn keys(rt: &Runtime, owner: &str, command: KeysCommand) -> anyhow::Re
             println!("{}", secrecy::ExposeSecret::expose_secret(&plain));
         }
         KeysCommand::List { agency } => {
-            let agency = rt.agency(owner, &agency).await?;
+            let agency = rt.agencies().get(owner, &agency).await?;
             let keys = auth.keys(agency.id).await?;
             if keys.is_empty() {
                 println!(
@@ -64,7 +64,7 @@ pub async fn keys(rt: &Runtime, owner: &str, command: KeysCommand) -> anyhow::Re
             }
         }
         KeysCommand::Revoke { agency, name } => {
-            let agency = rt.agency(owner, &agency).await?;
+            let agency = rt.agencies().get(owner, &agency).await?;
             if auth.revoke(agency.id, &name).await? {
                 println!("revoked key `{name}` of {}", agency.name);
             } else {
@@ -88,11 +88,11 @@ pub async fn provider_key(
                 .read_line(&mut key)
                 .context("cannot read the key from standard input")?;
             let key = SecretString::from(key.trim().to_string());
-            let sealed = rt.put_provider_key(owner, name, &key).await?;
+            let sealed = rt.settings().put_provider_key(owner, name, &key).await?;
             println!("stored the key for `{name}` (…{}), sealed", sealed.suffix);
         }
         ProviderKeyCommand::List => {
-            let keys = rt.provider_keys(owner).await?;
+            let keys = rt.settings().provider_keys(owner).await?;
             if keys.is_empty() {
                 println!("no stored provider keys");
             }
@@ -106,7 +106,7 @@ pub async fn provider_key(
             }
         }
         ProviderKeyCommand::Delete { name } => {
-            if rt.delete_provider_key(owner, name).await? {
+            if rt.settings().delete_provider_key(owner, name).await? {
                 println!("deleted the key for `{name}`");
             } else {
                 bail!("no key is stored for `{name}`");
@@ -118,7 +118,7 @@ pub async fn provider_key(
 
 /// `agency master-key rotate`.
 pub async fn rotate_master_key(rt: &Runtime) -> anyhow::Result<()> {
-    let (n, new_key) = rt.rotate_master_key().await?;
+    let (n, new_key) = rt.settings().rotate_master_key().await?;
     match new_key {
         None => println!("rotated the master key; re-sealed {n} stored key(s)"),
         Some(hex) => println!(

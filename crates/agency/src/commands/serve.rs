@@ -115,7 +115,7 @@ pub async fn serve(
         None => None,
     };
     rt.keep_alive().await?;
-    let lost = rt.recover_rooms().await?;
+    let lost = rt.rooms().recover().await?;
     if lost > 0 {
         tracing::warn!(
             answers = lost,
@@ -191,7 +191,7 @@ async fn tend(rt: Arc<agency_runtime::Runtime>) {
             tracing::warn!(error = %e, "cannot tell the database this server is alive");
         }
         if n % 3 == 2 {
-            match rt.recover_rooms().await {
+            match rt.rooms().recover().await {
                 Ok(0) => {}
                 Ok(lost) => tracing::warn!(
                     answers = lost,

@@ -241,7 +241,8 @@ async fn previous(
     request_id: &RequestId,
     id: &str,
 ) -> Result<ApiResponse, OpenAiError> {
-    s.rt.response(agency.id, id)
+    s.rt.conversations()
+        .response(agency.id, id)
         .await
         .map_err(|e| runtime_error(e, request_id))?
         .ok_or_else(|| {
@@ -346,7 +347,7 @@ impl Kept {
                 body: body.to_string(),
                 input: self.input.to_string(),
             };
-            if let Err(e) = self.s.rt.save_response(&record).await {
+            if let Err(e) = self.s.rt.conversations().save_response(&record).await {
                 tracing::error!(error = %e, response = %self.echo.id, "could not store a response");
             }
         }

@@ -26,7 +26,8 @@ async fn stored(
     id: &str,
 ) -> Result<ApiResponse, OpenAiError> {
     let (_, agency) = authorize(s, request, key, selector).await?;
-    s.rt.response(agency.id, id)
+    s.rt.conversations()
+        .response(agency.id, id)
         .await
         .map_err(|e| runtime_error(e, request))?
         .ok_or_else(|| not_found(id))
@@ -67,7 +68,8 @@ pub(crate) async fn delete(
 ) -> Result<Response, OpenAiError> {
     let (_, agency) = authorize(&s, &request, key, at.agency.as_deref()).await?;
     let deleted =
-        s.rt.delete_response(agency.id, &at.id)
+        s.rt.conversations()
+            .delete_response(agency.id, &at.id)
             .await
             .map_err(|e| runtime_error(e, &request))?;
     if !deleted {
