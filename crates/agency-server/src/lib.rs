@@ -12,6 +12,7 @@ mod error;
 mod events;
 mod listen;
 mod manage;
+pub mod mcp;
 pub mod openai;
 pub mod openapi;
 mod proxy;
@@ -53,6 +54,7 @@ const FLUSH_KEY_USAGE: std::time::Duration = std::time::Duration::from_secs(5);
 pub fn router(state: AppState) -> Router {
     let router = Router::new()
         .merge(openai::routes(&state.cors))
+        .merge(mcp::http::routes())
         .merge(content::routes())
         .merge(manage::routes())
         .merge(conversations::routes())
