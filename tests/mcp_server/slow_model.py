@@ -9,7 +9,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SLOW_SECS = 30.0
+SLOW_SECS = 20.0
 
 
 class SlowModel:

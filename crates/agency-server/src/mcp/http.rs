@@ -445,9 +445,10 @@ async fn in_session(
         Message::Notification { method, params } => {
             if method == "notifications/cancelled"
                 && let Some(request) = params.get("requestId")
-                && let Some(conversation) = sessions.running(session, request)
             {
-                s.rt.cancel(conversation);
+                let running = sessions.running(session, request);
+                let cancelled = running.map(|c| s.rt.cancel(c));
+                tracing::debug!(?running, ?cancelled, "an MCP client cancelled a call");
             }
             StatusCode::ACCEPTED.into_response()
         }

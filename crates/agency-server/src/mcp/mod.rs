@@ -199,7 +199,8 @@ pub async fn run_call(
                 None => return,
             },
             () = out.closed() => {
-                rt.cancel(conversation);
+                let cancelled = rt.cancel(conversation);
+                tracing::debug!(%conversation, cancelled, "the MCP client left: its turn is cancelled");
                 // The turn ends on its own task, its record written.
                 return;
             }
