@@ -328,7 +328,7 @@ async fn post_message(
             let response = in_session(&s, &sessions, &session, asker, era, message).await;
             with_session(response, &session)
         }
-        None => stateless(&s, &sessions, &headers, asker, message).await,
+        None => stateless(&s, &sessions, &headers, (key.id, asker), message).await,
     }
 }
 
@@ -337,7 +337,7 @@ async fn stateless(
     s: &AppState,
     sessions: &Sessions,
     headers: &HeaderMap,
-    asker: Asker,
+    (key, asker): (uuid::Uuid, Asker),
     message: Message,
 ) -> Response {
     let version = header(headers, VERSION_HEADER);
@@ -353,13 +353,10 @@ async fn stateless(
         }
     };
     if method == "initialize" && version.is_none_or(|v| v != wire::MODERN) {
-        let Asker::Key { key, agency } = &asker else {
-            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-        };
-        let reply = super::answer(agency, &Era::Handshake(None), id, &method, params);
+        let reply = super::answer(asker.agency(), &Era::Handshake(None), id, &method, params);
         return match reply {
             Reply::Initialized { response, version } => {
-                let session = sessions.open(key.id, version);
+                let session = sessions.open(key, version);
                 with_session(json_response(StatusCode::OK, &response), &session)
             }
             Reply::Now(response) => json_response(StatusCode::BAD_REQUEST, &response),
@@ -435,7 +432,7 @@ async fn in_session(
         Message::Request { id, method, params } => {
             if method == "initialize" {
                 let e = RpcError::new(INVALID_REQUEST, "The session is already initialized.");
-                return error_response(&e, id);
+                return json_response(StatusCode::OK, &e.to(id));
             }
             let span = super::span(&method, &params, &era, &id, Some(session));
             let reply = super::answer(asker.agency(), &era, id, &method, params);
@@ -466,14 +463,15 @@ async fn respond(
 ) -> Response {
     let (id, token, call) = match reply {
         Reply::Now(response) => {
+            // An error's status: the 2026-07-28 table; a session's clients (the TypeScript
+            // SDK's among them) read a JSON-RPC error only from a 200.
             let status = response
                 .get("error")
                 .and_then(|e| e.get("code"))
                 .and_then(Value::as_i64)
-                .map_or(StatusCode::OK, |code| {
-                    StatusCode::from_u16(RpcError::new(code, "").http_status())
-                        .unwrap_or(StatusCode::OK)
-                });
+                .filter(|_| modern)
+                .and_then(|code| StatusCode::from_u16(wire::http_status(code)).ok())
+                .unwrap_or(StatusCode::OK);
             return json_response(status, &response);
         }
         Reply::Initialized { response, .. } => return json_response(StatusCode::OK, &response),

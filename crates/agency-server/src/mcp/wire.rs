@@ -88,17 +88,9 @@ impl RpcError {
         }
     }
 
-    /// The HTTP status of a response carrying this error (the SDKs' table; others are 200).
+    /// The HTTP status of a response carrying this error (see [`http_status`]).
     pub fn http_status(&self) -> u16 {
-        match self.code {
-            PARSE_ERROR
-            | INVALID_REQUEST
-            | INVALID_PARAMS
-            | HEADER_MISMATCH
-            | UNSUPPORTED_PROTOCOL_VERSION => 400,
-            METHOD_NOT_FOUND => 404,
-            _ => 200,
-        }
+        http_status(self.code)
     }
 
     /// The error response to request `id` (`null` when it could not be read).
@@ -108,6 +100,20 @@ impl RpcError {
             error["data"] = data.clone();
         }
         json!({ "jsonrpc": "2.0", "id": id, "error": error })
+    }
+}
+
+/// The HTTP status of a response carrying an error of `code` at 2026-07-28 (the SDKs' table;
+/// other codes are 200). Handshake-era clients read errors from 200 responses only.
+pub fn http_status(code: i64) -> u16 {
+    match code {
+        PARSE_ERROR
+        | INVALID_REQUEST
+        | INVALID_PARAMS
+        | HEADER_MISMATCH
+        | UNSUPPORTED_PROTOCOL_VERSION => 400,
+        METHOD_NOT_FOUND => 404,
+        _ => 200,
     }
 }
 
