@@ -429,3 +429,36 @@ def test_the_wire_refuses_as_the_protocol_says(server: Server):
     r = raw(server, {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}, modern, key="bad")
     assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
     assert "studio" not in r.text
+
+
+# --- The TypeScript SDK ----------------------------------------------------------------------
+
+
+def test_the_typescript_sdk(server: Server, tmp_path: Path):
+    """The TypeScript SDK's client (the version tests/mcp/install puts in target/mcp, which the
+    stock servers there run on), at 2025-11-25."""
+    modules = Path(os.environ.get("AGENCY_MCP_DIR", ROOT / "target" / "mcp")) / "node_modules"
+    sdk = modules / "@modelcontextprotocol" / "sdk"
+    if not sdk.is_dir() or subprocess.run(["node", "--version"], capture_output=True).returncode:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no TypeScript MCP SDK at {sdk} (bash tests/mcp/install) or no node")
+        pytest.skip("no TypeScript MCP SDK (bash tests/mcp/install) or no node")
+    # Node finds the SDK from the script's directory up: a folder of the test's, whose
+    # node_modules is those.
+    (tmp_path / "node_modules").symlink_to(modules.resolve())
+    script = tmp_path / "ts_client.mjs"
+    script.write_text((Path(__file__).parent / "ts_client.mjs").read_text())
+    done = subprocess.run(
+        ["node", str(script), server.url(), server.keys["studio"]],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["version"] == "2025-11-25" and seen["session"]
+    assert seen["tools"] == ["studio"]
+    assert seen["answer"] == answer_for("a todo app")
+    assert seen["first"]["turn"] == 1
+    assert seen["second"]["turn"] == 2
+    assert seen["second"]["conversation"] == seen["first"]["conversation"]
+    assert "reviewer calls builtin/echo" in seen["progress"]
+    assert seen["unknown"] == -32602
