@@ -36,8 +36,8 @@ pub use ids::{
     RoomMessageId, TurnId, UserId,
 };
 pub use message::{
-    ChatMessage, Conversation, Message, MessageKind, Role, StopReason, TraceEntry, TurnRecord,
-    trace,
+    ChatMessage, Conversation, Face, Message, MessageKind, Role, StopReason, TraceEntry,
+    TurnRecord, trace,
 };
 pub use price::{Cost, Price, Usage};
 pub use tool::{

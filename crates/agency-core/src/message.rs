@@ -394,6 +394,45 @@ pub struct Conversation {
     pub created_at: DateTime<Utc>,
 }
 
+/// The face a turn came from: the protocol (and API) its request arrived by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Face {
+    ChatCompletions,
+    Responses,
+    Playground,
+    Mqtt,
+    Cli,
+    Mcp,
+    A2a,
+}
+
+impl Face {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Face::ChatCompletions => "chat_completions",
+            Face::Responses => "responses",
+            Face::Playground => "playground",
+            Face::Mqtt => "mqtt",
+            Face::Cli => "cli",
+            Face::Mcp => "mcp",
+            Face::A2a => "a2a",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "chat_completions" => Face::ChatCompletions,
+            "responses" => Face::Responses,
+            "playground" => Face::Playground,
+            "mqtt" => Face::Mqtt,
+            "cli" => Face::Cli,
+            "mcp" => Face::Mcp,
+            "a2a" => Face::A2a,
+            _ => return None,
+        })
+    }
+}
+
 /// What a turn did: why it stopped, how many hops, what it cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TurnRecord {
@@ -411,6 +450,8 @@ pub struct TurnRecord {
     pub cost: Option<crate::price::Cost>,
     /// Set when the turn could not answer (the manager's model failed).
     pub error: Option<String>,
+    /// The face its request came by; `None` for turns recorded before faces were.
+    pub face: Option<Face>,
 }
 
 /// A copy of a conversation as it stood after its turn `through`, for the conversation `into`:

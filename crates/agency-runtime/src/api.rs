@@ -465,6 +465,7 @@ impl Runtime {
                 text,
                 results,
                 images,
+                face: None,
             },
             api: ApiTurn {
                 thread: Thread {
@@ -513,6 +514,7 @@ impl Runtime {
             },
             stream_text: false,
             progress: false,
+            face: agency_core::Face::ChatCompletions,
         };
         self.begin(request).await?.outcome().await
     }

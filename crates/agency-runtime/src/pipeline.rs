@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use agency_core::{Agency, AgencyId, ApiKey, ConversationId};
+use agency_core::{Agency, AgencyId, ApiKey, ConversationId, Face};
 use futures::Stream;
 use tokio::sync::broadcast;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
@@ -61,16 +61,26 @@ pub struct TurnRequest {
     pub stream_text: bool,
     /// What the agents do meanwhile ([`TurnEvent::Progress`]).
     pub progress: bool,
+    /// The face the request came by, kept with the turn.
+    pub face: Face,
 }
 
 impl TurnRequest {
-    /// A message to a conversation, neither streamed nor watched.
+    /// A message to a conversation, neither streamed nor watched, from the face its caller
+    /// usually comes by (the CLI, the playground, MQTT; a face says otherwise).
     pub fn message(caller: Caller, conversation: ConversationId, text: String) -> Self {
+        let face = match caller {
+            Caller::Local => Face::Cli,
+            Caller::Owner(_) => Face::Playground,
+            Caller::Agency(_) => Face::Mqtt,
+            Caller::Key(_) => Face::ChatCompletions,
+        };
         Self {
             caller,
             ask: Ask::Message { conversation, text },
             stream_text: false,
             progress: false,
+            face,
         }
     }
 }
@@ -99,6 +109,7 @@ pub struct Turn {
     run: Run,
     stream_text: bool,
     progress: Option<broadcast::Receiver<Event>>,
+    face: Face,
 }
 
 enum Run {
@@ -141,6 +152,7 @@ impl Runtime {
             run,
             stream_text: request.stream_text,
             progress,
+            face: request.face,
         })
     }
 
@@ -190,17 +202,13 @@ impl Turn {
     ) -> Result<TurnOutcome, RuntimeError> {
         match self.run {
             Run::Message { guard, text } => {
-                crate::turn::run(
-                    self.rt,
-                    guard,
-                    crate::session::TurnInput::text(text),
-                    answer,
-                    None,
-                )
-                .await
+                let mut input = crate::session::TurnInput::text(text);
+                input.face = Some(self.face);
+                crate::turn::run(self.rt, guard, input, answer, None).await
             }
             Run::Chat { key, opened, turn } => {
-                let given = self.rt.api_input(&key, opened.id(), *turn).await?;
+                let mut given = self.rt.api_input(&key, opened.id(), *turn).await?;
+                given.input.face = Some(self.face);
                 let guard = opened.into_guard();
                 crate::turn::run(self.rt, guard, given.input, answer, Some(given.api)).await
             }

@@ -351,6 +351,8 @@ pub(crate) struct TurnInput {
     pub results: Vec<(String, String)>,
     /// The images the user's message shows.
     pub images: Vec<String>,
+    /// The face the request came by, kept with the turn's record.
+    pub face: Option<agency_core::Face>,
 }
 
 impl TurnInput {
@@ -359,6 +361,7 @@ impl TurnInput {
             text,
             results: Vec::new(),
             images: Vec::new(),
+            face: None,
         }
     }
 }

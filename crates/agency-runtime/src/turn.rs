@@ -122,6 +122,7 @@ pub(crate) async fn run(
         steps = engine.recover(&session.messages());
     }
     let input_images = input.images;
+    let input_face = input.face;
     let said = if agency_telemetry::capture_content() {
         input.text.clone()
     } else {
@@ -129,7 +130,7 @@ pub(crate) async fn run(
     };
     let record = if input.results.is_empty() {
         steps.extend(engine.start(input.text, unanswered));
-        new_record(&mut session)
+        new_record(&mut session, input_face)
     } else {
         let Some((reply, waiting)) = session.waiting_calls(agency.manager, &batch) else {
             return Err(RuntimeError::Invalid(
@@ -143,7 +144,7 @@ pub(crate) async fn run(
                 let hops = r.hops;
                 (r, hops)
             }
-            None => (new_record(&mut session), 0),
+            None => (new_record(&mut session, input_face), 0),
         };
         let text = Some(input.text).filter(|t| !t.trim().is_empty());
         steps.extend(engine.resume(hops, reply, results, text, unanswered));
@@ -219,7 +220,7 @@ async fn agency_of(rt: &Runtime, session: &Session) -> Result<crate::AgencyView,
 }
 
 /// The record of the conversation's next turn.
-fn new_record(session: &mut Session) -> TurnRecord {
+fn new_record(session: &mut Session, face: Option<agency_core::Face>) -> TurnRecord {
     session.turns += 1;
     TurnRecord {
         id: TurnId::new(),
@@ -232,6 +233,7 @@ fn new_record(session: &mut Session) -> TurnRecord {
         usage: Usage::default(),
         cost: Some(agency_core::Cost::default()),
         error: None,
+        face,
     }
 }
 

@@ -113,6 +113,7 @@ async fn a_key_asks_only_for_its_own_agency() {
         },
         stream_text: false,
         progress: false,
+        face: agency_core::Face::Mcp,
     };
     match h.rt.begin(chat(&other)).await {
         Err(RuntimeError::AgencyNotFound(name)) => assert_eq!(name, "other"),

@@ -2,7 +2,9 @@
 //! that answers at once, every message persisted. Compares requests per second and p50/p99
 //! latency through the agency with the same fake called directly, and with a bare proxy (an
 //! axum handler forwarding to the fake through reqwest: the floor of one HTTP hop on our
-//! stack), at 1 and 64 connections. Every request is a new conversation.
+//! stack), at 1 and 64 connections. Every request is a new conversation. The same turn is
+//! also asked through the agency's MCP endpoint (a 2026-07-28 `tools/call`, answered as JSON),
+//! to show what MCP adds over Chat Completions.
 //!
 //!     cargo bench -p agency-server --bench endpoint
 //!
@@ -30,6 +32,22 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::json;
 
+/// A request's body: a chat completion, or the MCP tool's call (2026-07-28).
+fn body(path: &str, i: usize, text: String) -> Bytes {
+    let body = if path.ends_with("/mcp") {
+        json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            "name": "solo", "arguments": {"message": text},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }})
+    } else {
+        json!({"model": "solo", "messages": [{"role": "user", "content": text}]})
+    };
+    Bytes::from(body.to_string())
+}
+
 /// Runs `requests` requests over `connections` keep-alive HTTP/1.1 connections, each request
 /// a distinct conversation (`hello 0`, `hello 1`, ...). The load generator is plain hyper with
 /// bodies built beforehand, so that it takes as little of the shared cores as it can (as wrk
@@ -51,13 +69,7 @@ async fn load(
             .unwrap();
         tokio::spawn(conn);
         let bodies: Vec<Bytes> = (0..per)
-            .map(|i| {
-                let text = format!("hello {}", c * per + i);
-                Bytes::from(
-                    json!({"model": "solo", "messages": [{"role": "user", "content": text}]})
-                        .to_string(),
-                )
-            })
+            .map(|i| body(path, i, format!("hello {}", c * per + i)))
             .collect();
         ready.push((sender, bodies));
     }
@@ -72,12 +84,18 @@ async fn load(
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(bodies.len());
             for body in bodies {
-                let request = Request::post(path.as_str())
+                let mut request = Request::post(path.as_str())
                     .header(header::HOST, host.as_str())
                     .header(header::AUTHORIZATION, auth.as_str())
-                    .header(header::CONTENT_TYPE, "application/json")
-                    .body(Full::new(body))
-                    .unwrap();
+                    .header(header::CONTENT_TYPE, "application/json");
+                if path.ends_with("/mcp") {
+                    request = request
+                        .header(header::ACCEPT, "application/json, text/event-stream")
+                        .header("mcp-protocol-version", "2026-07-28")
+                        .header("mcp-method", "tools/call")
+                        .header("mcp-name", "solo");
+                }
+                let request = request.body(Full::new(body)).unwrap();
                 let t = Instant::now();
                 sender.ready().await.unwrap();
                 let response = sender.send_request(request).await.unwrap();
@@ -85,6 +103,10 @@ async fn load(
                 let body = response.into_body().collect().await.unwrap().to_bytes();
                 latencies.push(t.elapsed());
                 assert!(status.is_success(), "{status}: {body:?}");
+                assert!(
+                    !String::from_utf8_lossy(&body).contains("\"isError\":true"),
+                    "{body:?}"
+                );
             }
             latencies
         }));
@@ -210,7 +232,9 @@ fn main() {
         tokio::spawn(agency_server::serve(agency_server::AppState { rt: runtime, auth, cors: Default::default() }, listener, agency_server::Connections::default(), std::future::pending()));
 
         let path = "/v1/chat/completions";
+        let mcp = "/api/agency/solo/mcp";
         load(addr, path, &key, 256, 8).await; // warm up
+        load(addr, mcp, &key, 256, 8).await;
         let runs: Vec<usize> = std::env::var("AGENCY_BENCH_CONNECTIONS")
             .ok()
             .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
@@ -233,9 +257,16 @@ fn main() {
                     println!("{}  added to p50: {:.3} ms", line(name, l), ms(l.p50) - ms(d.p50));
                 }
             }
-            // (More) runs through the agency alone: several figures from one process.
+            // (More) runs through the agency alone: several figures from one process; each
+            // beside the same turns through MCP, in turn.
             for _ in usize::from(!agency_only)..repeat {
                 println!("{}", line("agency", &load(addr, path, &key, n, connections).await));
+            }
+            for _ in 0..repeat {
+                let a = load(addr, path, &key, n, connections).await;
+                let m = load(addr, mcp, &key, n, connections).await;
+                println!("{}", line("agency", &a));
+                println!("{}  MCP adds to p50: {:.3} ms", line("mcp", &m), ms(m.p50) - ms(a.p50));
             }
         }
     });

@@ -13,6 +13,7 @@ mod error;
 mod events;
 mod listen;
 mod manage;
+pub mod mcp;
 pub mod openai;
 pub mod openapi;
 mod proxy;
@@ -61,6 +62,7 @@ fn management_api() -> documented::Documented {
 pub fn router(state: AppState) -> Router {
     let router = Router::new()
         .merge(openai::routes(&state.cors))
+        .merge(mcp::http::routes())
         .merge(content::routes())
         .merge(management_api().router)
         .merge(ui::routes())

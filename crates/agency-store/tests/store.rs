@@ -307,6 +307,7 @@ fn first_turn(conversation: ConversationId) -> TurnRecord {
         usage: Usage::default(),
         cost: None,
         error: None,
+        face: Some(agency_core::Face::Cli),
     }
 }
 

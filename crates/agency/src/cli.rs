@@ -144,6 +144,9 @@ pub enum Command {
         #[arg(long)]
         conversation: Option<ConversationId>,
     },
+    /// Serve an agency as an MCP server over stdio (for a local client that starts this
+    /// command): its one tool asks the team. See docs/mcp-server.md.
+    Mcp { name: String },
     /// API keys for an agency's OpenAI-compatible endpoint.
     #[command(subcommand)]
     Keys(KeysCommand),

@@ -167,6 +167,17 @@ async fn run(
             json,
             conversation,
         } => commands::chat::run(&rt, &owner, &name, message, json, conversation).await,
+        Command::Mcp { name } => {
+            let agency = std::sync::Arc::new(rt.agency(&owner, &name).await?);
+            agency_server::mcp::stdio::serve(
+                rt.clone(),
+                agency,
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            )
+            .await
+            .context("serving MCP on stdio")
+        }
     }
 }
 

@@ -201,6 +201,8 @@ async function createKey(ev) {
     "  -H 'content-type: application/json' \\",
     "  -d '" + JSON.stringify({ model: agencyName, messages: [{ role: "user", content: "Hello" }] }).replace(/'/g, "'\\''") + "'",
   ].join("\n");
+  const mcpServer = { type: "http", url: location.origin + "/api/agency/" + encodeURIComponent(agencyName) + "/mcp", headers: { Authorization: "Bearer " + r.data.key } };
+  $("snippet-mcp").textContent = JSON.stringify({ mcpServers: { [agencyName]: mcpServer } }, null, 2);
   $("new-key").hidden = false;
   form.reset();
   loadKeys();

@@ -10,13 +10,24 @@ import { Waterfall } from "./waterfall.js";
 
 /**
  * @typedef {{ number: number, started_at: string, hops: number, usage: import("./format.js").Usage,
- *   cost_usd: string | null, error: string | null, stopped_by: string | null }} Turn
+ *   cost_usd: string | null, error: string | null, stopped_by: string | null, face: string | null }} Turn
  */
 /**
  * @typedef {{ seq: number, agent: string | null, role: string, kind: string, from: string | null, to: string | null,
  *   text: string, included: boolean, usage: import("./format.js").Usage | null, latency_ms: number | null,
  *   tool_calls?: { id: string, name: string, arguments: string }[], tool_result?: { call_id: string, name: string, is_error: boolean } }} Message
  */
+
+/** How each face a turn can come by is named. @type {Record<string, string>} */
+const FACES = {
+  chat_completions: "Chat Completions",
+  responses: "Responses API",
+  playground: "Playground",
+  mqtt: "MQTT",
+  cli: "CLI",
+  mcp: "MCP",
+  a2a: "A2A",
+};
 
 /**
  * @param {{ created_at: string, version: number | null, agency_id: string, turns: Turn[] }} conversation
@@ -35,6 +46,7 @@ function show(conversation, messages) {
         {},
         el("td", {}, t.number),
         el("td", {}, when(t.started_at)),
+        el("td", { title: "The face the turn's request came by" }, FACES[t.face || ""] || t.face || "—"),
         el("td", {}, t.hops),
         el("td", {}, t.usage.prompt_tokens),
         el("td", {}, t.usage.completion_tokens),

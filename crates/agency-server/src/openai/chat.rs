@@ -63,7 +63,16 @@ pub(super) async fn chat(
     turn.tool_use = client.tool_use;
     turn.conversation = conversation;
     let prefill = turn.prefill.clone();
-    let turn = begin(&s, request_id, key, agency.clone(), turn, stream).await?;
+    let turn = begin(
+        &s,
+        request_id,
+        key,
+        agency.clone(),
+        turn,
+        stream,
+        agency_core::Face::ChatCompletions,
+    )
+    .await?;
     let conversation = turn.conversation();
     let response = if stream {
         let chunks = ChatChunks::new(&agency, prefill.as_deref(), include_usage, request_id);

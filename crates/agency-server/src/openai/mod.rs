@@ -324,6 +324,7 @@ async fn begin(
     agency: Arc<Agency>,
     turn: ChatTurn,
     stream: bool,
+    face: agency_core::Face,
 ) -> Result<Turn, OpenAiError> {
     let request = TurnRequest {
         caller: Caller::Key(key),
@@ -333,6 +334,7 @@ async fn begin(
         },
         stream_text: stream,
         progress: false,
+        face,
     };
     let turn =
         s.rt.begin(request)

@@ -45,6 +45,9 @@ pub struct Turn {
     /// when a model it called has no price (set `prices` on its provider).
     pub cost_usd: Option<String>,
     pub error: Option<String>,
+    /// The face its request came by: `chat_completions`, `responses`, `playground`, `mqtt`,
+    /// `cli`, `mcp` or `a2a`; `null` for turns recorded before faces were kept.
+    pub face: Option<&'static str>,
 }
 
 impl From<&agency_core::TurnRecord> for Turn {
@@ -61,6 +64,7 @@ impl From<&agency_core::TurnRecord> for Turn {
                 .cost
                 .map(|c| c.to_string().trim_start_matches('$').to_string()),
             error: t.error.clone(),
+            face: t.face.map(|f| f.as_str()),
         }
     }
 }

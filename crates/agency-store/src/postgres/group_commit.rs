@@ -97,6 +97,7 @@ async fn together(pool: &PgPool, writes: &[&Write]) -> Result<()> {
         .bind(col(&turns, |t| t.completion_tokens))
         .bind(col(&turns, |t| t.error.as_deref()))
         .bind(col(&turns, |t| t.cost_pico))
+        .bind(col(&turns, |t| t.face.as_deref()))
         .bind(col(&threads, |t| t.key))
         .bind(col(&threads, |t| t.hash.as_str()))
         .bind(col(&threads, |t| t.conversation.0))

@@ -21,7 +21,7 @@ macro_rules! message_columns {
 macro_rules! turn_columns {
     () => {
         "id, conversation_id, number, started_at, finished_at, stopped_by, hops, prompt_tokens, \
-         completion_tokens, error, cost_pico"
+         completion_tokens, error, cost_pico, face"
     };
 }
 pub(crate) const INSERT_CONVERSATION: &str =
@@ -69,13 +69,13 @@ macro_rules! save_turn_on_conflict {
         " ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, \
          stopped_by = excluded.stopped_by, hops = excluded.hops, \
          prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, \
-         error = excluded.error, cost_pico = excluded.cost_pico"
+         error = excluded.error, cost_pico = excluded.cost_pico, face = excluded.face"
     };
 }
 pub(crate) const SAVE_TURN: &str = concat!(
     "INSERT INTO turns (",
     turn_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     save_turn_on_conflict!()
 );
 /// [`SAVE_TURN`] in parts, for many rows: the head, one `(...)` of 11 values per row, the tail.
@@ -135,10 +135,10 @@ pub(crate) const COMMIT_GROUP: &str = concat!(
     turn_columns!(),
     ") SELECT * FROM UNNEST($23::uuid[], $24::uuid[], $25::int8[], $26::timestamptz[], \
      $27::timestamptz[], $28::text[], $29::int8[], $30::int8[], $31::int8[], $32::text[], \
-     $33::int8[])",
+     $33::int8[], $34::text[])",
     save_turn_on_conflict!(),
     "), a AS (INSERT INTO api_threads (key_id, hash, conversation_id, turn_number) \
-     SELECT * FROM UNNEST($34::uuid[], $35::text[], $36::uuid[], $37::int8[])",
+     SELECT * FROM UNNEST($35::uuid[], $36::text[], $37::uuid[], $38::int8[])",
     put_api_thread_on_conflict!(),
     ") SELECT 1"
 );
@@ -300,6 +300,7 @@ pub(crate) struct TurnRow {
     pub completion_tokens: i64,
     pub error: Option<String>,
     pub cost_pico: Option<i64>,
+    pub face: Option<String>,
 }
 
 impl From<&TurnRecord> for TurnRow {
@@ -316,6 +317,7 @@ impl From<&TurnRecord> for TurnRow {
             completion_tokens: i64::from(t.usage.completion_tokens),
             error: t.error.clone(),
             cost_pico: t.cost.map(|c| i64::try_from(c.0).unwrap_or(i64::MAX)),
+            face: t.face.map(|f| f.as_str().to_string()),
         }
     }
 }
@@ -347,6 +349,8 @@ impl TryFrom<TurnRow> for TurnRecord {
                 })
                 .transpose()?,
             error: r.error,
+            // A face this program does not know (a newer one's) reads as none.
+            face: r.face.as_deref().and_then(agency_core::Face::parse),
         })
     }
 }

@@ -55,7 +55,8 @@ pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
                 r.prompt_tokens,
                 r.completion_tokens,
                 r.error,
-                r.cost_pico
+                r.cost_pico,
+                r.face
             ])?;
     }
     if let Some(t) = &w.thread {
@@ -254,5 +255,6 @@ fn turn_row(r: &Row<'_>) -> rusqlite::Result<TurnRow> {
         completion_tokens: r.get(8)?,
         error: r.get(9)?,
         cost_pico: r.get(10)?,
+        face: r.get(11)?,
     })
 }

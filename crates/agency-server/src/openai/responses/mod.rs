@@ -210,7 +210,16 @@ pub(super) async fn create(
         s: s.clone(),
         agency: agency.clone(),
     };
-    let turn = super::begin(&s, request_id, key, agency, turn, stream).await?;
+    let turn = super::begin(
+        &s,
+        request_id,
+        key,
+        agency,
+        turn,
+        stream,
+        agency_core::Face::Responses,
+    )
+    .await?;
     let conversation = turn.conversation();
     let response = if stream {
         crate::encode::sse(turn.events(), stream::Events::new(kept, request_id))
