@@ -168,7 +168,7 @@ async fn run(
             conversation,
         } => commands::chat::run(&rt, &owner, &name, message, json, conversation).await,
         Command::Mcp { name } => {
-            let agency = std::sync::Arc::new(rt.agency(&owner, &name).await?);
+            let agency = std::sync::Arc::new(rt.agencies().get(&owner, &name).await?);
             agency_server::mcp::stdio::serve(
                 rt.clone(),
                 agency,

@@ -209,7 +209,7 @@ async fn agency_of(
     selector: &str,
 ) -> Result<(agency_core::ApiKey, Arc<Agency>), Response> {
     let Key(key) = key.map_err(|KeyRefused(e)| refused(e))?;
-    let agency = match s.rt.published_agency(key.agency_id).await {
+    let agency = match s.rt.agencies().published(key.agency_id).await {
         Ok(agency) => agency,
         Err(RuntimeError::AgencyNotFound(_)) => return Err(not_found(selector)),
         Err(e) => {

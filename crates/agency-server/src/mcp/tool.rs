@@ -207,8 +207,14 @@ pub async fn begin(
         },
         Asker::Local { agency } => {
             let conversation = match call.conversation {
-                Some(id) => rt.conversation_of(agency.id, id).await.map_err(refusal)?.id,
-                None => rt.start_conversation(agency).await.map_err(refusal)?.id,
+                Some(id) => {
+                    rt.conversations()
+                        .of(agency.id, id)
+                        .await
+                        .map_err(refusal)?
+                        .id
+                }
+                None => rt.conversations().start(agency).await.map_err(refusal)?.id,
             };
             let mut request =
                 agency_runtime::TurnRequest::message(Caller::Local, conversation, call.message);
