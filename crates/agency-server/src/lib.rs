@@ -4,6 +4,7 @@
 //! Handlers are thin: they parse, call the runtime, and render. Wire types live in [`wire`]
 //! and are converted from the domain explicitly; errors are one enum, [`ApiError`].
 
+pub mod a2a;
 pub mod auth;
 mod content;
 mod conversations;
@@ -53,6 +54,7 @@ const FLUSH_KEY_USAGE: std::time::Duration = std::time::Duration::from_secs(5);
 pub fn router(state: AppState) -> Router {
     let router = Router::new()
         .merge(openai::routes(&state.cors))
+        .merge(a2a::routes())
         .merge(content::routes())
         .merge(manage::routes())
         .merge(conversations::routes())
