@@ -1,11 +1,12 @@
 -- A2A tasks (issue 34): each message an agency's key sent over A2A is a task, the turn it ran
 -- in its conversation (the task's context). Stored so that a task's state survives a restart
 -- and any server answers for it. `ended` is set with a final state; an ended task is not
--- changed again.
+-- changed again. The conversation is not a foreign key: a new one is written with its first
+-- turn, after its task.
 CREATE TABLE a2a_tasks (
     id              UUID PRIMARY KEY NOT NULL,
     agency_id       UUID NOT NULL REFERENCES agencies (id) ON DELETE CASCADE,
-    conversation_id UUID NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    conversation_id UUID NOT NULL,
     state           TEXT NOT NULL,
     ended           BOOLEAN NOT NULL,
     turn_number     BIGINT,

@@ -30,13 +30,13 @@ impl TaskStore for PostgresStore {
 
     async fn update_task(&self, t: &StoredTask) -> Result<bool> {
         let done = sqlx::query(tasks::UPDATE_TASK)
-            .bind(t.id)
             .bind(&t.state)
             .bind(t.ended)
             .bind(t.turn.map(i64::from))
             .bind(&t.answer)
             .bind(&t.note)
             .bind(t.updated_at)
+            .bind(t.id)
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() > 0)

@@ -8,8 +8,9 @@ use crate::StoredTask;
 pub(crate) const INSERT_TASK: &str = "INSERT INTO a2a_tasks \
      (id, agency_id, conversation_id, state, ended, turn_number, message_id, request, answer, \
      note, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
-pub(crate) const UPDATE_TASK: &str = "UPDATE a2a_tasks SET state = $2, ended = $3, \
-     turn_number = $4, answer = $5, note = $6, updated_at = $7 WHERE id = $1 AND NOT ended";
+/// (SQLite numbers `$N` parameters in the order they first appear: they are written in order.)
+pub(crate) const UPDATE_TASK: &str = "UPDATE a2a_tasks SET state = $1, ended = $2, \
+     turn_number = $3, answer = $4, note = $5, updated_at = $6 WHERE id = $7 AND NOT ended";
 pub(crate) const TASK: &str = "SELECT id, agency_id, conversation_id, state, ended, \
      CAST(turn_number AS BIGINT), message_id, request, answer, note, created_at, updated_at \
      FROM a2a_tasks WHERE agency_id = $1 AND id = $2";

@@ -50,13 +50,13 @@ impl TaskStore for SqliteStore {
     async fn update_task(&self, t: &StoredTask) -> Result<bool> {
         let n = self.with(|conn| {
             conn.prepare_cached(tasks::UPDATE_TASK)?.execute(params![
-                t.id,
                 t.state,
                 t.ended,
                 t.turn.map(i64::from),
                 t.answer,
                 t.note,
-                t.updated_at
+                t.updated_at,
+                t.id
             ])
         })?;
         Ok(n > 0)
