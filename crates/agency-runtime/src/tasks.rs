@@ -103,6 +103,27 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// Whether `event` ends the task's turn; its end written here as the runtime stores it.
+    pub fn ended_by(&mut self, event: &TurnEvent) -> bool {
+        match event {
+            TurnEvent::Finished { outcome, .. } => {
+                self.state = TaskState::from_stop(outcome.stopped_by);
+                self.turn = Some(outcome.number);
+                self.answer = outcome.answer.clone();
+                if self.state == TaskState::Canceled {
+                    self.note = "Cancelled by the client.".into();
+                }
+            }
+            TurnEvent::Failed(e) => {
+                self.state = TaskState::Failed;
+                self.note = failure(e, self.conversation);
+            }
+            _ => return false,
+        }
+        self.updated_at = Utc::now();
+        true
+    }
+
     fn stored(&self, key: &ApiKey) -> StoredTask {
         StoredTask {
             id: self.id,
@@ -175,7 +196,10 @@ impl Runtime {
                 task.state = TaskState::Working;
                 task.updated_at = now;
                 if !self.store.update_task(&task.stored(key)).await? {
-                    return Err(RuntimeError::Conflict(format!("task {} has ended", task.id)));
+                    return Err(RuntimeError::Conflict(format!(
+                        "task {} has ended",
+                        task.id
+                    )));
                 }
                 task
             }
@@ -203,11 +227,10 @@ impl Runtime {
             let events = turn.events();
             futures::pin_mut!(events);
             while let Some(event) = events.next().await {
-                if ends(&mut record, &event) {
-                    record.updated_at = Utc::now();
-                    if let Err(e) = rt.store.update_task(&record.stored(&key)).await {
-                        tracing::warn!(task = %record.id, error = %e, "a task's end was not stored");
-                    }
+                if record.ended_by(&event)
+                    && let Err(e) = rt.store.update_task(&record.stored(&key)).await
+                {
+                    tracing::warn!(task = %record.id, error = %e, "a task's end was not stored");
                 }
                 if let TurnEvent::Progress(Event::TurnStarted { number, .. }) = &event {
                     record.turn = Some(*number);
@@ -240,7 +263,10 @@ impl Runtime {
             limit: query.limit.clamp(1, MAX_PAGE),
         };
         let (tasks, total) = self.store.tasks(key.agency_id, &filter).await?;
-        Ok((tasks.into_iter().map(TaskRecord::from_stored).collect(), total))
+        Ok((
+            tasks.into_iter().map(TaskRecord::from_stored).collect(),
+            total,
+        ))
     }
 
     /// Cancels a task that has not ended: its turn stops when it runs in this process (the
@@ -303,29 +329,11 @@ impl Runtime {
             done: false,
         };
         let stream =
-            futures::stream::unfold(follow, |mut f| async move { f.next().await.map(|u| (u, f)) });
+            futures::stream::unfold(
+                follow,
+                |mut f| async move { f.next().await.map(|u| (u, f)) },
+            );
         Ok((task, stream))
-    }
-}
-
-/// Whether `event` ends the task's turn; its end written into `record`.
-fn ends(record: &mut TaskRecord, event: &TurnEvent) -> bool {
-    match event {
-        TurnEvent::Finished { outcome, .. } => {
-            record.state = TaskState::from_stop(outcome.stopped_by);
-            record.turn = Some(outcome.number);
-            record.answer = outcome.answer.clone();
-            if record.state == TaskState::Canceled {
-                record.note = "Cancelled by the client.".into();
-            }
-            true
-        }
-        TurnEvent::Failed(e) => {
-            record.state = TaskState::Failed;
-            record.note = failure(e, record.conversation);
-            true
-        }
-        _ => false,
     }
 }
 

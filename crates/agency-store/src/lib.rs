@@ -387,8 +387,7 @@ pub trait TaskStore: Send + Sync {
     /// The agency's task of that id.
     async fn task(&self, agency: AgencyId, id: uuid::Uuid) -> Result<Option<StoredTask>>;
     /// The agency's tasks as `filter` says, newest first, and how many match in all.
-    async fn tasks(&self, agency: AgencyId, filter: &TaskFilter)
-    -> Result<(Vec<StoredTask>, u64)>;
+    async fn tasks(&self, agency: AgencyId, filter: &TaskFilter) -> Result<(Vec<StoredTask>, u64)>;
 }
 
 /// Small server-wide facts.

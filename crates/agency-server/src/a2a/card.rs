@@ -5,8 +5,8 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, json};
 
-use super::types::{AgentCapabilities, AgentCard, AgentInterface, AgentSkill, VERSION};
 use super::admit;
+use super::types::{AgentCapabilities, AgentCard, AgentInterface, AgentSkill, VERSION};
 use crate::AppState;
 use crate::auth::{Key, KeyRefused};
 
@@ -66,19 +66,21 @@ fn card_of(agency: &agency_core::Agency, url: &str) -> AgentCard {
         description: description.clone(),
         tags: vec!["team".into()],
     }];
-    skills.extend(agency.agents.iter().map(|agent| AgentSkill {
-        id: format!("agent-{}", agent.id),
-        name: agent.name.clone(),
-        description: agent
-            .role
-            .clone()
-            .filter(|r| !r.trim().is_empty())
-            .unwrap_or_else(|| format!("{}, an agent of the team", agent.name)),
-        tags: vec![if agent.id == agency.manager {
-            "manager".into()
-        } else {
-            "agent".into()
-        }],
+    skills.extend(agency.agents.iter().map(|agent| {
+        AgentSkill {
+            id: format!("agent-{}", agent.id),
+            name: agent.name.clone(),
+            description: agent
+                .role
+                .clone()
+                .filter(|r| !r.trim().is_empty())
+                .unwrap_or_else(|| format!("{}, an agent of the team", agent.name)),
+            tags: vec![if agent.id == agency.manager {
+                "manager".into()
+            } else {
+                "agent".into()
+            }],
+        }
     }));
     let mut schemes = Map::new();
     schemes.insert(

@@ -66,7 +66,9 @@ fn status(task: &TaskRecord) -> TaskStatus {
     TaskStatus {
         state: state_name(task.state),
         message: said.map(|text| agent_message(task, text, None)),
-        timestamp: task.updated_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        timestamp: task
+            .updated_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
     }
 }
 
@@ -237,22 +239,15 @@ impl TaskStream {
         let responses = match event {
             TurnEvent::Text(piece) => vec![self.piece(piece, false)],
             TurnEvent::Progress(e) => self.progress(&e).into_iter().collect(),
-            TurnEvent::Finished { outcome, rest } => {
+            TurnEvent::Finished { ref rest, .. } => {
                 let mut ended = self.task.clone();
-                ended.state = TaskState::from_stop(outcome.stopped_by);
-                ended.answer = outcome.answer;
-                ended.turn = Some(outcome.number);
-                ended.updated_at = chrono::Utc::now();
-                if ended.state == TaskState::Canceled {
-                    ended.note = "Cancelled by the client.".into();
-                }
+                ended.ended_by(&event);
+                let rest = rest.clone();
                 self.end(&ended, Some(rest))
             }
-            TurnEvent::Failed(e) => {
+            TurnEvent::Failed(_) => {
                 let mut ended = self.task.clone();
-                ended.state = TaskState::Failed;
-                ended.note = agency_runtime::tasks::failure(&e, ended.conversation);
-                ended.updated_at = chrono::Utc::now();
+                ended.ended_by(&event);
                 self.end(&ended, None)
             }
         };

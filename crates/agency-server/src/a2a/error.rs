@@ -24,7 +24,9 @@ pub enum Kind {
     /// No key, or one not valid: HTTP 401 on either binding.
     Unauthenticated,
     /// Over the key's rate limit: HTTP 429 on either binding.
-    RateLimited { retry_after_secs: u64 },
+    RateLimited {
+        retry_after_secs: u64,
+    },
 }
 
 impl Kind {
@@ -116,10 +118,7 @@ impl A2aError {
 
     /// Whether it is answered at the HTTP layer (401, 429) rather than in a JSON-RPC body.
     pub fn http_only(&self) -> bool {
-        matches!(
-            self.kind,
-            Kind::Unauthenticated | Kind::RateLimited { .. }
-        )
+        matches!(self.kind, Kind::Unauthenticated | Kind::RateLimited { .. })
     }
 
     /// The JSON-RPC error object.

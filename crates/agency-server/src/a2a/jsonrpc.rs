@@ -68,7 +68,12 @@ enum Answer {
 /// The request's id, method and params; else the error, with the id when it was read.
 fn read(raw: Result<Bytes, BytesRejection>) -> Result<(Value, String, Value), (Value, A2aError)> {
     let invalid = |id: &Value, m: &str| (id.clone(), A2aError::new(Kind::InvalidRequest, m));
-    let raw = raw.map_err(|e| (Value::Null, A2aError::new(Kind::InvalidRequest, e.body_text())))?;
+    let raw = raw.map_err(|e| {
+        (
+            Value::Null,
+            A2aError::new(Kind::InvalidRequest, e.body_text()),
+        )
+    })?;
     let value: Value = serde_json::from_slice(&raw).map_err(|e| {
         (
             Value::Null,
@@ -100,7 +105,9 @@ fn read(raw: Result<Bytes, BytesRejection>) -> Result<(Value, String, Value), (V
 }
 
 fn check_method(method: &str) -> Result<(), A2aError> {
-    if METHODS.contains(&method) || PUSH_METHODS.contains(&method) || method == "GetExtendedAgentCard"
+    if METHODS.contains(&method)
+        || PUSH_METHODS.contains(&method)
+        || method == "GetExtendedAgentCard"
     {
         return Ok(());
     }
@@ -134,11 +141,9 @@ async fn dispatch(
     let framing = || Framing::Rpc(id.clone());
     match method {
         "SendMessage" => result(super::send_message(s, a, params(p)?).await?),
-        "SendStreamingMessage" => {
-            super::stream_message(s, a, params(p)?, framing())
-                .await
-                .map(Answer::Stream)
-        }
+        "SendStreamingMessage" => super::stream_message(s, a, params(p)?, framing())
+            .await
+            .map(Answer::Stream),
         "GetTask" => {
             let request: TaskIdRequest = params(p)?;
             result(super::get_task(s, a, &request.id, request.history_length).await?)

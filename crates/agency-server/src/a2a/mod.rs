@@ -48,7 +48,10 @@ pub fn routes() -> Router<AppState> {
     let base = "/api/agency/{agency}/a2a";
     Router::new()
         .route(base, post(jsonrpc::handle))
-        .route(&format!("{base}/.well-known/agent-card.json"), get(card::card))
+        .route(
+            &format!("{base}/.well-known/agent-card.json"),
+            get(card::card),
+        )
         .route(&format!("{base}/message:send"), post(rest::send))
         .route(&format!("{base}/message:stream"), post(rest::stream))
         .route(&format!("{base}/tasks"), get(rest::list))
@@ -56,7 +59,10 @@ pub fn routes() -> Router<AppState> {
             &format!("{base}/tasks/{{task}}"),
             get(rest::task_get).post(rest::task_post),
         )
-        .route(&format!("{base}/{{*rest}}"), axum::routing::any(rest::unknown))
+        .route(
+            &format!("{base}/{{*rest}}"),
+            axum::routing::any(rest::unknown),
+        )
         .layer(DefaultBodyLimit::max(crate::openai::MAX_BODY))
 }
 
@@ -108,9 +114,7 @@ fn check_version(headers: &HeaderMap) -> Result<(), A2aError> {
 
 /// A task id as the client gave it.
 fn task_id(id: &str) -> Result<uuid::Uuid, A2aError> {
-    id.trim()
-        .parse()
-        .map_err(|_| A2aError::task_not_found(id))
+    id.trim().parse().map_err(|_| A2aError::task_not_found(id))
 }
 
 /// The text (and images) of a client's message; other parts are refused.
@@ -187,7 +191,10 @@ async fn send(
     let input = read_message(&message)?;
     let context = match message.context_id.as_deref().filter(|c| !c.is_empty()) {
         Some(c) => Some(c.parse::<ConversationId>().map_err(|_| {
-            A2aError::new(Kind::TaskNotFound, format!("No context `{c}` for this agency."))
+            A2aError::new(
+                Kind::TaskNotFound,
+                format!("No context `{c}` for this agency."),
+            )
         })?),
         None => None,
     };
@@ -271,19 +278,18 @@ async fn send_message(
     let config = request.configuration.as_ref();
     let history = config.and_then(|c| c.history_length);
     let immediately = config.is_some_and(|c| c.return_immediately);
-    let Sent { task, mut events } = send(s, a, request, false).await?;
-    if immediately {
-        return Ok(types::SendMessageResponse {
-            task: encode::task(&task, history, true),
-        });
-    }
-    // The runtime writes the task's end before it tells it.
-    while let Some(event) = events.recv().await {
-        if matches!(event, TurnEvent::Finished { .. } | TurnEvent::Failed(_)) {
-            break;
+    let Sent {
+        mut task,
+        mut events,
+    } = send(s, a, request, false).await?;
+    if !immediately {
+        // The runtime stores the task's end before it tells it: the same end, written here.
+        while let Some(event) = events.recv().await {
+            if task.ended_by(&event) {
+                break;
+            }
         }
     }
-    let task = s.rt.task(&a.key, task.id).await?;
     Ok(types::SendMessageResponse {
         task: encode::task(&task, history, true),
     })
@@ -300,9 +306,11 @@ async fn stream_message(
     let Sent { task, events } = send(s, a, request, true).await?;
     let mut stream = encode::TaskStream::new(task, a.agency.roster(), framing);
     let opening = stream.opening();
-    let events = futures::stream::unfold(events, |mut rx| async move {
-        rx.recv().await.map(|e| (e, rx))
-    });
+    let events =
+        futures::stream::unfold(
+            events,
+            |mut rx| async move { rx.recv().await.map(|e| (e, rx)) },
+        );
     let body = futures::stream::once(async move { vec![opening] })
         .chain(events.map(move |e| stream.turn_event(e)));
     Ok(sse(body))
@@ -315,15 +323,16 @@ async fn subscribe(
     id: &str,
     framing: encode::Framing,
 ) -> Result<Response, A2aError> {
-    let (task, updates) = s.rt.follow_task(&a.key, task_id(id)?).await.map_err(|e| {
-        match A2aError::from(e) {
-            e if e.kind == Kind::UnsupportedOperation => A2aError::new(
-                Kind::UnsupportedOperation,
-                format!("Task `{id}` has ended: there is nothing to subscribe to."),
-            ),
-            e => e,
-        }
-    })?;
+    let (task, updates) =
+        s.rt.follow_task(&a.key, task_id(id)?)
+            .await
+            .map_err(|e| match A2aError::from(e) {
+                e if e.kind == Kind::UnsupportedOperation => A2aError::new(
+                    Kind::UnsupportedOperation,
+                    format!("Task `{id}` has ended: there is nothing to subscribe to."),
+                ),
+                e => e,
+            })?;
     let mut stream = encode::TaskStream::new(task, a.agency.roster(), framing);
     let opening = stream.opening();
     let body = futures::stream::once(async move { vec![opening] })
@@ -344,16 +353,15 @@ async fn get_task(
 
 /// `CancelTask`.
 async fn cancel_task(s: &AppState, a: &Admitted, id: &str) -> Result<types::Task, A2aError> {
-    let task = s
-        .rt
-        .cancel_task(&a.key, task_id(id)?)
-        .await
-        .map_err(|e| match e {
-            agency_runtime::RuntimeError::Conflict(m) => {
-                A2aError::new(Kind::TaskNotCancelable, format!("{m}."))
-            }
-            e => A2aError::from(e),
-        })?;
+    let task =
+        s.rt.cancel_task(&a.key, task_id(id)?)
+            .await
+            .map_err(|e| match e {
+                agency_runtime::RuntimeError::Conflict(m) => {
+                    A2aError::new(Kind::TaskNotCancelable, format!("{m}."))
+                }
+                e => A2aError::from(e),
+            })?;
     Ok(encode::task(&task, None, true))
 }
 

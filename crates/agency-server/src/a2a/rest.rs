@@ -29,11 +29,14 @@ async fn let_in(
 }
 
 /// A JSON body read as `T`: not JSON is a parse error, JSON of the wrong shape bad params.
-pub(super) fn body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, A2aError> {
+pub(super) fn body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, A2aError> {
     let body = body.map_err(|e| A2aError::new(Kind::InvalidRequest, e.body_text()))?;
     let value: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| A2aError::new(Kind::Parse, format!("The body is not JSON: {e}")))?;
-    serde_json::from_value(value).map_err(|e| A2aError::invalid(format!("The request is not valid: {e}")))
+    serde_json::from_value(value)
+        .map_err(|e| A2aError::invalid(format!("The request is not valid: {e}")))
 }
 
 fn json<T: serde::Serialize>(result: Result<T, A2aError>) -> Response {

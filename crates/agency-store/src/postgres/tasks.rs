@@ -51,11 +51,7 @@ impl TaskStore for PostgresStore {
         Ok(row.map(tasks::task))
     }
 
-    async fn tasks(
-        &self,
-        agency: AgencyId,
-        filter: &TaskFilter,
-    ) -> Result<(Vec<StoredTask>, u64)> {
+    async fn tasks(&self, agency: AgencyId, filter: &TaskFilter) -> Result<(Vec<StoredTask>, u64)> {
         let conversation = filter.conversation.map(|c| c.0);
         let rows: Vec<TaskRow> = sqlx::query_as(tasks::TASKS)
             .bind(agency.0)

@@ -41,7 +41,20 @@ pub(crate) type TaskRow = (
 );
 
 pub(crate) fn task(
-    (id, agency, conversation, state, ended, turn, message_id, request, answer, note, created_at, updated_at): TaskRow,
+    (
+        id,
+        agency,
+        conversation,
+        state,
+        ended,
+        turn,
+        message_id,
+        request,
+        answer,
+        note,
+        created_at,
+        updated_at,
+    ): TaskRow,
 ) -> StoredTask {
     StoredTask {
         id,

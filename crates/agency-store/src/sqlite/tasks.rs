@@ -71,11 +71,7 @@ impl TaskStore for SqliteStore {
         Ok(found.map(tasks::task))
     }
 
-    async fn tasks(
-        &self,
-        agency: AgencyId,
-        filter: &TaskFilter,
-    ) -> Result<(Vec<StoredTask>, u64)> {
+    async fn tasks(&self, agency: AgencyId, filter: &TaskFilter) -> Result<(Vec<StoredTask>, u64)> {
         let conversation = filter.conversation.map(|c| c.0);
         self.with(|conn| {
             let found = conn
@@ -92,10 +88,9 @@ impl TaskStore for SqliteStore {
                 )?
                 .map(|r| r.map(tasks::task))
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            let total: i64 = conn.prepare_cached(tasks::COUNT_TASKS)?.query_row(
-                params![agency.0, conversation, filter.state],
-                |r| r.get(0),
-            )?;
+            let total: i64 = conn
+                .prepare_cached(tasks::COUNT_TASKS)?
+                .query_row(params![agency.0, conversation, filter.state], |r| r.get(0))?;
             Ok((found, u64::try_from(total).unwrap_or(0)))
         })
     }
