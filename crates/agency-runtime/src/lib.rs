@@ -24,6 +24,7 @@ mod relay;
 pub mod rooms;
 pub mod secrets;
 mod session;
+pub mod tasks;
 pub mod throttle;
 pub mod tools;
 mod turn;

@@ -4,6 +4,7 @@
 //! Handlers are thin: they parse, call the runtime, and render. Wire types live in [`wire`]
 //! and are converted from the domain explicitly; errors are one enum, [`ApiError`].
 
+pub mod a2a;
 pub mod auth;
 mod content;
 mod conversations;
@@ -63,6 +64,7 @@ pub fn router(state: AppState) -> Router {
     let router = Router::new()
         .merge(openai::routes(&state.cors))
         .merge(mcp::http::routes())
+        .merge(a2a::routes())
         .merge(content::routes())
         .merge(management_api().router)
         .merge(ui::routes())

@@ -176,6 +176,37 @@ pub struct ApiResponse {
     pub input: String,
 }
 
+/// An A2A task (issue 34): a message an agency's key sent over A2A, and the turn it ran in
+/// its conversation. `state` is the runtime's name for it; `ended` marks a final state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredTask {
+    pub id: uuid::Uuid,
+    pub agency: AgencyId,
+    pub conversation: ConversationId,
+    pub state: String,
+    pub ended: bool,
+    /// The turn it ran, once it started.
+    pub turn: Option<u32>,
+    /// The client's id of the message, and its text.
+    pub message_id: String,
+    pub request: String,
+    /// The answer, once there is one.
+    pub answer: String,
+    /// What the state says beside it (why it failed).
+    pub note: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Which of an agency's tasks [`TaskStore::tasks`] lists.
+#[derive(Clone, Debug, Default)]
+pub struct TaskFilter {
+    pub conversation: Option<ConversationId>,
+    pub state: Option<String>,
+    pub offset: u32,
+    pub limit: u32,
+}
+
 /// A stored transcript a request's history matched (see [`KeyStore::api_threads`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadMatch {
@@ -345,6 +376,20 @@ pub trait KeyStore: Send + Sync {
     async fn delete_api_response(&self, agency: AgencyId, id: &str) -> Result<bool>;
 }
 
+/// A2A tasks.
+#[async_trait]
+pub trait TaskStore: Send + Sync {
+    /// Stores a new task.
+    async fn put_task(&self, task: &StoredTask) -> Result<()>;
+    /// Writes the task's state, turn, answer, note, `ended` and `updated_at`, unless it had
+    /// ended: false then (or when there is none).
+    async fn update_task(&self, task: &StoredTask) -> Result<bool>;
+    /// The agency's task of that id.
+    async fn task(&self, agency: AgencyId, id: uuid::Uuid) -> Result<Option<StoredTask>>;
+    /// The agency's tasks as `filter` says, newest first, and how many match in all.
+    async fn tasks(&self, agency: AgencyId, filter: &TaskFilter) -> Result<(Vec<StoredTask>, u64)>;
+}
+
 /// Small server-wide facts.
 #[async_trait]
 pub trait SettingsStore: Send + Sync {
@@ -459,6 +504,7 @@ pub trait Store:
     + AccountStore
     + RoomStore
     + NoticeStore
+    + TaskStore
 {
 }
 impl<
@@ -470,7 +516,8 @@ impl<
         + MemoryStore
         + AccountStore
         + RoomStore
-        + NoticeStore,
+        + NoticeStore
+        + TaskStore,
 > Store for T
 {
 }

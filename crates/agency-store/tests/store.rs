@@ -61,6 +61,7 @@ suite!(
     definitions_are_pointed_to_and_outlived,
     answers_in_flight_are_recorded_until_stored,
     api_responses_are_kept_per_agency,
+    a2a_tasks_are_kept_per_agency_and_end_once,
     a_migrated_store_is_ready,
 );
 
@@ -1338,5 +1339,85 @@ async fn a_schema_this_program_does_not_know_is_not_ready() {
     assert!(
         e.to_string().contains("newer than this program knows"),
         "{e}"
+    );
+}
+
+async fn a2a_tasks_are_kept_per_agency_and_end_once(s: Arc<dyn Store>) {
+    use agency_store::{StoredTask, TaskFilter};
+    let c = setup(&s).await;
+    let agency = s.conversation(c).await.unwrap().unwrap().agency_id;
+    let other = agency_core::AgencyId::new();
+    let at = |secs| chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap();
+    let task = |n: i64, conversation| StoredTask {
+        id: uuid::Uuid::now_v7(),
+        agency,
+        conversation,
+        state: "working".into(),
+        ended: false,
+        turn: None,
+        message_id: format!("m{n}"),
+        request: format!("request {n}"),
+        answer: String::new(),
+        note: String::new(),
+        created_at: at(n),
+        updated_at: at(n),
+    };
+    // A task's conversation may not be written yet (a new one is, with its first turn).
+    let elsewhere = ConversationId::new();
+    let (first, second, third) = (task(1, c), task(2, c), task(3, elsewhere));
+    for t in [&first, &second, &third] {
+        s.put_task(t).await.unwrap();
+    }
+    assert!(s.put_task(&first).await.is_err(), "ids are unique");
+    assert_eq!(s.task(agency, first.id).await.unwrap(), Some(first.clone()));
+    assert_eq!(
+        s.task(other, first.id).await.unwrap(),
+        None,
+        "another agency's"
+    );
+
+    let mut done = first.clone();
+    done.state = "completed".into();
+    done.ended = true;
+    done.turn = Some(1);
+    done.answer = "the answer".into();
+    done.updated_at = at(10);
+    assert!(s.update_task(&done).await.unwrap());
+    assert_eq!(s.task(agency, first.id).await.unwrap(), Some(done.clone()));
+    let mut again = done.clone();
+    again.state = "canceled".into();
+    assert!(
+        !s.update_task(&again).await.unwrap(),
+        "an ended task is not changed"
+    );
+    assert_eq!(s.task(agency, first.id).await.unwrap(), Some(done.clone()));
+
+    let page = |conversation, state: Option<&str>, offset, limit| TaskFilter {
+        conversation,
+        state: state.map(str::to_string),
+        offset,
+        limit,
+    };
+    let ids =
+        |found: (Vec<StoredTask>, u64)| (found.0.iter().map(|t| t.id).collect::<Vec<_>>(), found.1);
+    assert_eq!(
+        ids(s.tasks(agency, &page(None, None, 0, 10)).await.unwrap()),
+        (vec![third.id, second.id, first.id], 3),
+        "newest first"
+    );
+    assert_eq!(
+        ids(s.tasks(agency, &page(Some(c), None, 1, 1)).await.unwrap()),
+        (vec![first.id], 2)
+    );
+    assert_eq!(
+        ids(s
+            .tasks(agency, &page(Some(c), Some("working"), 0, 10))
+            .await
+            .unwrap()),
+        (vec![second.id], 1)
+    );
+    assert_eq!(
+        ids(s.tasks(other, &page(None, None, 0, 10)).await.unwrap()),
+        (vec![], 0)
     );
 }

@@ -203,9 +203,47 @@ async function createKey(ev) {
   ].join("\n");
   const mcpServer = { type: "http", url: location.origin + "/api/agency/" + encodeURIComponent(agencyName) + "/mcp", headers: { Authorization: "Bearer " + r.data.key } };
   $("snippet-mcp").textContent = JSON.stringify({ mcpServers: { [agencyName]: mcpServer } }, null, 2);
+  a2aSnippets(r.data.key);
   $("new-key").hidden = false;
   form.reset();
   loadKeys();
+}
+
+/**
+ * The A2A snippets beside the OpenAI ones: the agency as an A2A agent.
+ * @param {string} key
+ */
+function a2aSnippets(key) {
+  const a2a = location.origin + "/api/agency/" + encodeURIComponent(agencyName) + "/a2a";
+  $("a2a-card").textContent = a2a + "/.well-known/agent-card.json";
+  $("snippet-a2a-python").textContent = [
+    "import asyncio, httpx",
+    "from a2a.client import ClientConfig, create_client",
+    "from a2a.types import a2a_pb2 as a2a",
+    "",
+    'AUTH = {"Authorization": "Bearer ' + key + '"}',
+    "",
+    "async def main():",
+    "    config = ClientConfig(httpx_client=httpx.AsyncClient(headers=AUTH, timeout=120))",
+    '    client = await create_client("' + a2a + '", client_config=config, resolver_http_kwargs={"headers": AUTH})',
+    '    message = a2a.Message(message_id="1", role=a2a.ROLE_USER, parts=[a2a.Part(text="Hello")])',
+    "    async for event in client.send_message(a2a.SendMessageRequest(message=message)):",
+    "        print(event)",
+    "",
+    "asyncio.run(main())",
+  ].join("\n");
+  const body = {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "SendMessage",
+    params: { message: { messageId: "1", role: "ROLE_USER", parts: [{ text: "Hello" }] } },
+  };
+  $("snippet-a2a-curl").textContent = [
+    "curl " + a2a + " \\",
+    '  -H "Authorization: Bearer ' + key + '" \\',
+    "  -H 'A2A-Version: 1.0' -H 'content-type: application/json' \\",
+    "  -d '" + JSON.stringify(body).replace(/'/g, "'\\''") + "'",
+  ].join("\n");
 }
 
 async function loadConversations() {

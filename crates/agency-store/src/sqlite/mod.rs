@@ -27,6 +27,7 @@ mod migrate;
 mod rooms;
 mod secrets;
 mod settings;
+mod tasks;
 
 pub struct SqliteStore {
     conn: Mutex<Connection>,
