@@ -329,6 +329,13 @@ pub trait KeyStore: Send + Sync {
     /// minute's weighted by the share of it still within the last 60 seconds. `None` where one
     /// process has the store (SQLite): it counts in memory.
     async fn count_key_request(&self, key: uuid::Uuid, limit: u32) -> Result<Option<KeyRate>>;
+    /// Sets the budgets of the agency's unrevoked key named `name`; false when it has none.
+    async fn set_api_key_budgets(
+        &self,
+        agency: AgencyId,
+        name: &str,
+        budgets: &agency_core::KeyBudgets,
+    ) -> Result<bool>;
     /// Records when keys were last used (never moving a time backwards), in one write.
     async fn touch_api_keys(
         &self,
@@ -343,6 +350,50 @@ pub trait KeyStore: Send + Sync {
     async fn api_response(&self, agency: AgencyId, id: &str) -> Result<Option<ApiResponse>>;
     /// True when the agency had a response of that id.
     async fn delete_api_response(&self, agency: AgencyId, id: &str) -> Result<bool>;
+}
+
+/// One budget a call is paid from: its scope (`key:ID`, `user:KEY:END USER`, `agency:ID`),
+/// the start of its current period (Unix seconds, 0 for a total budget) and its limit in
+/// pico-dollars.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpendLine {
+    pub scope: String,
+    pub period_start: i64,
+    pub limit: i64,
+}
+
+/// What a scope spent in one period, in pico-dollars (and tokens).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpendRow {
+    pub scope: String,
+    pub period_start: i64,
+    /// Settled: what the calls that ended cost.
+    pub spent: i64,
+    /// Held by calls still running.
+    pub reserved: i64,
+    pub tokens: i64,
+}
+
+/// Spend against budgets, held in the database so that every process on it sees one amount.
+#[async_trait]
+pub trait SpendStore: Send + Sync {
+    /// Reserves `amount` on every line, unless one of them is spent (what it spent and holds
+    /// reaches its limit): on all of them or none, atomically against every other process.
+    /// `None` when reserved; else the index of the first line that refused.
+    async fn reserve(&self, lines: &[SpendLine], amount: i64) -> Result<Option<usize>>;
+    /// Settles a reservation of `reserved` on `lines` (the same lines, same periods) to what
+    /// the call cost and the tokens it used. What each line has spent now, in order.
+    async fn settle(
+        &self,
+        lines: &[SpendLine],
+        reserved: i64,
+        cost: i64,
+        tokens: i64,
+    ) -> Result<Vec<i64>>;
+    /// What `scope` spent and holds in its period starting `period_start` (zero when nothing).
+    async fn spent(&self, scope: &str, period_start: i64) -> Result<SpendRow>;
+    /// The rows of the scopes that begin with `prefix`, newest period first, at most `limit`.
+    async fn spend(&self, prefix: &str, limit: u32) -> Result<Vec<SpendRow>>;
 }
 
 /// Small server-wide facts.
@@ -459,6 +510,7 @@ pub trait Store:
     + AccountStore
     + RoomStore
     + NoticeStore
+    + SpendStore
 {
 }
 impl<
@@ -470,7 +522,8 @@ impl<
         + MemoryStore
         + AccountStore
         + RoomStore
-        + NoticeStore,
+        + NoticeStore
+        + SpendStore,
 > Store for T
 {
 }

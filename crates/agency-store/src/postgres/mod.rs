@@ -17,6 +17,7 @@ mod memory;
 mod rooms;
 mod secrets;
 mod settings;
+mod spend;
 
 pub struct PostgresStore {
     pool: PgPool,

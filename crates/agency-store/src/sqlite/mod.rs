@@ -27,6 +27,7 @@ mod migrate;
 mod rooms;
 mod secrets;
 mod settings;
+mod spend;
 
 pub struct SqliteStore {
     conn: Mutex<Connection>,
