@@ -351,6 +351,17 @@ async fn an_agencys_budget_holds_for_the_playground_and_needs_prices() {
         }
         other => panic!("{other:?}"),
     }
+    // Refused before anything was stored.
+    let inputs: Vec<String> = h
+        .store
+        .messages(c.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.kind == agency_core::MessageKind::Input)
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(inputs, ["one"]);
     let spent = h.rt.agency_spend(agency.id).await.unwrap();
     assert_eq!(spent.len(), 1);
     assert_eq!(spent[0].spent, CALL);
