@@ -138,6 +138,25 @@ agents:
     model: fake/fake-model
 """
 
+# The same fake, priced: a call (7 tokens in, 3 out) costs $0.003007; one reserves at most its
+# context (under 1,500 characters: 500 tokens, $0.0005) and its 5 tokens of answer ($0.005).
+BUDGETED_YAML = """
+name: budgeted
+protocol: json
+manager: forecaster
+providers:
+  fake:
+    kind: openai
+    base_url: "{base_url}"
+    prices: {{ fake-model: {{ input: 1, output: 1000 }} }}
+agents:
+  - name: forecaster
+    model: fake/fake-model
+    max_tokens: 5
+"""
+CALL_USD = 0.003007
+RESERVATION_USD = 0.0055
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -305,6 +324,11 @@ def server(tmp_path_factory: pytest.TempPathFactory, fake: FakeOpenAI):
     (work / "weather.yaml").write_text(WEATHER_YAML.format(base_url=fake.base_url))
     cli("import", str(work / "weather.yaml"))
     keys["weather"] = create_key("weather", "good")
+    (work / "budgeted.yaml").write_text(BUDGETED_YAML.format(base_url=fake.base_url))
+    cli("import", str(work / "budgeted.yaml"))
+    keys["budgeted"] = create_key(
+        "budgeted", "app", "--budget-usd", "0.01", "--budget-period", "day", "--rate-limit", "10000"
+    )
     keys["bad"] = "agk_" + "0" * 64
 
     assert len(set(keys.values())) == len(keys), "two keys are the same"
@@ -956,6 +980,44 @@ def test_rate_limit_is_a_rate_limit_error(server: Server):
     assert e.value.code == "rate_limit_exceeded"
     retry_after = e.value.response.headers.get("retry-after")
     assert retry_after is not None and int(retry_after) >= 1
+
+
+def test_a_spent_budget_is_insufficient_quota(server: Server):
+    """64 requests at once on a key with a $0.01 budget: what was answered passes the budget by
+    at most one call's reservation; every other request is OpenAI's 429 `insufficient_quota`."""
+
+    async def go():
+        async with server.async_client("budgeted") as client:
+            return await asyncio.gather(
+                *(
+                    client.chat.completions.create(model="budgeted", messages=[user(f"q {i}")])
+                    for i in range(64)
+                ),
+                return_exceptions=True,
+            )
+
+    results = asyncio.run(go())
+    answered = [r for r in results if not isinstance(r, Exception)]
+    refused = [r for r in results if isinstance(r, Exception)]
+    assert answered, "the budget pays for some"
+    assert refused, "and not for all"
+    for e in refused:
+        assert isinstance(e, openai.RateLimitError), repr(e)
+        assert e.status_code == 429
+        assert e.code == "insufficient_quota"
+        assert e.type == "insufficient_quota"
+        assert "API key `app`'s budget of $0.01 a day is spent" in e.message
+        assert "renews at" in e.message
+    # One at a time, what reservations held back is spent, then the key is refused for good.
+    more = 0
+    with server.client("budgeted") as client:
+        with pytest.raises(openai.RateLimitError) as e:
+            for i in range(8):
+                client.chat.completions.create(model="budgeted", messages=[user(f"more {i}")])
+                more += 1
+    assert e.value.code == "insufficient_quota"
+    spent = (len(answered) + more) * CALL_USD
+    assert spent <= 0.01 + RESERVATION_USD, f"{len(answered)} + {more} answered"
 
 
 def test_text_modality_is_accepted(client: openai.OpenAI):

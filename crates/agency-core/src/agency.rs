@@ -55,6 +55,10 @@ pub struct Limits {
     pub max_hops: u32,
     /// Wall time a turn may take before the manager is told to answer.
     pub turn_deadline: Duration,
+    /// What the agency may spend per period (every key, the playground, MQTT).
+    pub budget: Option<crate::spend::Budget>,
+    /// What one turn may cost before the manager is told to answer.
+    pub max_turn_cost: Option<crate::price::Cost>,
 }
 
 impl Limits {
@@ -69,6 +73,8 @@ impl Default for Limits {
         Self {
             max_hops: Self::DEFAULT_MAX_HOPS,
             turn_deadline: Duration::from_secs(Self::DEFAULT_DEADLINE_SECS),
+            budget: None,
+            max_turn_cost: None,
         }
     }
 }
@@ -374,6 +380,15 @@ impl Agency {
             manager: roster.name(self.manager).unwrap_or("?").to_string(),
             max_hops: Some(self.limits.max_hops),
             turn_deadline_secs: Some(self.limits.turn_deadline.as_secs()),
+            max_turn_cost_usd: self
+                .limits
+                .max_turn_cost
+                .map(|c| crate::price::format_dollars(c.0 / 1_000_000)),
+            budget_usd: self
+                .limits
+                .budget
+                .map(|b| crate::price::format_dollars(b.usd)),
+            budget_period: self.limits.budget.map(|b| b.period.as_str().to_string()),
             providers: self
                 .providers
                 .iter()

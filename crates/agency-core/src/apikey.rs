@@ -21,6 +21,39 @@ pub struct ApiKey {
     pub expires_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// What the key and its end users may spend.
+    pub budgets: KeyBudgets,
+}
+
+/// What a key may spend, all its end users together, and what each end user of it may (the
+/// end user a request names), both per the same period.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyBudgets {
+    /// Micro-dollars for the whole key.
+    pub usd: Option<u64>,
+    /// Micro-dollars for each end user.
+    pub user_usd: Option<u64>,
+    pub period: crate::spend::Period,
+}
+
+impl KeyBudgets {
+    pub fn is_none(&self) -> bool {
+        self.usd.is_none() && self.user_usd.is_none()
+    }
+
+    pub fn key(&self) -> Option<crate::spend::Budget> {
+        self.usd.map(|usd| crate::spend::Budget {
+            usd,
+            period: self.period,
+        })
+    }
+
+    pub fn user(&self) -> Option<crate::spend::Budget> {
+        self.user_usd.map(|usd| crate::spend::Budget {
+            usd,
+            period: self.period,
+        })
+    }
 }
 
 /// Whether a key may be used now.
@@ -108,6 +141,7 @@ mod tests {
             expires_at: None,
             last_used_at: None,
             revoked_at: None,
+            budgets: KeyBudgets::default(),
         };
         assert_eq!(k.state(now), KeyState::Active);
         k.expires_at = Some(now);

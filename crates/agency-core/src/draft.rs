@@ -49,6 +49,29 @@ pub struct AgencyDraft {
         skip_serializing_if = "Option::is_none"
     )]
     pub turn_deadline_secs: Option<u64>,
+    /// What one turn may cost at most, in dollars: once its calls cost this much the manager
+    /// is told to answer now, as at `max_hops`, and the turn records `stopped_by: budget`.
+    /// Every agent's model then needs a price.
+    #[serde(
+        default,
+        with = "amount_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<f64>)]
+    pub max_turn_cost_usd: Option<String>,
+    /// What the agency may spend per `budget_period`, in dollars: every key, the playground
+    /// and MQTT together. Calls past it are refused. Every agent's model then needs a price.
+    #[serde(
+        default,
+        with = "amount_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(value_type = Option<f64>)]
+    pub budget_usd: Option<String>,
+    /// When `budget_usd` renews: `day`, `week`, `month` (the default; at midnight UTC) or
+    /// `total` (never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_period: Option<String>,
     /// Providers of the agency's own, by name.
     #[serde(default, with = "named", skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = BTreeMap<String, ProviderDraft>)]
@@ -406,6 +429,25 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
 /// Whole numbers as JSON Schema reads them: `3` and `3.0` alike (the document's `integer` takes
 /// both, so a client that writes every number as a float is not refused). The server's other
 /// bodies read theirs with it too.
+/// An optional amount of dollars (`with = "amount_option"`), kept as written.
+pub mod amount_option {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[derive(Deserialize)]
+    struct Written(#[serde(with = "super::amount")] String);
+
+    pub fn serialize<S: Serializer>(text: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+        match text {
+            Some(text) => super::amount::serialize(text, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        Ok(Option::<Written>::deserialize(d)?.map(|w| w.0))
+    }
+}
+
 pub mod whole {
     use serde::{Deserialize, Deserializer, de::Error};
 

@@ -491,6 +491,29 @@ impl TurnEngine {
         steps
     }
 
+    /// The turn's cost passed its cap: the manager is told to answer now, as at the hop limit.
+    pub fn on_turn_budget(&mut self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if self.phase == Phase::Running {
+            self.trip(StopReason::Budget, &mut steps);
+            self.schedule(&mut steps);
+        }
+        steps
+    }
+
+    /// `agent`'s call was refused because a budget the turn is paid from ran out (`why`): no
+    /// model may be called any more, so the turn ends now with `why` as its answer (what
+    /// waited for `agent` is delivered, for the next turn).
+    pub fn out_of_budget(&mut self, agent: AgentId, why: &str) -> Vec<Step> {
+        let mut steps = Vec::new();
+        self.release(agent, &mut steps);
+        if self.phase != Phase::Ended {
+            self.answer_check = None;
+            self.finish(why.to_string(), StopReason::Budget, None, &mut steps);
+        }
+        steps
+    }
+
     /// The manager did not answer in the grace after the deadline: end the turn without it.
     pub fn cut_off(&mut self) -> Vec<Step> {
         let mut steps = Vec::new();
@@ -641,6 +664,7 @@ impl TurnEngine {
             }
             StopReason::Deadline => "this turn reached its time limit".to_string(),
             StopReason::Loop => "agents were repeating the same exchange".to_string(),
+            StopReason::Budget => "this turn reached its cost limit".to_string(),
             StopReason::Answered | StopReason::Cancelled | StopReason::ToolCalls => {
                 "the turn is over".to_string()
             }

@@ -20,6 +20,7 @@ pub mod prompt;
 pub mod protocol;
 pub mod room;
 pub mod rules;
+pub mod spend;
 pub mod stream;
 pub mod tool;
 
@@ -30,7 +31,7 @@ pub use agency::{
     Recipient, Roster, Rule, RuleCall, RuleDraft, Sampling, ValidationError, ValidationErrors,
     validate_mcp_servers, validate_providers,
 };
-pub use apikey::{ApiKey, KeyState};
+pub use apikey::{ApiKey, KeyBudgets, KeyState};
 pub use ids::{
     AgencyId, AgentId, ConversationId, DefinitionId, MessageId, ParticipantId, RoomId,
     RoomMessageId, TurnId, UserId,
@@ -40,6 +41,7 @@ pub use message::{
     TurnRecord, trace,
 };
 pub use price::{Cost, Price, Usage};
+pub use spend::{Budget, Period};
 pub use tool::{
     McpServer, McpTransport, Tool, ToolCall, ToolGrants, ToolPart, ToolProgress, ToolResult,
 };

@@ -207,6 +207,9 @@ pub enum StopReason {
     Deadline,
     /// Two agents were repeating the same exchange.
     Loop,
+    /// A budget ran out: the turn's cost cap (the manager was told to answer), or a key's, an
+    /// end user's or an agency's budget (the turn ended with what it had).
+    Budget,
     /// The client cancelled the turn; it ended without an answer.
     Cancelled,
     /// The manager called tools of the client (an API request's own tools): the turn waits for
@@ -221,6 +224,7 @@ impl StopReason {
             StopReason::MaxHops => "max_hops",
             StopReason::Deadline => "deadline",
             StopReason::Loop => "loop",
+            StopReason::Budget => "budget",
             StopReason::Cancelled => "cancelled",
             StopReason::ToolCalls => "tool_calls",
         }
@@ -232,6 +236,7 @@ impl StopReason {
             "max_hops" => StopReason::MaxHops,
             "deadline" => StopReason::Deadline,
             "loop" => StopReason::Loop,
+            "budget" => StopReason::Budget,
             "cancelled" => StopReason::Cancelled,
             "tool_calls" => StopReason::ToolCalls,
             _ => return None,
@@ -243,7 +248,7 @@ impl StopReason {
     pub fn is_guard(self) -> bool {
         matches!(
             self,
-            StopReason::MaxHops | StopReason::Deadline | StopReason::Loop
+            StopReason::MaxHops | StopReason::Deadline | StopReason::Loop | StopReason::Budget
         )
     }
 }

@@ -92,13 +92,19 @@ pub enum AmountError {
     NotAnAmount(String),
     #[error("`{0}` has more than six decimals")]
     TooPrecise(String),
-    #[error("`{0}` is more than {MAX_DOLLARS_PER_MILLION} dollars per million tokens")]
-    TooLarge(String),
+    #[error("`{0}` is more than {1} dollars")]
+    TooLarge(String, u64),
 }
 
 /// Dollars written as a decimal (`2.5`, `0.15`, `10`) in micro-dollars, exactly: at most six
 /// decimals, not negative, at most [`MAX_DOLLARS_PER_MILLION`].
 pub fn parse_dollars(text: &str) -> Result<u64, AmountError> {
+    parse_micro(text, MAX_DOLLARS_PER_MILLION)
+}
+
+/// Dollars written as a decimal in micro-dollars, exactly: at most six decimals, not
+/// negative, at most `max` dollars.
+pub(crate) fn parse_micro(text: &str, max: u64) -> Result<u64, AmountError> {
     let t = text.trim();
     let wrong = || AmountError::NotAnAmount(t.to_string());
     let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
@@ -111,18 +117,18 @@ pub fn parse_dollars(text: &str) -> Result<u64, AmountError> {
     if frac.len() > 6 {
         return Err(AmountError::TooPrecise(t.to_string()));
     }
+    let too_large = || AmountError::TooLarge(t.to_string(), max);
     let whole: u64 = if whole.is_empty() {
         0
     } else {
-        whole.parse().map_err(|_| wrong())?
+        whole.parse().map_err(|_| too_large())?
     };
-    let too_large = || AmountError::TooLarge(t.to_string());
-    if whole > MAX_DOLLARS_PER_MILLION {
+    if whole > max {
         return Err(too_large());
     }
     let frac: u64 = format!("{frac:0<6}").parse().map_err(|_| wrong())?;
     let micro = whole * 1_000_000 + frac;
-    if micro > MAX_DOLLARS_PER_MILLION * 1_000_000 {
+    if micro > max * 1_000_000 {
         return Err(too_large());
     }
     Ok(micro)

@@ -443,6 +443,22 @@ impl Reader {
         None
     }
 
+    /// An amount of dollars, kept as written (validation reads it exactly).
+    fn dollars(&mut self, f: &Fields<'_>, key: &str) -> Option<String> {
+        let (path, node) = self.field(f, key)?;
+        match node {
+            Node::Scalar(s) => Some(s.as_str().to_string()),
+            other => {
+                let m = format!(
+                    "must be an amount of dollars such as 5.00, found {}",
+                    found(other)
+                );
+                self.problem(node_pos(other), path, m);
+                None
+            }
+        }
+    }
+
     fn decimal(&mut self, f: &Fields<'_>, key: &str) -> Option<f64> {
         let (path, node) = self.field(f, key)?;
         let parsed = match node {
@@ -697,6 +713,9 @@ impl Reader {
         let manager = self.required_string(&f, "manager", "an agency", "manager");
         let max_hops = self.number(&f, "max_hops");
         let turn_deadline_secs = self.number(&f, "turn_deadline_secs");
+        let max_turn_cost_usd = self.dollars(&f, "max_turn_cost_usd");
+        let budget_usd = self.dollars(&f, "budget_usd");
+        let budget_period = self.optional_string(&f, "budget_period");
         let providers = self.providers(&f);
         let mcp_servers = self.mcp_servers(&f);
         if f.get("agents").is_none() {
@@ -722,6 +741,9 @@ impl Reader {
             manager,
             max_hops,
             turn_deadline_secs,
+            max_turn_cost_usd,
+            budget_usd,
+            budget_period,
             providers,
             mcp_servers,
             agents,

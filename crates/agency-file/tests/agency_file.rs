@@ -643,12 +643,15 @@ prop_compose! {
 
 prop_compose! {
     fn agency_draft()(name in text(), handle in prop::option::of(text()), protocol in text(),
-                      manager in text(), max_hops in any::<Option<u32>>(),
-                      turn_deadline_secs in any::<Option<u64>>(),
+                      manager in text(),
+                      limits in (any::<Option<u32>>(), any::<Option<u64>>(),
+                                 prop::option::of(text()), prop::option::of(text()),
+                                 prop::option::of(text())),
                       providers in provider_drafts(),
                       mcp_servers in mcp_server_drafts(),
                       agents in prop::collection::vec(agent_draft(), 0..3)) -> AgencyDraft {
-        AgencyDraft { name, handle, protocol, manager, max_hops, turn_deadline_secs, providers, mcp_servers, agents }
+        let (max_hops, turn_deadline_secs, max_turn_cost_usd, budget_usd, budget_period) = limits;
+        AgencyDraft { name, handle, protocol, manager, max_hops, turn_deadline_secs, max_turn_cost_usd, budget_usd, budget_period, providers, mcp_servers, agents }
     }
 }
 

@@ -49,6 +49,7 @@ impl MqttError {
                 RuntimeError::Unauthorized(_) => "Unauthorized",
                 RuntimeError::TooManyAttempts(_) => "TooManyRequests",
                 RuntimeError::Model { .. } => "ModelError",
+                RuntimeError::Budget(_) => "BudgetExceeded",
                 RuntimeError::Store(_) => "InternalError",
             },
             MqttError::Client(_) => "InternalError",

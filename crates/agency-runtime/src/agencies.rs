@@ -350,6 +350,7 @@ impl Agencies<'_> {
     ) -> Result<Agency, ValidationErrors> {
         let agency = draft.validate(id, owner, &|m| self.rt.providers.serves(m))?;
         providers::account_problems(&agency, self.rt.providers.allows_private())?;
+        crate::spend::unpriced(&agency, &self.rt.providers)?;
         Ok(agency)
     }
 

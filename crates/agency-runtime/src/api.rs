@@ -211,6 +211,11 @@ pub(crate) struct Thread {
 }
 
 impl Thread {
+    /// The end user the request named.
+    pub(crate) fn end_user(&self) -> Option<&str> {
+        self.end_user.as_deref()
+    }
+
     /// The transcript with `last`, the answer (or the calls of the client's tools) of turn
     /// `turn`, as recorded.
     pub(crate) fn ended(
@@ -235,6 +240,8 @@ impl Thread {
 
 /// What an API request adds to its turn.
 pub(crate) struct ApiTurn {
+    /// The key that asked (its budgets pay for the turn).
+    pub key: ApiKey,
     /// Its transcript, recorded with the answer (or the calls it pauses on).
     pub thread: Thread,
     /// The client's tools, the manager's beside its own, and how it may use them.
@@ -468,6 +475,7 @@ impl Runtime {
                 face: None,
             },
             api: ApiTurn {
+                key: key.clone(),
                 thread: Thread {
                     key: key.id,
                     end_user: turn.end_user,

@@ -57,6 +57,36 @@ pub(crate) async fn model(
     (done, took)
 }
 
+/// [`model`], paid from budgets: `paid`'s reservation taken before the call (refused, the call
+/// is not made: the budget's error), settled to the call's exact cost after.
+pub(crate) async fn paid(
+    spending: &crate::spend::Spending,
+    paid: crate::spend::Paid,
+    providers: &Providers,
+    model_ref: &ModelRef,
+    observer: &ModelCallObserver,
+    asking: Asking<'_>,
+) -> Result<(Result<Completion, ModelError>, Duration), crate::RuntimeError> {
+    let reservation = match spending.reserve(&paid, model_ref).await {
+        Ok(r) => r,
+        Err(e) => {
+            let refused = Err(ModelError::Failed {
+                provider: "agency".into(),
+                message: e.to_string(),
+            });
+            observer.finish(&refused, 0.0);
+            return Err(e);
+        }
+    };
+    let (done, took) = model(providers, model_ref, observer, asking).await;
+    let (cost, tokens) = match (&done, paid.price) {
+        (Ok(c), Some(price)) => (price.cost(c.usage), c.usage.total()),
+        _ => (agency_core::Cost::default(), 0),
+    };
+    spending.settle(reservation, cost, tokens).await;
+    Ok((done, took))
+}
+
 /// Runs one tool call in `scope` under a span of its own (a child of `parent`), its progress
 /// to `progress`; should `stopped` resolve first, the call ends with an error result saying
 /// `why`. The result, and how long the call took. Never fails: whatever goes wrong is an error

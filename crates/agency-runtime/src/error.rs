@@ -34,6 +34,9 @@ pub enum RuntimeError {
         name: String,
         error: String,
     },
+    /// A budget the request would be paid from is spent: which, and when it renews.
+    #[error("{0}")]
+    Budget(String),
     #[error(transparent)]
     Store(StoreError),
 }

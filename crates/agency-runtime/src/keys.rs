@@ -8,7 +8,7 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agency_core::{Agency, ApiKey, KeyState};
+use agency_core::{Agency, ApiKey, KeyBudgets, KeyState};
 use agency_store::Store;
 use chrono::{Datelike, Utc};
 use governor::clock::{Clock, DefaultClock};
@@ -90,6 +90,29 @@ pub async fn create_key(
     expires_in: Option<Duration>,
     rate_limit_per_minute: Option<u32>,
 ) -> Result<(ApiKey, SecretString), RuntimeError> {
+    let budgets = KeyBudgets::default();
+    create_key_with(
+        store,
+        keyring,
+        agency,
+        name,
+        expires_in,
+        rate_limit_per_minute,
+        budgets,
+    )
+    .await
+}
+
+/// [`create_key`], with budgets.
+pub async fn create_key_with(
+    store: &dyn Store,
+    keyring: &Keyring,
+    agency: &Agency,
+    name: &str,
+    expires_in: Option<Duration>,
+    rate_limit_per_minute: Option<u32>,
+    budgets: KeyBudgets,
+) -> Result<(ApiKey, SecretString), RuntimeError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
         return Err(RuntimeError::Invalid(
@@ -126,6 +149,7 @@ pub async fn create_key(
         expires_at,
         last_used_at: None,
         revoked_at: None,
+        budgets,
     };
     store.create_api_key(&key).await?;
     Ok((key, SecretString::from(plain)))
@@ -189,6 +213,51 @@ impl Authenticator {
             rate_limit_per_minute,
         )
         .await
+    }
+
+    /// [`Authenticator::create_key`], with budgets.
+    pub async fn create_key_with(
+        &self,
+        agency: &Agency,
+        name: &str,
+        expires_in: Option<Duration>,
+        rate_limit_per_minute: Option<u32>,
+        budgets: KeyBudgets,
+    ) -> Result<(ApiKey, SecretString), RuntimeError> {
+        let (store, keyring) = (&*self.store, &self.keyring);
+        create_key_with(
+            store,
+            keyring,
+            agency,
+            name,
+            expires_in,
+            rate_limit_per_minute,
+            budgets,
+        )
+        .await
+    }
+
+    /// Sets the budgets of the agency's live key `name`, at once on this server (others read
+    /// keys again within [`CACHE_FOR`]); the key as it is now, `None` when there is no such
+    /// key.
+    pub async fn set_budgets(
+        &self,
+        agency: agency_core::AgencyId,
+        name: &str,
+        budgets: KeyBudgets,
+    ) -> Result<Option<ApiKey>, RuntimeError> {
+        if !self
+            .store
+            .set_api_key_budgets(agency, name, &budgets)
+            .await?
+        {
+            return Ok(None);
+        }
+        self.forget(agency);
+        let keys = self.store.api_keys(agency).await?;
+        Ok(keys
+            .into_iter()
+            .find(|k| k.name == name && k.revoked_at.is_none()))
     }
 
     /// The agency's keys, revoked ones too (their records: never the keys).

@@ -24,6 +24,7 @@ mod relay;
 pub mod rooms;
 pub mod secrets;
 mod session;
+pub mod spend;
 pub mod tasks;
 pub mod throttle;
 pub mod tools;
@@ -114,6 +115,8 @@ pub struct Runtime {
     tools: tools::Tools,
     /// How long a turn paused on the client's tools waits for their results, in seconds.
     client_tools_wait: std::sync::atomic::AtomicU64,
+    /// Budgets' reservations (see [`spend`]).
+    spending: spend::Spending,
 }
 
 /// How long a turn paused on the client's tools waits for them unless the operator says.
@@ -163,7 +166,9 @@ impl Runtime {
         tools.attach(store.clone(), master_key.clone());
         let process = uuid::Uuid::now_v7();
         let relay = relay::Relay::new(&store, process);
+        let spending = spend::Spending::new(store.clone());
         Arc::new(Self {
+            spending,
             store,
             providers: Arc::new(providers),
             master_key,

@@ -6,7 +6,7 @@
 //!
 //! A face is then a *translator* (its request → a `TurnRequest`) and an *encoder* (the events
 //! → its wire: Chat Completions chunks, Responses events, MQTT progress, the CLI's trace).
-//! What must hold on every face — who may ask, and tomorrow spend limits and approvals — is
+//! What must hold on every face — who may ask, what it may spend (`crate::spend`) — is
 //! checked here, once.
 
 use std::collections::VecDeque;
@@ -134,6 +134,7 @@ impl Runtime {
             Ask::Message { conversation, text } => {
                 self.authorize(&request.caller, conversation).await?;
                 let guard = self.lock_conversation(conversation).await?;
+                self.check_agency_budget(&guard).await?;
                 (conversation, Run::Message { guard, text })
             }
             Ask::Chat { agency, turn } => {
@@ -142,6 +143,12 @@ impl Runtime {
                     // Another's agency does not exist for this caller.
                     _ => return Err(RuntimeError::AgencyNotFound(agency.name.clone())),
                 };
+                // A spent budget refuses the turn before anything is stored; the calls'
+                // reservations hold it (see `crate::spend`). No budget: no read.
+                let end_user = turn.end_user.as_deref();
+                if let Some(payer) = crate::spend::Payer::of(Some(&key), end_user, &agency) {
+                    self.spending.check(&payer).await?;
+                }
                 let opened = Box::pin(self.api_conversation(&key, &agency, &turn)).await?;
                 (opened.id(), Run::Chat { key, opened, turn })
             }

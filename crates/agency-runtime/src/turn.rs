@@ -46,6 +46,8 @@ enum Done {
         output: agency_tools::ToolOutput,
         took: Duration,
     },
+    /// A model call refused: a budget it would be paid from is spent (why).
+    Refused(AgentId, String),
 }
 
 struct TurnRun {
@@ -83,6 +85,8 @@ struct TurnRun {
     stop: tokio::sync::watch::Receiver<bool>,
     /// The turn's span (see [`crate::observe`]); disabled when tracing is off.
     span: agency_telemetry::Span,
+    /// Who pays for its calls, when a budget applies (see [`crate::spend`]).
+    payer: Option<Arc<crate::spend::Payer>>,
 }
 
 pub(crate) async fn run(
@@ -157,6 +161,11 @@ pub(crate) async fn run(
         turn: record.id,
         number: record.number,
     });
+    let payer = crate::spend::Payer::of(
+        api.as_ref().map(|a| &a.key),
+        api.as_ref().and_then(|a| a.thread.end_user()),
+        &agency,
+    );
     let cancel = crate::Cancel::register(&rt, record.conversation_id);
     let span = crate::observe::turn_span(&agency, &record, &said);
     let run = TurnRun {
@@ -182,6 +191,7 @@ pub(crate) async fn run(
         calls: Vec::new(),
         stop: cancel.stop.clone(),
         span: span.clone(),
+        payer,
     };
     let stop = cancel.stop.clone();
     span.run(run.go(steps, batch, stop)).await
@@ -370,6 +380,11 @@ impl TurnRun {
             .answer
             .take()
             .unwrap_or_else(|| (String::new(), agency_core::StopReason::Deadline));
+        if stopped_by == StopReason::Budget && self.calls.is_empty() {
+            // Refused before any model answered: the request is refused, as the face says.
+            self.settle_later();
+            return Err(RuntimeError::Budget(answer));
+        }
         crate::observe::turn_ended(
             &self.span,
             &self.agency,
@@ -449,6 +464,10 @@ impl TurnRun {
     async fn on_done(&mut self, done: Done) -> Result<(), RuntimeError> {
         match done {
             Done::Model(agent, result, took) => self.on_completion(agent, result, took).await,
+            Done::Refused(agent, why) => {
+                let steps = self.engine.out_of_budget(agent, &why);
+                self.apply(steps, Vec::new()).await
+            }
             Done::Tool {
                 agent,
                 reply,
@@ -508,6 +527,12 @@ impl TurnRun {
                 );
                 reply.usage = Some(c.usage);
                 reply.latency_ms = Some(u32::try_from(took.as_millis()).unwrap_or(u32::MAX));
+                // Past the turn's cost cap the manager is told to answer, before this reply
+                // is routed (so that it starts no one else).
+                let capped = match (self.agency.limits.max_turn_cost, self.record.cost) {
+                    (Some(cap), Some(cost)) if cost >= cap => self.engine.on_turn_budget(),
+                    _ => Vec::new(),
+                };
                 let steps = if c.tool_calls.is_empty() {
                     self.engine.on_reply(agent, reply.id, &reply.text)
                 } else {
@@ -521,7 +546,7 @@ impl TurnRun {
                 reply.to = self.engine.last_addressee();
                 self.reply_usage
                     .insert(reply.id, (c.usage, reply.latency_ms));
-                self.apply(steps, vec![reply]).await
+                self.apply([capped, steps].concat(), vec![reply]).await
             }
             Err(e) => {
                 tracing::warn!(agent = agent.get(), error = %e, "a model call failed");
@@ -759,6 +784,10 @@ impl TurnRun {
             &context,
             price,
         ));
+        let paid = self.payer.clone().map(|payer| {
+            let max = self.agency.agent(agent).and_then(|a| a.sampling.max_tokens);
+            crate::spend::Paid::of(payer, price, &context, max)
+        });
         let request = ModelRequest {
             answer_schema: None,
             agency: self.agency.clone(),
@@ -811,7 +840,18 @@ impl TurnRun {
                 return Done::Model(agent, result, Duration::ZERO);
             };
             let asking = crate::call::Asking::Routed(request);
-            let (result, took) = crate::call::model(&providers, &model, &observer, asking).await;
+            let (result, took) = match paid {
+                None => crate::call::model(&providers, &model, &observer, asking).await,
+                Some(paid) => {
+                    let spending = &rt.spending;
+                    match crate::call::paid(spending, paid, &providers, &model, &observer, asking)
+                        .await
+                    {
+                        Ok(done) => done,
+                        Err(e) => return Done::Refused(agent, e.to_string()),
+                    }
+                }
+            };
             Done::Model(agent, result, took)
         });
         self.inflight.push(call);

@@ -10,7 +10,8 @@
 //!
 //! `AGENCY_BENCH_REQUESTS` sets the requests per run at 64 connections (default 3000; a
 //! quarter of it at one), `AGENCY_BENCH_CONNECTIONS` the runs (default `1,64`),
-//! `AGENCY_BENCH_DB` the database (default: a new SQLite file), `AGENCY_BENCH_REPEAT` how many
+//! `AGENCY_BENCH_DB` the database (default: a new SQLite file), `AGENCY_BENCH_BUDGET=1` gives the
+//! key a budget (so every call is reserved and settled: issue 35's cost of enforcement), `AGENCY_BENCH_REPEAT` how many
 //! times each run through the agency is made (default 1), `AGENCY_BENCH_AGENCY_ONLY=1` leaves
 //! the direct and bare-proxy runs out. Each figure is of the whole process: CPU time and
 //! allocations per request.
@@ -181,6 +182,7 @@ fn main() {
         .unwrap_or(1);
     let agency_only = std::env::var("AGENCY_BENCH_AGENCY_ONLY").is_ok_and(|v| v == "1");
     let telemetry = std::env::var("AGENCY_BENCH_TELEMETRY").unwrap_or_else(|_| "off".into());
+    let budget = std::env::var("AGENCY_BENCH_BUDGET").is_ok_and(|v| v == "1");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -218,6 +220,7 @@ fn main() {
                 kind: "openai".into(),
                 base_url: Some(format!("{}/v1", fake.url)),
                 max_concurrency: Some(256),
+                prices: vec![("m".into(), agency_core::PriceDraft { input: "1".into(), output: "2".into() })],
                 ..Default::default()
             }],
             agents: vec![AgentDraft { name: "only".into(), model: "fake/m".into(), ..Default::default() }],
@@ -225,7 +228,14 @@ fn main() {
         };
         let agency = runtime.agencies().save(&draft, LOCAL_OWNER).await.unwrap();
         let auth = Arc::new(runtime.authenticator().await.unwrap());
-        let (_, key) = auth.create_key(&agency, "bench", None, Some(10_000_000)).await.unwrap();
+        // With a budget ($1,000,000 a month: never spent here), every call is reserved and
+        // settled in the store.
+        let budgets = agency_core::KeyBudgets {
+            usd: budget.then_some(1_000_000_000_000),
+            ..Default::default()
+        };
+        println!("budget: {}", if budget { "on the key" } else { "none" });
+        let (_, key) = auth.create_key_with(&agency, "bench", None, Some(10_000_000), budgets).await.unwrap();
         let key = secrecy::ExposeSecret::expose_secret(&key).to_string();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -81,6 +81,10 @@ impl From<RuntimeError> for ApiError {
             },
             RuntimeError::NotPublished(_) => ApiError::Conflict(e.to_string()),
             RuntimeError::Model { .. } => ApiError::BadGateway(e.to_string()),
+            RuntimeError::Budget(m) => ApiError::TooManyRequests {
+                message: m,
+                retry_after: None,
+            },
             RuntimeError::Store(s) => ApiError::Internal(s.to_string()),
         }
     }

@@ -39,6 +39,9 @@ pub fn routes() -> Documented {
         version,
         list_keys,
         create_key,
+        change_key,
+        key_spend,
+        agency_spend,
         revoke_key,
         list_provider_keys,
         put_provider_key,
@@ -431,7 +434,106 @@ pub async fn list_keys(
 ) -> Result<Json<Vec<wire::ApiKey>>, ApiError> {
     let a = agency_of(&s, &session, &agency).await?;
     let keys = s.auth.keys(a.id).await?;
-    Ok(Json(keys.iter().map(wire::ApiKey::from).collect()))
+    let mut listed = Vec::with_capacity(keys.len());
+    for k in &keys {
+        let mut w = wire::ApiKey::from(k);
+        if !k.budgets.is_none() {
+            let start = s.rt.period_start(k.budgets.period);
+            let (own, _) = s.rt.key_spend(k).await?;
+            let now = own.iter().find(|p| p.period_start == start);
+            w.spent_usd = Some(now.map_or(0.0, |p| wire::dollars(p.spent)));
+        }
+        listed.push(w);
+    }
+    Ok(Json(listed))
+}
+
+/// Changes a live key's budgets, at once: a field left out stays, `null` removes it.
+#[utoipa::path(patch, path = "/api/agencies/{agency}/keys/{name}", tag = "keys", request_body = wire::KeyChange,
+    params(("agency" = String, Path, description = "The agency's id or name"), ("name" = String, Path)),
+    responses((status = 200, body = wire::ApiKey), (status = 404), (status = 422)))]
+pub async fn change_key(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path((agency, name)): Path<(String, String)>,
+    body: Result<Json<wire::KeyChange>, JsonRejection>,
+) -> Result<Json<wire::ApiKey>, ApiError> {
+    let Json(change) = body?;
+    let a = agency_of(&s, &session, &agency).await?;
+    let keys = s.auth.keys(a.id).await?;
+    let missing = || {
+        ApiError::NotFound(format!(
+            "agency `{}` has no live key named `{name}`",
+            a.name
+        ))
+    };
+    let key = keys
+        .iter()
+        .find(|k| k.name == name && k.revoked_at.is_none())
+        .ok_or_else(missing)?;
+    let b = key.budgets;
+    let text = |v: Option<u64>| v.map(agency_core::price::format_dollars);
+    let usd = change.budget_usd.unwrap_or_else(|| text(b.usd));
+    let user = change.user_budget_usd.unwrap_or_else(|| text(b.user_usd));
+    let period = change
+        .budget_period
+        .unwrap_or_else(|| b.period.as_str().to_string());
+    let budgets =
+        agency_runtime::spend::key_budgets(usd.as_deref(), Some(&period), user.as_deref())?;
+    let key = s
+        .auth
+        .set_budgets(a.id, &name, budgets)
+        .await?
+        .ok_or_else(missing)?;
+    Ok(Json(wire::ApiKey::from(&key)))
+}
+
+/// What a key spent, and each of its end users, newest period first (counted where the key
+/// has a budget).
+#[utoipa::path(get, path = "/api/agencies/{agency}/keys/{name}/spend", tag = "keys",
+    params(("agency" = String, Path, description = "The agency's id or name"), ("name" = String, Path)),
+    responses((status = 200, body = wire::KeySpend), (status = 404)))]
+pub async fn key_spend(
+    State(s): State<AppState>,
+    session: Session,
+    Path((agency, name)): Path<(String, String)>,
+) -> Result<Json<wire::KeySpend>, ApiError> {
+    let a = agency_of(&s, &session, &agency).await?;
+    let keys = s.auth.keys(a.id).await?;
+    // The live key of that name, else the latest revoked one.
+    let key = keys
+        .iter()
+        .rev()
+        .filter(|k| k.name == name)
+        .min_by_key(|k| k.revoked_at.is_some())
+        .ok_or_else(|| {
+            ApiError::NotFound(format!("agency `{}` has no key named `{name}`", a.name))
+        })?;
+    let (own, users) = s.rt.key_spend(key).await?;
+    Ok(Json(wire::KeySpend {
+        periods: own.iter().map(wire::Spent::from).collect(),
+        users: users
+            .iter()
+            .map(|(user, spent)| wire::UserSpent {
+                user: user.clone(),
+                spent: spent.into(),
+            })
+            .collect(),
+    }))
+}
+
+/// What the agency spent against its budget (`budget_usd`), newest period first.
+#[utoipa::path(get, path = "/api/agencies/{agency}/spend", tag = "agencies",
+    params(("agency" = String, Path, description = "The agency's id or name")),
+    responses((status = 200, body = Vec<wire::Spent>), (status = 404)))]
+pub async fn agency_spend(
+    State(s): State<AppState>,
+    session: Session,
+    Path(agency): Path<String>,
+) -> Result<Json<Vec<wire::Spent>>, ApiError> {
+    let a = agency_of(&s, &session, &agency).await?;
+    let spent = s.rt.agency_spend(a.id).await?;
+    Ok(Json(spent.iter().map(wire::Spent::from).collect()))
 }
 
 /// Makes an API key for the agency; the answer holds the key, shown this once.
@@ -459,9 +561,14 @@ pub async fn create_key(
             ))
         })?),
     };
+    let budgets = agency_runtime::spend::key_budgets(
+        k.budget_usd.as_deref(),
+        k.budget_period.as_deref(),
+        k.user_budget_usd.as_deref(),
+    )?;
     let (key, plain) = s
         .auth
-        .create_key(&a, &k.name, expires_in, k.rate_limit_per_minute)
+        .create_key_with(&a, &k.name, expires_in, k.rate_limit_per_minute, budgets)
         .await?;
     Ok((
         StatusCode::CREATED,

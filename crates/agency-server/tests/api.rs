@@ -983,6 +983,98 @@ async fn the_api_serves_the_published_version_only() {
 }
 
 #[tokio::test]
+async fn a_keys_budget_is_set_changed_seen_and_refuses_as_openai_does() {
+    let app = App::spawn().await;
+    let (_, created) = app
+        .send(
+            app.client
+                .post(app.url("/api/agencies"))
+                .json(&echo_draft("b:")),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap().to_string();
+    app.send(
+        app.client
+            .post(app.url(&format!("/api/agencies/{id}/publish"))),
+    )
+    .await;
+    let keys = app.url(&format!("/api/agencies/{id}/keys"));
+    // A budget of nothing: every call is refused.
+    let (status, key) = app
+        .send(app.client.post(&keys).json(&json!({
+            "name": "app", "budget_usd": 0, "budget_period": "day", "user_budget_usd": "0.5"
+        })))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{key}");
+    assert_eq!(key["budget_usd"], json!(0.0));
+    assert_eq!(key["budget_period"], json!("day"));
+    assert_eq!(key["user_budget_usd"], json!(0.5));
+    let plain = key["key"].as_str().unwrap().to_string();
+    let res = reqwest::Client::new()
+        .post(app.url(&format!("/api/agency/{id}/chat/completions")))
+        .bearer_auth(&plain)
+        .json(&json!({ "model": "x", "messages": [{ "role": "user", "content": "hi" }] }))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(res).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"]["code"], json!("insufficient_quota"));
+    assert_eq!(body["error"]["type"], json!("insufficient_quota"));
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("API key `app`'s budget of $0 a day is spent"),
+        "{message}"
+    );
+
+    // Raised, at once; what is not named stays.
+    let one = app.url(&format!("/api/agencies/{id}/keys/app"));
+    let (status, changed) = app
+        .send(app.client.patch(&one).json(&json!({ "budget_usd": 5 })))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["budget_usd"], json!(5.0));
+    assert_eq!(changed["user_budget_usd"], json!(0.5));
+    assert_eq!(
+        app.complete(&id, &plain, "hi").await,
+        (StatusCode::OK, "b: hi".into())
+    );
+    let (_, listed) = app.get(&format!("/api/agencies/{id}/keys")).await;
+    assert_eq!(listed[0]["spent_usd"], json!(0.0), "{listed}");
+    let (status, spend) = app.get(&format!("/api/agencies/{id}/keys/app/spend")).await;
+    assert_eq!(status, StatusCode::OK, "{spend}");
+    assert_eq!(spend["periods"].as_array().unwrap().len(), 1, "{spend}");
+    // `null` removes a budget; a bad period is refused at its field.
+    let (_, changed) = app
+        .send(
+            app.client
+                .patch(&one)
+                .json(&json!({ "user_budget_usd": null })),
+        )
+        .await;
+    assert_eq!(changed["user_budget_usd"], Value::Null);
+    let (status, bad) = app
+        .send(
+            app.client
+                .patch(&one)
+                .json(&json!({ "budget_period": "year" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    assert_eq!(bad["error"]["fields"][0]["path"], json!("budget_period"));
+    let (status, _) = app
+        .send(
+            app.client
+                .patch(app.url(&format!("/api/agencies/{id}/keys/nope")))
+                .json(&json!({})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, spend) = app.get(&format!("/api/agencies/{id}/spend")).await;
+    assert_eq!((status, spend), (StatusCode::OK, json!([])));
+}
+
+#[tokio::test]
 async fn drafts_are_validated_field_by_field() {
     let app = App::spawn().await;
     let mut draft = echo_draft("x");

@@ -360,6 +360,13 @@ pub trait KeyStore: Send + Sync {
     /// minute's weighted by the share of it still within the last 60 seconds. `None` where one
     /// process has the store (SQLite): it counts in memory.
     async fn count_key_request(&self, key: uuid::Uuid, limit: u32) -> Result<Option<KeyRate>>;
+    /// Sets the budgets of the agency's unrevoked key named `name`; false when it has none.
+    async fn set_api_key_budgets(
+        &self,
+        agency: AgencyId,
+        name: &str,
+        budgets: &agency_core::KeyBudgets,
+    ) -> Result<bool>;
     /// Records when keys were last used (never moving a time backwards), in one write.
     async fn touch_api_keys(
         &self,
@@ -388,6 +395,50 @@ pub trait TaskStore: Send + Sync {
     async fn task(&self, agency: AgencyId, id: uuid::Uuid) -> Result<Option<StoredTask>>;
     /// The agency's tasks as `filter` says, newest first, and how many match in all.
     async fn tasks(&self, agency: AgencyId, filter: &TaskFilter) -> Result<(Vec<StoredTask>, u64)>;
+}
+
+/// One budget a call is paid from: its scope (`key:ID`, `user:KEY:END USER`, `agency:ID`),
+/// the start of its current period (Unix seconds, 0 for a total budget) and its limit in
+/// pico-dollars.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpendLine {
+    pub scope: String,
+    pub period_start: i64,
+    pub limit: i64,
+}
+
+/// What a scope spent in one period, in pico-dollars (and tokens).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpendRow {
+    pub scope: String,
+    pub period_start: i64,
+    /// Settled: what the calls that ended cost.
+    pub spent: i64,
+    /// Held by calls still running.
+    pub reserved: i64,
+    pub tokens: i64,
+}
+
+/// Spend against budgets, held in the database so that every process on it sees one amount.
+#[async_trait]
+pub trait SpendStore: Send + Sync {
+    /// Reserves `amount` on every line, unless one of them is spent (what it spent and holds
+    /// reaches its limit): on all of them or none, atomically against every other process.
+    /// `None` when reserved; else the index of the first line that refused.
+    async fn reserve(&self, lines: &[SpendLine], amount: i64) -> Result<Option<usize>>;
+    /// Settles a reservation of `reserved` on `lines` (the same lines, same periods) to what
+    /// the call cost and the tokens it used. What each line has spent now, in order.
+    async fn settle(
+        &self,
+        lines: &[SpendLine],
+        reserved: i64,
+        cost: i64,
+        tokens: i64,
+    ) -> Result<Vec<i64>>;
+    /// What `scope` spent and holds in its period starting `period_start` (zero when nothing).
+    async fn spent(&self, scope: &str, period_start: i64) -> Result<SpendRow>;
+    /// The rows of the scopes that begin with `prefix`, newest period first, at most `limit`.
+    async fn spend(&self, prefix: &str, limit: u32) -> Result<Vec<SpendRow>>;
 }
 
 /// Small server-wide facts.
@@ -505,6 +556,7 @@ pub trait Store:
     + RoomStore
     + NoticeStore
     + TaskStore
+    + SpendStore
 {
 }
 impl<
@@ -517,7 +569,8 @@ impl<
         + AccountStore
         + RoomStore
         + NoticeStore
-        + TaskStore,
+        + TaskStore
+        + SpendStore,
 > Store for T
 {
 }

@@ -63,6 +63,8 @@ suite!(
     api_responses_are_kept_per_agency,
     a2a_tasks_are_kept_per_agency_and_end_once,
     a_migrated_store_is_ready,
+    spend_is_reserved_all_or_nothing_and_settled,
+    budgets_of_keys_and_agencies_round_trip,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -378,6 +380,7 @@ async fn a_write_is_all_or_nothing(s: Arc<dyn Store>) {
         expires_at: None,
         last_used_at: None,
         revoked_at: None,
+        budgets: agency_core::KeyBudgets::default(),
     };
     s.create_api_key(&key).await.unwrap();
     let thread = ApiThread {
@@ -612,6 +615,7 @@ async fn api_keys_by_hash_name_and_state(s: Arc<dyn Store>) {
         expires_at: Some(now + Duration::from_secs(3600)),
         last_used_at: None,
         revoked_at: None,
+        budgets: agency_core::KeyBudgets::default(),
     };
     let dev = key("dev", "h1");
     s.create_api_key(&dev).await.unwrap();
@@ -1420,4 +1424,113 @@ async fn a2a_tasks_are_kept_per_agency_and_end_once(s: Arc<dyn Store>) {
         ids(s.tasks(other, &page(None, None, 0, 10)).await.unwrap()),
         (vec![], 0)
     );
+}
+
+fn line(scope: &str, limit: i64) -> agency_store::SpendLine {
+    agency_store::SpendLine {
+        scope: scope.into(),
+        period_start: 1_700_000_000,
+        limit,
+    }
+}
+
+async fn spend_is_reserved_all_or_nothing_and_settled(s: Arc<dyn Store>) {
+    let scope = format!("key:{}", uuid::Uuid::now_v7());
+    let user = format!("user:{scope}:ann");
+    let lines = [line(&scope, 100), line(&user, 30)];
+    assert_eq!(s.reserve(&lines, 20).await.unwrap(), None);
+    assert_eq!(
+        s.reserve(&lines, 20).await.unwrap(),
+        None,
+        "20 < 30: one more"
+    );
+    // The end user's line holds 40 of 30: refused, and the key's line is left as it was.
+    assert_eq!(s.reserve(&lines, 20).await.unwrap(), Some(1));
+    assert_eq!(s.spent(&scope, 1_700_000_000).await.unwrap().reserved, 40);
+    // Settled below what was reserved.
+    assert_eq!(s.settle(&lines, 20, 7, 12).await.unwrap(), [7, 7]);
+    let row = s.spent(&user, 1_700_000_000).await.unwrap();
+    assert_eq!((row.spent, row.reserved, row.tokens), (7, 20, 12));
+    assert_eq!(s.settle(&lines, 20, 0, 0).await.unwrap(), [7, 7]);
+    // Another period starts from nothing.
+    let next = agency_store::SpendLine {
+        period_start: 1_800_000_000,
+        ..line(&scope, 100)
+    };
+    assert_eq!(s.spent(&scope, 1_800_000_000).await.unwrap().spent, 0);
+    assert_eq!(
+        s.reserve(std::slice::from_ref(&next), 5).await.unwrap(),
+        None
+    );
+    let rows = s.spend(&scope, 10).await.unwrap();
+    let periods: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.scope == scope)
+        .map(|r| r.period_start)
+        .collect();
+    assert_eq!(periods, [1_800_000_000, 1_700_000_000], "newest first");
+    assert_eq!(
+        s.spend(&format!("user:{scope}:"), 10).await.unwrap().len(),
+        1
+    );
+
+    // Many at once on one line: reservations stop once it is reached.
+    let race = format!("key:{}", uuid::Uuid::now_v7());
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let (s, l) = (s.clone(), line(&race, 100));
+            tokio::spawn(async move { s.reserve(&[l], 30).await.unwrap() })
+        })
+        .collect();
+    let mut taken = 0;
+    for t in tasks {
+        if t.await.unwrap().is_none() {
+            taken += 1;
+        }
+    }
+    assert_eq!(taken, 4, "0, 30, 60, 90 were under 100");
+}
+
+async fn budgets_of_keys_and_agencies_round_trip(s: Arc<dyn Store>) {
+    let mut a = agency("budgeted", "local", false);
+    a.limits.budget = Some(agency_core::Budget {
+        usd: 20_000_000,
+        period: agency_core::Period::Week,
+    });
+    a.limits.max_turn_cost = Some(agency_core::Cost(250_000_000_000));
+    s.save_agency(&a).await.unwrap();
+    let back = s.agency(a.id).await.unwrap().unwrap();
+    assert_eq!(back.limits, a.limits);
+    let now = Utc::now().trunc_subsecs(6);
+    let key = agency_core::ApiKey {
+        id: uuid::Uuid::now_v7(),
+        agency_id: a.id,
+        name: "app".into(),
+        prefix: "agk_1234abcd".into(),
+        hash: format!("hash-{}", a.id.0),
+        rate_limit_per_minute: 60,
+        created_at: now,
+        expires_at: None,
+        last_used_at: None,
+        revoked_at: None,
+        budgets: agency_core::KeyBudgets {
+            usd: Some(10_000),
+            user_usd: None,
+            period: agency_core::Period::Day,
+        },
+    };
+    s.create_api_key(&key).await.unwrap();
+    assert_eq!(
+        s.api_key_by_hash(&key.hash).await.unwrap(),
+        Some(key.clone())
+    );
+    let raised = agency_core::KeyBudgets {
+        usd: Some(1_000_000),
+        user_usd: Some(5),
+        period: agency_core::Period::Total,
+    };
+    assert!(s.set_api_key_budgets(a.id, "app", &raised).await.unwrap());
+    assert!(!s.set_api_key_budgets(a.id, "nope", &raised).await.unwrap());
+    let back = s.api_key_by_hash(&key.hash).await.unwrap().unwrap();
+    assert_eq!(back.budgets, raised);
 }

@@ -175,11 +175,47 @@ pub enum KeysCommand {
         /// Requests per minute (default 600).
         #[arg(long)]
         rate_limit: Option<u32>,
+        #[command(flatten)]
+        budget: BudgetArgs,
     },
-    /// The agency's keys: name, prefix, created, expires, last used, revoked.
+    /// Set or change the budgets of the agency's key NAME (at once; without
+    /// `--budget-usd` or `--user-budget-usd` that budget is removed).
+    Budget {
+        agency: String,
+        name: String,
+        #[command(flatten)]
+        budget: BudgetArgs,
+    },
+    /// The agency's keys: name, prefix, created, expires, last used, revoked, budgets and
+    /// what they spent this period.
     List { agency: String },
     /// Revoke the agency's key NAME.
     Revoke { agency: String, name: String },
+}
+
+/// A key's budgets (see docs/budgets.md).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct BudgetArgs {
+    /// What the key may spend per period, in dollars (all its end users together).
+    #[arg(long)]
+    pub budget_usd: Option<String>,
+    /// When the budgets renew: day, week, month (default; at midnight UTC) or total.
+    #[arg(long)]
+    pub budget_period: Option<String>,
+    /// What each end user of the key (OpenAI's `user` / `safety_identifier`) may spend per
+    /// period, in dollars.
+    #[arg(long)]
+    pub user_budget_usd: Option<String>,
+}
+
+impl BudgetArgs {
+    pub fn budgets(&self) -> Result<agency_core::KeyBudgets, agency_runtime::RuntimeError> {
+        agency_runtime::spend::key_budgets(
+            self.budget_usd.as_deref(),
+            self.budget_period.as_deref(),
+            self.user_budget_usd.as_deref(),
+        )
+    }
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

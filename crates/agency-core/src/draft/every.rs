@@ -24,6 +24,9 @@ pub fn every_field() -> AgencyDraft {
         manager: "boss".into(),
         max_hops: Some(7),
         turn_deadline_secs: Some(90),
+        max_turn_cost_usd: Some("0.5".into()),
+        budget_usd: Some("20".into()),
+        budget_period: Some("week".into()),
         providers: vec![ProviderDraft {
             name: "own".into(),
             kind: "openai".into(),

@@ -108,6 +108,7 @@ impl AgencyDraft {
     ) -> Result<Agency, ValidationErrors> {
         let mut p = Problems(Vec::new());
         let (protocol, max_hops, deadline) = self.check_settings(&mut p);
+        let (budget, max_turn_cost) = self.check_spend(&mut p);
         let providers = check_providers(&self.providers, &mut p);
         let mcp_servers = check_mcp_servers(&self.mcp_servers, Declared::Account, &mut p);
         let own_provider = |m: &ModelRef| providers.iter().any(|q| q.name == m.provider);
@@ -154,6 +155,8 @@ impl AgencyDraft {
                 limits: Limits {
                     max_hops,
                     turn_deadline: Duration::from_secs(deadline),
+                    budget,
+                    max_turn_cost,
                 },
                 providers,
                 mcp_servers,
@@ -162,6 +165,44 @@ impl AgencyDraft {
             }),
             _ => Err(ValidationErrors(p.0)),
         }
+    }
+
+    /// The agency's budget and its turns' cost cap.
+    fn check_spend(
+        &self,
+        p: &mut Problems,
+    ) -> (Option<crate::spend::Budget>, Option<crate::price::Cost>) {
+        let mut dollars = |field: &str, text: &Option<String>| {
+            let text = text.as_deref()?;
+            match crate::spend::parse_budget(text) {
+                Ok(micro) => Some(micro),
+                Err(e) => {
+                    p.add(field, e.to_string());
+                    None
+                }
+            }
+        };
+        let budget = dollars("budget_usd", &self.budget_usd);
+        let cap = dollars("max_turn_cost_usd", &self.max_turn_cost_usd);
+        let period = match self.budget_period.as_deref() {
+            None => crate::spend::Period::default(),
+            Some(text) => crate::spend::Period::parse(text).unwrap_or_else(|| {
+                p.add(
+                    "budget_period",
+                    format!("`{text}` is not a period: use day, week, month or total"),
+                );
+                crate::spend::Period::default()
+            }),
+        };
+        if self.budget_period.is_some() && self.budget_usd.is_none() {
+            p.add(
+                "budget_period",
+                "is the period of `budget_usd`, which is not set",
+            );
+        }
+        let budget = budget.map(|usd| crate::spend::Budget { usd, period });
+        let cap = cap.map(|micro| crate::price::Cost(micro.saturating_mul(1_000_000)));
+        (budget, cap)
     }
 
     /// The agency's own fields: its name and handle, protocol, limits, and that it has agents.

@@ -850,3 +850,39 @@ fn what_a_crash_left_undelivered_is_delivered_once_and_its_addressee_called() {
     all.extend([&delivered, &passed]);
     assert!(TurnEngine::new(&agency(16)).recover(&all).is_empty());
 }
+
+#[test]
+fn past_its_cost_cap_the_manager_is_told_to_answer() {
+    let (mut t, _) = T::new(16);
+    t.reply(M, &to(A, "build"));
+    // Alice is working when the cap is passed: the manager is told, and answers once called.
+    let steps = t.e.on_turn_budget();
+    assert_eq!(
+        show(&steps),
+        [
+            "deliver 10<-0 guard \"Stop now: this turn reac\"",
+            "invoke 10"
+        ]
+    );
+    assert_eq!(
+        show(&t.reply(M, &to(A, "more"))),
+        ["answer budget \"more\""]
+    );
+    assert!(t.e.is_ended());
+    // Once ended, nothing more.
+    assert!(t.e.on_turn_budget().is_empty());
+}
+
+#[test]
+fn a_spent_budget_ends_the_turn_with_why() {
+    let (mut t, _) = T::new(16);
+    t.reply(M, &to(A, "build"));
+    // Alice's call was refused: the turn ends with the reason as its answer.
+    let steps = t.e.out_of_budget(id(A), "the key's budget is spent");
+    assert_eq!(
+        show(&steps),
+        ["answer budget \"the key's budget is spent\""]
+    );
+    assert!(t.e.is_ended());
+    assert!(t.e.out_of_budget(id(M), "again").is_empty());
+}

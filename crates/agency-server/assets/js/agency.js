@@ -119,7 +119,31 @@ async function loadVersions() {
   }
 }
 
-/** @typedef {{ name: string, prefix: string, created_at: string, expires_at: string | null, last_used_at: string | null, state: string }} Key */
+/** @typedef {{ name: string, prefix: string, created_at: string, expires_at: string | null, last_used_at: string | null, state: string, budget_usd: number | null, budget_period: string, user_budget_usd: number | null, spent_usd: number | null }} Key */
+
+/** @param {number} usd */
+function dollars(usd) {
+  return "$" + (usd < 1 ? usd.toFixed(4) : usd.toFixed(2));
+}
+
+/** A key's budgets and what it spent this period. @param {Key} k */
+function budgetText(k) {
+  const parts = [];
+  if (k.budget_usd !== null) parts.push(dollars(k.spent_usd || 0) + " of " + dollars(k.budget_usd) + " a " + k.budget_period);
+  if (k.user_budget_usd !== null) parts.push(dollars(k.user_budget_usd) + " a " + k.budget_period + " per end user");
+  return parts.length ? parts.join("; ") : "none";
+}
+
+/** What the agency spent against its budget, this period. */
+async function loadAgencySpend() {
+  const r = await api("GET", "/api/agencies/" + id + "/spend");
+  if (!r.ok) return;
+  /** @type {{ period_start: string, spent_usd: number }[]} */
+  const periods = r.data;
+  $("agency-spend").textContent = periods.length
+    ? "The agency spent " + dollars(periods[0].spent_usd) + " against its budget since " + when(periods[0].period_start) + "."
+    : "";
+}
 
 async function loadKeys() {
   const r = await api("GET", "/api/agencies/" + id + "/keys");
@@ -137,6 +161,7 @@ async function loadKeys() {
         el("td", {}, when(k.created_at)),
         el("td", {}, k.expires_at ? when(k.expires_at) : "never"),
         el("td", {}, k.last_used_at ? when(k.last_used_at) : "never"),
+        el("td", {}, budgetText(k)),
         el("td", { class: "state-" + k.state }, k.state),
         el(
           "td",
@@ -148,7 +173,7 @@ async function loadKeys() {
       ),
     ),
   );
-  if (!keys.length) body.append(el("tr", {}, el("td", { colspan: 7 }, "No keys yet.")));
+  if (!keys.length) body.append(el("tr", {}, el("td", { colspan: 8 }, "No keys yet.")));
 }
 
 /** @param {string} name */
@@ -174,7 +199,15 @@ async function createKey(ev) {
     $("f-key-name").focus();
     return;
   }
-  const r = await api("POST", "/api/agencies/" + id + "/keys", { name, expires_in: expires || null });
+  const budget = $("f-key-budget_usd", HTMLInputElement).value.trim();
+  const userBudget = $("f-key-user_budget_usd", HTMLInputElement).value.trim();
+  const r = await api("POST", "/api/agencies/" + id + "/keys", {
+    name,
+    expires_in: expires || null,
+    budget_usd: budget || null,
+    budget_period: $("f-key-budget_period", HTMLSelectElement).value,
+    user_budget_usd: userBudget || null,
+  });
   if (!r.ok) {
     if (r.error.fields) {
       showFieldErrors(form, r.error, "key-");
@@ -282,5 +315,6 @@ if (!r.ok) {
   editor.preview();
   loadVersions();
   loadKeys();
+  loadAgencySpend();
   loadConversations();
 }

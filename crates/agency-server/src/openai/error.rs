@@ -122,6 +122,14 @@ pub(crate) fn runtime_error(e: RuntimeError, request: &RequestId) -> OpenAiError
         .status(StatusCode::NOT_FOUND)
         .with_code("conversation_not_found"),
         RuntimeError::Invalid(m) => OpenAiError::invalid(m, Some("messages")),
+        // As OpenAI answers a spent quota: 429, `insufficient_quota` (no retry will help
+        // before the budget renews, which the message says).
+        RuntimeError::Budget(m) => OpenAiError {
+            kind: "insufficient_quota",
+            ..OpenAiError::invalid(m, None)
+                .status(StatusCode::TOO_MANY_REQUESTS)
+                .with_code("insufficient_quota")
+        },
         RuntimeError::Conflict(m) => OpenAiError::invalid(m, None).status(StatusCode::CONFLICT),
         RuntimeError::Model {
             agent,

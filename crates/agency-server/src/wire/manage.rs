@@ -205,6 +205,83 @@ pub struct NewKey {
     #[serde(default, deserialize_with = "agency_core::draft::whole::option")]
     #[schema(minimum = 1)]
     pub rate_limit_per_minute: Option<u32>,
+    /// Dollars the key may spend per `budget_period`, all its end users together; none: no
+    /// budget.
+    #[serde(default, with = "agency_core::draft::amount_option")]
+    #[schema(value_type = Option<f64>)]
+    pub budget_usd: Option<String>,
+    /// `day`, `week`, `month` (the default; renewed at midnight UTC) or `total` (never).
+    #[serde(default)]
+    pub budget_period: Option<String>,
+    /// Dollars each end user of the key (a request's `user` or `safety_identifier`) may spend
+    /// per `budget_period`.
+    #[serde(default, with = "agency_core::draft::amount_option")]
+    #[schema(value_type = Option<f64>)]
+    pub user_budget_usd: Option<String>,
+}
+
+/// A change to a key's budgets: a field left out stays as it is; `null` removes that budget.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyChange {
+    #[serde(default, deserialize_with = "changed_amount")]
+    #[schema(value_type = Option<f64>)]
+    pub budget_usd: Option<Option<String>>,
+    #[serde(default)]
+    pub budget_period: Option<String>,
+    #[serde(default, deserialize_with = "changed_amount")]
+    #[schema(value_type = Option<f64>)]
+    pub user_budget_usd: Option<Option<String>>,
+}
+
+/// A field present: its amount, or `null`.
+fn changed_amount<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    agency_core::draft::amount_option::deserialize(d).map(Some)
+}
+
+/// What a key, an end user or an agency spent in one period, where a budget is set.
+#[derive(Serialize, ToSchema)]
+pub struct Spent {
+    /// The period's start (1970-01-01 for a total budget).
+    pub period_start: DateTime<Utc>,
+    /// Dollars the calls that ended cost.
+    pub spent_usd: f64,
+    /// Dollars held by calls still running.
+    pub reserved_usd: f64,
+    pub tokens: u64,
+}
+
+impl From<&agency_runtime::spend::Spent> for Spent {
+    fn from(s: &agency_runtime::spend::Spent) -> Self {
+        Self {
+            period_start: s.period_start,
+            spent_usd: dollars(s.spent),
+            reserved_usd: dollars(s.reserved),
+            tokens: s.tokens,
+        }
+    }
+}
+
+/// Pico-dollars as dollars (for reading; sums are kept exact in the store).
+pub fn dollars(c: agency_core::Cost) -> f64 {
+    c.0 as f64 / 1e12
+}
+
+/// An end user's spend of a key.
+#[derive(Serialize, ToSchema)]
+pub struct UserSpent {
+    pub user: String,
+    #[serde(flatten)]
+    pub spent: Spent,
+}
+
+/// What a key and its end users spent, newest period first.
+#[derive(Serialize, ToSchema)]
+pub struct KeySpend {
+    pub periods: Vec<Spent>,
+    pub users: Vec<UserSpent>,
 }
 
 /// An API key as listed: never the key itself, nor its hash.
@@ -220,6 +297,13 @@ pub struct ApiKey {
     pub revoked_at: Option<DateTime<Utc>>,
     /// `active`, `expired` or `revoked`.
     pub state: &'static str,
+    /// Dollars the key may spend per `budget_period`.
+    pub budget_usd: Option<f64>,
+    pub budget_period: &'static str,
+    /// Dollars each end user of the key may spend per `budget_period`.
+    pub user_budget_usd: Option<f64>,
+    /// Dollars the key spent in the current period (where it has a budget).
+    pub spent_usd: Option<f64>,
 }
 
 impl From<&agency_core::ApiKey> for ApiKey {
@@ -237,6 +321,10 @@ impl From<&agency_core::ApiKey> for ApiKey {
                 agency_core::KeyState::Expired => "expired",
                 agency_core::KeyState::Revoked => "revoked",
             },
+            budget_usd: k.budgets.usd.map(|m| m as f64 / 1e6),
+            budget_period: k.budgets.period.as_str(),
+            user_budget_usd: k.budgets.user_usd.map(|m| m as f64 / 1e6),
+            spent_usd: None,
         }
     }
 }

@@ -23,6 +23,7 @@ impl PostgresStore {
 impl AgencyStore for PostgresStore {
     async fn save_agency(&self, agency: &Agency) -> Result<()> {
         let now = Utc::now();
+        let spend = agencies::spend_columns(agency);
         let mut tx = self.pool.begin().await?;
         let saved = sqlx::query(agencies::SAVE_AGENCY)
             .bind(agency.id.0)
@@ -35,6 +36,9 @@ impl AgencyStore for PostgresStore {
             .bind(agencies::deadline_ms(agency))
             .bind(agencies::providers_json(&agency.providers))
             .bind(agencies::mcp_servers_json(&agency.mcp_servers))
+            .bind(spend.0)
+            .bind(spend.1)
+            .bind(spend.2)
             .bind(now)
             .bind(now)
             .execute(&mut *tx)

@@ -11,6 +11,7 @@ use crate::{ApiResponse, KeyStore, Result, ThreadMatch};
 #[async_trait]
 impl KeyStore for PostgresStore {
     async fn create_api_key(&self, k: &agency_core::ApiKey) -> Result<()> {
+        let budget = keys::budget_columns(&k.budgets);
         let done = sqlx::query(keys::INSERT_API_KEY)
             .bind(k.id)
             .bind(k.agency_id.0)
@@ -22,6 +23,9 @@ impl KeyStore for PostgresStore {
             .bind(k.expires_at)
             .bind(k.last_used_at)
             .bind(k.revoked_at)
+            .bind(budget.0)
+            .bind(budget.1)
+            .bind(budget.2)
             .execute(&self.pool)
             .await;
         match done {
@@ -122,6 +126,24 @@ impl KeyStore for PostgresStore {
             previous: u32::try_from(previous).unwrap_or_default(),
             weight,
         }))
+    }
+
+    async fn set_api_key_budgets(
+        &self,
+        agency: AgencyId,
+        name: &str,
+        budgets: &agency_core::KeyBudgets,
+    ) -> Result<bool> {
+        let (usd, user, period) = keys::budget_columns(budgets);
+        let done = sqlx::query(keys::SET_API_KEY_BUDGETS)
+            .bind(usd)
+            .bind(user)
+            .bind(period)
+            .bind(agency.0)
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {

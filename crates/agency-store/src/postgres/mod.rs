@@ -17,6 +17,7 @@ mod memory;
 mod rooms;
 mod secrets;
 mod settings;
+mod spend;
 mod tasks;
 
 pub struct PostgresStore {

@@ -10,7 +10,8 @@ use crate::StoreError;
 
 macro_rules! agency_columns {
     () => {
-        "id, owner, name, handle, protocol, manager, max_hops, deadline_ms, providers, mcp_servers"
+        "id, owner, name, handle, protocol, manager, max_hops, deadline_ms, providers, mcp_servers, \
+         budget_usd, budget_period, max_turn_cost_usd"
     };
 }
 macro_rules! agent_columns {
@@ -23,11 +24,13 @@ pub(crate) const SAVE_AGENCY: &str = concat!(
     "INSERT INTO agencies (",
     agency_columns!(),
     ", created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
      ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, name = excluded.name, \
      handle = excluded.handle, protocol = excluded.protocol, manager = excluded.manager, \
      max_hops = excluded.max_hops, deadline_ms = excluded.deadline_ms, \
-     providers = excluded.providers, mcp_servers = excluded.mcp_servers, revision = agencies.revision + 1, \
+     providers = excluded.providers, mcp_servers = excluded.mcp_servers, \
+     budget_usd = excluded.budget_usd, budget_period = excluded.budget_period, \
+     max_turn_cost_usd = excluded.max_turn_cost_usd, revision = agencies.revision + 1, \
      updated_at = excluded.updated_at"
 );
 pub(crate) const DELETE_AGENTS: &str = "DELETE FROM agents WHERE agency_id = $1";
@@ -87,6 +90,9 @@ pub(crate) struct AgencyRow {
     pub deadline_ms: i64,
     pub providers: String,
     pub mcp_servers: String,
+    pub budget_usd: Option<i64>,
+    pub budget_period: String,
+    pub max_turn_cost_usd: Option<i64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -404,6 +410,18 @@ pub(crate) fn agencies_of(
         .collect()
 }
 
+/// The agency's budget and turn cap as their columns (`budget_usd`, `budget_period`,
+/// `max_turn_cost_usd`), in micro-dollars.
+pub(crate) fn spend_columns(agency: &Agency) -> (Option<i64>, &'static str, Option<i64>) {
+    let l = &agency.limits;
+    (
+        l.budget.map(|b| i64::try_from(b.usd).unwrap_or(i64::MAX)),
+        l.budget.map_or("month", |b| b.period.as_str()),
+        l.max_turn_cost
+            .map(|c| i64::try_from(c.0 / 1_000_000).unwrap_or(i64::MAX)),
+    )
+}
+
 pub(crate) fn deadline_ms(agency: &Agency) -> i64 {
     i64::try_from(agency.limits.turn_deadline.as_millis()).unwrap_or(i64::MAX)
 }
@@ -425,6 +443,21 @@ fn agency_of(row: AgencyRow, agents: Vec<AgentRow>) -> Result<Agency, StoreError
             turn_deadline: std::time::Duration::from_millis(
                 u64::try_from(row.deadline_ms).map_err(corrupt)?,
             ),
+            budget: match row.budget_usd {
+                None => None,
+                Some(usd) => Some(agency_core::Budget {
+                    usd: u64::try_from(usd).map_err(corrupt)?,
+                    period: agency_core::Period::parse(&row.budget_period)
+                        .ok_or_else(|| corrupt(&row.budget_period))?,
+                }),
+            },
+            max_turn_cost: row
+                .max_turn_cost_usd
+                .map(|micro| {
+                    u64::try_from(micro).map(|m| agency_core::Cost(m.saturating_mul(1_000_000)))
+                })
+                .transpose()
+                .map_err(corrupt)?,
         },
         providers: providers_of(&row.providers)?,
         mcp_servers: mcp_servers_of(&row.mcp_servers)?,

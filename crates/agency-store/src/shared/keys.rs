@@ -10,13 +10,13 @@ use crate::StoreError;
 
 macro_rules! api_key_columns {
     () => {
-        "id, agency_id, name, prefix, hash, rate_limit_per_minute, created_at, expires_at, last_used_at, revoked_at"
+        "id, agency_id, name, prefix, hash, rate_limit_per_minute, created_at, expires_at, last_used_at, revoked_at, budget_usd, user_budget_usd, budget_period"
     };
 }
 pub(crate) const INSERT_API_KEY: &str = concat!(
     "INSERT INTO api_keys (",
     api_key_columns!(),
-    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
 );
 pub(crate) const API_KEY_BY_HASH: &str = concat!(
     "SELECT ",
@@ -30,6 +30,7 @@ pub(crate) const API_KEYS_OF_AGENCY: &str = concat!(
 );
 pub(crate) const REVOKE_API_KEY: &str =
     "UPDATE api_keys SET revoked_at = $1 WHERE agency_id = $2 AND name = $3 AND revoked_at IS NULL";
+pub(crate) const SET_API_KEY_BUDGETS: &str = "UPDATE api_keys SET budget_usd = $1, user_budget_usd = $2, budget_period = $3 WHERE agency_id = $4 AND name = $5 AND revoked_at IS NULL";
 pub(crate) const TOUCH_API_KEY: &str = "UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)";
 /// The columns of a [`crate::ThreadMatch`]; the hashes' condition follows.
 macro_rules! api_threads {
@@ -83,6 +84,17 @@ pub(crate) struct ApiKeyRow {
     pub expires_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    pub budget_usd: Option<i64>,
+    pub user_budget_usd: Option<i64>,
+    pub budget_period: String,
+}
+
+/// A key's budgets as their columns (`budget_usd`, `user_budget_usd`, `budget_period`).
+pub(crate) fn budget_columns(
+    b: &agency_core::KeyBudgets,
+) -> (Option<i64>, Option<i64>, &'static str) {
+    let micro = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+    (micro(b.usd), micro(b.user_usd), b.period.as_str())
 }
 
 impl TryFrom<ApiKeyRow> for agency_core::ApiKey {
@@ -99,6 +111,13 @@ impl TryFrom<ApiKeyRow> for agency_core::ApiKey {
             expires_at: r.expires_at,
             last_used_at: r.last_used_at,
             revoked_at: r.revoked_at,
+            budgets: agency_core::KeyBudgets {
+                usd: r.budget_usd.and_then(|v| u64::try_from(v).ok()),
+                user_usd: r.user_budget_usd.and_then(|v| u64::try_from(v).ok()),
+                period: agency_core::Period::parse(&r.budget_period).ok_or_else(|| {
+                    StoreError::Corrupt(format!("budget_period `{}`", r.budget_period))
+                })?,
+            },
         })
     }
 }

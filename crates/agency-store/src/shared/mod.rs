@@ -16,6 +16,7 @@ pub(crate) mod memory;
 pub(crate) mod rooms;
 pub(crate) mod secrets;
 pub(crate) mod settings;
+pub(crate) mod spend;
 pub(crate) mod tasks;
 
 /// A stored value this code cannot read back.

@@ -35,6 +35,7 @@ fn one(rows: Option<(AgencyRow, Vec<AgentRow>)>) -> Result<Option<Agency>> {
 impl AgencyStore for SqliteStore {
     async fn save_agency(&self, agency: &Agency) -> Result<()> {
         let now = Utc::now();
+        let spend = agencies::spend_columns(agency);
         let saved = self.with(|conn| {
             let tx = conn.transaction()?;
             tx.execute(
@@ -50,6 +51,9 @@ impl AgencyStore for SqliteStore {
                     agencies::deadline_ms(agency),
                     agencies::providers_json(&agency.providers),
                     agencies::mcp_servers_json(&agency.mcp_servers),
+                    spend.0,
+                    spend.1,
+                    spend.2,
                     now,
                     now
                 ],
@@ -191,6 +195,9 @@ fn agency_row(r: &Row<'_>) -> rusqlite::Result<AgencyRow> {
         deadline_ms: r.get("deadline_ms")?,
         providers: r.get("providers")?,
         mcp_servers: r.get("mcp_servers")?,
+        budget_usd: r.get("budget_usd")?,
+        budget_period: r.get("budget_period")?,
+        max_turn_cost_usd: r.get("max_turn_cost_usd")?,
     })
 }
 

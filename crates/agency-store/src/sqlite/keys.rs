@@ -12,6 +12,7 @@ use crate::{ApiResponse, KeyStore, Result, StoreError, ThreadMatch};
 #[async_trait]
 impl KeyStore for SqliteStore {
     async fn create_api_key(&self, k: &agency_core::ApiKey) -> Result<()> {
+        let budget = keys::budget_columns(&k.budgets);
         let done = self.with(|conn| {
             conn.prepare_cached(keys::INSERT_API_KEY)?.execute(params![
                 k.id,
@@ -23,7 +24,10 @@ impl KeyStore for SqliteStore {
                 k.created_at,
                 k.expires_at,
                 k.last_used_at,
-                k.revoked_at
+                k.revoked_at,
+                budget.0,
+                budget.1,
+                budget.2
             ])
         });
         match done {
@@ -135,6 +139,20 @@ impl KeyStore for SqliteStore {
         Ok(None)
     }
 
+    async fn set_api_key_budgets(
+        &self,
+        agency: AgencyId,
+        name: &str,
+        budgets: &agency_core::KeyBudgets,
+    ) -> Result<bool> {
+        let (usd, user, period) = keys::budget_columns(budgets);
+        let n = self.with(|conn| {
+            conn.prepare_cached(keys::SET_API_KEY_BUDGETS)?
+                .execute(params![usd, user, period, agency.0, name])
+        })?;
+        Ok(n > 0)
+    }
+
     async fn touch_api_keys(&self, used: &[(uuid::Uuid, chrono::DateTime<Utc>)]) -> Result<()> {
         self.with(|conn| {
             let tx = conn.transaction()?;
@@ -161,6 +179,9 @@ fn api_key_row(r: &Row<'_>) -> rusqlite::Result<ApiKeyRow> {
         expires_at: r.get("expires_at")?,
         last_used_at: r.get("last_used_at")?,
         revoked_at: r.get("revoked_at")?,
+        budget_usd: r.get("budget_usd")?,
+        user_budget_usd: r.get("user_budget_usd")?,
+        budget_period: r.get("budget_period")?,
     })
 }
 

@@ -23,6 +23,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0015_message_images.sql"),
     include_str!("../../migrations/sqlite/0016_processes.sql"),
     include_str!("../../migrations/sqlite/0017_login_failures.sql"),
+    include_str!("../../migrations/sqlite/0018_spend.sql"),
     include_str!("../../migrations/sqlite/0019_a2a_tasks.sql"),
     include_str!("../../migrations/sqlite/0020_turn_face.sql"),
 ];

@@ -27,6 +27,7 @@ mod migrate;
 mod rooms;
 mod secrets;
 mod settings;
+mod spend;
 mod tasks;
 
 pub struct SqliteStore {

@@ -16,10 +16,12 @@ pub async fn keys(rt: &Runtime, owner: &str, command: KeysCommand) -> anyhow::Re
             name,
             expires_in,
             rate_limit,
+            budget,
         } => {
+            let budgets = budget.budgets()?;
             let agency = rt.agencies().get(owner, &agency).await?;
             let (key, plain) = auth
-                .create_key(&agency, &name, expires_in, rate_limit)
+                .create_key_with(&agency, &name, expires_in, rate_limit, budgets)
                 .await?;
             eprintln!(
                 "created key `{}` for {} ({} requests/minute{}). It is shown this once:",
@@ -30,7 +32,26 @@ pub async fn keys(rt: &Runtime, owner: &str, command: KeysCommand) -> anyhow::Re
                     .map(|t| format!(", expires {}", t.format("%Y-%m-%d %H:%M:%S UTC")))
                     .unwrap_or_default()
             );
+            if !key.budgets.is_none() {
+                eprintln!("budgets: {}", budgets_text(&key.budgets));
+            }
             println!("{}", secrecy::ExposeSecret::expose_secret(&plain));
+        }
+        KeysCommand::Budget {
+            agency,
+            name,
+            budget,
+        } => {
+            let budgets = budget.budgets()?;
+            let agency = rt.agencies().get(owner, &agency).await?;
+            match auth.set_budgets(agency.id, &name, budgets).await? {
+                Some(key) => println!(
+                    "key `{name}` of {}: {}",
+                    agency.name,
+                    budgets_text(&key.budgets)
+                ),
+                None => bail!("{} has no unrevoked key named `{name}`", agency.name),
+            }
         }
         KeysCommand::List { agency } => {
             let agency = rt.agencies().get(owner, &agency).await?;
@@ -48,18 +69,19 @@ pub async fn keys(rt: &Runtime, owner: &str, command: KeysCommand) -> anyhow::Re
                 )
             };
             println!(
-                "{:<16} {:<14} {:<17} {:<17} {:<17} REVOKED",
-                "NAME", "PREFIX", "CREATED", "EXPIRES", "LAST USED"
+                "{:<16} {:<14} {:<17} {:<17} {:<17} {:<17} BUDGET",
+                "NAME", "PREFIX", "CREATED", "EXPIRES", "LAST USED", "REVOKED"
             );
             for k in keys {
                 println!(
-                    "{:<16} {:<14} {:<17} {:<17} {:<17} {}",
+                    "{:<16} {:<14} {:<17} {:<17} {:<17} {:<17} {}",
                     k.name,
                     format!("{}…", k.prefix),
                     when(Some(k.created_at)),
                     when(k.expires_at),
                     when(k.last_used_at),
-                    when(k.revoked_at)
+                    when(k.revoked_at),
+                    spend_text(rt, &k).await?
                 );
             }
         }
@@ -73,6 +95,45 @@ pub async fn keys(rt: &Runtime, owner: &str, command: KeysCommand) -> anyhow::Re
         }
     }
     Ok(())
+}
+
+/// A key's budgets as a person reads them.
+fn budgets_text(b: &agency_core::KeyBudgets) -> String {
+    let dollars = |v: Option<u64>| v.map(agency_core::price::format_dollars);
+    match (dollars(b.usd), dollars(b.user_usd)) {
+        (None, None) => "no budget".to_string(),
+        (key, user) => {
+            let mut parts = Vec::new();
+            if let Some(k) = key {
+                parts.push(format!("${k} a {}", b.period.as_str()));
+            }
+            if let Some(u) = user {
+                parts.push(format!("${u} a {} per end user", b.period.as_str()));
+            }
+            parts.join(", ")
+        }
+    }
+}
+
+/// A key's budget and what it spent in the current period (`-` without a budget).
+async fn spend_text(rt: &Runtime, k: &agency_core::ApiKey) -> anyhow::Result<String> {
+    if k.budgets.is_none() {
+        return Ok("-".to_string());
+    }
+    let (own, users) = rt.key_spend(k).await?;
+    let start = rt.period_start(k.budgets.period);
+    let now = |s: &agency_runtime::spend::Spent| s.period_start == start;
+    let spent = own
+        .iter()
+        .find(|s| now(s))
+        .map(|s| s.spent)
+        .unwrap_or_default();
+    let users = users.iter().filter(|(_, s)| now(s)).count();
+    let mut text = format!("{spent} spent of {}", budgets_text(&k.budgets));
+    if k.budgets.user_usd.is_some() {
+        text.push_str(&format!(" ({users} end users this period)"));
+    }
+    Ok(text)
 }
 
 /// `agency provider-key`: the operator's stored provider keys.
