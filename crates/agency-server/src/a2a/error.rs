@@ -27,13 +27,19 @@ pub enum Kind {
     RateLimited {
         retry_after_secs: u64,
     },
+    /// A budget the request would be paid from is spent (the message says which and when it
+    /// renews): HTTP 429 on either binding, without `Retry-After` (it renews at a period's end).
+    QuotaExhausted,
 }
 
 impl Kind {
     fn code(self) -> i64 {
         match self {
             Kind::Parse => -32700,
-            Kind::InvalidRequest | Kind::Unauthenticated | Kind::RateLimited { .. } => -32600,
+            Kind::InvalidRequest
+            | Kind::Unauthenticated
+            | Kind::RateLimited { .. }
+            | Kind::QuotaExhausted => -32600,
             Kind::MethodNotFound => -32601,
             Kind::InvalidParams => -32602,
             Kind::Internal => -32603,
@@ -86,6 +92,11 @@ impl Kind {
                 "RESOURCE_EXHAUSTED",
                 "RATE_LIMITED",
             ),
+            Kind::QuotaExhausted => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "RESOURCE_EXHAUSTED",
+                "QUOTA_EXHAUSTED",
+            ),
         }
     }
 }
@@ -118,7 +129,10 @@ impl A2aError {
 
     /// Whether it is answered at the HTTP layer (401, 429) rather than in a JSON-RPC body.
     pub fn http_only(&self) -> bool {
-        matches!(self.kind, Kind::Unauthenticated | Kind::RateLimited { .. })
+        matches!(
+            self.kind,
+            Kind::Unauthenticated | Kind::RateLimited { .. } | Kind::QuotaExhausted
+        )
     }
 
     /// The JSON-RPC error object.
@@ -194,6 +208,7 @@ impl From<RuntimeError> for A2aError {
             RuntimeError::NotPublished(_) => Self::new(Kind::UnsupportedOperation, e.to_string()),
             RuntimeError::Invalid(m) => Self::invalid(m),
             RuntimeError::Conflict(m) => Self::new(Kind::UnsupportedOperation, m),
+            RuntimeError::Budget(m) => Self::new(Kind::QuotaExhausted, m),
             e => {
                 tracing::error!(error = %e, "an A2A request failed");
                 Self::new(
@@ -208,5 +223,31 @@ impl From<RuntimeError> for A2aError {
 impl IntoResponse for A2aError {
     fn into_response(self) -> Response {
         self.rest_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spent_budget_is_429_resource_exhausted_with_its_message() {
+        let message = "API key `app`'s budget of $0.01 a day is spent; it renews at 00:00 UTC.";
+        let e = A2aError::from(RuntimeError::Budget(message.into()));
+        assert!(
+            e.http_only(),
+            "answered at the HTTP layer, as a rate limit is"
+        );
+        let response = e.rest_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(
+            response.headers().get(header::RETRY_AFTER).is_none(),
+            "it renews at its period's end, not in seconds"
+        );
+        let body = e.rest_body();
+        assert_eq!(body["error"]["status"], "RESOURCE_EXHAUSTED");
+        assert_eq!(body["error"]["details"][0]["reason"], "QUOTA_EXHAUSTED");
+        assert_eq!(body["error"]["message"], message);
+        assert_eq!(e.rpc_error()["code"], -32600);
     }
 }

@@ -233,7 +233,7 @@ pub fn refusal(e: RuntimeError) -> String {
         RuntimeError::ConversationNotFound(id) => {
             format!("No conversation {id} in this agency: leave `conversation` out to start one.")
         }
-        RuntimeError::Invalid(m) | RuntimeError::Conflict(m) => m,
+        RuntimeError::Invalid(m) | RuntimeError::Conflict(m) | RuntimeError::Budget(m) => m,
         RuntimeError::NotPublished(_) | RuntimeError::AgencyNotFound(_) => e.to_string(),
         e => {
             tracing::warn!(error = %e, "an MCP tool call failed");
@@ -396,6 +396,12 @@ mod tests {
 
     fn args(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_spent_budget_is_a_tool_error_that_says_which_and_when() {
+        let message = "API key `app`'s budget of $0.01 a day is spent; it renews at 00:00 UTC.";
+        assert_eq!(refusal(RuntimeError::Budget(message.into())), message);
     }
 
     #[test]
