@@ -211,6 +211,16 @@ impl Runtime {
         memory::Memories { rt: self }
     }
 
+    /// Spend against budgets (the budgets themselves are the keys' and the agencies').
+    pub fn spend(&self) -> spend::Spend<'_> {
+        spend::Spend { rt: self }
+    }
+
+    /// A2A tasks.
+    pub fn tasks(self: &Arc<Self>) -> tasks::Tasks<'_> {
+        tasks::Tasks { rt: self }
+    }
+
     /// An account's stored provider keys and MCP credentials.
     pub fn settings(&self) -> providers::Settings<'_> {
         providers::Settings { rt: self }

@@ -295,11 +295,6 @@ impl crate::Runtime {
             None => Ok(()),
         }
     }
-
-    /// Sets the clock budgets' periods are read by (tests move it to see periods roll over).
-    pub fn set_spend_clock(&self, clock: Clock) {
-        self.spending.set_clock(clock);
-    }
 }
 
 /// An agency with a budget or a turn cap whose agent's model has no price (neither among the
@@ -365,19 +360,31 @@ fn spent_of(row: &SpendRow) -> Spent {
     }
 }
 
-impl crate::Runtime {
+/// Spend against budgets: what a key, its end users and an agency spent, period by period.
+/// Reached through [`Runtime::spend`](crate::Runtime::spend).
+pub struct Spend<'a> {
+    pub(crate) rt: &'a crate::Runtime,
+}
+
+impl Spend<'_> {
+    /// Sets the clock budgets' periods are read by (tests move it to see periods roll over).
+    pub fn set_clock(&self, clock: Clock) {
+        self.rt.spending.set_clock(clock);
+    }
+
     /// What `key` spent, newest period first, and what each of its end users spent (their
     /// name, newest period first). The caller has the key from its agency's list.
-    pub async fn key_spend(
+    pub async fn of_key(
         &self,
         key: &ApiKey,
     ) -> Result<(Vec<Spent>, Vec<(String, Spent)>), RuntimeError> {
         let own = self
+            .rt
             .spending
             .spend_of(&key_scope(key.id), MAX_PERIODS)
             .await?;
         let prefix = user_scope_prefix(key.id);
-        let users = self.spending.spend_of(&prefix, MAX_USERS).await?;
+        let users = self.rt.spending.spend_of(&prefix, MAX_USERS).await?;
         Ok((
             own.iter().map(spent_of).collect(),
             users
@@ -388,11 +395,12 @@ impl crate::Runtime {
     }
 
     /// What the agency spent against its budget, newest period first.
-    pub async fn agency_spend(
+    pub async fn of_agency(
         &self,
         agency: agency_core::AgencyId,
     ) -> Result<Vec<Spent>, RuntimeError> {
         let rows = self
+            .rt
             .spending
             .spend_of(&agency_scope(agency), MAX_PERIODS)
             .await?;
@@ -401,7 +409,7 @@ impl crate::Runtime {
 
     /// The start of the current period of `period` (by the spend clock).
     pub fn period_start(&self, period: Period) -> DateTime<Utc> {
-        period.start(self.spending.now())
+        period.start(self.rt.spending.now())
     }
 }
 

@@ -1,10 +1,10 @@
 //! A2A tasks (issue 34): a message an agency's key sent over A2A is a *task*, the turn it runs
 //! in its conversation (the task's context). The face begins the turn through the one pipeline
-//! ([`Runtime::begin`]) and hands it here: [`Runtime::run_task`] stores the task and drives the
+//! ([`Runtime::begin`]) and hands it here: [`Tasks::run`] stores the task and drives the
 //! turn to its end on a task of its own, writing its state as it goes, so that a task's state
-//! survives a restart and any server answers for it ([`Runtime::task`], [`Runtime::tasks`]).
-//! [`Runtime::follow_task`] joins a running task from any server (the events come through the
-//! relay, the end from the store); [`Runtime::cancel_task`] stops it.
+//! survives a restart and any server answers for it ([`Tasks::get`], [`Tasks::list`]).
+//! [`Tasks::follow`] joins a running task from any server (the events come through the
+//! relay, the end from the store); [`Tasks::cancel`] stops it.
 //!
 //! Wire types stay at the edge: this module knows states, not A2A's JSON.
 
@@ -19,9 +19,9 @@ use tokio::sync::broadcast;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use uuid::Uuid;
 
-use crate::{Event, Runtime, RuntimeError, Turn, TurnEvent};
+use crate::{Event, RuntimeError, Turn, TurnEvent};
 
-/// The most tasks one page of [`Runtime::tasks`] holds.
+/// The most tasks one page of [`Tasks::list`] holds.
 pub const MAX_PAGE: u32 = 100;
 /// How often a follower reads the task from the store (the relay may drop notices, and the
 /// turn's end is written after its last event).
@@ -177,13 +177,19 @@ pub enum TaskUpdate {
     Ended(TaskRecord),
 }
 
-impl Runtime {
+/// A2A tasks: a turn's task stored and driven to its end, read, listed, cancelled and followed from any server.
+/// Reached through [`Runtime::tasks`](crate::Runtime::tasks).
+pub struct Tasks<'a> {
+    pub(crate) rt: &'a std::sync::Arc<crate::Runtime>,
+}
+
+impl Tasks<'_> {
     /// Stores a task for `turn` (begun by `key` through [`Runtime::begin`]), or carries on the
     /// paused task `resumes`, and drives the turn to its end on a task of its own: its state is
     /// written before its end is told. The turn's events go to the receiver while it is held;
     /// dropped, the turn runs on and is stored all the same.
-    pub async fn run_task(
-        self: &Arc<Self>,
+    pub async fn run(
+        &self,
         key: &ApiKey,
         resumes: Option<TaskRecord>,
         turn: Turn,
@@ -195,7 +201,7 @@ impl Runtime {
             Some(mut task) => {
                 task.state = TaskState::Working;
                 task.updated_at = now;
-                if !self.store.update_task(&task.stored(key)).await? {
+                if !self.rt.store.update_task(&task.stored(key)).await? {
                     return Err(RuntimeError::Conflict(format!(
                         "task {} has ended",
                         task.id
@@ -216,12 +222,12 @@ impl Runtime {
                     created_at: now,
                     updated_at: now,
                 };
-                self.store.put_task(&task.stored(key)).await?;
+                self.rt.store.put_task(&task.stored(key)).await?;
                 task
             }
         };
         let (tx, rx) = unbounded_channel();
-        let rt = self.clone();
+        let rt = self.rt.clone();
         let (key, mut record) = (key.clone(), task.clone());
         tokio::spawn(async move {
             let events = turn.events();
@@ -242,8 +248,9 @@ impl Runtime {
     }
 
     /// The key's agency's task of that id (another's is not found).
-    pub async fn task(&self, key: &ApiKey, id: Uuid) -> Result<TaskRecord, RuntimeError> {
-        self.store
+    pub async fn get(&self, key: &ApiKey, id: Uuid) -> Result<TaskRecord, RuntimeError> {
+        self.rt
+            .store
             .task(key.agency_id, id)
             .await?
             .map(TaskRecord::from_stored)
@@ -251,7 +258,7 @@ impl Runtime {
     }
 
     /// The key's agency's tasks as `query` says, newest first, and how many match in all.
-    pub async fn tasks(
+    pub async fn list(
         &self,
         key: &ApiKey,
         query: &TaskQuery,
@@ -262,7 +269,7 @@ impl Runtime {
             offset: query.offset,
             limit: query.limit.clamp(1, MAX_PAGE),
         };
-        let (tasks, total) = self.store.tasks(key.agency_id, &filter).await?;
+        let (tasks, total) = self.rt.store.tasks(key.agency_id, &filter).await?;
         Ok((
             tasks.into_iter().map(TaskRecord::from_stored).collect(),
             total,
@@ -273,19 +280,19 @@ impl Runtime {
     /// task then says so); otherwise the task is marked cancelled at once, and a turn another
     /// server runs for it goes on without changing it. An ended task is a
     /// [`RuntimeError::Conflict`].
-    pub async fn cancel_task(&self, key: &ApiKey, id: Uuid) -> Result<TaskRecord, RuntimeError> {
-        let mut task = self.task(key, id).await?;
+    pub async fn cancel(&self, key: &ApiKey, id: Uuid) -> Result<TaskRecord, RuntimeError> {
+        let mut task = self.get(key, id).await?;
         if task.state.ended() {
             return Err(RuntimeError::Conflict(format!(
                 "task {id} is {} and cannot be cancelled",
                 task.state.as_str().replace('_', " ")
             )));
         }
-        if task.state == TaskState::Working && self.cancel(task.conversation) {
+        if task.state == TaskState::Working && self.rt.cancel(task.conversation) {
             let waited = tokio::time::Instant::now();
             while waited.elapsed() < CANCEL_WAIT {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                let now = self.task(key, id).await?;
+                let now = self.get(key, id).await?;
                 if now.state.ended() {
                     return Ok(now);
                 }
@@ -294,9 +301,9 @@ impl Runtime {
         task.state = TaskState::Canceled;
         task.note = "Cancelled by the client.".into();
         task.updated_at = Utc::now();
-        if !self.store.update_task(&task.stored(key)).await? {
+        if !self.rt.store.update_task(&task.stored(key)).await? {
             // It ended meanwhile: as it ended.
-            return self.task(key, id).await;
+            return self.get(key, id).await;
         }
         Ok(task)
     }
@@ -304,14 +311,14 @@ impl Runtime {
     /// Joins a task that has not ended, from any server: the record as it stands, then its
     /// conversation's events as they happen, then [`TaskUpdate::Ended`] once the store says it
     /// ended (or paused). An ended task is a [`RuntimeError::Conflict`].
-    pub async fn follow_task(
+    pub async fn follow(
         &self,
         key: &ApiKey,
         id: Uuid,
     ) -> Result<(TaskRecord, impl Stream<Item = TaskUpdate> + Send + 'static), RuntimeError> {
         // Subscribed before the task is read: nothing after the read is missed.
-        let events = self.subscribe();
-        let task = self.task(key, id).await?;
+        let events = self.rt.subscribe();
+        let task = self.get(key, id).await?;
         if task.state.ended() {
             return Err(RuntimeError::Conflict(format!(
                 "task {id} is {}: there is nothing to follow",
@@ -319,7 +326,7 @@ impl Runtime {
             )));
         }
         let follow = Follow {
-            store: self.store.clone(),
+            store: self.rt.store.clone(),
             key: key.clone(),
             id,
             conversation: task.conversation,

@@ -95,8 +95,8 @@ fn budgets(usd: Option<&str>, user: Option<&str>, period: Period) -> KeyBudgets 
 
 /// What a key spent in its current period (settled, reserved).
 async fn spent(h: &Harness, key: &ApiKey) -> (Cost, Cost) {
-    let (periods, _) = h.rt.key_spend(key).await.unwrap();
-    let start = h.rt.period_start(key.budgets.period);
+    let (periods, _) = h.rt.spend().of_key(key).await.unwrap();
+    let start = h.rt.spend().period_start(key.budgets.period);
     periods
         .iter()
         .find(|p| p.period_start == start)
@@ -218,7 +218,7 @@ async fn one_end_user_spent_leaves_the_others_served() {
     assert_eq!(out.answer, "hi");
     // A request naming no end user is paid by no end user's budget.
     ask(&h, &key, &agency, "nobody", None).await.unwrap();
-    let (_, users) = h.rt.key_spend(&key).await.unwrap();
+    let (_, users) = h.rt.spend().of_key(&key).await.unwrap();
     let of = |name: &str| users.iter().find(|(u, _)| u == name).unwrap().1.spent;
     assert_eq!(of("ann"), Cost(CALL.0 * 2));
     assert_eq!(of("bob"), CALL);
@@ -283,7 +283,8 @@ async fn periods_roll_over_and_a_raised_budget_applies_at_once() {
             .with_timezone(&Utc),
     ));
     let clock = now.clone();
-    h.rt.set_spend_clock(Arc::new(move || *clock.lock().unwrap()));
+    h.rt.spend()
+        .set_clock(Arc::new(move || *clock.lock().unwrap()));
     let agency = h.agency(priced(&fake)).await;
     let auth = h.rt.authenticator().await.unwrap();
     let (_, plain) = auth
@@ -321,7 +322,7 @@ async fn periods_roll_over_and_a_raised_budget_applies_at_once() {
     assert_eq!(raised.budgets.usd, Some(1_000_000));
     ask(&h, &key().await, &agency, "five", None).await.unwrap();
     // The key's days, newest first.
-    let (periods, _) = h.rt.key_spend(&key().await).await.unwrap();
+    let (periods, _) = h.rt.spend().of_key(&key().await).await.unwrap();
     let days: Vec<(String, Cost)> = periods
         .iter()
         .map(|p| (p.period_start.format("%m-%d").to_string(), p.spent))
@@ -363,7 +364,7 @@ async fn an_agencys_budget_holds_for_the_playground_and_needs_prices() {
         .map(|m| m.text)
         .collect();
     assert_eq!(inputs, ["one"]);
-    let spent = h.rt.agency_spend(agency.id).await.unwrap();
+    let spent = h.rt.spend().of_agency(agency.id).await.unwrap();
     assert_eq!(spent.len(), 1);
     assert_eq!(spent[0].spent, CALL);
 

@@ -438,8 +438,8 @@ pub async fn list_keys(
     for k in &keys {
         let mut w = wire::ApiKey::from(k);
         if !k.budgets.is_none() {
-            let start = s.rt.period_start(k.budgets.period);
-            let (own, _) = s.rt.key_spend(k).await?;
+            let start = s.rt.spend().period_start(k.budgets.period);
+            let (own, _) = s.rt.spend().of_key(k).await?;
             let now = own.iter().find(|p| p.period_start == start);
             w.spent_usd = Some(now.map_or(0.0, |p| wire::dollars(p.spent)));
         }
@@ -509,7 +509,7 @@ pub async fn key_spend(
         .ok_or_else(|| {
             ApiError::NotFound(format!("agency `{}` has no key named `{name}`", a.name))
         })?;
-    let (own, users) = s.rt.key_spend(key).await?;
+    let (own, users) = s.rt.spend().of_key(key).await?;
     Ok(Json(wire::KeySpend {
         periods: own.iter().map(wire::Spent::from).collect(),
         users: users
@@ -532,7 +532,7 @@ pub async fn agency_spend(
     Path(agency): Path<String>,
 ) -> Result<Json<Vec<wire::Spent>>, ApiError> {
     let a = agency_of(&s, &session, &agency).await?;
-    let spent = s.rt.agency_spend(a.id).await?;
+    let spent = s.rt.spend().of_agency(a.id).await?;
     Ok(Json(spent.iter().map(wire::Spent::from).collect()))
 }
 

@@ -225,7 +225,8 @@ async fn send(
         message.message_id.clone()
     };
     let (task, events) =
-        s.rt.run_task(&a.key, resumes, turn, message_id, input.text)
+        s.rt.tasks()
+            .run(&a.key, resumes, turn, message_id, input.text)
             .await?;
     Ok(Sent { task, events })
 }
@@ -237,7 +238,7 @@ async fn paused(
     id: &str,
     context: Option<ConversationId>,
 ) -> Result<TaskRecord, A2aError> {
-    let task = s.rt.task(&a.key, task_id(id)?).await?;
+    let task = s.rt.tasks().get(&a.key, task_id(id)?).await?;
     if context.is_some_and(|c| c != task.conversation) {
         return Err(A2aError::invalid(format!(
             "Task `{id}` is not of context `{}`.",
@@ -325,7 +326,8 @@ async fn subscribe(
     framing: encode::Framing,
 ) -> Result<Response, A2aError> {
     let (task, updates) =
-        s.rt.follow_task(&a.key, task_id(id)?)
+        s.rt.tasks()
+            .follow(&a.key, task_id(id)?)
             .await
             .map_err(|e| match A2aError::from(e) {
                 e if e.kind == Kind::UnsupportedOperation => A2aError::new(
@@ -348,14 +350,15 @@ async fn get_task(
     id: &str,
     history: Option<i64>,
 ) -> Result<types::Task, A2aError> {
-    let task = s.rt.task(&a.key, task_id(id)?).await?;
+    let task = s.rt.tasks().get(&a.key, task_id(id)?).await?;
     Ok(encode::task(&task, history, true))
 }
 
 /// `CancelTask`.
 async fn cancel_task(s: &AppState, a: &Admitted, id: &str) -> Result<types::Task, A2aError> {
     let task =
-        s.rt.cancel_task(&a.key, task_id(id)?)
+        s.rt.tasks()
+            .cancel(&a.key, task_id(id)?)
             .await
             .map_err(|e| match e {
                 agency_runtime::RuntimeError::Conflict(m) => {
@@ -407,7 +410,7 @@ async fn list_tasks(
         offset,
         limit: u32::try_from(size).unwrap_or(1),
     };
-    let (tasks, total) = s.rt.tasks(&a.key, &query).await?;
+    let (tasks, total) = s.rt.tasks().list(&a.key, &query).await?;
     let next = u64::from(offset) + tasks.len() as u64;
     let artifacts = request.include_artifacts.unwrap_or(false);
     Ok(ListTasksResponse {

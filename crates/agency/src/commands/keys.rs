@@ -120,8 +120,8 @@ async fn spend_text(rt: &Runtime, k: &agency_core::ApiKey) -> anyhow::Result<Str
     if k.budgets.is_none() {
         return Ok("-".to_string());
     }
-    let (own, users) = rt.key_spend(k).await?;
-    let start = rt.period_start(k.budgets.period);
+    let (own, users) = rt.spend().of_key(k).await?;
+    let start = rt.spend().period_start(k.budgets.period);
     let now = |s: &agency_runtime::spend::Spent| s.period_start == start;
     let spent = own
         .iter()
