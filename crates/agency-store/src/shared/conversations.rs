@@ -100,16 +100,11 @@ macro_rules! put_api_thread_on_conflict {
          turn_number = excluded.turn_number"
     };
 }
-/// SQLite's upsert of a transcript hash, in two statements: the insert of a new hash (nearly every
-/// request's), then, when it changed nothing (the hash exists), [`MOVE_API_THREAD`]. SQLite
-/// runs an `ON CONFLICT DO UPDATE` that sets a foreign key's column with a statement journal
-/// (every page it touches copied first, ~7k instructions a request); a plain one-row insert
-/// needs none.
-pub(crate) const PUT_API_THREAD: &str = "INSERT INTO api_threads \
-     (key_id, hash, conversation_id, turn_number) VALUES ($1, $2, $3, $4) \
-     ON CONFLICT (key_id, hash) DO NOTHING";
-pub(crate) const MOVE_API_THREAD: &str = "UPDATE api_threads \
-     SET conversation_id = $3, turn_number = $4 WHERE key_id = $1 AND hash = $2";
+pub(crate) const PUT_API_THREAD: &str = concat!(
+    "INSERT INTO api_threads (key_id, hash, conversation_id, turn_number) \
+     VALUES ($1, $2, $3, $4)",
+    put_api_thread_on_conflict!()
+);
 
 /// Messages as arrays, one per column (PostgreSQL): `$1` to `$18`.
 macro_rules! insert_message_rows {

@@ -59,15 +59,8 @@ pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
             ])?;
     }
     if let Some(t) = &w.thread {
-        let row = params![t.key, t.hash, t.conversation.0, t.turn];
-        if conn
-            .prepare_cached(conversations::PUT_API_THREAD)?
-            .execute(row)?
-            == 0
-        {
-            conn.prepare_cached(conversations::MOVE_API_THREAD)?
-                .execute(row)?;
-        }
+        conn.prepare_cached(conversations::PUT_API_THREAD)?
+            .execute(params![t.key, t.hash, t.conversation.0, t.turn])?;
     }
     Ok(())
 }
