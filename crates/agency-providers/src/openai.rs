@@ -565,8 +565,10 @@ fn parse_completion(bytes: &[u8], names: &ToolNames) -> Result<Completion, Provi
     if let Some(error) = reported_error(&body) {
         return Err(ProviderError::Broken(error));
     }
-    let message = body
-        .pointer("/choices/0/message")
+    // Indexed step by step: `Value::pointer` copies each step of its path to unescape it.
+    let choice = body.get("choices").and_then(|c| c.get(0));
+    let message = choice
+        .and_then(|c| c.get("message"))
         .ok_or_else(|| malformed("the answer has no choices".into()))?;
     let tool_calls = match message.get("tool_calls") {
         None | Some(Value::Null) => Vec::new(),
@@ -594,17 +596,13 @@ fn parse_completion(bytes: &[u8], names: &ToolNames) -> Result<Completion, Provi
         }
     };
     let usage = body.get("usage").map(parse_usage).unwrap_or_default();
-    let text_of = |pointer: &str| {
-        body.pointer(pointer)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
+    let text_of = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_string);
     Ok(Completion {
         text,
         usage,
         tool_calls,
-        model: text_of("/model"),
-        finish_reason: text_of("/choices/0/finish_reason"),
+        model: text_of(body.get("model")),
+        finish_reason: text_of(choice.and_then(|c| c.get("finish_reason"))),
     })
 }
 
