@@ -186,7 +186,7 @@ fn main() {
         let master = MasterKeySource::File(dir.path().join("agency.key"));
         let runtime = Runtime::with_master_key(store, Providers::builtin(), Some(master));
         let relay = agency_file::AgencyFile::parse("relay.yaml", RELAY).unwrap();
-        let agency = runtime.save_agency(&relay.draft, LOCAL_OWNER).await.unwrap();
+        let agency = runtime.agencies().save(&relay.draft, LOCAL_OWNER).await.unwrap();
         let auth = Arc::new(runtime.authenticator().await.unwrap());
         let (_, key) = auth.create_key(&agency, "soak", None, Some(1_000_000_000)).await.unwrap();
         let auth_header = format!("Bearer {}", secrecy::ExposeSecret::expose_secret(&key));
