@@ -66,7 +66,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         let agency = rt.agencies().save(&echo(), LOCAL_OWNER).await?;
         let keyring = Keyring::load(&*store, &MasterKeySource::File(dir.path().join("k"))).await?;
-        let (key, _) = keys::create_key(&*store, &keyring, &agency, "bench", None, None).await?;
+        let (key, _) = keys::create_key(
+            &*store,
+            &keyring,
+            &agency,
+            "bench",
+            None,
+            None,
+            agency_core::KeyBudgets::default(),
+        )
+        .await?;
         let ask = |history: Vec<ChatMessage>, input: String| {
             let (rt, key, agency) = (rt.clone(), key.clone(), agency.clone());
             async move {

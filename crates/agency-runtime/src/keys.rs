@@ -81,30 +81,9 @@ impl Keyring {
     }
 }
 
-/// Makes a key for `agency`: the plain key (show it once) and what is stored of it.
+/// Makes a key for `agency` with its budgets (`KeyBudgets::default()`: none): the plain key
+/// (show it once) and what is stored of it.
 pub async fn create_key(
-    store: &dyn Store,
-    keyring: &Keyring,
-    agency: &Agency,
-    name: &str,
-    expires_in: Option<Duration>,
-    rate_limit_per_minute: Option<u32>,
-) -> Result<(ApiKey, SecretString), RuntimeError> {
-    let budgets = KeyBudgets::default();
-    create_key_with(
-        store,
-        keyring,
-        agency,
-        name,
-        expires_in,
-        rate_limit_per_minute,
-        budgets,
-    )
-    .await
-}
-
-/// [`create_key`], with budgets.
-pub async fn create_key_with(
     store: &dyn Store,
     keyring: &Keyring,
     agency: &Agency,
@@ -196,27 +175,8 @@ impl Authenticator {
         }
     }
 
-    /// Makes a key for `agency` (see [`create_key`]).
+    /// Makes a key for `agency` with its budgets (see [`create_key`]).
     pub async fn create_key(
-        &self,
-        agency: &Agency,
-        name: &str,
-        expires_in: Option<Duration>,
-        rate_limit_per_minute: Option<u32>,
-    ) -> Result<(ApiKey, SecretString), RuntimeError> {
-        create_key(
-            &*self.store,
-            &self.keyring,
-            agency,
-            name,
-            expires_in,
-            rate_limit_per_minute,
-        )
-        .await
-    }
-
-    /// [`Authenticator::create_key`], with budgets.
-    pub async fn create_key_with(
         &self,
         agency: &Agency,
         name: &str,
@@ -224,10 +184,9 @@ impl Authenticator {
         rate_limit_per_minute: Option<u32>,
         budgets: KeyBudgets,
     ) -> Result<(ApiKey, SecretString), RuntimeError> {
-        let (store, keyring) = (&*self.store, &self.keyring);
-        create_key_with(
-            store,
-            keyring,
+        create_key(
+            &*self.store,
+            &self.keyring,
             agency,
             name,
             expires_in,

@@ -29,9 +29,17 @@ async fn a_request_writes_its_conversation_with_its_turn_and_the_next_continues_
     let keyring = Keyring::load(&*store, &MasterKeySource::File(dir.path().join("k")))
         .await
         .unwrap();
-    let (key, _) = keys::create_key(&*store, &keyring, &agency, "app", None, None)
-        .await
-        .unwrap();
+    let (key, _) = keys::create_key(
+        &*store,
+        &keyring,
+        &agency,
+        "app",
+        None,
+        None,
+        agency_core::KeyBudgets::default(),
+    )
+    .await
+    .unwrap();
 
     // Refused before its turn (an empty message): nothing is stored.
     let empty = ChatTurn {
@@ -212,9 +220,17 @@ async fn any_history_continues_forks_or_seeds() {
     let keyring = Keyring::load(&*store, &MasterKeySource::File(dir.path().join("k")))
         .await
         .unwrap();
-    let (key, _) = keys::create_key(&*store, &keyring, &agency, "app", None, None)
-        .await
-        .unwrap();
+    let (key, _) = keys::create_key(
+        &*store,
+        &keyring,
+        &agency,
+        "app",
+        None,
+        None,
+        agency_core::KeyBudgets::default(),
+    )
+    .await
+    .unwrap();
     let ask = |history: &[(Role, &str)], input: &str, end_user: Option<&str>| {
         let turn = ChatTurn {
             history: history

@@ -32,9 +32,17 @@ async fn keys_are_hashed_checked_and_limited() {
     assert_eq!(keyring.hash("agk_x"), again.hash("agk_x"));
     assert_eq!(keyring.hash("agk_x").len(), 64);
 
-    let (dev, plain) = keys::create_key(&*store, &keyring, &agency, "dev", None, Some(2))
-        .await
-        .unwrap();
+    let (dev, plain) = keys::create_key(
+        &*store,
+        &keyring,
+        &agency,
+        "dev",
+        None,
+        Some(2),
+        agency_core::KeyBudgets::default(),
+    )
+    .await
+    .unwrap();
     let plain = plain.expose_secret().to_string();
     assert!(
         plain.starts_with("agk_") && plain.len() == 4 + 64,
@@ -49,15 +57,31 @@ async fn keys_are_hashed_checked_and_limited() {
         "the key is stored nowhere"
     );
     assert!(
-        keys::create_key(&*store, &keyring, &agency, "dev", None, None)
-            .await
-            .is_err(),
+        keys::create_key(
+            &*store,
+            &keyring,
+            &agency,
+            "dev",
+            None,
+            None,
+            agency_core::KeyBudgets::default()
+        )
+        .await
+        .is_err(),
         "names are unique"
     );
     assert!(
-        keys::create_key(&*store, &keyring, &agency, " ", None, None)
-            .await
-            .is_err()
+        keys::create_key(
+            &*store,
+            &keyring,
+            &agency,
+            " ",
+            None,
+            None,
+            agency_core::KeyBudgets::default()
+        )
+        .await
+        .is_err()
     );
 
     let auth = Authenticator::new(store.clone(), keyring);
@@ -99,6 +123,7 @@ async fn keys_are_hashed_checked_and_limited() {
         "short",
         Some(Duration::from_secs(1)),
         None,
+        agency_core::KeyBudgets::default(),
     )
     .await
     .unwrap();

@@ -99,9 +99,17 @@ async fn a_key_asks_only_for_its_own_agency() {
     let keyring = Keyring::load(&*h.store, &MasterKeySource::File(dir.path().join("k")))
         .await
         .unwrap();
-    let (key, _) = keys::create_key(&*h.store, &keyring, &agency, "app", None, None)
-        .await
-        .unwrap();
+    let (key, _) = keys::create_key(
+        &*h.store,
+        &keyring,
+        &agency,
+        "app",
+        None,
+        None,
+        agency_core::KeyBudgets::default(),
+    )
+    .await
+    .unwrap();
     let chat = |agency: &agency_core::Agency| TurnRequest {
         caller: Caller::Key(key.clone()),
         ask: Ask::Chat {

@@ -225,7 +225,13 @@ async fn a_keys_rate_limit_holds_across_servers() {
         b.rt.authenticator().await.unwrap(),
     );
     let (_, key) = auth_a
-        .create_key(&agency, "shared", None, Some(60))
+        .create_key(
+            &agency,
+            "shared",
+            None,
+            Some(60),
+            agency_core::KeyBudgets::default(),
+        )
         .await
         .unwrap();
     let key = key.expose_secret().to_string();

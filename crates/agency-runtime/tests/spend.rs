@@ -110,7 +110,7 @@ async fn race(servers: &[&Harness], fake: &Fake) {
     let agency = servers[0].agency(priced(fake)).await;
     let auth = servers[0].rt.authenticator().await.unwrap();
     let (key, _) = auth
-        .create_key_with(
+        .create_key(
             &agency,
             "app",
             None,
@@ -194,7 +194,7 @@ async fn one_end_user_spent_leaves_the_others_served() {
     let auth = h.rt.authenticator().await.unwrap();
     // Each end user may spend $0.002: two calls ($0.0016 each), the second passing it.
     let (key, _) = auth
-        .create_key_with(
+        .create_key(
             &agency,
             "app",
             None,
@@ -288,7 +288,7 @@ async fn periods_roll_over_and_a_raised_budget_applies_at_once() {
     let agency = h.agency(priced(&fake)).await;
     let auth = h.rt.authenticator().await.unwrap();
     let (_, plain) = auth
-        .create_key_with(
+        .create_key(
             &agency,
             "app",
             None,

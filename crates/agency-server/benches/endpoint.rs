@@ -235,7 +235,7 @@ fn main() {
             ..Default::default()
         };
         println!("budget: {}", if budget { "on the key" } else { "none" });
-        let (_, key) = auth.create_key_with(&agency, "bench", None, Some(10_000_000), budgets).await.unwrap();
+        let (_, key) = auth.create_key(&agency, "bench", None, Some(10_000_000), budgets).await.unwrap();
         let key = secrecy::ExposeSecret::expose_secret(&key).to_string();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -188,7 +188,7 @@ fn main() {
         let relay = agency_file::AgencyFile::parse("relay.yaml", RELAY).unwrap();
         let agency = runtime.agencies().save(&relay.draft, LOCAL_OWNER).await.unwrap();
         let auth = Arc::new(runtime.authenticator().await.unwrap());
-        let (_, key) = auth.create_key(&agency, "soak", None, Some(1_000_000_000)).await.unwrap();
+        let (_, key) = auth.create_key(&agency, "soak", None, Some(1_000_000_000), agency_core::KeyBudgets::default()).await.unwrap();
         let auth_header = format!("Bearer {}", secrecy::ExposeSecret::expose_secret(&key));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

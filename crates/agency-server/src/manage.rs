@@ -451,7 +451,8 @@ pub async fn list_keys(
 /// Changes a live key's budgets, at once: a field left out stays, `null` removes it.
 #[utoipa::path(patch, path = "/api/agencies/{agency}/keys/{name}", tag = "keys", request_body = wire::KeyChange,
     params(("agency" = String, Path, description = "The agency's id or name"), ("name" = String, Path)),
-    responses((status = 200, body = wire::ApiKey), (status = 404), (status = 422)))]
+    responses((status = 200, body = wire::ApiKey), (status = 404),
+        (status = 422, description = "A budget is not an amount of dollars, or its period not one of `day`, `week`, `month`, `total` (`fields` names it)")))]
 pub async fn change_key(
     State(s): State<AppState>,
     Account(session): Account,
@@ -539,7 +540,8 @@ pub async fn agency_spend(
 /// Makes an API key for the agency; the answer holds the key, shown this once.
 #[utoipa::path(post, path = "/api/agencies/{agency}/keys", tag = "keys", request_body = wire::NewKey,
     params(("agency" = String, Path, description = "The agency's id or name")),
-    responses((status = 201, body = wire::CreatedKey), (status = 400), (status = 404), (status = 409, description = "A live key has that name")))]
+    responses((status = 201, body = wire::CreatedKey), (status = 400), (status = 404), (status = 409, description = "A live key has that name"),
+        (status = 422, description = "A budget is not an amount of dollars, or its period not one of `day`, `week`, `month`, `total` (`fields` names it)")))]
 pub async fn create_key(
     State(s): State<AppState>,
     Account(session): Account,
@@ -568,7 +570,7 @@ pub async fn create_key(
     )?;
     let (key, plain) = s
         .auth
-        .create_key_with(&a, &k.name, expires_in, k.rate_limit_per_minute, budgets)
+        .create_key(&a, &k.name, expires_in, k.rate_limit_per_minute, budgets)
         .await?;
     Ok((
         StatusCode::CREATED,

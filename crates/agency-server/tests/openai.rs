@@ -108,7 +108,13 @@ impl App {
     ) -> String {
         let (_, plain) = self
             .auth
-            .create_key(agency, name, expires_in, rate_limit)
+            .create_key(
+                agency,
+                name,
+                expires_in,
+                rate_limit,
+                agency_core::KeyBudgets::default(),
+            )
             .await
             .unwrap();
         plain.expose_secret().to_string()

@@ -156,7 +156,13 @@ impl Server {
         let agency = rt.agencies().save(&file.draft, LOCAL_OWNER).await.unwrap();
         let (_, key) = served
             .auth
-            .create_key(&agency, "test", None, None)
+            .create_key(
+                &agency,
+                "test",
+                None,
+                None,
+                agency_core::KeyBudgets::default(),
+            )
             .await
             .unwrap();
         let http = served.base;

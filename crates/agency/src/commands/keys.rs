@@ -21,7 +21,7 @@ pub async fn keys(rt: &Runtime, owner: &str, command: KeysCommand) -> anyhow::Re
             let budgets = budget.budgets()?;
             let agency = rt.agencies().get(owner, &agency).await?;
             let (key, plain) = auth
-                .create_key_with(&agency, &name, expires_in, rate_limit, budgets)
+                .create_key(&agency, &name, expires_in, rate_limit, budgets)
                 .await?;
             eprintln!(
                 "created key `{}` for {} ({} requests/minute{}). It is shown this once:",
