@@ -243,8 +243,13 @@ fn main() {
 
         let path = "/v1/chat/completions";
         let mcp = "/api/agency/solo/mcp";
+        // The same turns through MCP too, when asked (`AGENCY_BENCH_MCP=1`): off by default, so
+        // that a run (and `bench/compare`'s count per request) measures what it always did.
+        let with_mcp = std::env::var_os("AGENCY_BENCH_MCP").is_some_and(|v| v == "1");
         load(addr, path, &key, 256, 8).await; // warm up
-        load(addr, mcp, &key, 256, 8).await;
+        if with_mcp {
+            load(addr, mcp, &key, 256, 8).await;
+        }
         let runs: Vec<usize> = std::env::var("AGENCY_BENCH_CONNECTIONS")
             .ok()
             .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
@@ -272,7 +277,7 @@ fn main() {
             for _ in usize::from(!agency_only)..repeat {
                 println!("{}", line("agency", &load(addr, path, &key, n, connections).await));
             }
-            for _ in 0..repeat {
+            for _ in 0..if with_mcp { repeat } else { 0 } {
                 let a = load(addr, path, &key, n, connections).await;
                 let m = load(addr, mcp, &key, n, connections).await;
                 println!("{}", line("agency", &a));
