@@ -71,6 +71,7 @@ pub struct AgencyDraft {
     /// When `budget_usd` renews: `day`, `week`, `month` (the default; at midnight UTC) or
     /// `total` (never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<crate::spend::Period>)]
     pub budget_period: Option<String>,
     /// Providers of the agency's own, by name.
     #[serde(default, with = "named", skip_serializing_if = "Vec::is_empty")]

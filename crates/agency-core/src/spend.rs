@@ -6,7 +6,8 @@ use chrono::{DateTime, Datelike, Duration, NaiveTime, TimeZone, Utc};
 use crate::price::{AmountError, Cost, Price};
 
 /// How often a budget renews (at midnight UTC; a week starts on Monday).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
 pub enum Period {
     Day,
     Week,

@@ -212,6 +212,7 @@ pub struct NewKey {
     pub budget_usd: Option<String>,
     /// `day`, `week`, `month` (the default; renewed at midnight UTC) or `total` (never).
     #[serde(default)]
+    #[schema(value_type = Option<agency_core::spend::Period>)]
     pub budget_period: Option<String>,
     /// Dollars each end user of the key (a request's `user` or `safety_identifier`) may spend
     /// per `budget_period`.
@@ -228,6 +229,7 @@ pub struct KeyChange {
     #[schema(value_type = Option<f64>)]
     pub budget_usd: Option<Option<String>>,
     #[serde(default)]
+    #[schema(value_type = Option<agency_core::spend::Period>)]
     pub budget_period: Option<String>,
     #[serde(default, deserialize_with = "changed_amount")]
     #[schema(value_type = Option<f64>)]
@@ -299,6 +301,7 @@ pub struct ApiKey {
     pub state: &'static str,
     /// Dollars the key may spend per `budget_period`.
     pub budget_usd: Option<f64>,
+    #[schema(value_type = agency_core::spend::Period)]
     pub budget_period: &'static str,
     /// Dollars each end user of the key may spend per `budget_period`.
     pub user_budget_usd: Option<f64>,
