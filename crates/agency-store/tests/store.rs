@@ -65,6 +65,7 @@ suite!(
     a_migrated_store_is_ready,
     spend_is_reserved_all_or_nothing_and_settled,
     budgets_of_keys_and_agencies_round_trip,
+    system_prompts_read_back_wherever_they_are_kept,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -1533,4 +1534,67 @@ async fn budgets_of_keys_and_agencies_round_trip(s: Arc<dyn Store>) {
     assert!(!s.set_api_key_budgets(a.id, "nope", &raised).await.unwrap());
     let back = s.api_key_by_hash(&key.hash).await.unwrap().unwrap();
     assert_eq!(back.budgets, raised);
+}
+
+/// System prompts are kept once per agency (`prompts`), not in each message: every read gives
+/// each message its own text back, whichever write brought it, in any agency, and deleting one
+/// agency leaves another's prompts whole.
+async fn system_prompts_read_back_wherever_they_are_kept(s: Arc<dyn Store>) {
+    let long = format!(
+        "You are the manager. {}",
+        "Be brief and concrete. ".repeat(300)
+    );
+    let system = |c: ConversationId, turn: Option<TurnId>, seq: i64, text: &str| Message {
+        kind: MessageKind::System,
+        text: text.to_string(),
+        tool: None,
+        images: Vec::new(),
+        ..message(c, turn, seq)
+    };
+    let (a, b) = (
+        agency("studio", "local", false),
+        agency("studio", "other", false),
+    );
+    s.save_agency(&a).await.unwrap();
+    s.save_agency(&b).await.unwrap();
+    // Written with its conversation, in one write.
+    let first = conversation(a.id);
+    let turn = TurnId::new();
+    let prompts = vec![
+        system(first.id, None, 0, &long),
+        system(first.id, None, 1, "short"),
+    ];
+    s.write(Write {
+        conversation: Some(first.clone()),
+        messages: prompts.clone(),
+        ..Write::default()
+    })
+    .await
+    .unwrap();
+    // The same text again, in a write of its own (an agent added since), then a delivery.
+    let again = system(first.id, Some(turn), 2, &long);
+    let after = message(first.id, Some(turn), 3);
+    append(&s, &[again.clone(), after.clone()]).await.unwrap();
+    // The same text in another's agency.
+    let theirs = conversation(b.id);
+    create(&s, &theirs).await;
+    let their_prompt = system(theirs.id, None, 0, &long);
+    append(&s, std::slice::from_ref(&their_prompt))
+        .await
+        .unwrap();
+
+    let all = [prompts.clone(), vec![again.clone(), after.clone()]].concat();
+    assert_eq!(s.messages(first.id).await.unwrap(), all);
+    assert_eq!(
+        s.turn_messages(first.id, turn).await.unwrap(),
+        vec![again.clone(), after]
+    );
+    assert_eq!(
+        s.messages_by_id(first.id, &[again.id, prompts[0].id])
+            .await
+            .unwrap(),
+        vec![prompts[0].clone(), again]
+    );
+    assert!(s.delete_agency(a.id).await.unwrap());
+    assert_eq!(s.messages(theirs.id).await.unwrap(), vec![their_prompt]);
 }

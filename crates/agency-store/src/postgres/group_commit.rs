@@ -13,7 +13,11 @@ use sqlx::query::Query;
 use sqlx::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::shared::conversations::{COMMIT_GROUP, COMMIT_MESSAGES, MessageRow, TurnRow};
+use std::collections::HashMap;
+
+use uuid::Uuid;
+
+use crate::shared::conversations::{self, COMMIT_GROUP, COMMIT_MESSAGES, MessageRow, TurnRow};
 use crate::{Result, StoreError, Write};
 
 /// A write waiting for its commit, and where its result goes.
@@ -69,6 +73,13 @@ async fn together(pool: &PgPool, writes: &[&Write]) -> Result<()> {
         .iter()
         .filter_map(|w| w.conversation.as_ref())
         .collect();
+    let prompts: Vec<Option<Vec<u8>>> = messages
+        .iter()
+        .map(|m| conversations::prompt_hash(m).map(|h| h.to_vec()))
+        .collect();
+    if prompts.iter().any(Option::is_some) {
+        write_prompts(pool, &messages, &prompts, &conversations).await?;
+    }
     let turns: Vec<TurnRow> = writes
         .iter()
         .flat_map(|w| &w.turns)
@@ -76,12 +87,12 @@ async fn together(pool: &PgPool, writes: &[&Write]) -> Result<()> {
         .collect();
     let threads: Vec<_> = writes.iter().filter_map(|w| w.thread.as_ref()).collect();
     if conversations.is_empty() && turns.is_empty() && threads.is_empty() {
-        bind_messages(sqlx::query(COMMIT_MESSAGES), &rows, &messages)
+        bind_messages(sqlx::query(COMMIT_MESSAGES), &rows, &messages, &prompts)
             .execute(pool)
             .await?;
         return Ok(());
     }
-    bind_messages(sqlx::query(COMMIT_GROUP), &rows, &messages)
+    bind_messages(sqlx::query(COMMIT_GROUP), &rows, &messages, &prompts)
         .bind(col(&conversations, |c| c.id.0))
         .bind(col(&conversations, |c| c.agency_id.0))
         .bind(col(&conversations, |c| c.version.map(i64::from)))
@@ -107,16 +118,59 @@ async fn together(pool: &PgPool, writes: &[&Write]) -> Result<()> {
     Ok(())
 }
 
+/// The system prompts among `messages` (their `prompts` hashes), each with its agency's: the
+/// agency of a conversation the group creates is in `created`, another's is read. Before the
+/// group's statement, on its own: should that fail, a prompt no message names is left, which
+/// its agency takes with it.
+async fn write_prompts(
+    pool: &PgPool,
+    messages: &[&Message],
+    prompts: &[Option<Vec<u8>>],
+    created: &[&agency_core::Conversation],
+) -> Result<()> {
+    let mut agencies: HashMap<Uuid, Uuid> =
+        created.iter().map(|c| (c.id.0, c.agency_id.0)).collect();
+    let unknown: Vec<Uuid> = messages
+        .iter()
+        .zip(prompts)
+        .filter(|(m, p)| p.is_some() && !agencies.contains_key(&m.conversation_id.0))
+        .map(|(m, _)| m.conversation_id.0)
+        .collect();
+    if !unknown.is_empty() {
+        let read: Vec<(Uuid, Uuid)> = sqlx::query_as(conversations::AGENCIES_OF_CONVERSATIONS)
+            .bind(unknown)
+            .fetch_all(pool)
+            .await?;
+        agencies.extend(read);
+    }
+    let (mut agency, mut hash, mut text) = (Vec::new(), Vec::new(), Vec::new());
+    for (m, p) in messages.iter().zip(prompts) {
+        if let (Some(p), Some(a)) = (p, agencies.get(&m.conversation_id.0)) {
+            agency.push(*a);
+            hash.push(p.as_slice());
+            text.push(m.text.as_str());
+        }
+    }
+    sqlx::query(conversations::INSERT_PROMPTS)
+        .bind(agency)
+        .bind(hash)
+        .bind(text)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// One column of `rows`, as an array parameter.
 fn col<'a, R, T>(rows: &'a [R], f: impl Fn(&'a R) -> T) -> Vec<T> {
     rows.iter().map(f).collect()
 }
 
-/// The messages' columns, `$1` to `$18` of both statements.
+/// The messages' columns, `$1` to `$19` of both statements.
 fn bind_messages<'q>(
     query: Query<'q, Postgres, PgArguments>,
     rows: &'q [MessageRow],
     messages: &'q [&Message],
+    prompts: &'q [Option<Vec<u8>>],
 ) -> Query<'q, Postgres, PgArguments> {
     query
         .bind(col(rows, |r| r.id))
@@ -137,6 +191,7 @@ fn bind_messages<'q>(
         .bind(col(messages, |m| m.role().as_str()))
         .bind(col(rows, |r| r.tool.as_deref()))
         .bind(col(rows, |r| r.images.as_deref()))
+        .bind(prompts)
 }
 
 /// Queues `write` for the committer and waits for its result.

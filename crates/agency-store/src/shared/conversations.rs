@@ -11,11 +11,23 @@ use uuid::Uuid;
 use super::{corrupt, opt_agent, u32_of};
 use crate::StoreError;
 
+/// The columns a message is written with.
 macro_rules! message_columns {
     () => {
         "id, conversation_id, turn_id, seq, agent_id, kind, linked_message_id, from_agent, \
          to_agent, text, prompt_tokens, completion_tokens, latency_ms, included, created_at, role, tool, \
-         images"
+         images, prompt"
+    };
+}
+/// The columns a message is read with, in [`MessageRow`]'s order: a system prompt's text from
+/// `prompts` (see [`prompt_hash`]). Every read names its conversation as `$1`.
+macro_rules! message_read_columns {
+    () => {
+        "id, conversation_id, turn_id, seq, agent_id, kind, linked_message_id, from_agent, \
+         to_agent, CASE WHEN prompt IS NULL THEN text ELSE (SELECT p.text FROM prompts p \
+         JOIN conversations c ON c.agency_id = p.agency_id WHERE c.id = $1 AND p.hash = prompt) \
+         END AS text, prompt_tokens, completion_tokens, latency_ms, included, created_at, role, \
+         tool, images"
     };
 }
 macro_rules! turn_columns {
@@ -34,33 +46,44 @@ pub(crate) const INSERT_MESSAGE: &str = concat!(
     "INSERT INTO messages (",
     message_columns!(),
     ") \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+     $19)"
 );
+/// A system prompt's text, once per agency (SQLite: the agency read from the conversation,
+/// written in the same transaction).
+pub(crate) const INSERT_PROMPT: &str = "INSERT INTO prompts (agency_id, hash, text) \
+     SELECT agency_id, $1, $2 FROM conversations WHERE id = $3 ON CONFLICT DO NOTHING";
+/// Prompts' texts as arrays (PostgreSQL): agencies, hashes, texts.
+pub(crate) const INSERT_PROMPTS: &str = "INSERT INTO prompts (agency_id, hash, text) \
+     SELECT * FROM UNNEST($1::uuid[], $2::bytea[], $3::text[]) ON CONFLICT DO NOTHING";
+/// The agencies of conversations (PostgreSQL: those a write of prompts names without creating).
+pub(crate) const AGENCIES_OF_CONVERSATIONS: &str =
+    "SELECT id, agency_id FROM conversations WHERE id = ANY($1)";
 pub(crate) const MESSAGES_OF_CONVERSATION: &str = concat!(
     "SELECT ",
-    message_columns!(),
+    message_read_columns!(),
     " FROM messages WHERE conversation_id = $1 ORDER BY seq"
 );
 pub(crate) const MESSAGE_BY_ID: &str = concat!(
     "SELECT ",
-    message_columns!(),
+    message_read_columns!(),
     " FROM messages WHERE conversation_id = $1 AND id = $2"
 );
 /// Messages by id in one round trip: PostgreSQL's alone (an array parameter); SQLite reads
 /// [`MESSAGE_BY_ID`] once per id.
 pub(crate) const MESSAGES_BY_IDS: &str = concat!(
     "SELECT ",
-    message_columns!(),
+    message_read_columns!(),
     " FROM messages WHERE conversation_id = $1 AND id = ANY($2) ORDER BY seq"
 );
 pub(crate) const MESSAGES_OF_TURN: &str = concat!(
     "SELECT ",
-    message_columns!(),
+    message_read_columns!(),
     " FROM messages WHERE conversation_id = $1 AND turn_id = $2 ORDER BY seq"
 );
 pub(crate) const MESSAGES_THROUGH_TURN: &str = concat!(
     "SELECT ",
-    message_columns!(),
+    message_read_columns!(),
     " FROM messages WHERE conversation_id = $1 AND (turn_id IS NULL OR turn_id IN \
      (SELECT id FROM turns WHERE conversation_id = $1 AND number <= $2)) ORDER BY seq"
 );
@@ -106,7 +129,7 @@ pub(crate) const PUT_API_THREAD: &str = concat!(
     put_api_thread_on_conflict!()
 );
 
-/// Messages as arrays, one per column (PostgreSQL): `$1` to `$18`.
+/// Messages as arrays, one per column (PostgreSQL): `$1` to `$19`.
 macro_rules! insert_message_rows {
     () => {
         concat!(
@@ -115,7 +138,7 @@ macro_rules! insert_message_rows {
             ") SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::int8[], \
              $5::int8[], $6::text[], $7::uuid[], $8::int8[], $9::int8[], $10::text[], \
              $11::int8[], $12::int8[], $13::int8[], $14::bool[], $15::timestamptz[], \
-             $16::text[], $17::text[], $18::text[])"
+             $16::text[], $17::text[], $18::text[], $19::bytea[])"
         )
     };
 }
@@ -130,15 +153,15 @@ pub(crate) const COMMIT_GROUP: &str = concat!(
     "WITH m AS (",
     insert_message_rows!(),
     "), c AS (INSERT INTO conversations (id, agency_id, version, created_at) \
-     SELECT * FROM UNNEST($19::uuid[], $20::uuid[], $21::int8[], $22::timestamptz[])), \
+     SELECT * FROM UNNEST($20::uuid[], $21::uuid[], $22::int8[], $23::timestamptz[])), \
      t AS (INSERT INTO turns (",
     turn_columns!(),
-    ") SELECT * FROM UNNEST($23::uuid[], $24::uuid[], $25::int8[], $26::timestamptz[], \
-     $27::timestamptz[], $28::text[], $29::int8[], $30::int8[], $31::int8[], $32::text[], \
-     $33::int8[], $34::text[])",
+    ") SELECT * FROM UNNEST($24::uuid[], $25::uuid[], $26::int8[], $27::timestamptz[], \
+     $28::timestamptz[], $29::text[], $30::int8[], $31::int8[], $32::int8[], $33::text[], \
+     $34::int8[], $35::text[])",
     save_turn_on_conflict!(),
     "), a AS (INSERT INTO api_threads (key_id, hash, conversation_id, turn_number) \
-     SELECT * FROM UNNEST($35::uuid[], $36::text[], $37::uuid[], $38::int8[])",
+     SELECT * FROM UNNEST($36::uuid[], $37::text[], $38::uuid[], $39::int8[])",
     put_api_thread_on_conflict!(),
     ") SELECT 1"
 );
@@ -198,7 +221,12 @@ impl From<&Message> for MessageRow {
             linked_message_id: m.linked.map(|l| l.0),
             from_agent: m.from.map(|a| i64::from(a.get())),
             to_agent: m.to.map(|a| i64::from(a.get())),
-            text: m.text.clone(),
+            // A system prompt's text is kept in `prompts` (see [`prompt_hash`]).
+            text: if m.kind == MessageKind::System {
+                String::new()
+            } else {
+                m.text.clone()
+            },
             prompt_tokens: m.usage.map(|u| i64::from(u.prompt_tokens)),
             completion_tokens: m.usage.map(|u| i64::from(u.completion_tokens)),
             latency_ms: m.latency_ms.map(i64::from),
@@ -209,6 +237,13 @@ impl From<&Message> for MessageRow {
                 .then(|| serde_json::Value::from(m.images.clone()).to_string()),
         }
     }
+}
+
+/// A system prompt's key in `prompts`: the SHA-256 of its text (its row's `prompt`); none for
+/// other messages, which keep their text.
+pub(crate) fn prompt_hash(m: &Message) -> Option<[u8; 32]> {
+    use sha2::Digest;
+    (m.kind == MessageKind::System).then(|| sha2::Sha256::digest(m.text.as_bytes()).into())
 }
 
 /// A message's tool part as stored: `{"calls": [{"id", "name", "arguments"}]}` or

@@ -19,6 +19,11 @@ pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
         let mut insert = conn.prepare_cached(conversations::INSERT_MESSAGE)?;
         for m in &w.messages {
             let r = MessageRow::from(m);
+            let prompt = conversations::prompt_hash(m);
+            if let Some(hash) = &prompt {
+                conn.prepare_cached(conversations::INSERT_PROMPT)?
+                    .execute(params![hash, m.text, r.conversation_id])?;
+            }
             insert.execute(params![
                 r.id,
                 r.conversation_id,
@@ -37,7 +42,8 @@ pub(super) fn apply(conn: &Connection, w: &Write) -> rusqlite::Result<()> {
                 r.created_at,
                 m.role().as_str(),
                 r.tool,
-                r.images
+                r.images,
+                prompt
             ])?;
         }
     }

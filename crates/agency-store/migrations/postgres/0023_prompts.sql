@@ -1,0 +1,11 @@
+-- System prompts, once per agency: every new conversation starts each agent with its system
+-- prompt, the same text each time, and long. A message of kind `system` keeps the SHA-256 of its text in
+-- `prompt` (its `text` left empty) and the text is here, once; the agency takes its prompts
+-- with it when it goes.
+CREATE TABLE prompts (
+    agency_id UUID NOT NULL REFERENCES agencies (id) ON DELETE CASCADE,
+    hash      BYTEA NOT NULL,
+    text      TEXT NOT NULL,
+    PRIMARY KEY (agency_id, hash)
+);
+ALTER TABLE messages ADD COLUMN prompt BYTEA;
