@@ -134,7 +134,6 @@ impl Runtime {
             Ask::Message { conversation, text } => {
                 self.authorize(&request.caller, conversation).await?;
                 let guard = self.lock_conversation(conversation).await?;
-                self.check_agency_budget(&guard).await?;
                 (conversation, Run::Message { guard, text })
             }
             Ask::Chat { agency, turn } => {

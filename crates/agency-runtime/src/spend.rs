@@ -275,28 +275,6 @@ fn exhausted((_, budget, whose): &(String, Budget, Whose), now: DateTime<Utc>) -
     ))
 }
 
-impl crate::Runtime {
-    /// Refuses a message to the conversation `guard` holds when its agency's budget is spent,
-    /// before anything is stored. The agency is the cached one its turn runs on; the store is
-    /// read only when it has a budget.
-    pub(crate) async fn check_agency_budget(
-        &self,
-        guard: &crate::lock::Locked,
-    ) -> Result<(), RuntimeError> {
-        let Some(session) = guard.session() else {
-            return Ok(());
-        };
-        let view = self
-            .agencies()
-            .current(session.agency_id, session.version.is_some())
-            .await?;
-        match Payer::of(None, None, &view.agency) {
-            Some(payer) => self.spending.check(&payer).await,
-            None => Ok(()),
-        }
-    }
-}
-
 /// An agency with a budget or a turn cap whose agent's model has no price (neither among the
 /// agency's own providers' `prices` nor the server's) cannot keep it: refused at that agent's
 /// `model`.

@@ -109,6 +109,20 @@ pub(crate) async fn run(
         roster,
         providers,
     } = agency_of(&rt, &session).await?;
+    let payer = crate::spend::Payer::of(
+        api.as_ref().map(|a| &a.key),
+        api.as_ref().and_then(|a| a.thread.end_user()),
+        &agency,
+    );
+    // A spent budget refuses a message before anything is stored (an API request's was
+    // checked before its conversation was opened; see `Runtime::begin`). No budget: no read.
+    if api.is_none()
+        && let Some(payer) = &payer
+        && let Err(spent) = rt.spending.check(payer).await
+    {
+        guard.put(session);
+        return Err(spent);
+    }
     let mut session = session;
     // A new conversation's agents, and agents added to the agency since the conversation
     // started, get their system prompt; a client's history goes into the manager's context.
@@ -161,11 +175,6 @@ pub(crate) async fn run(
         turn: record.id,
         number: record.number,
     });
-    let payer = crate::spend::Payer::of(
-        api.as_ref().map(|a| &a.key),
-        api.as_ref().and_then(|a| a.thread.end_user()),
-        &agency,
-    );
     let cancel = crate::Cancel::register(&rt, record.conversation_id);
     let span = crate::observe::turn_span(&agency, &record, &said);
     let run = TurnRun {
@@ -546,7 +555,12 @@ impl TurnRun {
                 reply.to = self.engine.last_addressee();
                 self.reply_usage
                     .insert(reply.id, (c.usage, reply.latency_ms));
-                self.apply([capped, steps].concat(), vec![reply]).await
+                let steps = if capped.is_empty() {
+                    steps
+                } else {
+                    [capped, steps].concat()
+                };
+                self.apply(steps, vec![reply]).await
             }
             Err(e) => {
                 tracing::warn!(agent = agent.get(), error = %e, "a model call failed");
