@@ -9,3 +9,8 @@ CREATE TABLE prompts (
     PRIMARY KEY (agency_id, hash)
 );
 ALTER TABLE messages ADD COLUMN prompt BYTEA;
+
+-- Every read of a message names its conversation, whose messages are together under the
+-- primary key: an index of their ids alone was a tenth of what a conversation kept. Ids stay
+-- unique as they are made (UUIDv7), and the primary key refuses a message written twice.
+DROP INDEX messages_id;
