@@ -48,6 +48,8 @@ enum Done {
     },
     /// A model call refused: a budget it would be paid from is spent (why).
     Refused(AgentId, String),
+    /// A call that waited for a person's approval was answered (or timed out).
+    Answered(Box<agency_core::Approval>),
 }
 
 struct TurnRun {
@@ -87,6 +89,12 @@ struct TurnRun {
     span: agency_telemetry::Span,
     /// Who pays for its calls, when a budget applies (see [`crate::spend`]).
     payer: Option<Arc<crate::spend::Payer>>,
+    /// Approvals (see [`crate::approvals`]): whether the turn pauses on them rather than
+    /// waiting in its run; those asked and not answered (paused on, or waited for); the
+    /// approved calls it is to run.
+    pause_on_approvals: bool,
+    approvals_asked: Vec<agency_core::Approval>,
+    approved: Vec<agency_core::Approval>,
 }
 
 pub(crate) async fn run(
@@ -96,7 +104,7 @@ pub(crate) async fn run(
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     api: Option<ApiTurn>,
 ) -> Result<TurnOutcome, RuntimeError> {
-    if input.text.trim().is_empty() && input.results.is_empty() {
+    if input.text.trim().is_empty() && input.results.is_empty() && input.approvals.is_empty() {
         return Err(RuntimeError::Invalid("the message is empty".into()));
     }
     let Some(session) = guard.take_session() else {
@@ -127,12 +135,20 @@ pub(crate) async fn run(
     }
     let input_images = input.images;
     let input_face = input.face;
+    let pause_on_approvals = input_face == Some(agency_core::Face::Responses);
     let said = if agency_telemetry::capture_content() {
         input.text.clone()
     } else {
         String::new()
     };
-    let record = if input.results.is_empty() {
+    let mut held = Vec::new();
+    let record = if !input.approvals.is_empty() {
+        let (record, steps_held, approvals) =
+            resume_approvals(&rt, &session, &mut engine, input.approvals, unanswered).await?;
+        steps.extend(steps_held);
+        held = approvals;
+        record
+    } else if input.results.is_empty() {
         steps.extend(engine.start(input.text, unanswered));
         new_record(&mut session, input_face)
     } else {
@@ -192,7 +208,18 @@ pub(crate) async fn run(
         stop: cancel.stop.clone(),
         span: span.clone(),
         payer,
+        pause_on_approvals,
+        approvals_asked: Vec::new(),
+        approved: Vec::new(),
     };
+    let mut run = run;
+    for (approval, h) in held {
+        match h.outcome {
+            agency_core::engine::HeldOutcome::Run => run.approved.push(approval),
+            agency_core::engine::HeldOutcome::Wait => run.approvals_asked.push(approval),
+            agency_core::engine::HeldOutcome::Result(..) => {}
+        }
+    }
     let stop = cancel.stop.clone();
     span.run(run.go(steps, batch, stop)).await
 }
@@ -271,6 +298,48 @@ async fn paused_record(
     }))
 }
 
+/// A turn paused on approvals resumes (see [`crate::approvals`]): the answers given are
+/// stored, and the calls it held delivered their results, run or still wait.
+async fn resume_approvals(
+    rt: &Runtime,
+    session: &Session,
+    engine: &mut TurnEngine,
+    given: Vec<(agency_core::ApprovalId, agency_core::approval::Answer)>,
+    unanswered: Vec<AgentId>,
+) -> Result<
+    (
+        TurnRecord,
+        Vec<Step>,
+        Vec<(agency_core::Approval, agency_core::engine::Held)>,
+    ),
+    RuntimeError,
+> {
+    let last = match rt.store.last_turn(session.conversation).await? {
+        Some(last)
+            if last.stopped_by == Some(StopReason::Approval) && last.number == session.turns =>
+        {
+            last
+        }
+        _ => {
+            return Err(RuntimeError::Invalid(
+                "no approval request waits in this conversation: its turn went on or ended".into(),
+            ));
+        }
+    };
+    let held = crate::approvals::held(rt, session, last.id, given).await?;
+    let steps = engine.resume_held(
+        last.hops,
+        held.iter().map(|(_, h)| h.clone()).collect(),
+        unanswered,
+    );
+    let record = TurnRecord {
+        finished_at: None,
+        stopped_by: None,
+        ..last
+    };
+    Ok((record, steps, held))
+}
+
 /// Each call `waiting` with its result from `results` (call id, text): every call needs one,
 /// and every result a call (OpenAI's rules, in its words).
 fn answer(
@@ -316,7 +385,13 @@ impl TurnRun {
         tokio::pin!(deadline);
         let mut deadline_passed = false;
         let mut cancelled = false;
+        let mut waited_since: Option<Instant> = None;
         while self.answer.is_none() && self.failure.is_none() {
+            if self.inflight.is_empty() && !self.approvals_asked.is_empty() {
+                // Nothing runs but what waits for a person: the turn pauses in the store.
+                self.pause_for_approvals().await?;
+                continue;
+            }
             if self.inflight.is_empty() {
                 // Nobody is working and nobody answered: end the turn rather than hang.
                 let steps = self.engine.cut_off();
@@ -330,10 +405,21 @@ impl TurnRun {
             }
             // A cancel is seen before whatever ended at the same time (a tool call it stopped
             // ends with it): the turn stops there rather than going on with that result.
+            // Waiting for a person is not run time: the deadline moves on by the wait.
+            let waiting = !self.pause_on_approvals && !self.approvals_asked.is_empty();
+            match (waiting, waited_since) {
+                (true, None) => waited_since = Some(Instant::now()),
+                (false, Some(since)) => {
+                    let at = deadline.deadline() + since.elapsed();
+                    deadline.as_mut().reset(at);
+                    waited_since = None;
+                }
+                _ => {}
+            }
             let next = tokio::select! {
                 biased;
                 Ok(_) = stop.wait_for(|stop| *stop), if !cancelled => Next::Cancel,
-                () = &mut deadline => Next::Timer,
+                () = &mut deadline, if !waiting => Next::Timer,
                 done = self.inflight.next() => Next::Done(done),
             };
             match next {
@@ -410,6 +496,11 @@ impl TurnRun {
             trace: std::mem::take(&mut self.trace),
             roster: self.roster.clone(),
             tool_calls: std::mem::take(&mut self.client_calls),
+            approvals: if stopped_by == StopReason::Approval {
+                std::mem::take(&mut self.approvals_asked)
+            } else {
+                Vec::new()
+            },
         };
         self.settle_later();
         Ok(outcome)
@@ -468,6 +559,7 @@ impl TurnRun {
                 let steps = self.engine.out_of_budget(agent, &why);
                 self.apply(steps, Vec::new()).await
             }
+            Done::Answered(approval) => self.on_answered(*approval).await,
             Done::Tool {
                 agent,
                 reply,
@@ -566,6 +658,7 @@ impl TurnRun {
     ) -> Result<(), RuntimeError> {
         let mut invokes = Vec::new();
         let mut tool_calls = Vec::new();
+        let mut asks = Vec::new();
         let mut write = Write {
             conversation: self.session.unsaved.take(),
             ..Write::default()
@@ -587,6 +680,7 @@ impl TurnRun {
                 }
                 Step::Invoke(agent) => invokes.push(agent),
                 Step::CallTool { agent, reply, call } => tool_calls.push((agent, reply, call)),
+                Step::AskApproval { agent, reply, call } => asks.push((agent, reply, call)),
                 Step::Answer {
                     text,
                     stopped_by,
@@ -649,14 +743,108 @@ impl TurnRun {
             self.invoke(agent);
         }
         for (agent, reply, call) in tool_calls {
-            self.call_tool(agent, reply, call);
+            let approved = self
+                .approved
+                .iter()
+                .position(|a| a.agent == agent && a.reply == reply && a.call.id == call.id)
+                .map(|i| self.approved.swap_remove(i));
+            match approved {
+                Some(approval) => self.call_approved(approval, call.arguments),
+                None => self.call_tool(agent, reply, call, None),
+            }
         }
+        for (agent, reply, call) in asks {
+            self.ask_approval(agent, reply, call).await?;
+        }
+        Ok(())
+    }
+
+    /// Stores `call` as waiting for a person's approval; the turn waits for the answer here,
+    /// or pauses once nothing else runs (see [`crate::approvals`]).
+    async fn ask_approval(
+        &mut self,
+        agent: AgentId,
+        reply: MessageId,
+        call: ToolCall,
+    ) -> Result<(), RuntimeError> {
+        let Some(who) = self.agency.agent(agent) else {
+            return Ok(());
+        };
+        let events = (!self.pause_on_approvals).then(|| self.rt.subscribe());
+        let at = (self.record.conversation_id, self.record.id);
+        let approval = self
+            .rt
+            .ask_approval(self.agency.id, at, who, reply, call)
+            .await?;
+        if let Some(events) = events {
+            let answered = crate::approvals::answered(self.rt.clone(), events, approval.clone());
+            self.inflight.push(Box::pin(
+                async move { Done::Answered(Box::new(answered.await)) },
+            ));
+        }
+        self.approvals_asked.push(approval);
+        Ok(())
+    }
+
+    /// A call that waited for approval was answered: approved, it runs (once); denied, its
+    /// agent reads why.
+    async fn on_answered(&mut self, approval: agency_core::Approval) -> Result<(), RuntimeError> {
+        let Some(i) = self
+            .approvals_asked
+            .iter()
+            .position(|a| a.id == approval.id)
+        else {
+            return Ok(());
+        };
+        let asked = self.approvals_asked.swap_remove(i);
+        if approval.state == agency_core::ApprovalState::Approved && !self.engine.is_ended() {
+            self.call_approved(approval, asked.call.arguments);
+            return Ok(());
+        }
+        let text = if approval.state == agency_core::ApprovalState::Approved {
+            "Not run: the turn had ended before it was approved.".to_string()
+        } else {
+            approval.denial()
+        };
+        let steps =
+            self.engine
+                .on_tool_result(approval.agent, approval.reply, &asked.call, text, true);
+        self.apply(steps, Vec::new()).await
+    }
+
+    /// Runs an approved call (with the arguments it was approved with; `original` are the
+    /// model's), at most once.
+    fn call_approved(&mut self, approval: agency_core::Approval, original: String) {
+        let call = ToolCall {
+            arguments: original,
+            ..approval.call.clone()
+        };
+        self.call_tool(approval.agent, approval.reply, call, Some(approval));
+    }
+
+    /// Nothing runs but calls waiting for a person: the turn ends here, paused, its record
+    /// saying so (`StopReason::Approval`); the answers resume it.
+    async fn pause_for_approvals(&mut self) -> Result<(), RuntimeError> {
+        let steps = self.engine.pause_for_approval();
+        self.apply(steps, Vec::new()).await?;
+        let mut write = Write::default();
+        self.record.stopped_by = Some(StopReason::Approval);
+        write.turns = vec![self.finished_record()];
+        self.answer_sink = None;
+        self.rt.store.write(write).await?;
+        self.answer = Some((String::new(), StopReason::Approval));
         Ok(())
     }
 
     /// Runs one of `agent`'s tool calls; its progress goes on the event stream, and a cancel
     /// of the turn stops it with an error result.
-    fn call_tool(&mut self, agent: AgentId, reply: MessageId, call: ToolCall) {
+    fn call_tool(
+        &mut self,
+        agent: AgentId,
+        reply: MessageId,
+        call: ToolCall,
+        approved: Option<agency_core::Approval>,
+    ) {
         let rt = self.rt.clone();
         let agency = self.agency.clone();
         let mut stop = self.stop.clone();
@@ -689,8 +877,44 @@ impl TurnRun {
                 "Cancelled: the turn was cancelled while the tool ran."
             };
             let scope = (&*agency).into();
-            let (output, took) =
-                crate::call::tool(&rt.tools, scope, &parent, &call, progress, cancelled).await;
+            let Some(approval) = approved else {
+                let (output, took) =
+                    crate::call::tool(&rt.tools, scope, &parent, &call, progress, cancelled).await;
+                return Done::Tool {
+                    agent,
+                    reply,
+                    call,
+                    output,
+                    took,
+                };
+            };
+            // Approved: marked started before it goes out, its result kept after; a call
+            // started before (a crash, another server) is not run again.
+            if let Some((text, is_error)) = crate::approvals::start_once(&rt, approval.id).await {
+                let output = agency_tools::ToolOutput { text, is_error };
+                let took = Duration::ZERO;
+                return Done::Tool {
+                    agent,
+                    reply,
+                    call,
+                    output,
+                    took,
+                };
+            }
+            let note = crate::approvals::edited_note(&approval, &call.arguments);
+            let (mut output, took) = crate::call::tool(
+                &rt.tools,
+                scope,
+                &parent,
+                &approval.call,
+                progress,
+                cancelled,
+            )
+            .await;
+            if let Some(note) = note {
+                output.text.insert_str(0, &note);
+            }
+            crate::approvals::keep_result(&rt, approval.id, &output.text, output.is_error).await;
             Done::Tool {
                 agent,
                 reply,
