@@ -219,7 +219,7 @@ pub(crate) async fn answered(
 /// An approved call goes out at most once: `None` when this is the one to run it (it is now
 /// marked started); else the result it is to be given instead — the one kept, or
 /// [`OUTCOME_UNKNOWN`] when it was started and its result never kept.
-pub(crate) async fn start_once(rt: &Runtime, id: ApprovalId) -> Option<(String, bool)> {
+async fn start_once(rt: &Runtime, id: ApprovalId) -> Option<(String, bool)> {
     match rt.store.start_approved(id, Utc::now()).await {
         Ok(true) => None,
         Ok(false) => {
@@ -236,15 +236,40 @@ pub(crate) async fn start_once(rt: &Runtime, id: ApprovalId) -> Option<(String, 
     }
 }
 
+/// Runs an approved call at most once (`run` makes the call, with the arguments it was
+/// approved with): marked started before it goes out and its result kept after; a call
+/// started before (a crash, another server) is not run again. `original` are the model's
+/// arguments: a result of edited ones begins by saying so.
+pub(crate) async fn run_once<F, Fut>(
+    rt: &Runtime,
+    approval: &Approval,
+    original: &str,
+    run: F,
+) -> (agency_tools::ToolOutput, Duration)
+where
+    F: FnOnce(ToolCall) -> Fut,
+    Fut: std::future::Future<Output = (agency_tools::ToolOutput, Duration)>,
+{
+    if let Some((text, is_error)) = start_once(rt, approval.id).await {
+        return (agency_tools::ToolOutput { text, is_error }, Duration::ZERO);
+    }
+    let (mut output, took) = run(approval.call.clone()).await;
+    if let Some(note) = edited_note(approval, original) {
+        output.text.insert_str(0, &note);
+    }
+    keep_result(rt, approval.id, &output.text, output.is_error).await;
+    (output, took)
+}
+
 /// Keeps a call's result with its approval (logged when it cannot be: the agent has it).
-pub(crate) async fn keep_result(rt: &Runtime, id: ApprovalId, text: &str, is_error: bool) {
+async fn keep_result(rt: &Runtime, id: ApprovalId, text: &str, is_error: bool) {
     if let Err(e) = rt.store.finish_approved(id, text, is_error).await {
         tracing::warn!(error = %e, approval = %id, "could not keep an approved call's result");
     }
 }
 
 /// The text an approved call's result gets when a person changed its arguments.
-pub(crate) fn edited_note(approval: &Approval, original: &str) -> Option<String> {
+fn edited_note(approval: &Approval, original: &str) -> Option<String> {
     (approval.call.arguments != original).then(|| {
         format!(
             "(A person changed the arguments before approving; the call ran with {}.)\n",

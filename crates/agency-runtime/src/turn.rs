@@ -16,7 +16,7 @@ use agency_core::stream::AnswerStream;
 use agency_core::tool::{ToolChoice, ToolUse};
 use agency_core::{
     Agency, AgentId, ChatMessage, Message, MessageId, MessageKind, Role, Roster, StopReason,
-    ToolCall, ToolPart, ToolProgress, TraceEntry, TurnId, TurnRecord, Usage, tool,
+    ToolCall, ToolPart, ToolProgress, TraceEntry, TurnRecord, Usage, tool,
 };
 use agency_providers::{Completion, ModelError, ModelRequest};
 use agency_store::Write;
@@ -141,35 +141,17 @@ pub(crate) async fn run(
     } else {
         String::new()
     };
-    let mut held = Vec::new();
-    let record = if !input.approvals.is_empty() {
-        let (record, steps_held, approvals) =
-            resume_approvals(&rt, &session, &mut engine, input.approvals, unanswered).await?;
-        steps.extend(steps_held);
-        held = approvals;
-        record
-    } else if input.results.is_empty() {
-        steps.extend(engine.start(input.text, unanswered));
-        new_record(&mut session, input_face)
-    } else {
-        let Some((reply, waiting)) = session.waiting_calls(agency.manager, &batch) else {
-            return Err(RuntimeError::Invalid(
-                "messages with role 'tool' must be a response to a preceding message with 'tool_calls'".into(),
-            ));
-        };
-        let results = answer(waiting, input.results)?;
-        let paused = paused_record(&rt, &session).await?;
-        let (record, hops) = match paused {
-            Some(r) => {
-                let hops = r.hops;
-                (r, hops)
-            }
-            None => (new_record(&mut session, input_face), 0),
-        };
-        let text = Some(input.text).filter(|t| !t.trim().is_empty());
-        steps.extend(engine.resume(hops, reply, results, text, unanswered));
-        record
-    };
+    let given = (input.text, input.results, input.approvals, input_face);
+    let (record, opened, held) = opening(
+        &rt,
+        &mut session,
+        &mut engine,
+        (agency.manager, &batch),
+        given,
+        unanswered,
+    )
+    .await?;
+    steps.extend(opened);
     // The turn's record is written when it ends; its messages carry its id from the start, so
     // messages of a turn without a record are those of a turn a crash interrupted.
     rt.publish(|| Event::TurnStarted {
@@ -184,7 +166,7 @@ pub(crate) async fn run(
     );
     let cancel = crate::Cancel::register(&rt, record.conversation_id);
     let span = crate::observe::turn_span(&agency, &record, &said);
-    let run = TurnRun {
+    let mut run = TurnRun {
         engine,
         roster,
         agency,
@@ -212,14 +194,7 @@ pub(crate) async fn run(
         approvals_asked: Vec::new(),
         approved: Vec::new(),
     };
-    let mut run = run;
-    for (approval, h) in held {
-        match h.outcome {
-            agency_core::engine::HeldOutcome::Run => run.approved.push(approval),
-            agency_core::engine::HeldOutcome::Wait => run.approvals_asked.push(approval),
-            agency_core::engine::HeldOutcome::Result(..) => {}
-        }
-    }
+    run.hold(held);
     let stop = cancel.stop.clone();
     span.run(run.go(steps, batch, stop)).await
 }
@@ -254,121 +229,6 @@ async fn agency_of(rt: &Runtime, session: &Session) -> Result<crate::AgencyView,
         roster,
         providers,
     })
-}
-
-/// The record of the conversation's next turn.
-fn new_record(session: &mut Session, face: Option<agency_core::Face>) -> TurnRecord {
-    session.turns += 1;
-    TurnRecord {
-        id: TurnId::new(),
-        conversation_id: session.conversation,
-        number: session.turns,
-        started_at: Utc::now(),
-        finished_at: None,
-        stopped_by: None,
-        hops: 0,
-        usage: Usage::default(),
-        cost: Some(agency_core::Cost::default()),
-        error: None,
-        face,
-    }
-}
-
-/// The conversation's latest turn, when it paused on the client's tools and has not waited
-/// too long: it goes on (running again).
-async fn paused_record(
-    rt: &Runtime,
-    session: &Session,
-) -> Result<Option<TurnRecord>, RuntimeError> {
-    // A conversation not written yet (its calls seeded from the request) has no turns.
-    if session.unsaved.is_some() || session.turns == 0 {
-        return Ok(None);
-    }
-    let Some(last) = rt.store.last_turn(session.conversation).await? else {
-        return Ok(None);
-    };
-    let wait = chrono::Duration::from_std(rt.client_tools_wait()).unwrap_or(chrono::Duration::MAX);
-    let waiting = last.stopped_by == Some(StopReason::ToolCalls)
-        && last.number == session.turns
-        && last.finished_at.is_some_and(|at| Utc::now() - at <= wait);
-    Ok(waiting.then_some(TurnRecord {
-        finished_at: None,
-        stopped_by: None,
-        ..last
-    }))
-}
-
-/// A turn paused on approvals resumes (see [`crate::approvals`]): the answers given are
-/// stored, and the calls it held delivered their results, run or still wait.
-async fn resume_approvals(
-    rt: &Runtime,
-    session: &Session,
-    engine: &mut TurnEngine,
-    given: Vec<(agency_core::ApprovalId, agency_core::approval::Answer)>,
-    unanswered: Vec<AgentId>,
-) -> Result<
-    (
-        TurnRecord,
-        Vec<Step>,
-        Vec<(agency_core::Approval, agency_core::engine::Held)>,
-    ),
-    RuntimeError,
-> {
-    let last = match rt.store.last_turn(session.conversation).await? {
-        Some(last)
-            if last.stopped_by == Some(StopReason::Approval) && last.number == session.turns =>
-        {
-            last
-        }
-        _ => {
-            return Err(RuntimeError::Invalid(
-                "no approval request waits in this conversation: its turn went on or ended".into(),
-            ));
-        }
-    };
-    let held = crate::approvals::held(rt, session, last.id, given).await?;
-    let steps = engine.resume_held(
-        last.hops,
-        held.iter().map(|(_, h)| h.clone()).collect(),
-        unanswered,
-    );
-    let record = TurnRecord {
-        finished_at: None,
-        stopped_by: None,
-        ..last
-    };
-    Ok((record, steps, held))
-}
-
-/// Each call `waiting` with its result from `results` (call id, text): every call needs one,
-/// and every result a call (OpenAI's rules, in its words).
-fn answer(
-    waiting: Vec<ToolCall>,
-    mut results: Vec<(String, String)>,
-) -> Result<Vec<(ToolCall, String, bool)>, RuntimeError> {
-    let mut out = Vec::with_capacity(waiting.len());
-    let mut missing = Vec::new();
-    for call in waiting {
-        match results.iter().position(|(id, _)| *id == call.id) {
-            Some(i) => {
-                let (_, text) = results.swap_remove(i);
-                out.push((call, tool::clip_result(text), false));
-            }
-            None => missing.push(call.id),
-        }
-    }
-    if !missing.is_empty() {
-        return Err(RuntimeError::Invalid(format!(
-            "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
-            missing.join(", ")
-        )));
-    }
-    if let Some((id, _)) = results.first() {
-        return Err(RuntimeError::Invalid(format!(
-            "Invalid parameter: messages with role 'tool' must be a response to a preceding message with 'tool_calls' (no call `{id}` waits for a result)."
-        )));
-    }
-    Ok(out)
 }
 
 impl TurnRun {
@@ -759,83 +619,6 @@ impl TurnRun {
         Ok(())
     }
 
-    /// Stores `call` as waiting for a person's approval; the turn waits for the answer here,
-    /// or pauses once nothing else runs (see [`crate::approvals`]).
-    async fn ask_approval(
-        &mut self,
-        agent: AgentId,
-        reply: MessageId,
-        call: ToolCall,
-    ) -> Result<(), RuntimeError> {
-        let Some(who) = self.agency.agent(agent) else {
-            return Ok(());
-        };
-        let events = (!self.pause_on_approvals).then(|| self.rt.subscribe());
-        let at = (self.record.conversation_id, self.record.id);
-        let approval = self
-            .rt
-            .ask_approval(self.agency.id, at, who, reply, call)
-            .await?;
-        if let Some(events) = events {
-            let answered = crate::approvals::answered(self.rt.clone(), events, approval.clone());
-            self.inflight.push(Box::pin(
-                async move { Done::Answered(Box::new(answered.await)) },
-            ));
-        }
-        self.approvals_asked.push(approval);
-        Ok(())
-    }
-
-    /// A call that waited for approval was answered: approved, it runs (once); denied, its
-    /// agent reads why.
-    async fn on_answered(&mut self, approval: agency_core::Approval) -> Result<(), RuntimeError> {
-        let Some(i) = self
-            .approvals_asked
-            .iter()
-            .position(|a| a.id == approval.id)
-        else {
-            return Ok(());
-        };
-        let asked = self.approvals_asked.swap_remove(i);
-        if approval.state == agency_core::ApprovalState::Approved && !self.engine.is_ended() {
-            self.call_approved(approval, asked.call.arguments);
-            return Ok(());
-        }
-        let text = if approval.state == agency_core::ApprovalState::Approved {
-            "Not run: the turn had ended before it was approved.".to_string()
-        } else {
-            approval.denial()
-        };
-        let steps =
-            self.engine
-                .on_tool_result(approval.agent, approval.reply, &asked.call, text, true);
-        self.apply(steps, Vec::new()).await
-    }
-
-    /// Runs an approved call (with the arguments it was approved with; `original` are the
-    /// model's), at most once.
-    fn call_approved(&mut self, approval: agency_core::Approval, original: String) {
-        let call = ToolCall {
-            arguments: original,
-            ..approval.call.clone()
-        };
-        self.call_tool(approval.agent, approval.reply, call, Some(approval));
-    }
-
-    /// Nothing runs but calls waiting for a person: the turn ends here, paused, its record
-    /// saying so (`StopReason::Approval`); the answers resume it.
-    async fn pause_for_approvals(&mut self) -> Result<(), RuntimeError> {
-        let steps = self.engine.pause_for_approval();
-        self.apply(steps, Vec::new()).await?;
-        let mut write = Write::default();
-        self.record.stopped_by = Some(StopReason::Approval);
-        write.turns = vec![self.finished_record()];
-        self.answer_sink = None;
-        self.rt.store.write(write).await?;
-        self.answer = Some((String::new(), StopReason::Approval));
-        Ok(())
-    }
-
     /// Runs one of `agent`'s tool calls; its progress goes on the event stream, and a cancel
     /// of the turn stops it with an error result.
     fn call_tool(
@@ -877,44 +660,18 @@ impl TurnRun {
                 "Cancelled: the turn was cancelled while the tool ran."
             };
             let scope = (&*agency).into();
-            let Some(approval) = approved else {
-                let (output, took) =
-                    crate::call::tool(&rt.tools, scope, &parent, &call, progress, cancelled).await;
-                return Done::Tool {
-                    agent,
-                    reply,
-                    call,
-                    output,
-                    took,
-                };
+            let (output, took) = match approved {
+                None => {
+                    crate::call::tool(&rt.tools, scope, &parent, &call, progress, cancelled).await
+                }
+                Some(approval) => {
+                    let on = rt.clone();
+                    let run = move |c: ToolCall| async move {
+                        crate::call::tool(&on.tools, scope, &parent, &c, progress, cancelled).await
+                    };
+                    crate::approvals::run_once(&rt, &approval, &call.arguments, run).await
+                }
             };
-            // Approved: marked started before it goes out, its result kept after; a call
-            // started before (a crash, another server) is not run again.
-            if let Some((text, is_error)) = crate::approvals::start_once(&rt, approval.id).await {
-                let output = agency_tools::ToolOutput { text, is_error };
-                let took = Duration::ZERO;
-                return Done::Tool {
-                    agent,
-                    reply,
-                    call,
-                    output,
-                    took,
-                };
-            }
-            let note = crate::approvals::edited_note(&approval, &call.arguments);
-            let (mut output, took) = crate::call::tool(
-                &rt.tools,
-                scope,
-                &parent,
-                &approval.call,
-                progress,
-                cancelled,
-            )
-            .await;
-            if let Some(note) = note {
-                output.text.insert_str(0, &note);
-            }
-            crate::approvals::keep_result(&rt, approval.id, &output.text, output.is_error).await;
             Done::Tool {
                 agent,
                 reply,
@@ -1105,3 +862,8 @@ impl TurnRun {
 fn grace(agency: &Agency) -> Duration {
     agency.limits.turn_deadline.min(MAX_GRACE)
 }
+
+mod approve;
+mod opening;
+use approve::resume_approvals;
+use opening::opening;

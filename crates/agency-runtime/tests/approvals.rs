@@ -2,7 +2,7 @@
 //! agent's policy names waits for an answer given through the runtime's approvals (as the
 //! management API gives it); approved it runs once, denied or timed out it is not run and
 //! the agent reads why; a second answer changes nothing.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 

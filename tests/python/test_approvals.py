@@ -1,0 +1,220 @@
+"""A person's approval before a tool acts (issue 36), through the official `openai` package.
+
+A clerk on the rules model writes the user's message to a file with the stock MCP filesystem
+server (`@modelcontextprotocol/server-filesystem`, from `tests/mcp/install`), a call that
+needs approval. Through the Responses API the call comes back as an `mcp_approval_request`
+item, answered by an `mcp_approval_response` item with `previous_response_id`; through Chat
+Completions, which has no shape for it, the request waits while the approval is given through
+the management API, and the policy's timeout denies.
+
+    cargo build -p agency && bash tests/mcp/install && python -m pytest -q tests/python -k approvals
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from openai.types.responses import ResponseOutputMessage
+from openai.types.responses.response_output_item import McpApprovalRequest
+
+from test_openai_sdk import REQUEST_TIMEOUT, ROOT, _clean_env, agency_bin, start_serve, stop_serve
+
+PASSWORD = "correct horse battery"
+
+
+def mcp_dir() -> Path:
+    return Path(os.environ.get("AGENCY_MCP_DIR", ROOT / "target" / "mcp"))
+
+
+def filesystem_server() -> Path:
+    script = (
+        mcp_dir() / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+    )
+    if not script.is_file():
+        message = f"server-filesystem is not installed ({script}): run tests/mcp/install"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return script
+
+
+def clerk_yaml(name: str, root: Path, timeout: int | None = None) -> str:
+    timeout_line = f"    approve_timeout_secs: {timeout}\n" if timeout else ""
+    return f"""name: {name}
+manager: clerk
+agents:
+  - name: clerk
+    model: builtin/rules
+    tools: [files/write_file]
+    approve: [files/write_file]
+{timeout_line}    rules:
+      - {{ when: user, call: files/write_file,
+          with: {{ path: "{root}/{{{{message}}}}.txt", content: "note {{{{message}}}}" }},
+          do: "Wrote: {{{{result}}}}", send_to: user }}
+"""
+
+
+class Account:
+    """A signed-up account speaking to the management API."""
+
+    def __init__(self, base: str) -> None:
+        self.http = httpx.Client(base_url=base, timeout=REQUEST_TIMEOUT)
+        r = self.http.post("/api/auth/signup", json={"email": "ada@example.com", "password": PASSWORD})
+        assert r.status_code == 201, r.text
+        self.http.headers["x-csrf-token"] = r.json()["csrf_token"]
+
+    def import_agency(self, yaml: str) -> None:
+        r = self.http.post(
+            "/api/agencies/import", content=yaml, headers={"content-type": "application/yaml"}
+        )
+        assert r.status_code == 201, r.text
+
+    def key(self, agency: str) -> str:
+        r = self.http.post(f"/api/agencies/{agency}/keys", json={"name": "app"})
+        assert r.status_code == 201, r.text
+        return r.json()["key"]
+
+    def pending(self) -> list[dict]:
+        r = self.http.get("/api/approvals")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def wait_for_one(self) -> dict:
+        for _ in range(500):
+            pending = self.pending()
+            if pending:
+                assert len(pending) == 1, pending
+                return pending[0]
+            threading.Event().wait(0.02)
+        pytest.fail("no approval was asked for")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    script = filesystem_server()
+    work = tmp_path_factory.mktemp("approvals")
+    root = work / "files"
+    root.mkdir()
+    config = work / "config.yaml"
+    config.write_text(
+        f'mcp_servers:\n  files: {{ command: node, args: ["{script}", "{root}"] }}\n'
+    )
+    log = work / "serve.log"
+    proc, port = start_serve(
+        agency_bin(), ["--db", f"sqlite://{work}/a.db", "--config", str(config)], work,
+        _clean_env(), log, [],
+    )
+    base = f"http://127.0.0.1:{port}"
+    account = Account(base)
+    account.import_agency(clerk_yaml("clerk", root))
+    account.import_agency(clerk_yaml("hasty", root, timeout=1))
+    keys = {"clerk": account.key("clerk"), "hasty": account.key("hasty")}
+    yield base, account, keys, root
+    account.http.close()
+    stop_serve(proc, log)
+
+
+def client(base: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(api_key=key, base_url=f"{base}/v1", max_retries=0, timeout=REQUEST_TIMEOUT)
+
+
+def ask_for_approval(c: openai.OpenAI, name: str) -> tuple[str, McpApprovalRequest]:
+    response = c.responses.create(model="clerk", input=name)
+    assert response.status == "completed"
+    assert len(response.output) == 1
+    item = response.output[0]
+    assert isinstance(item, McpApprovalRequest), item
+    assert item.type == "mcp_approval_request"
+    assert item.server_label == "files"
+    assert item.name == "write_file"
+    assert item.id.startswith("mcpr_")
+    assert '"content":"note ' in item.arguments.replace(" ", "")
+    return response.id, item
+
+
+def test_an_approved_call_runs_once_and_the_answer_uses_its_result(served) -> None:
+    base, _, keys, root = served
+    c = client(base, keys["clerk"])
+    previous, item = ask_for_approval(c, "approved")
+    assert not (root / "approved.txt").exists(), "nothing runs before the approval"
+    response = c.responses.create(
+        model="clerk",
+        previous_response_id=previous,
+        input=[{"type": "mcp_approval_response", "approval_request_id": item.id, "approve": True}],
+    )
+    assert response.previous_response_id == previous
+    message = response.output[0]
+    assert isinstance(message, ResponseOutputMessage)
+    assert response.output_text.startswith("Wrote: Successfully wrote to "), response.output_text
+    assert (root / "approved.txt").read_text() == "note approved"
+    # Answering again changes nothing: the call is not made a second time.
+    (root / "approved.txt").unlink()
+    with pytest.raises(openai.BadRequestError):
+        c.responses.create(
+            model="clerk",
+            previous_response_id=previous,
+            input=[{"type": "mcp_approval_response", "approval_request_id": item.id, "approve": True}],
+        )
+    assert not (root / "approved.txt").exists()
+
+
+def test_a_denied_call_is_never_made(served) -> None:
+    base, _, keys, root = served
+    c = client(base, keys["clerk"])
+    previous, item = ask_for_approval(c, "denied")
+    response = c.responses.create(
+        model="clerk",
+        previous_response_id=previous,
+        input=[
+            {
+                "type": "mcp_approval_response",
+                "approval_request_id": item.id,
+                "approve": False,
+                "reason": "not today",
+            }
+        ],
+    )
+    assert response.output_text == "Wrote: Not run: a person denied it. Their reason: not today"
+    assert not (root / "denied.txt").exists()
+
+
+def test_a_chat_completion_waits_for_an_approval_given_through_the_api(served) -> None:
+    base, account, keys, root = served
+    c = client(base, keys["clerk"])
+    done: dict = {}
+
+    def ask() -> None:
+        done["completion"] = c.chat.completions.create(
+            model="clerk", messages=[{"role": "user", "content": "waited"}]
+        )
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    approval = account.wait_for_one()
+    assert approval["tool"] == "files/write_file"
+    assert approval["state"] == "pending"
+    assert not (root / "waited.txt").exists()
+    r = account.http.post(f"/api/approvals/{approval['id']}/approve")
+    assert r.status_code == 200, r.text
+    asking.join(timeout=REQUEST_TIMEOUT)
+    answer = done["completion"].choices[0].message.content
+    assert answer.startswith("Wrote: Successfully wrote to "), answer
+    assert (root / "waited.txt").read_text() == "note waited"
+    assert account.pending() == []
+
+
+def test_a_streamed_chat_completion_waits_too_and_the_timeout_denies(served) -> None:
+    base, account, keys, root = served
+    c = client(base, keys["hasty"])
+    stream = c.chat.completions.create(
+        model="hasty", messages=[{"role": "user", "content": "late"}], stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == "Wrote: Not run: nobody approved it in time."
+    assert not (root / "late.txt").exists()
+    assert account.pending() == []
