@@ -248,3 +248,31 @@ async fn edited_arguments_are_what_the_call_runs_with(h: Harness) {
         "{text}"
     );
 }
+
+/// Two servers on one PostgreSQL: a turn waiting on server A for an approval goes on when a
+/// person approves on server B (A hears it through the relay), and the call runs once, on A.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_given_on_another_server_resumes_the_turn_waiting_on_this_one() {
+    let Some(url) = agency_store::testing::postgres_url().await else {
+        return;
+    };
+    let a = Harness::on(url.clone(), None).await;
+    let b = Harness::on(url, None).await;
+    a.rt.hear_others().await.unwrap();
+    b.rt.hear_others().await.unwrap();
+    let (model, turn) = start(&a, None, false).await;
+    let asked = pending(&b).await;
+    b.rt.approvals()
+        .answer(LOCAL_OWNER, asked.id, answer(true, None, None))
+        .await
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(20), turn)
+        .await
+        .expect("the turn on A heard the approval given on B")
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.answer, "done");
+    assert_eq!(results(&model), [("hi".to_string(), false)]);
+    let kept = b.store.approval(asked.id).await.unwrap().unwrap();
+    assert_eq!(kept.result, Some(("hi".to_string(), false)));
+}
