@@ -29,6 +29,10 @@ pub struct Approval {
     pub answered_by: Option<String>,
     pub answered_at: Option<String>,
     pub reason: Option<String>,
+    /// When an approved call went out (it goes out once); `null` while it has not.
+    pub started_at: Option<String>,
+    /// Whether its result was an error; `null` until its result is kept.
+    pub failed: Option<bool>,
 }
 
 impl From<&agency_core::Approval> for Approval {
@@ -49,6 +53,8 @@ impl From<&agency_core::Approval> for Approval {
             answered_by: a.answered_by.clone(),
             answered_at: a.answered_at.map(|t| t.to_rfc3339()),
             reason: a.reason.clone(),
+            started_at: a.started_at.map(|t| t.to_rfc3339()),
+            failed: a.result.as_ref().map(|(_, is_error)| *is_error),
         }
     }
 }

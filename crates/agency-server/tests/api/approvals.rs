@@ -141,6 +141,23 @@ async fn a_chat_completion_waits_for_an_approval_given_through_the_api() {
     assert_eq!(status, StatusCode::CONFLICT, "{again}");
     let (_, list) = app.get("/api/approvals").await;
     assert_eq!(list, json!([]));
+
+    // The turn keeps its audit: who approved what, when, with which arguments; it went out.
+    let conversation = approved["conversation_id"].as_str().unwrap();
+    let (status, turn) = app
+        .get(&format!("/api/conversations/{conversation}/turns/1"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{turn}");
+    let audit = &turn["approvals"][0];
+    assert_eq!(audit["id"], json!(id));
+    assert_eq!(audit["state"], json!("approved"));
+    assert_eq!(audit["answered_by"], json!("ada@example.com"));
+    assert!(
+        audit["answered_at"].is_string() && audit["started_at"].is_string(),
+        "{audit}"
+    );
+    assert_eq!(audit["failed"], json!(false));
+    assert_eq!(audit["arguments"], a["arguments"]);
 }
 
 #[tokio::test]
