@@ -131,6 +131,7 @@ impl Approval {
     pub fn denial(&self) -> String {
         let by = match self.answered_by.as_deref() {
             Some("timeout") => "nobody approved it in time",
+            Some("turn ended") => "the turn ended before anyone answered",
             _ => "a person denied it",
         };
         match self

@@ -35,6 +35,8 @@ pub const MAX_ARGUMENTS_BYTES: usize = 100_000;
 
 /// Who answered a call nobody answered in time.
 pub const TIMEOUT: &str = "timeout";
+/// Who answered a call whose turn ended while it waited.
+pub const TURN_ENDED: &str = "turn ended";
 
 /// An account's approvals: listed and answered.
 pub struct Approvals<'a> {

@@ -310,6 +310,7 @@ impl TurnRun {
     fn ended(mut self) -> Result<TurnOutcome, RuntimeError> {
         let conversation = self.record.conversation_id;
         let turn = self.record.id;
+        self.withdraw_approvals();
         if let Some((agent, error)) = self.failure.take() {
             crate::observe::turn_failed(&self.span, &self.agency, self.engine.hops(), &error);
             self.rt.publish(|| Event::TurnFailed {

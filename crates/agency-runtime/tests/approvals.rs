@@ -36,6 +36,7 @@ both!(
     an_unanswered_call_gets_what_the_policy_says_at_its_timeout,
     edits_are_refused_where_the_policy_does_not_allow_them,
     edited_arguments_are_what_the_call_runs_with,
+    a_cancelled_turn_withdraws_what_it_waited_for,
 );
 
 /// A manager that echoes with approval, then answers with what it read.
@@ -275,4 +276,34 @@ async fn an_approval_given_on_another_server_resumes_the_turn_waiting_on_this_on
     assert_eq!(results(&model), [("hi".to_string(), false)]);
     let kept = b.store.approval(asked.id).await.unwrap().unwrap();
     assert_eq!(kept.result, Some(("hi".to_string(), false)));
+}
+
+async fn a_cancelled_turn_withdraws_what_it_waited_for(h: Harness) {
+    let (_, turn) = start(&h, None, false).await;
+    let asked = pending(&h).await;
+    assert!(h.rt.cancel(asked.conversation));
+    let out = turn.await.unwrap().unwrap();
+    assert_eq!(out.stopped_by, agency_core::StopReason::Cancelled);
+    // Nobody is asked about a call that can no longer run.
+    for _ in 0..500 {
+        if h.rt
+            .approvals()
+            .pending(LOCAL_OWNER)
+            .await
+            .unwrap()
+            .is_empty()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let kept = h.store.approval(asked.id).await.unwrap().unwrap();
+    assert_eq!(kept.state, ApprovalState::Denied);
+    assert_eq!(kept.answered_by.as_deref(), Some("turn ended"));
+    assert!(kept.started_at.is_none());
+    let late =
+        h.rt.approvals()
+            .answer(LOCAL_OWNER, asked.id, answer(true, None, None))
+            .await;
+    assert!(matches!(late, Err(RuntimeError::Conflict(_))), "{late:?}");
 }

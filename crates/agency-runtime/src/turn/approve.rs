@@ -10,6 +10,31 @@ use crate::session::Session;
 use crate::{Runtime, RuntimeError};
 
 impl TurnRun {
+    /// The turn ended (answered, failed, cancelled; not paused) with calls still waiting for
+    /// a person: they are denied, unless someone answered first, so that nobody is asked about
+    /// a call that can no longer run. Their agents read why, as late results.
+    pub(super) fn withdraw_approvals(&mut self) {
+        let paused = matches!(self.answer, Some((_, StopReason::Approval)));
+        if self.approvals_asked.is_empty() || paused {
+            return;
+        }
+        let rt = self.rt.clone();
+        let asked = self.approvals_asked.clone();
+        tokio::spawn(async move {
+            for approval in asked {
+                let answer = agency_core::approval::Answer {
+                    approve: false,
+                    reason: None,
+                    arguments: None,
+                    by: crate::approvals::TURN_ENDED.into(),
+                };
+                if let Err(e) = rt.answer_approval(approval, answer).await {
+                    tracing::warn!(error = %e, "could not withdraw an approval");
+                }
+            }
+        });
+    }
+
     /// What a resumed turn's held approvals leave it: calls to run once the engine asks, and
     /// calls still waiting.
     pub(super) fn hold(&mut self, held: Vec<(agency_core::Approval, Held)>) {
