@@ -5,7 +5,9 @@ server (`@modelcontextprotocol/server-filesystem`, from `tests/mcp/install`), a 
 needs approval. Through the Responses API the call comes back as an `mcp_approval_request`
 item, answered by an `mcp_approval_response` item with `previous_response_id`; through Chat
 Completions, which has no shape for it, the request waits while the approval is given through
-the management API, and the policy's timeout denies.
+the management API, and the policy's timeout denies. With `AGENCY_TEST_SERVERS=3` (and
+`AGENCY_TEST_POSTGRES`) three servers on one PostgreSQL answer behind HAProxy, so an approval
+is given on another server than the one whose turn waits or paused.
 
     cargo build -p agency && bash tests/mcp/install && python -m pytest -q tests/python -k approvals
 """
@@ -25,7 +27,17 @@ import pytest
 from openai.types.responses import ResponseOutputMessage
 from openai.types.responses.response_output_item import McpApprovalRequest
 
-from test_openai_sdk import REQUEST_TIMEOUT, ROOT, _clean_env, agency_bin, start_serve, stop_serve
+from test_openai_sdk import (
+    REQUEST_TIMEOUT,
+    ROOT,
+    _clean_env,
+    agency_bin,
+    fresh_postgres_schema,
+    servers_wanted,
+    start_haproxy,
+    start_serve,
+    stop_serve,
+)
 
 PASSWORD = "correct horse battery"
 
@@ -121,18 +133,38 @@ def served(tmp_path_factory: pytest.TempPathFactory):
     config.write_text(
         f'mcp_servers:\n  files: {{ command: node, args: ["{script}", "{root}"] }}\n'
     )
-    log = work / "serve.log"
-    proc, port = start_serve(
-        agency_bin(), ["--db", f"sqlite://{work}/a.db", "--config", str(config)], work,
-        _clean_env(), log, [],
-    )
+    env = _clean_env()
+    servers = servers_wanted()
+    if servers == 1:
+        db = f"sqlite://{work}/a.db"
+    else:
+        # Behind HAProxy, consecutive requests reach different servers: a turn paused or
+        # waiting on one is answered on another.
+        db = fresh_postgres_schema()
+        env["AGENCY_MASTER_KEY"] = "42" * 32
+    running = []
+    for i in range(servers):
+        log = work / f"serve{i + 1}.log"
+        proc, port = start_serve(
+            agency_bin(), ["--db", db, "--config", str(config)], work, env, log, []
+        )
+        running.append((proc, port, log))
+    balancer = None
+    if servers == 1:
+        port = running[0][1]
+    else:
+        balancer, port = start_haproxy([p for _, p, _ in running])
     base = f"http://127.0.0.1:{port}"
     account = Account(base)
     account.import_agency(clerk_yaml("clerk", root))
     account.import_agency(clerk_yaml("hasty", root, timeout=1))
     keys = {"clerk": account.key("clerk"), "hasty": account.key("hasty")}
     yield base, account, keys, root
-    stop_serve(proc, log)
+    if balancer is not None:
+        balancer.kill()
+        balancer.wait()
+    for proc, _, log in running:
+        stop_serve(proc, log)
 
 
 def client(base: str, key: str) -> openai.OpenAI:
