@@ -100,7 +100,7 @@ struct TurnRun {
 pub(crate) async fn run(
     rt: Arc<Runtime>,
     mut guard: crate::lock::Locked,
-    input: TurnInput,
+    mut input: TurnInput,
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     api: Option<ApiTurn>,
 ) -> Result<TurnOutcome, RuntimeError> {
@@ -133,7 +133,7 @@ pub(crate) async fn run(
     if std::mem::take(&mut session.from_store) {
         steps = engine.recover(&session.messages());
     }
-    let input_images = input.images;
+    let input_images = std::mem::take(&mut input.images);
     let input_face = input.face;
     let pause_on_approvals = input_face == Some(agency_core::Face::Responses);
     let said = if agency_telemetry::capture_content() {
@@ -141,13 +141,12 @@ pub(crate) async fn run(
     } else {
         String::new()
     };
-    let given = (input.text, input.results, input.approvals, input_face);
     let (record, opened, held) = opening(
         &rt,
         &mut session,
         &mut engine,
         (agency.manager, &batch),
-        given,
+        input,
         unanswered,
     )
     .await?;

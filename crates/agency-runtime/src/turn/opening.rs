@@ -6,11 +6,11 @@ use agency_core::engine::{Held, Step, TurnEngine};
 use agency_core::{AgentId, Face, Message, StopReason, ToolCall, TurnId, TurnRecord, Usage, tool};
 use chrono::Utc;
 
-use crate::session::Session;
+use crate::session::{Session, TurnInput};
 use crate::{Runtime, RuntimeError};
 
-/// What a turn given `given` (the user's text, the client's results, answers to approvals,
-/// the face) opens with: its record and the engine's first steps. Answers resume the turn
+/// What a turn given `input` (the user's text, the client's results, answers to approvals,
+/// the face; its images are the caller's) opens with: its record and the engine's first steps. Answers resume the turn
 /// paused on those approvals (with the calls it held), results the turn paused on the
 /// client's tools; anything else starts a new turn.
 pub(super) async fn opening(
@@ -18,15 +18,16 @@ pub(super) async fn opening(
     session: &mut Session,
     engine: &mut TurnEngine,
     (manager, batch): (AgentId, &[Message]),
-    given: (
-        String,
-        Vec<(String, String)>,
-        Vec<Answered>,
-        Option<agency_core::Face>,
-    ),
+    input: TurnInput,
     unanswered: Vec<AgentId>,
 ) -> Result<(TurnRecord, Vec<Step>, Vec<(agency_core::Approval, Held)>), RuntimeError> {
-    let (text, results, approvals, face) = given;
+    let TurnInput {
+        text,
+        results,
+        approvals,
+        face,
+        ..
+    } = input;
     if !approvals.is_empty() {
         return super::resume_approvals(rt, session, engine, approvals, unanswered).await;
     }
@@ -39,8 +40,6 @@ pub(super) async fn opening(
         resume_client(rt, session, engine, (manager, batch), given, unanswered).await?;
     Ok((record, steps, Vec::new()))
 }
-
-type Answered = (agency_core::ApprovalId, agency_core::approval::Answer);
 
 /// The record of the conversation's next turn.
 fn new_record(session: &mut Session, face: Option<agency_core::Face>) -> TurnRecord {
