@@ -3121,3 +3121,53 @@ async fn approval_responses_are_checked() {
     // Still pending after all that, and answerable.
     assert_eq!(answering(&app, &key, &id, &item, true).await, "Echoed: x");
 }
+
+/// A desk whose manager hands the user's message to a clerk, whose echo needs approval.
+const DESK: &str = r#"name: desk
+manager: boss
+agents:
+  - name: boss
+    model: builtin/rules
+    rules:
+      - { when: user, do: "{{message}}", send_to: clerk }
+      - { when: clerk, do: "Clerk says: {{message}}", send_to: user }
+  - name: clerk
+    model: builtin/rules
+    tools: [builtin/echo]
+    approve: [builtin/echo]
+    rules:
+      - { when: boss, call: builtin/echo, with: { text: "{{message}}" }, do: "Echoed: {{result}}", send_to: boss }
+"#;
+
+#[tokio::test]
+async fn a_turn_paused_on_another_agents_call_resumes_with_that_agent() {
+    let app = App::spawn().await;
+    let file = AgencyFile::parse("desk.yaml", DESK).unwrap();
+    let agency = app.rt.agencies().save(&file.draft, LOCAL_OWNER).await.unwrap();
+    let key = app.make_key(&agency, "desk", None, None).await;
+    let r = Reply::of(app.post("/v1/responses", Some(&key)).json(&json!({
+        "model": "desk", "input": "file the report",
+    })))
+    .await;
+    let body = r.ok();
+    let item = &body["output"][0];
+    assert_eq!(item["type"], json!("mcp_approval_request"), "{body}");
+    let waiting = app.store.approval(approval_id(item)).await.unwrap().unwrap();
+    let clerk = agency.agents.iter().find(|a| a.name == "clerk").unwrap();
+    assert_eq!(waiting.agent, clerk.id);
+    let id = body["id"].as_str().unwrap();
+    let r = Reply::of(app.post("/v1/responses", Some(&key)).json(&json!({
+        "model": "desk", "previous_response_id": id,
+        "input": [{"type": "mcp_approval_response", "approval_request_id": item["id"], "approve": true}],
+    })))
+    .await;
+    let body = r.ok();
+    assert_eq!(
+        body["output"][0]["content"][0]["text"],
+        json!("Clerk says: Echoed: file the report"),
+        "{body}"
+    );
+    let turns = app.store.turns(waiting.conversation).await.unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0].stopped_by, Some(agency_core::StopReason::Answered));
+}
