@@ -3143,7 +3143,12 @@ agents:
 async fn a_turn_paused_on_another_agents_call_resumes_with_that_agent() {
     let app = App::spawn().await;
     let file = AgencyFile::parse("desk.yaml", DESK).unwrap();
-    let agency = app.rt.agencies().save(&file.draft, LOCAL_OWNER).await.unwrap();
+    let agency = app
+        .rt
+        .agencies()
+        .save(&file.draft, LOCAL_OWNER)
+        .await
+        .unwrap();
     let key = app.make_key(&agency, "desk", None, None).await;
     let r = Reply::of(app.post("/v1/responses", Some(&key)).json(&json!({
         "model": "desk", "input": "file the report",
@@ -3152,7 +3157,12 @@ async fn a_turn_paused_on_another_agents_call_resumes_with_that_agent() {
     let body = r.ok();
     let item = &body["output"][0];
     assert_eq!(item["type"], json!("mcp_approval_request"), "{body}");
-    let waiting = app.store.approval(approval_id(item)).await.unwrap().unwrap();
+    let waiting = app
+        .store
+        .approval(approval_id(item))
+        .await
+        .unwrap()
+        .unwrap();
     let clerk = agency.agents.iter().find(|a| a.name == "clerk").unwrap();
     assert_eq!(waiting.agent, clerk.id);
     let id = body["id"].as_str().unwrap();

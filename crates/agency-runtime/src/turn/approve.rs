@@ -39,6 +39,7 @@ impl TurnRun {
     /// calls still waiting.
     pub(super) fn hold(&mut self, held: Vec<(agency_core::Approval, Held)>) {
         for (approval, h) in held {
+            crate::observe::approval(&self.span, &approval);
             match h.outcome {
                 HeldOutcome::Run => self.approved.push(approval),
                 HeldOutcome::Wait => self.approvals_asked.push(approval),
@@ -70,6 +71,7 @@ impl TurnRun {
                 async move { Done::Answered(Box::new(answered.await)) },
             ));
         }
+        crate::observe::approval(&self.span, &approval);
         self.approvals_asked.push(approval);
         Ok(())
     }
@@ -88,6 +90,7 @@ impl TurnRun {
             return Ok(());
         };
         let asked = self.approvals_asked.swap_remove(i);
+        crate::observe::approval(&self.span, &approval);
         if approval.state == agency_core::ApprovalState::Approved && !self.engine.is_ended() {
             self.call_approved(approval, asked.call.arguments);
             return Ok(());
