@@ -246,7 +246,10 @@ impl TurnRun {
         let mut cancelled = false;
         let mut waited_since: Option<Instant> = None;
         while self.answer.is_none() && self.failure.is_none() {
-            if self.inflight.is_empty() && !self.approvals_asked.is_empty() {
+            if self.pause_on_approvals
+                && self.inflight.is_empty()
+                && !self.approvals_asked.is_empty()
+            {
                 // Nothing runs but what waits for a person: the turn pauses in the store.
                 self.pause_for_approvals().await?;
                 continue;
@@ -262,8 +265,6 @@ impl TurnRun {
                 Timer,
                 Cancel,
             }
-            // A cancel is seen before whatever ended at the same time (a tool call it stopped
-            // ends with it): the turn stops there rather than going on with that result.
             // Waiting for a person is not run time: the deadline moves on by the wait.
             let waiting = !self.pause_on_approvals && !self.approvals_asked.is_empty();
             match (waiting, waited_since) {
@@ -275,6 +276,8 @@ impl TurnRun {
                 }
                 _ => {}
             }
+            // A cancel is seen before whatever ended at the same time (a tool call it stopped
+            // ends with it): the turn stops there rather than going on with that result.
             let next = tokio::select! {
                 biased;
                 Ok(_) = stop.wait_for(|stop| *stop), if !cancelled => Next::Cancel,
