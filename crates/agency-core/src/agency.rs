@@ -186,6 +186,8 @@ pub struct Agent {
     pub memory: crate::memory::MemorySettings,
     /// The tools it may call.
     pub tools: ToolGrants,
+    /// Which of its calls wait for a person's approval.
+    pub approve: crate::approval::ApprovalPolicy,
 }
 
 /// The wire format a provider speaks.
@@ -444,6 +446,12 @@ impl Agency {
                         reflection_half_life_hours: a.memory.half_life_hours,
                         instructions: (!text.is_empty()).then(|| text.join("\n\n")),
                         tools: a.tools.0.clone(),
+                        approve: a.approve.tools.0.clone(),
+                        approve_timeout_secs: a.approve.timeout_secs,
+                        approve_on_timeout: (!a.approve.tools.is_empty()
+                            && a.approve.on_timeout != crate::approval::OnTimeout::Deny)
+                            .then(|| a.approve.on_timeout.as_str().to_string()),
+                        approve_edits: a.approve.edits.then_some(true),
                         rules: a
                             .rules()
                             .map(|r| RuleDraft {

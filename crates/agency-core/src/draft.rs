@@ -229,6 +229,25 @@ pub struct AgentDraft {
     /// (`builtin` is the server of the built-in tools).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// Its tools whose every call waits for a person's approval first: `server/tool`, or
+    /// `server/*` (each of a server named in `tools`). See `docs/approvals.md`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approve: Vec<String>,
+    /// How long a call waits for an answer, in seconds (default: the server's, 300).
+    #[schema(minimum = 1, maximum = 604_800)]
+    #[serde(
+        default,
+        deserialize_with = "whole::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub approve_timeout_secs: Option<u64>,
+    /// What a call nobody answered in time gets: `deny` (the default) or `approve`.
+    #[schema(pattern = "^(deny|approve)$")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_on_timeout: Option<String>,
+    /// Whoever approves may change the call's arguments (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_edits: Option<bool>,
     /// Ad-lib rules: when a message is from `when`, `do` something, and send the response to
     /// `send_to`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -86,6 +86,14 @@ pub enum Step {
     Fail { agent: AgentId, error: String },
     /// The turn was cancelled: it is over, without an answer (`StopReason::Cancelled`).
     Cancelled,
+    /// This call of `agent`'s reply waits for a person's approval (its agent's policy says
+    /// so). Approved, the runtime runs it as a [`Step::CallTool`]; either way its result goes
+    /// to [`TurnEngine::on_tool_result`] (a denial is an error result).
+    AskApproval {
+        agent: AgentId,
+        reply: MessageId,
+        call: ToolCall,
+    },
     /// The turn waits for the client: these calls of the manager's reply `reply` are of the
     /// client's tools (`StopReason::ToolCalls`). Nothing else is running.
     Pause {
@@ -137,6 +145,8 @@ pub struct TurnEngine {
     tool_exchanges: HashMap<(AgentId, u64), u8>,
     last_addressee: Option<AgentId>,
     tools: HashMap<AgentId, ToolGrants>,
+    /// The tools whose calls wait for a person, of the agents that have any.
+    approve: HashMap<AgentId, ToolGrants>,
     /// The client's tools (an API request's), by name: the manager's beside its own.
     client_tools: BTreeSet<String>,
     /// What the answer must be, and how often the manager was corrected for it.
@@ -176,6 +186,12 @@ impl TurnEngine {
                 .agents
                 .iter()
                 .map(|a| (a.id, a.tools.clone()))
+                .collect(),
+            approve: agency
+                .agents
+                .iter()
+                .filter(|a| !a.approve.tools.is_empty())
+                .map(|a| (a.id, a.approve.tools.clone()))
                 .collect(),
             client_tools: BTreeSet::new(),
             answer_check: None,
@@ -665,9 +681,10 @@ impl TurnEngine {
             StopReason::Deadline => "this turn reached its time limit".to_string(),
             StopReason::Loop => "agents were repeating the same exchange".to_string(),
             StopReason::Budget => "this turn reached its cost limit".to_string(),
-            StopReason::Answered | StopReason::Cancelled | StopReason::ToolCalls => {
-                "the turn is over".to_string()
-            }
+            StopReason::Answered
+            | StopReason::Cancelled
+            | StopReason::ToolCalls
+            | StopReason::Approval => "the turn is over".to_string(),
         };
         let how = match self.protocol {
             Protocol::Json => "{\"to\": 0, \"context\": \"<your answer>\"}",
@@ -815,6 +832,7 @@ impl LoopDetector {
 }
 
 mod tools;
+pub use tools::{Held, HeldOutcome};
 
 #[cfg(test)]
 mod tests;

@@ -69,6 +69,10 @@ uuid_id!(
     RoomMessageId
 );
 uuid_id!(
+    /// A tool call waiting for (or given) a person's approval.
+    ApprovalId
+);
+uuid_id!(
     /// A reusable role or personality that room agents point to.
     DefinitionId
 );

@@ -7,6 +7,7 @@
 pub mod account;
 pub mod agency;
 pub mod apikey;
+pub mod approval;
 pub mod draft;
 pub mod engine;
 pub mod entry;
@@ -32,8 +33,9 @@ pub use agency::{
     validate_mcp_servers, validate_providers,
 };
 pub use apikey::{ApiKey, KeyBudgets, KeyState};
+pub use approval::{Approval, ApprovalPolicy, ApprovalState, OnTimeout};
 pub use ids::{
-    AgencyId, AgentId, ConversationId, DefinitionId, MessageId, ParticipantId, RoomId,
+    AgencyId, AgentId, ApprovalId, ConversationId, DefinitionId, MessageId, ParticipantId, RoomId,
     RoomMessageId, TurnId, UserId,
 };
 pub use message::{

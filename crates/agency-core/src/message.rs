@@ -215,6 +215,9 @@ pub enum StopReason {
     /// The manager called tools of the client (an API request's own tools): the turn waits for
     /// their results, which the client's next request brings (it resumes the same turn).
     ToolCalls,
+    /// Calls of tools that need a person's approval wait for it, and nothing else runs: the
+    /// turn is paused in the store; the answers resume it (see `crate::approval`).
+    Approval,
 }
 
 impl StopReason {
@@ -227,6 +230,7 @@ impl StopReason {
             StopReason::Budget => "budget",
             StopReason::Cancelled => "cancelled",
             StopReason::ToolCalls => "tool_calls",
+            StopReason::Approval => "approval",
         }
     }
 
@@ -239,6 +243,7 @@ impl StopReason {
             "budget" => StopReason::Budget,
             "cancelled" => StopReason::Cancelled,
             "tool_calls" => StopReason::ToolCalls,
+            "approval" => StopReason::Approval,
             _ => return None,
         })
     }

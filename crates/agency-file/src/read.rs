@@ -459,6 +459,23 @@ impl Reader {
         }
     }
 
+    fn boolean(&mut self, f: &Fields<'_>, key: &str) -> Option<bool> {
+        let (path, node) = self.field(f, key)?;
+        let parsed = match node {
+            Node::Scalar(s) => match s.as_str().trim() {
+                "true" => Some(true),
+                "false" => Some(false),
+                _ => None,
+            },
+            _ => None,
+        };
+        if parsed.is_none() {
+            let m = format!("must be true or false, found {}", found(node));
+            self.problem(node_pos(node), path, m);
+        }
+        parsed
+    }
+
     fn decimal(&mut self, f: &Fields<'_>, key: &str) -> Option<f64> {
         let (path, node) = self.field(f, key)?;
         let parsed = match node {
@@ -764,6 +781,10 @@ impl Reader {
         let reflection_half_life_hours = self.decimal(f, "reflection_half_life_hours");
         let instructions = self.optional_string(f, "instructions");
         let tools = self.strings(f, "tools", "tools (`server/tool`)");
+        let approve = self.strings(f, "approve", "tools (`server/tool`)");
+        let approve_timeout_secs = self.number(f, "approve_timeout_secs");
+        let approve_on_timeout = self.optional_string(f, "approve_on_timeout");
+        let approve_edits = self.boolean(f, "approve_edits");
         let rules = self
             .list(f, "rules", "rules")
             .into_iter()
@@ -786,6 +807,10 @@ impl Reader {
             reflection_threshold,
             reflection_half_life_hours,
             tools,
+            approve,
+            approve_timeout_secs,
+            approve_on_timeout,
+            approve_edits,
         }
     }
 

@@ -577,6 +577,16 @@ fn decimal() -> impl Strategy<Value = Option<f64>> {
 }
 
 prop_compose! {
+    fn approval()(approve in prop::collection::vec(text(), 0..3),
+                  timeout in any::<Option<u64>>(),
+                  on_timeout in prop::option::of(text()),
+                  edits in any::<Option<bool>>())
+                  -> (Vec<String>, Option<u64>, Option<String>, Option<bool>) {
+        (approve, timeout, on_timeout, edits)
+    }
+}
+
+prop_compose! {
     fn agent_draft()(id in any::<Option<u32>>(), name in text(),
                      handle in prop::option::of(text()), role in prop::option::of(text()),
                      model in text(), temperature in decimal(), top_p in decimal(),
@@ -584,9 +594,12 @@ prop_compose! {
                      rules in prop::collection::vec(rule_draft(), 0..3),
                      reflection_threshold in decimal(),
                      reflection_half_life_hours in decimal(),
-                     tools in prop::collection::vec(text(), 0..3)) -> AgentDraft {
+                     tools in prop::collection::vec(text(), 0..3),
+                     approval in approval().boxed()) -> AgentDraft {
+        let (approve, approve_timeout_secs, approve_on_timeout, approve_edits) = approval;
         AgentDraft { id, name, handle, role, model, temperature, top_p, max_tokens, instructions, rules,
-                     reflection_threshold, reflection_half_life_hours, tools }
+                     reflection_threshold, reflection_half_life_hours, tools, approve,
+                     approve_timeout_secs, approve_on_timeout, approve_edits }
     }
 }
 
@@ -649,22 +662,40 @@ prop_compose! {
                                  prop::option::of(text())),
                       providers in provider_drafts(),
                       mcp_servers in mcp_server_drafts(),
-                      agents in prop::collection::vec(agent_draft(), 0..3)) -> AgencyDraft {
+                      agents in prop::collection::vec(agent_draft().boxed(), 0..3)) -> AgencyDraft {
         let (max_hops, turn_deadline_secs, max_turn_cost_usd, budget_usd, budget_period) = limits;
         AgencyDraft { name, handle, protocol, manager, max_hops, turn_deadline_secs, max_turn_cost_usd, budget_usd, budget_period, providers, mcp_servers, agents }
     }
 }
 
+/// Every draft written as YAML reads back as itself. Run on a thread with a larger stack: a
+/// whole draft's strategy (nested JSON arguments inside rules inside agents) builds its value
+/// trees recursively, deeper than a test thread's 2 MiB in a debug build.
+#[test]
+fn every_draft_round_trips() {
+    let run = || {
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(512));
+        let checked = runner.run(&agency_draft(), |d| {
+            let yaml = to_yaml(&d);
+            let file = AgencyFile::parse("p.yaml", &yaml);
+            prop_assert!(file.is_ok(), "{}\nwritten as:\n{yaml}", file.unwrap_err());
+            prop_assert_eq!(file.unwrap().draft, d, "written as:\n{}", yaml);
+            Ok(())
+        });
+        if let Err(e) = checked {
+            panic!("{e}");
+        }
+    };
+    std::thread::Builder::new()
+        .stack_size(16 << 20)
+        .spawn(run)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
-
-    #[test]
-    fn every_draft_round_trips(d in agency_draft()) {
-        let yaml = to_yaml(&d);
-        let file = AgencyFile::parse("p.yaml", &yaml);
-        prop_assert!(file.is_ok(), "{}\nwritten as:\n{yaml}", file.unwrap_err());
-        prop_assert_eq!(file.unwrap().draft, d, "written as:\n{}", yaml);
-    }
 
     #[test]
     fn any_text_gets_an_answer_not_a_panic(text in prop_oneof![

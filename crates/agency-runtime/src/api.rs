@@ -59,6 +59,9 @@ pub struct ChatTurn {
     pub tool_use: ToolUse,
     /// What the answer must be (JSON, of a schema), when the client asks.
     pub format: Option<crate::format::ResponseFormat>,
+    /// Answers to the approvals the turn `after` names paused on (the Responses API's
+    /// `mcp_approval_response` items): id, approve, reason. They resume that turn.
+    pub approvals: Vec<(agency_core::ApprovalId, bool, Option<String>)>,
 }
 
 impl ChatTurn {
@@ -459,6 +462,24 @@ impl Runtime {
             text = format!("{text}\n\n{}", format.instructions());
         }
         let (results, images) = (turn.results(), turn.images());
+        let by = if turn.approvals.is_empty() {
+            String::new()
+        } else {
+            format!("API key {}", key.name)
+        };
+        let approvals = turn
+            .approvals
+            .iter()
+            .map(|(id, approve, reason)| {
+                let answer = agency_core::approval::Answer {
+                    approve: *approve,
+                    reason: reason.clone(),
+                    arguments: None,
+                    by: by.clone(),
+                };
+                (*id, answer)
+            })
+            .collect();
         // Named by its id, the conversation's transcript is the server's, not the request's.
         let pinned = turn.conversation.is_some() || turn.after.is_some();
         let mut before = if pinned && turn.history.is_empty() {
@@ -473,6 +494,7 @@ impl Runtime {
                 results,
                 images,
                 face: None,
+                approvals,
             },
             api: ApiTurn {
                 key: key.clone(),

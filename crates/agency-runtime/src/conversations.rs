@@ -26,6 +26,9 @@ pub struct TurnDetail {
     /// live answer said), at the agency's prices; `None` for an agent whose model has none.
     pub agent_costs: Vec<(agency_core::AgentId, Option<agency_core::Cost>)>,
     pub roster: Roster,
+    /// The turn's calls that waited for a person: who answered what, when, with which
+    /// arguments, and whether the call went out (its audit, kept with the turn).
+    pub approvals: Vec<agency_core::Approval>,
 }
 
 /// Conversations: started, and read by whoever may (the owner of their agency, or the agency itself); the Responses API's stored responses.
@@ -124,7 +127,9 @@ impl Conversations<'_> {
                 Vec::new()
             }
         };
+        let approvals = self.rt.store.turn_approvals(turn.id).await?;
         Ok(TurnDetail {
+            approvals,
             turn,
             trace: agency_core::trace(&messages),
             agent_costs,

@@ -50,6 +50,12 @@ pub enum Event {
         turn: TurnId,
         error: String,
     },
+    /// A tool call waits for a person's approval (`state` pending), or was answered.
+    Approval {
+        conversation: ConversationId,
+        turn: TurnId,
+        approval: Box<agency_core::Approval>,
+    },
     /// Something happened in a roundtable room.
     Room {
         room: agency_core::RoomId,
@@ -67,7 +73,8 @@ impl Event {
             | Event::ToolProgress { conversation, .. }
             | Event::Hop { conversation, .. }
             | Event::TurnFinished { conversation, .. }
-            | Event::TurnFailed { conversation, .. } => Some(*conversation),
+            | Event::TurnFailed { conversation, .. }
+            | Event::Approval { conversation, .. } => Some(*conversation),
             Event::Room { .. } => None,
         }
     }

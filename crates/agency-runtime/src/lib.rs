@@ -8,6 +8,7 @@
 pub mod accounts;
 pub mod agencies;
 pub mod api;
+pub mod approvals;
 mod call;
 pub mod conversations;
 mod error;
@@ -74,6 +75,9 @@ pub struct TurnOutcome {
     /// The calls of the client's tools the turn paused on (`StopReason::ToolCalls`): the
     /// client's next request brings their results.
     pub tool_calls: Vec<agency_core::ToolCall>,
+    /// The calls waiting for a person's approval the turn paused on
+    /// (`StopReason::Approval`): the next request brings their answers.
+    pub approvals: Vec<agency_core::Approval>,
 }
 
 /// What a turn needs of its agency.
@@ -117,6 +121,9 @@ pub struct Runtime {
     client_tools_wait: std::sync::atomic::AtomicU64,
     /// Budgets' reservations (see [`spend`]).
     spending: spend::Spending,
+    /// How long a call waits for a person's approval when its policy does not say, in
+    /// seconds (see [`approvals`]).
+    approval_timeout: std::sync::atomic::AtomicU64,
 }
 
 /// How long a turn paused on the client's tools waits for them unless the operator says.
@@ -183,6 +190,7 @@ impl Runtime {
             logins: throttle::LoginThrottle::new(throttle::LoginLimits::default()),
             tools,
             client_tools_wait: DEFAULT_CLIENT_TOOLS_WAIT.as_secs().into(),
+            approval_timeout: approvals::default_timeout().into(),
         })
     }
 

@@ -101,6 +101,32 @@ pub(crate) fn hop(span: &Span, agency: &Agency, roster: &Roster, entry: &TraceEn
     });
 }
 
+/// A call asked for a person's approval, or answered: an event of the turn's span (the audit:
+/// who, what, with which arguments when content is captured, and why).
+pub(crate) fn approval(span: &Span, approval: &agency_core::Approval) {
+    span.add_event(sc::EVENT_APPROVAL, || {
+        let mut kv = vec![
+            KeyValue::new(sc::AGENCY_APPROVAL_ID, approval.id.to_string()),
+            KeyValue::new(sc::GEN_AI_TOOL_NAME, approval.call.name.clone()),
+            KeyValue::new(sc::GEN_AI_TOOL_CALL_ID, approval.call.id.clone()),
+            KeyValue::new(sc::AGENCY_APPROVAL_STATE, approval.state.as_str()),
+        ];
+        if let Some(by) = &approval.answered_by {
+            kv.push(KeyValue::new(sc::AGENCY_APPROVAL_ANSWERED_BY, by.clone()));
+        }
+        if capture_content() {
+            kv.push(KeyValue::new(
+                sc::GEN_AI_TOOL_CALL_ARGUMENTS,
+                clip(approval.call.arguments.clone()),
+            ));
+            if let Some(why) = &approval.reason {
+                kv.push(KeyValue::new(sc::AGENCY_APPROVAL_REASON, clip(why.clone())));
+            }
+        }
+        kv
+    });
+}
+
 /// Who makes a model call, for its span and metrics.
 pub(crate) struct Caller {
     /// The agency's name (`rooms` for a room's agents).

@@ -311,7 +311,7 @@ impl Watch {
         }
         self.queued.push_back(match result {
             Ok(outcome) => {
-                let rest = if !outcome.tool_calls.is_empty() {
+                let rest = if !outcome.tool_calls.is_empty() || !outcome.approvals.is_empty() {
                     String::new()
                 } else {
                     match outcome.answer.strip_prefix(self.streamed.as_str()) {

@@ -91,6 +91,12 @@ enum Body {
         t: Uuid,
         error: String,
     },
+    /// An approval asked or answered: read back from the store.
+    Approval {
+        c: Uuid,
+        t: Uuid,
+        id: Uuid,
+    },
     RoomMessage {
         r: Uuid,
         m: Uuid,
@@ -333,6 +339,15 @@ impl Body {
                 t: turn.0,
                 error: clip(error),
             },
+            Event::Approval {
+                conversation,
+                turn,
+                approval,
+            } => Body::Approval {
+                c: conversation.0,
+                t: turn.0,
+                id: approval.id.0,
+            },
             Event::Room { room, change } => {
                 let r = room.0;
                 match change {
@@ -484,6 +499,16 @@ impl Body {
                 turn: TurnId(t),
                 error,
             }],
+            Body::Approval { c, t, id } => store
+                .approval(agency_core::ApprovalId(id))
+                .await?
+                .map(|approval| Event::Approval {
+                    conversation: ConversationId(c),
+                    turn: TurnId(t),
+                    approval: Box::new(approval),
+                })
+                .into_iter()
+                .collect(),
             Body::RoomMessage { r, m } => store
                 .room_message(RoomId(r), RoomMessageId(m))
                 .await?

@@ -353,6 +353,8 @@ pub(crate) struct TurnInput {
     pub images: Vec<String>,
     /// The face the request came by, kept with the turn's record.
     pub face: Option<agency_core::Face>,
+    /// Answers to the approvals the conversation's paused turn waits for: they resume it.
+    pub approvals: Vec<(agency_core::ApprovalId, agency_core::approval::Answer)>,
 }
 
 impl TurnInput {
@@ -362,6 +364,7 @@ impl TurnInput {
             results: Vec::new(),
             images: Vec::new(),
             face: None,
+            approvals: Vec::new(),
         }
     }
 }

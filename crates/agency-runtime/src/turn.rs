@@ -16,7 +16,7 @@ use agency_core::stream::AnswerStream;
 use agency_core::tool::{ToolChoice, ToolUse};
 use agency_core::{
     Agency, AgentId, ChatMessage, Message, MessageId, MessageKind, Role, Roster, StopReason,
-    ToolCall, ToolPart, ToolProgress, TraceEntry, TurnId, TurnRecord, Usage, tool,
+    ToolCall, ToolPart, ToolProgress, TraceEntry, TurnRecord, Usage, tool,
 };
 use agency_providers::{Completion, ModelError, ModelRequest};
 use agency_store::Write;
@@ -48,6 +48,8 @@ enum Done {
     },
     /// A model call refused: a budget it would be paid from is spent (why).
     Refused(AgentId, String),
+    /// A call that waited for a person's approval was answered (or timed out).
+    Answered(Box<agency_core::Approval>),
 }
 
 struct TurnRun {
@@ -87,16 +89,22 @@ struct TurnRun {
     span: agency_telemetry::Span,
     /// Who pays for its calls, when a budget applies (see [`crate::spend`]).
     payer: Option<Arc<crate::spend::Payer>>,
+    /// Approvals (see [`crate::approvals`]): whether the turn pauses on them rather than
+    /// waiting in its run; those asked and not answered (paused on, or waited for); the
+    /// approved calls it is to run.
+    pause_on_approvals: bool,
+    approvals_asked: Vec<agency_core::Approval>,
+    approved: Vec<agency_core::Approval>,
 }
 
 pub(crate) async fn run(
     rt: Arc<Runtime>,
     mut guard: crate::lock::Locked,
-    input: TurnInput,
+    mut input: TurnInput,
     answer_sink: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     api: Option<ApiTurn>,
 ) -> Result<TurnOutcome, RuntimeError> {
-    if input.text.trim().is_empty() && input.results.is_empty() {
+    if input.text.trim().is_empty() && input.results.is_empty() && input.approvals.is_empty() {
         return Err(RuntimeError::Invalid("the message is empty".into()));
     }
     let Some(session) = guard.take_session() else {
@@ -139,35 +147,24 @@ pub(crate) async fn run(
     if std::mem::take(&mut session.from_store) {
         steps = engine.recover(&session.messages());
     }
-    let input_images = input.images;
+    let input_images = std::mem::take(&mut input.images);
     let input_face = input.face;
+    let pause_on_approvals = input_face == Some(agency_core::Face::Responses);
     let said = if agency_telemetry::capture_content() {
         input.text.clone()
     } else {
         String::new()
     };
-    let record = if input.results.is_empty() {
-        steps.extend(engine.start(input.text, unanswered));
-        new_record(&mut session, input_face)
-    } else {
-        let Some((reply, waiting)) = session.waiting_calls(agency.manager, &batch) else {
-            return Err(RuntimeError::Invalid(
-                "messages with role 'tool' must be a response to a preceding message with 'tool_calls'".into(),
-            ));
-        };
-        let results = answer(waiting, input.results)?;
-        let paused = paused_record(&rt, &session).await?;
-        let (record, hops) = match paused {
-            Some(r) => {
-                let hops = r.hops;
-                (r, hops)
-            }
-            None => (new_record(&mut session, input_face), 0),
-        };
-        let text = Some(input.text).filter(|t| !t.trim().is_empty());
-        steps.extend(engine.resume(hops, reply, results, text, unanswered));
-        record
-    };
+    let (record, opened, held) = opening(
+        &rt,
+        &mut session,
+        &mut engine,
+        (agency.manager, &batch),
+        input,
+        unanswered,
+    )
+    .await?;
+    steps.extend(opened);
     // The turn's record is written when it ends; its messages carry its id from the start, so
     // messages of a turn without a record are those of a turn a crash interrupted.
     rt.publish(|| Event::TurnStarted {
@@ -177,7 +174,7 @@ pub(crate) async fn run(
     });
     let cancel = crate::Cancel::register(&rt, record.conversation_id);
     let span = crate::observe::turn_span(&agency, &record, &said);
-    let run = TurnRun {
+    let mut run = TurnRun {
         engine,
         roster,
         agency,
@@ -201,7 +198,11 @@ pub(crate) async fn run(
         stop: cancel.stop.clone(),
         span: span.clone(),
         payer,
+        pause_on_approvals,
+        approvals_asked: Vec::new(),
+        approved: Vec::new(),
     };
+    run.hold(held);
     let stop = cancel.stop.clone();
     span.run(run.go(steps, batch, stop)).await
 }
@@ -238,79 +239,6 @@ async fn agency_of(rt: &Runtime, session: &Session) -> Result<crate::AgencyView,
     })
 }
 
-/// The record of the conversation's next turn.
-fn new_record(session: &mut Session, face: Option<agency_core::Face>) -> TurnRecord {
-    session.turns += 1;
-    TurnRecord {
-        id: TurnId::new(),
-        conversation_id: session.conversation,
-        number: session.turns,
-        started_at: Utc::now(),
-        finished_at: None,
-        stopped_by: None,
-        hops: 0,
-        usage: Usage::default(),
-        cost: Some(agency_core::Cost::default()),
-        error: None,
-        face,
-    }
-}
-
-/// The conversation's latest turn, when it paused on the client's tools and has not waited
-/// too long: it goes on (running again).
-async fn paused_record(
-    rt: &Runtime,
-    session: &Session,
-) -> Result<Option<TurnRecord>, RuntimeError> {
-    // A conversation not written yet (its calls seeded from the request) has no turns.
-    if session.unsaved.is_some() || session.turns == 0 {
-        return Ok(None);
-    }
-    let Some(last) = rt.store.last_turn(session.conversation).await? else {
-        return Ok(None);
-    };
-    let wait = chrono::Duration::from_std(rt.client_tools_wait()).unwrap_or(chrono::Duration::MAX);
-    let waiting = last.stopped_by == Some(StopReason::ToolCalls)
-        && last.number == session.turns
-        && last.finished_at.is_some_and(|at| Utc::now() - at <= wait);
-    Ok(waiting.then_some(TurnRecord {
-        finished_at: None,
-        stopped_by: None,
-        ..last
-    }))
-}
-
-/// Each call `waiting` with its result from `results` (call id, text): every call needs one,
-/// and every result a call (OpenAI's rules, in its words).
-fn answer(
-    waiting: Vec<ToolCall>,
-    mut results: Vec<(String, String)>,
-) -> Result<Vec<(ToolCall, String, bool)>, RuntimeError> {
-    let mut out = Vec::with_capacity(waiting.len());
-    let mut missing = Vec::new();
-    for call in waiting {
-        match results.iter().position(|(id, _)| *id == call.id) {
-            Some(i) => {
-                let (_, text) = results.swap_remove(i);
-                out.push((call, tool::clip_result(text), false));
-            }
-            None => missing.push(call.id),
-        }
-    }
-    if !missing.is_empty() {
-        return Err(RuntimeError::Invalid(format!(
-            "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
-            missing.join(", ")
-        )));
-    }
-    if let Some((id, _)) = results.first() {
-        return Err(RuntimeError::Invalid(format!(
-            "Invalid parameter: messages with role 'tool' must be a response to a preceding message with 'tool_calls' (no call `{id}` waits for a result)."
-        )));
-    }
-    Ok(out)
-}
-
 impl TurnRun {
     async fn go(
         mut self,
@@ -325,7 +253,16 @@ impl TurnRun {
         tokio::pin!(deadline);
         let mut deadline_passed = false;
         let mut cancelled = false;
+        let mut waited_since: Option<Instant> = None;
         while self.answer.is_none() && self.failure.is_none() {
+            if self.pause_on_approvals
+                && self.inflight.is_empty()
+                && !self.approvals_asked.is_empty()
+            {
+                // Nothing runs but what waits for a person: the turn pauses in the store.
+                self.pause_for_approvals().await?;
+                continue;
+            }
             if self.inflight.is_empty() {
                 // Nobody is working and nobody answered: end the turn rather than hang.
                 let steps = self.engine.cut_off();
@@ -337,12 +274,23 @@ impl TurnRun {
                 Timer,
                 Cancel,
             }
+            // Waiting for a person is not run time: the deadline moves on by the wait.
+            let waiting = !self.pause_on_approvals && !self.approvals_asked.is_empty();
+            match (waiting, waited_since) {
+                (true, None) => waited_since = Some(Instant::now()),
+                (false, Some(since)) => {
+                    let at = deadline.deadline() + since.elapsed();
+                    deadline.as_mut().reset(at);
+                    waited_since = None;
+                }
+                _ => {}
+            }
             // A cancel is seen before whatever ended at the same time (a tool call it stopped
             // ends with it): the turn stops there rather than going on with that result.
             let next = tokio::select! {
                 biased;
                 Ok(_) = stop.wait_for(|stop| *stop), if !cancelled => Next::Cancel,
-                () = &mut deadline => Next::Timer,
+                () = &mut deadline, if !waiting => Next::Timer,
                 done = self.inflight.next() => Next::Done(done),
             };
             match next {
@@ -373,6 +321,7 @@ impl TurnRun {
     fn ended(mut self) -> Result<TurnOutcome, RuntimeError> {
         let conversation = self.record.conversation_id;
         let turn = self.record.id;
+        self.withdraw_approvals();
         if let Some((agent, error)) = self.failure.take() {
             crate::observe::turn_failed(&self.span, &self.agency, self.engine.hops(), &error);
             self.rt.publish(|| Event::TurnFailed {
@@ -419,6 +368,11 @@ impl TurnRun {
             trace: std::mem::take(&mut self.trace),
             roster: self.roster.clone(),
             tool_calls: std::mem::take(&mut self.client_calls),
+            approvals: if stopped_by == StopReason::Approval {
+                std::mem::take(&mut self.approvals_asked)
+            } else {
+                Vec::new()
+            },
         };
         self.settle_later();
         Ok(outcome)
@@ -477,6 +431,7 @@ impl TurnRun {
                 let steps = self.engine.out_of_budget(agent, &why);
                 self.apply(steps, Vec::new()).await
             }
+            Done::Answered(approval) => self.on_answered(*approval).await,
             Done::Tool {
                 agent,
                 reply,
@@ -580,6 +535,7 @@ impl TurnRun {
     ) -> Result<(), RuntimeError> {
         let mut invokes = Vec::new();
         let mut tool_calls = Vec::new();
+        let mut asks = Vec::new();
         let mut write = Write {
             conversation: self.session.unsaved.take(),
             ..Write::default()
@@ -601,6 +557,7 @@ impl TurnRun {
                 }
                 Step::Invoke(agent) => invokes.push(agent),
                 Step::CallTool { agent, reply, call } => tool_calls.push((agent, reply, call)),
+                Step::AskApproval { agent, reply, call } => asks.push((agent, reply, call)),
                 Step::Answer {
                     text,
                     stopped_by,
@@ -663,14 +620,31 @@ impl TurnRun {
             self.invoke(agent);
         }
         for (agent, reply, call) in tool_calls {
-            self.call_tool(agent, reply, call);
+            let approved = self
+                .approved
+                .iter()
+                .position(|a| a.agent == agent && a.reply == reply && a.call.id == call.id)
+                .map(|i| self.approved.swap_remove(i));
+            match approved {
+                Some(approval) => self.call_approved(approval, call.arguments),
+                None => self.call_tool(agent, reply, call, None),
+            }
+        }
+        for (agent, reply, call) in asks {
+            self.ask_approval(agent, reply, call).await?;
         }
         Ok(())
     }
 
     /// Runs one of `agent`'s tool calls; its progress goes on the event stream, and a cancel
     /// of the turn stops it with an error result.
-    fn call_tool(&mut self, agent: AgentId, reply: MessageId, call: ToolCall) {
+    fn call_tool(
+        &mut self,
+        agent: AgentId,
+        reply: MessageId,
+        call: ToolCall,
+        approved: Option<agency_core::Approval>,
+    ) {
         let rt = self.rt.clone();
         let agency = self.agency.clone();
         let mut stop = self.stop.clone();
@@ -703,8 +677,18 @@ impl TurnRun {
                 "Cancelled: the turn was cancelled while the tool ran."
             };
             let scope = (&*agency).into();
-            let (output, took) =
-                crate::call::tool(&rt.tools, scope, &parent, &call, progress, cancelled).await;
+            let (output, took) = match approved {
+                None => {
+                    crate::call::tool(&rt.tools, scope, &parent, &call, progress, cancelled).await
+                }
+                Some(approval) => {
+                    let on = rt.clone();
+                    let run = move |c: ToolCall| async move {
+                        crate::call::tool(&on.tools, scope, &parent, &c, progress, cancelled).await
+                    };
+                    crate::approvals::run_once(&rt, &approval, &call.arguments, run).await
+                }
+            };
             Done::Tool {
                 agent,
                 reply,
@@ -895,3 +879,8 @@ impl TurnRun {
 fn grace(agency: &Agency) -> Duration {
     agency.limits.turn_deadline.min(MAX_GRACE)
 }
+
+mod approve;
+mod opening;
+use approve::resume_approvals;
+use opening::opening;

@@ -146,6 +146,7 @@ pub async fn get_turn(
             .map(|e| wire::TraceEntry::new(e, &detail.roster))
             .collect(),
         agent_costs: wire::AgentCost::list(&detail.agent_costs, &detail.roster),
+        approvals: detail.approvals.iter().map(wire::Approval::from).collect(),
     }))
 }
 

@@ -26,6 +26,8 @@ pub enum ConversationEvent {
     ToolProgress(ToolProgress),
     TurnFinished(TurnFinished),
     TurnFailed(TurnFailed),
+    /// A tool call waits for a person's approval (`state` `pending`), or was answered.
+    Approval(wire::Approval),
 }
 
 #[derive(Serialize, ToSchema)]
@@ -136,6 +138,11 @@ impl ConversationEvent {
                 turn: turn.to_string(),
                 error: error.clone(),
             }),
+            Event::Approval {
+                conversation: c,
+                approval,
+                ..
+            } if *c == conversation => Self::Approval(wire::Approval::from(&**approval)),
             _ => return None,
         })
     }

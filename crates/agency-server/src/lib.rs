@@ -5,6 +5,7 @@
 //! and are converted from the domain explicitly; errors are one enum, [`ApiError`].
 
 pub mod a2a;
+mod approvals;
 pub mod auth;
 mod content;
 mod conversations;
@@ -56,6 +57,7 @@ const FLUSH_KEY_USAGE: std::time::Duration = std::time::Duration::from_secs(5);
 fn management_api() -> documented::Documented {
     manage::routes()
         .merge(conversations::routes())
+        .merge(approvals::routes())
         .merge(rooms::routes())
 }
 

@@ -16,6 +16,10 @@ mod security;
 #[path = "api/pages.rs"]
 mod pages;
 
+/// A person's approval before a tool acts, through the management API (issue 36).
+#[path = "api/approvals.rs"]
+mod approvals;
+
 /// Every field of an agency through the API: file, JSON, store, publishing, export.
 #[path = "api/drafts.rs"]
 mod drafts;

@@ -2912,3 +2912,272 @@ async fn results_after_the_pause_expired_start_a_new_turn() {
         "the paused turn stays as it ended; the results began another"
     );
 }
+
+// ---- Approvals in the Responses API (issue 36) ----
+
+/// A clerk whose every `builtin/echo` call waits for a person's approval.
+const CLERK: &str = r#"name: clerk
+manager: clerk
+agents:
+  - name: clerk
+    model: builtin/rules
+    tools: [builtin/echo]
+    approve: [builtin/echo]
+    rules:
+      - { when: user, call: builtin/echo, with: { text: "{{message}}" }, do: "Echoed: {{result}}", send_to: user }
+"#;
+
+/// The clerk, and a key for it.
+async fn clerk(app: &App) -> String {
+    let file = AgencyFile::parse("clerk.yaml", CLERK).unwrap();
+    let agency = app
+        .rt
+        .agencies()
+        .save(&file.draft, LOCAL_OWNER)
+        .await
+        .unwrap();
+    app.make_key(&agency, "clerk", None, None).await
+}
+
+/// A response to `input`, whose output is one `mcp_approval_request` item: the response and
+/// that item.
+async fn asking(app: &App, key: &str, input: &str, stream: bool) -> (String, Value) {
+    let r = Reply::of(app.post("/v1/responses", Some(key)).json(&json!({
+        "model": "clerk", "input": input, "stream": stream,
+    })))
+    .await;
+    let body = if stream {
+        let events = r.events();
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.output_item.done",
+                "response.completed"
+            ]
+        );
+        events[4]["response"].clone()
+    } else {
+        r.ok()
+    };
+    assert_eq!(body["status"], json!("completed"));
+    let output = body["output"].as_array().unwrap();
+    assert_eq!(output.len(), 1, "{body}");
+    let item = output[0].clone();
+    assert_eq!(item["type"], json!("mcp_approval_request"));
+    assert_eq!(item["server_label"], json!("builtin"));
+    assert_eq!(item["name"], json!("echo"));
+    let args: Value = serde_json::from_str(item["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"text": input}));
+    assert!(item["id"].as_str().unwrap().starts_with("mcpr_"), "{item}");
+    (body["id"].as_str().unwrap().to_string(), item)
+}
+
+/// Answers `item` of response `previous`: the answer's text.
+async fn answering(app: &App, key: &str, previous: &str, item: &Value, approve: bool) -> String {
+    let r = Reply::of(app.post("/v1/responses", Some(key)).json(&json!({
+        "model": "clerk", "previous_response_id": previous,
+        "input": [{"type": "mcp_approval_response", "approval_request_id": item["id"],
+                   "approve": approve, "reason": if approve { Value::Null } else { json!("no") }}],
+    })))
+    .await;
+    let body = r.ok();
+    assert_eq!(body["output"][0]["type"], json!("message"), "{body}");
+    body["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn approval_id(item: &Value) -> agency_core::ApprovalId {
+    let hex = item["id"].as_str().unwrap().strip_prefix("mcpr_").unwrap();
+    agency_core::ApprovalId(uuid::Uuid::try_parse(hex).unwrap())
+}
+
+#[tokio::test]
+async fn a_response_asks_for_approval_and_its_answer_resumes_the_turn() {
+    let app = App::spawn().await;
+    let key = clerk(&app).await;
+    for stream in [false, true] {
+        let (id, item) = asking(&app, &key, "ship it", stream).await;
+        let paused = app
+            .store
+            .approval(approval_id(&item))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(paused.state, agency_core::ApprovalState::Pending);
+        let turns = app.store.turns(paused.conversation).await.unwrap();
+        assert_eq!(turns[0].stopped_by, Some(agency_core::StopReason::Approval));
+        let answer = answering(&app, &key, &id, &item, true).await;
+        assert_eq!(answer, "Echoed: ship it");
+        let ran = app.store.approval(paused.id).await.unwrap().unwrap();
+        assert_eq!(ran.state, agency_core::ApprovalState::Approved);
+        assert_eq!(ran.answered_by.as_deref(), Some("API key clerk"));
+        assert_eq!(ran.result, Some(("ship it".to_string(), false)));
+        let turns = app.store.turns(paused.conversation).await.unwrap();
+        assert_eq!(turns.len(), 1, "the paused turn resumed");
+        assert_eq!(turns[0].stopped_by, Some(agency_core::StopReason::Answered));
+    }
+}
+
+#[tokio::test]
+async fn a_denied_request_is_never_run_and_a_started_call_is_never_run_again() {
+    let app = App::spawn().await;
+    let key = clerk(&app).await;
+    let (id, item) = asking(&app, &key, "pay", false).await;
+    let answer = answering(&app, &key, &id, &item, false).await;
+    assert_eq!(
+        answer,
+        "Echoed: Not run: a person denied it. Their reason: no"
+    );
+    let denied = app
+        .store
+        .approval(approval_id(&item))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(denied.started_at.is_none() && denied.result.is_none());
+
+    // Approved and started, and the server stopped before its result was kept: the call is
+    // not made again, and the agent is told.
+    let (id, item) = asking(&app, &key, "pay again", false).await;
+    let approval = approval_id(&item);
+    let yes = agency_core::approval::Answer {
+        approve: true,
+        reason: None,
+        arguments: None,
+        by: "ada@example.com".into(),
+    };
+    assert!(
+        app.store
+            .answer_approval(approval, &yes, chrono::Utc::now())
+            .await
+            .unwrap()
+    );
+    assert!(
+        app.store
+            .start_approved(approval, chrono::Utc::now())
+            .await
+            .unwrap()
+    );
+    let answer = answering(&app, &key, &id, &item, true).await;
+    assert_eq!(
+        answer,
+        format!("Echoed: {}", agency_core::approval::OUTCOME_UNKNOWN)
+    );
+    let kept = app.store.approval(approval).await.unwrap().unwrap();
+    assert!(kept.result.is_none(), "never run, so no result");
+    assert_eq!(
+        kept.answered_by.as_deref(),
+        Some("ada@example.com"),
+        "the first answer stands"
+    );
+}
+
+#[tokio::test]
+async fn approval_responses_are_checked() {
+    let app = App::spawn().await;
+    let key = clerk(&app).await;
+    let (id, item) = asking(&app, &key, "x", false).await;
+    let send = |body: Value| {
+        let rb = app.post("/v1/responses", Some(&key)).json(&body);
+        async move { Reply::of(rb).await }
+    };
+    let without_previous = send(json!({"model": "clerk", "input": [
+        {"type": "mcp_approval_response", "approval_request_id": item["id"], "approve": true}]}))
+    .await;
+    assert_eq!(
+        without_previous.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        without_previous.text
+    );
+    let unknown = send(json!({"model": "clerk", "previous_response_id": id, "input": [
+        {"type": "mcp_approval_response", "approval_request_id": "mcpr_0190f4a3b1c27d8e9f00112233445566", "approve": true}]}))
+    .await;
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST, "{}", unknown.text);
+    let mixed = send(
+        json!({"model": "clerk", "previous_response_id": id, "input": [
+        {"type": "mcp_approval_response", "approval_request_id": item["id"], "approve": true},
+        {"role": "user", "content": "and another thing"}]}),
+    )
+    .await;
+    assert_eq!(mixed.status, StatusCode::BAD_REQUEST, "{}", mixed.text);
+    let no_approve = send(
+        json!({"model": "clerk", "previous_response_id": id, "input": [
+        {"type": "mcp_approval_response", "approval_request_id": item["id"]}]}),
+    )
+    .await;
+    assert_eq!(
+        no_approve.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        no_approve.text
+    );
+    // Still pending after all that, and answerable.
+    assert_eq!(answering(&app, &key, &id, &item, true).await, "Echoed: x");
+}
+
+/// A desk whose manager hands the user's message to a clerk, whose echo needs approval.
+const DESK: &str = r#"name: desk
+manager: boss
+agents:
+  - name: boss
+    model: builtin/rules
+    rules:
+      - { when: user, do: "{{message}}", send_to: clerk }
+      - { when: clerk, do: "Clerk says: {{message}}", send_to: user }
+  - name: clerk
+    model: builtin/rules
+    tools: [builtin/echo]
+    approve: [builtin/echo]
+    rules:
+      - { when: boss, call: builtin/echo, with: { text: "{{message}}" }, do: "Echoed: {{result}}", send_to: boss }
+"#;
+
+#[tokio::test]
+async fn a_turn_paused_on_another_agents_call_resumes_with_that_agent() {
+    let app = App::spawn().await;
+    let file = AgencyFile::parse("desk.yaml", DESK).unwrap();
+    let agency = app
+        .rt
+        .agencies()
+        .save(&file.draft, LOCAL_OWNER)
+        .await
+        .unwrap();
+    let key = app.make_key(&agency, "desk", None, None).await;
+    let r = Reply::of(app.post("/v1/responses", Some(&key)).json(&json!({
+        "model": "desk", "input": "file the report",
+    })))
+    .await;
+    let body = r.ok();
+    let item = &body["output"][0];
+    assert_eq!(item["type"], json!("mcp_approval_request"), "{body}");
+    let waiting = app
+        .store
+        .approval(approval_id(item))
+        .await
+        .unwrap()
+        .unwrap();
+    let clerk = agency.agents.iter().find(|a| a.name == "clerk").unwrap();
+    assert_eq!(waiting.agent, clerk.id);
+    let id = body["id"].as_str().unwrap();
+    let r = Reply::of(app.post("/v1/responses", Some(&key)).json(&json!({
+        "model": "desk", "previous_response_id": id,
+        "input": [{"type": "mcp_approval_response", "approval_request_id": item["id"], "approve": true}],
+    })))
+    .await;
+    let body = r.ok();
+    assert_eq!(
+        body["output"][0]["content"][0]["text"],
+        json!("Clerk says: Echoed: file the report"),
+        "{body}"
+    );
+    let turns = app.store.turns(waiting.conversation).await.unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0].stopped_by, Some(agency_core::StopReason::Answered));
+}

@@ -544,6 +544,40 @@ pub trait RoomStore: Send + Sync {
     async fn delete_definition(&self, id: DefinitionId) -> Result<bool>;
 }
 
+/// Tool calls that wait for a person's approval (issue 36).
+#[async_trait]
+pub trait ApprovalStore: Send + Sync {
+    /// Stores a new pending approval.
+    async fn put_approval(&self, approval: &agency_core::Approval) -> Result<()>;
+    async fn approval(&self, id: agency_core::ApprovalId) -> Result<Option<agency_core::Approval>>;
+    /// The turn's approvals, in the order they were asked.
+    async fn turn_approvals(&self, turn: agency_core::TurnId)
+    -> Result<Vec<agency_core::Approval>>;
+    /// The pending approvals of the agencies `owner` owns, oldest first.
+    async fn pending_approvals(&self, owner: &str) -> Result<Vec<agency_core::Approval>>;
+    /// Answers it, if it is still pending (the first answer wins): false when it was not.
+    async fn answer_approval(
+        &self,
+        id: agency_core::ApprovalId,
+        answer: &agency_core::approval::Answer,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool>;
+    /// Marks an approved call started, if nobody did: false when someone had (it is not run
+    /// again).
+    async fn start_approved(
+        &self,
+        id: agency_core::ApprovalId,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool>;
+    /// Keeps a started call's result (once).
+    async fn finish_approved(
+        &self,
+        id: agency_core::ApprovalId,
+        result: &str,
+        is_error: bool,
+    ) -> Result<()>;
+}
+
 /// Everything the server stores.
 pub trait Store:
     AgencyStore
@@ -557,6 +591,7 @@ pub trait Store:
     + NoticeStore
     + TaskStore
     + SpendStore
+    + ApprovalStore
 {
 }
 impl<
@@ -570,7 +605,8 @@ impl<
         + RoomStore
         + NoticeStore
         + TaskStore
-        + SpendStore,
+        + SpendStore
+        + ApprovalStore,
 > Store for T
 {
 }

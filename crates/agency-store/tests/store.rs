@@ -66,6 +66,7 @@ suite!(
     spend_is_reserved_all_or_nothing_and_settled,
     budgets_of_keys_and_agencies_round_trip,
     system_prompts_read_back_wherever_they_are_kept,
+    approvals_are_answered_once_and_started_once,
 );
 
 fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
@@ -1597,4 +1598,110 @@ async fn system_prompts_read_back_wherever_they_are_kept(s: Arc<dyn Store>) {
     );
     assert!(s.delete_agency(a.id).await.unwrap());
     assert_eq!(s.messages(theirs.id).await.unwrap(), vec![their_prompt]);
+}
+
+async fn approvals_are_answered_once_and_started_once(s: Arc<dyn Store>) {
+    use agency_core::approval::Answer;
+    use agency_core::{Approval, ApprovalId, ApprovalState, OnTimeout};
+    let c = setup(&s).await;
+    let agency = s.conversation(c).await.unwrap().unwrap().agency_id;
+    let at = |secs| chrono::DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap();
+    let turn = TurnId::new();
+    let approval = |n: i64| Approval {
+        id: ApprovalId::new(),
+        agency,
+        conversation: c,
+        turn,
+        agent: agency_core::AgentId::new(4522).unwrap(),
+        reply: agency_core::MessageId::new(),
+        call: agency_core::ToolCall {
+            id: format!("call_{n}"),
+            name: "files/write".into(),
+            arguments: format!("{{\"n\":{n}}}"),
+        },
+        asked_at: at(n),
+        expires_at: at(n + 300),
+        on_timeout: OnTimeout::Approve,
+        edits: true,
+        state: ApprovalState::Pending,
+        answered_by: None,
+        answered_at: None,
+        reason: None,
+        started_at: None,
+        result: None,
+    };
+    let (a, b) = (approval(1), approval(2));
+    s.put_approval(&a).await.unwrap();
+    s.put_approval(&b).await.unwrap();
+    assert!(s.put_approval(&a).await.is_err(), "ids are unique");
+    assert_eq!(s.approval(a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(
+        s.pending_approvals("local").await.unwrap(),
+        [a.clone(), b.clone()]
+    );
+    assert!(
+        s.pending_approvals("someone else")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Not approved yet: it cannot start.
+    assert!(!s.start_approved(a.id, at(5)).await.unwrap());
+    let yes = Answer {
+        approve: true,
+        reason: None,
+        arguments: Some("{\"n\":10}".into()),
+        by: "ana@example.com".into(),
+    };
+    let no = Answer {
+        approve: false,
+        reason: Some("not now".into()),
+        arguments: None,
+        by: "bo@example.com".into(),
+    };
+    assert!(s.answer_approval(a.id, &yes, at(6)).await.unwrap());
+    assert!(
+        !s.answer_approval(a.id, &no, at(7)).await.unwrap(),
+        "the first answer wins"
+    );
+    assert!(s.answer_approval(b.id, &no, at(8)).await.unwrap());
+    assert!(
+        !s.answer_approval(ApprovalId::new(), &no, at(8))
+            .await
+            .unwrap()
+    );
+    let got = s.approval(a.id).await.unwrap().unwrap();
+    assert_eq!(got.state, ApprovalState::Approved);
+    assert_eq!(
+        got.call.arguments, "{\"n\":10}",
+        "edited arguments are kept"
+    );
+    assert_eq!(got.answered_by.as_deref(), Some("ana@example.com"));
+    assert_eq!(got.answered_at, Some(at(6)));
+    assert!(s.pending_approvals("local").await.unwrap().is_empty());
+    let denied = s.approval(b.id).await.unwrap().unwrap();
+    assert_eq!(denied.state, ApprovalState::Denied);
+    assert_eq!(denied.reason.as_deref(), Some("not now"));
+    assert_eq!(denied.call.arguments, "{\"n\":2}");
+    assert!(
+        !s.start_approved(b.id, at(9)).await.unwrap(),
+        "a denied call never starts"
+    );
+
+    assert!(s.start_approved(a.id, at(9)).await.unwrap());
+    assert!(
+        !s.start_approved(a.id, at(10)).await.unwrap(),
+        "it starts once"
+    );
+    s.finish_approved(a.id, "written", false).await.unwrap();
+    s.finish_approved(a.id, "again", true).await.unwrap();
+    let done = s.approval(a.id).await.unwrap().unwrap();
+    assert_eq!(done.started_at, Some(at(9)));
+    assert_eq!(done.result, Some(("written".to_string(), false)));
+    let of_turn = s.turn_approvals(turn).await.unwrap();
+    assert_eq!(
+        of_turn.iter().map(|x| x.id).collect::<Vec<_>>(),
+        [a.id, b.id]
+    );
 }

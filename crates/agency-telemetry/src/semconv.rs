@@ -54,6 +54,11 @@ pub const AGENCY_HOP_TO: &str = "agency.hop.to";
 pub const AGENCY_HOP_KIND: &str = "agency.hop.kind";
 pub const AGENCY_RETRY_ATTEMPT: &str = "agency.retry.attempt";
 pub const AGENCY_RETRY_REASON: &str = "agency.retry.reason";
+/// An approval's id, state (`pending`, `approved`, `denied`), who answered it, and why.
+pub const AGENCY_APPROVAL_ID: &str = "agency.approval.id";
+pub const AGENCY_APPROVAL_STATE: &str = "agency.approval.state";
+pub const AGENCY_APPROVAL_ANSWERED_BY: &str = "agency.approval.answered_by";
+pub const AGENCY_APPROVAL_REASON: &str = "agency.approval.reason";
 pub const AGENCY_TOOL_OUTCOME: &str = "agency.tool.outcome";
 pub const AGENCY_MQTT_DIRECTION: &str = "agency.mqtt.direction";
 pub const AGENCY_STORE_BACKEND: &str = "agency.store.backend";
@@ -64,6 +69,7 @@ pub const AGENCY_MODEL: &str = "agency.model";
 // Span events.
 pub const EVENT_HOP: &str = "agency.hop";
 pub const EVENT_RETRY: &str = "agency.retry";
+pub const EVENT_APPROVAL: &str = "agency.approval";
 
 // Metrics (OpenTelemetry names; Prometheus shows dots as underscores, with the unit and
 // `_total` suffixes: `gen_ai_client_operation_duration_seconds`, `agency_turns_total`).

@@ -110,6 +110,12 @@ pub enum Command {
         /// sent later start a new turn instead of resuming it.
         #[arg(long, env = "AGENCY_CLIENT_TOOLS_WAIT", default_value_t = 3600)]
         client_tools_wait: u64,
+        /// Seconds a tool call waits for a person's approval when its agent's policy does not
+        /// say (`approve_timeout_secs`); then the policy's `approve_on_timeout` (deny by
+        /// default) answers it (docs/approvals.md).
+        #[arg(long, env = "AGENCY_APPROVAL_TIMEOUT", default_value_t = 300,
+              value_parser = clap::value_parser!(u64).range(1..=604_800))]
+        approval_timeout: u64,
         /// Serve Prometheus metrics (`GET /metrics`) on this address, apart from the public
         /// listener. Off by default. Traces and OTLP metrics follow the standard `OTEL_*`
         /// variables (docs/observability.md).

@@ -122,11 +122,13 @@ async fn run(
             header_timeout,
             cors_origins,
             client_tools_wait,
+            approval_timeout,
             trusted_proxies,
             metrics_listen,
             ..
         } => {
             rt.set_client_tools_wait(std::time::Duration::from_secs(client_tools_wait));
+            rt.set_approval_timeout(std::time::Duration::from_secs(approval_timeout));
             let cors =
                 agency_server::CorsOrigins::parse(&cors_origins).map_err(anyhow::Error::msg)?;
             let connections = agency_server::Connections {

@@ -102,6 +102,10 @@ fn boss() -> AgentDraft {
         reflection_half_life_hours: Some(6.0),
         instructions: Some("Line one.\nLine two.".into()),
         tools: vec!["builtin/now".into()],
+        approve: vec!["builtin/now".into()],
+        approve_timeout_secs: Some(90),
+        approve_on_timeout: Some("approve".into()),
+        approve_edits: Some(true),
         rules: vec![
             RuleDraft {
                 when: "user".into(),
@@ -135,6 +139,10 @@ fn helper() -> AgentDraft {
         reflection_half_life_hours: None,
         instructions: None,
         tools: vec![],
+        approve: vec![],
+        approve_timeout_secs: None,
+        approve_on_timeout: None,
+        approve_edits: None,
         rules: vec![RuleDraft {
             when: "any".into(),
             call: None,

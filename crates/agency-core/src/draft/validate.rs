@@ -139,8 +139,11 @@ impl AgencyDraft {
             .enumerate()
             .map(|(i, a)| {
                 let tools = tools_of(i, a, &mut p);
+                let approve = approve_of(i, a, &tools, &mut p);
                 let blocks = blocks_of(i, a, ids[i], &by_name, &self.agents, &tools, &mut p);
-                agent_of(a, ids[i], blocks, tools)
+                let mut agent = agent_of(a, ids[i], blocks, tools);
+                agent.approve = approve;
+                agent
             })
             .collect();
 
@@ -478,6 +481,7 @@ fn agent_of(a: &AgentDraft, id: AgentId, blocks: Vec<Block>, tools: ToolGrants) 
             half_life_hours: a.reflection_half_life_hours,
         },
         tools,
+        approve: crate::approval::ApprovalPolicy::default(),
     }
 }
 
@@ -856,3 +860,6 @@ fn known(agents: &[AgentDraft]) -> String {
         format!(" (agents: {})", names.join(", "))
     }
 }
+
+mod approve;
+use approve::approve_of;

@@ -71,6 +71,9 @@ fn show(steps: &[Step]) -> Vec<String> {
             Step::CallTool { agent, call, .. } => {
                 format!("call {} {} {}", agent.get(), call.name, call.arguments)
             }
+            Step::AskApproval { agent, call, .. } => {
+                format!("ask {} {} {}", agent.get(), call.name, call.arguments)
+            }
             Step::Pause { calls, .. } => format!(
                 "pause {}",
                 calls
@@ -885,4 +888,110 @@ fn a_spent_budget_ends_the_turn_with_why() {
     );
     assert!(t.e.is_ended());
     assert!(t.e.out_of_budget(id(M), "again").is_empty());
+}
+
+fn with_approvals() -> TurnEngine {
+    let agent = |n: u32, name: &str| AgentDraft {
+        id: Some(n),
+        name: name.into(),
+        model: "builtin/rules".into(),
+        tools: vec!["files/*".into(), "builtin/*".into()],
+        approve: vec!["files/write".into()],
+        ..Default::default()
+    };
+    let agency = AgencyDraft {
+        name: "team".into(),
+        protocol: "json".into(),
+        manager: "manager".into(),
+        agents: vec![agent(M, "manager"), agent(A, "alice")],
+        ..Default::default()
+    }
+    .validate(AgencyId::new(), "local", &|_| true)
+    .unwrap();
+    TurnEngine::new(&agency)
+}
+
+#[test]
+fn a_call_the_policy_names_asks_for_approval_and_the_agent_waits_for_it() {
+    let mut e = with_approvals();
+    e.start("hello".into(), []);
+    let reply = MessageId::new();
+    let (w, r) = (
+        call("1", "files/write", "{\"path\":\"a\"}"),
+        call("2", "files/read", "{}"),
+    );
+    let steps = e.on_tool_calls(id(M), reply, "", &[w.clone(), r.clone()]);
+    assert_eq!(
+        show(&steps),
+        [
+            "ask 10 files/write {\"path\":\"a\"}",
+            "call 10 files/read {}"
+        ]
+    );
+    let steps = e.on_tool_result(id(M), reply, &r, "text".into(), false);
+    assert_eq!(show(&steps), ["deliver 10<-0 tool_result \"text\""]);
+    // A denial is the call's error result; then the agent is called again.
+    let steps = e.on_tool_result(
+        id(M),
+        reply,
+        &w,
+        "Not run: a person denied it.".into(),
+        true,
+    );
+    assert_eq!(
+        show(&steps),
+        [
+            "deliver 10<-0 tool_result \"Not run: a person denied\"",
+            "invoke 10"
+        ]
+    );
+}
+
+#[test]
+fn a_turn_paused_on_approvals_resumes_with_the_answers_in_a_new_engine() {
+    let mut e = with_approvals();
+    e.start("hello".into(), []);
+    e.on_reply(id(M), MessageId::new(), &to(A, "write it"));
+    let reply = MessageId::new();
+    let (w1, w2, w3) = (
+        call("1", "files/write", "{}"),
+        call("2", "files/write", "{\"n\":2}"),
+        call("3", "files/write", "{\"n\":3}"),
+    );
+    let steps = e.on_tool_calls(id(A), reply, "", &[w1.clone(), w2.clone(), w3.clone()]);
+    assert_eq!(steps.len(), 3);
+    assert!(show(&e.pause_for_approval()).is_empty());
+    assert!(e.is_ended() && !e.in_flight());
+    let hops = e.hops();
+
+    let mut e = with_approvals();
+    let held = |call: &crate::tool::ToolCall, outcome| Held {
+        agent: id(A),
+        reply,
+        call: call.clone(),
+        outcome,
+    };
+    let steps = e.resume_held(
+        hops,
+        vec![
+            held(&w1, HeldOutcome::Run),
+            held(&w2, HeldOutcome::Result("Not run: denied.".into(), true)),
+            held(&w3, HeldOutcome::Wait),
+        ],
+        [],
+    );
+    assert_eq!(
+        show(&steps),
+        [
+            "call 20 files/write {}",
+            "deliver 20<-0 tool_result \"Not run: denied.\""
+        ]
+    );
+    assert_eq!(e.hops(), hops + 1);
+    e.on_tool_result(id(A), reply, &w1, "ok".into(), false);
+    let steps = e.on_tool_result(id(A), reply, &w3, "ok 3".into(), false);
+    assert_eq!(
+        show(&steps),
+        ["deliver 20<-0 tool_result \"ok 3\"", "invoke 20"]
+    );
 }

@@ -62,10 +62,11 @@ impl TurnEngine {
         for call in calls {
             if grants.allows(&call.name) {
                 running += 1;
-                steps.push(Step::CallTool {
-                    agent,
-                    reply,
-                    call: call.clone(),
+                let (reply, call) = (reply, call.clone());
+                steps.push(if self.needs_approval(agent, &call.name) {
+                    Step::AskApproval { agent, reply, call }
+                } else {
+                    Step::CallTool { agent, reply, call }
                 });
             } else if agent == self.manager && self.client_tools.contains(&call.name) {
                 client.push(call.clone());
@@ -133,6 +134,72 @@ impl TurnEngine {
         steps
     }
 
+    fn needs_approval(&self, agent: AgentId, name: &str) -> bool {
+        !self.approve.is_empty() && self.approve.get(&agent).is_some_and(|g| g.allows(name))
+    }
+
+    /// The turn stops here because everything it waits for is a person's approval (the
+    /// runtime keeps those calls in the store): it is over for now, and what waited for busy
+    /// agents goes into their contexts after their calls, for the turn that resumes it.
+    pub fn pause_for_approval(&mut self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if self.phase == Phase::Ended {
+            return steps;
+        }
+        self.phase = Phase::Ended;
+        for (_, s) in &mut self.agents {
+            s.busy = false;
+            s.pending_tools = 0;
+            s.client_calls = None;
+            s.unanswered |= !s.waiting.is_empty();
+            steps.extend(s.waiting.drain(..).map(Step::Deliver));
+        }
+        steps
+    }
+
+    /// A turn paused on approvals goes on, in this new engine, with the hops it had reached:
+    /// each agent with calls `held` (of its reply) is busy with them again; a held call with a
+    /// result (a denial, or a result kept before) has it delivered, one marked `run` is run
+    /// ([`Step::CallTool`]), and one neither still waits. Agents in `unanswered` are called
+    /// too, as at [`TurnEngine::start`].
+    pub fn resume_held(
+        &mut self,
+        hops: u32,
+        held: Vec<Held>,
+        unanswered: impl IntoIterator<Item = AgentId>,
+    ) -> Vec<Step> {
+        let mut steps = Vec::new();
+        self.hops = hops;
+        for id in unanswered {
+            if let Some(s) = self.state(id) {
+                s.unanswered = true;
+            }
+        }
+        for h in &held {
+            if let Some(s) = self.state(h.agent) {
+                s.busy = true;
+                s.unanswered = true;
+                s.pending_tools += 1;
+            }
+        }
+        for h in held {
+            match h.outcome {
+                HeldOutcome::Result(text, is_error) => {
+                    let more = self.on_tool_result(h.agent, h.reply, &h.call, text, is_error);
+                    steps.extend(more);
+                }
+                HeldOutcome::Run => steps.push(Step::CallTool {
+                    agent: h.agent,
+                    reply: h.reply,
+                    call: h.call,
+                }),
+                HeldOutcome::Wait => {}
+            }
+        }
+        self.schedule(&mut steps);
+        steps
+    }
+
     /// What a call of `name` that `grants` do not allow gets: the manager is reminded of the
     /// client's tools too.
     fn refusal(&self, agent: AgentId, grants: &ToolGrants, name: &str) -> String {
@@ -176,6 +243,26 @@ impl TurnEngine {
         steps.push(Step::Pause { reply, calls });
         self.flush_idle(steps);
     }
+}
+
+/// A call a paused turn held for a person's approval, as the turn resumes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    pub agent: AgentId,
+    pub reply: MessageId,
+    pub call: ToolCall,
+    pub outcome: HeldOutcome,
+}
+
+/// What becomes of a held call as the turn resumes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeldOutcome {
+    /// Its result is known (a denial, or a result kept before): delivered.
+    Result(String, bool),
+    /// Approved and not run yet: run it.
+    Run,
+    /// Still unanswered.
+    Wait,
 }
 
 /// The result of `call` for `agent`'s context.

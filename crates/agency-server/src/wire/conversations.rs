@@ -194,6 +194,9 @@ pub struct TurnTrace {
     /// What each agent's model calls cost, in the order the agents first answered, at the
     /// agency's prices: as the turn's live answer said.
     pub agent_costs: Vec<AgentCost>,
+    /// Its calls that waited for a person's approval, in the order they were asked: who
+    /// answered, when, why, with which arguments, and when an approved call went out.
+    pub approvals: Vec<super::Approval>,
 }
 
 impl AgentCost {

@@ -1,10 +1,12 @@
 //! The JSON this API speaks, converted from the domain explicitly: what every answer shares
 //! (errors, checked strings) here, each area's beside the others in `wire/`.
 
+mod approvals;
 mod conversations;
 mod manage;
 mod rooms;
 
+pub use approvals::*;
 pub use conversations::*;
 pub use manage::*;
 pub use rooms::*;

@@ -10,6 +10,7 @@ use crate::{Result, StoreError, redact};
 
 mod accounts;
 mod agencies;
+mod approvals;
 mod conversations;
 mod group_commit;
 mod keys;

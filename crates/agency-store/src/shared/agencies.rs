@@ -288,6 +288,15 @@ struct StoredSampling {
     /// And so do its tools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     tools: Vec<String>,
+    /// And its approval policy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    approve: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approve_timeout_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approve_on_timeout: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    approve_edits: bool,
 }
 
 /// The agent's model settings (sampling, and its memory settings) as kept in the `sampling`
@@ -301,6 +310,11 @@ pub(crate) fn settings_json(a: &Agent) -> String {
         reflection_threshold: a.memory.reflection_threshold,
         reflection_half_life_hours: a.memory.half_life_hours,
         tools: a.tools.0.clone(),
+        approve: a.approve.tools.0.clone(),
+        approve_timeout_secs: a.approve.timeout_secs,
+        approve_on_timeout: (a.approve.on_timeout != agency_core::OnTimeout::Deny)
+            .then(|| a.approve.on_timeout.as_str().to_string()),
+        approve_edits: a.approve.edits,
     };
     serde_json::to_string(&stored).unwrap_or_else(|_| "{}".into())
 }
@@ -312,6 +326,7 @@ fn settings_of(
         agency_core::Sampling,
         agency_core::memory::MemorySettings,
         agency_core::ToolGrants,
+        agency_core::ApprovalPolicy,
     ),
     StoreError,
 > {
@@ -327,6 +342,16 @@ fn settings_of(
             half_life_hours: s.reflection_half_life_hours,
         },
         agency_core::ToolGrants(s.tools),
+        agency_core::ApprovalPolicy {
+            tools: agency_core::ToolGrants(s.approve),
+            timeout_secs: s.approve_timeout_secs,
+            on_timeout: s
+                .approve_on_timeout
+                .as_deref()
+                .and_then(agency_core::OnTimeout::parse)
+                .unwrap_or_default(),
+            edits: s.approve_edits,
+        },
     ))
 }
 
@@ -464,9 +489,10 @@ fn agency_of(row: AgencyRow, agents: Vec<AgentRow>) -> Result<Agency, StoreError
         agents: agents
             .into_iter()
             .map(|a| {
-                let (sampling, memory, tools) = settings_of(&a.sampling)?;
+                let (sampling, memory, tools, approve) = settings_of(&a.sampling)?;
                 Ok(Agent {
                     tools,
+                    approve,
                     id: agent_id(a.id)?,
                     model: ModelRef::parse(&a.model).ok_or_else(|| corrupt(&a.model))?,
                     sampling,

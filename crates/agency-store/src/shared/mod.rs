@@ -10,6 +10,7 @@ use crate::StoreError;
 
 pub(crate) mod accounts;
 pub(crate) mod agencies;
+pub(crate) mod approvals;
 pub(crate) mod conversations;
 pub(crate) mod keys;
 pub(crate) mod memory;

@@ -26,6 +26,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0018_spend.sql"),
     include_str!("../../migrations/sqlite/0019_a2a_tasks.sql"),
     include_str!("../../migrations/sqlite/0020_turn_face.sql"),
+    include_str!("../../migrations/sqlite/0021_approvals.sql"),
     include_str!("../../migrations/sqlite/0022_leaner_messages.sql"),
 ];
 

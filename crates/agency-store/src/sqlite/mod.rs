@@ -18,6 +18,7 @@ use migrate::migrate;
 
 mod accounts;
 mod agencies;
+mod approvals;
 mod checkpoint;
 mod conversations;
 mod group_commit;

@@ -177,7 +177,8 @@ fn chat_messages(items: &[Value]) -> Result<Vec<ChatMessage>, OpenAiError> {
                     other,
                 });
             }
-            "reasoning" => {}
+            // Approval requests echoed back are the server's own; responses are read apart.
+            "reasoning" | "mcp_approval_request" | "mcp_approval_response" => {}
             other => {
                 return Err(OpenAiError::invalid(
                     format!(
@@ -190,6 +191,57 @@ fn chat_messages(items: &[Value]) -> Result<Vec<ChatMessage>, OpenAiError> {
     }
     if !calls.is_empty() {
         out.push(calls_message(calls));
+    }
+    Ok(out)
+}
+
+/// The `mcp_approval_response` items: each answers an approval request
+/// (`approval_request_id`, `mcpr_…`) of the previous response: `approve`, and a `reason`.
+pub(super) fn approvals(
+    items: &[Value],
+) -> Result<Vec<(agency_core::ApprovalId, bool, Option<String>)>, OpenAiError> {
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        if kind(item) != "mcp_approval_response" {
+            continue;
+        }
+        let param = format!("input[{i}]");
+        let id = item
+            .get("approval_request_id")
+            .and_then(Value::as_str)
+            .and_then(|id| id.strip_prefix("mcpr_"))
+            .and_then(|hex| uuid::Uuid::try_parse(hex).ok())
+            .ok_or_else(|| {
+                OpenAiError::invalid(
+                    format!("Invalid '{param}.approval_request_id': an `mcp_approval_request` item's id (`mcpr_…`) is expected."),
+                    Some(&format!("{param}.approval_request_id")),
+                )
+            })?;
+        let approve = item
+            .get("approve")
+            .and_then(Value::as_bool)
+            .ok_or_else(|| {
+                OpenAiError::invalid(
+                    format!("Missing required parameter: '{param}.approve'."),
+                    Some(&format!("{param}.approve")),
+                )
+            })?;
+        let reason = item
+            .get("reason")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        out.push((agency_core::ApprovalId(id), approve, reason));
+    }
+    let others = items.iter().position(|i| {
+        !["mcp_approval_response", "mcp_approval_request", "reasoning"].contains(&kind(i))
+    });
+    if let (false, Some(i)) = (out.is_empty(), others) {
+        return Err(OpenAiError::invalid(
+            format!(
+                "Invalid 'input[{i}]': `mcp_approval_response` items resume the turn that asked, and are sent alone (a new message follows in the next request)."
+            ),
+            Some(&format!("input[{i}]")),
+        ));
     }
     Ok(out)
 }
@@ -258,6 +310,7 @@ pub(super) fn with_id(item: &Value) -> Value {
             let prefix = match o.get("type").and_then(Value::as_str) {
                 Some("function_call") => "fc",
                 Some("function_call_output") => "fco",
+                Some("mcp_approval_response") => "mcpa",
                 _ => "msg",
             };
             o.insert("id".into(), json!(new_id(prefix)));

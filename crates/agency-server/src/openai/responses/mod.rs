@@ -194,8 +194,20 @@ pub(super) async fn create(
         Some(id) => Some(previous(&s, &agency, request_id, id).await?),
     };
     let items = input::input_items(request.input.as_ref())?;
+    let approvals = input::approvals(&items)?;
+    if !approvals.is_empty() && previous.is_none() {
+        return Err(OpenAiError::invalid(
+            "`mcp_approval_response` items answer the approval requests of a previous response: send its id as `previous_response_id`.",
+            Some("previous_response_id"),
+        ));
+    }
     let messages = input::messages(request.instructions.as_deref(), previous.as_ref(), &items)?;
-    let mut turn = chat_turn(messages, previous.is_some())?;
+    let mut turn = if approvals.is_empty() {
+        chat_turn(messages, previous.is_some())?
+    } else {
+        agency_runtime::api::ChatTurn::default()
+    };
+    turn.approvals = approvals;
     turn.end_user = end_user(&request.other);
     turn.tools = client.tools;
     turn.tool_use = client.tool_use;
@@ -289,9 +301,12 @@ fn check(r: &CreateResponse) -> Result<(), OpenAiError> {
     Ok(())
 }
 
-/// The output of a turn: the answer as one message, or the calls it paused on.
+/// The output of a turn: the answer as one message, or the calls it paused on (the client's,
+/// or those waiting for a person's approval).
 fn output(out: &TurnOutcome) -> Vec<Value> {
-    if out.tool_calls.is_empty() {
+    if !out.approvals.is_empty() {
+        out.approvals.iter().map(approval_item).collect()
+    } else if out.tool_calls.is_empty() {
         vec![message_item(&new_id("msg"), &out.answer, "completed")]
     } else {
         out.tool_calls
@@ -318,6 +333,19 @@ fn call_item(id: &str, call: &ToolCall, status: &str) -> Value {
     };
     json!({"type": "function_call", "id": id, "call_id": call.id, "name": call.name,
            "arguments": arguments, "status": status})
+}
+
+/// An approval the turn waits for, as OpenAI's `mcp_approval_request` item: the server's
+/// name is its label, and the id (`mcpr_…`) is what `mcp_approval_response` answers.
+pub(super) fn approval_item(approval: &agency_core::Approval) -> Value {
+    let (server, tool) =
+        agency_core::tool::split(&approval.call.name).unwrap_or(("", &approval.call.name));
+    json!({"type": "mcp_approval_request", "id": approval_request_id(approval.id),
+           "server_label": server, "name": tool, "arguments": approval.call.arguments})
+}
+
+pub(super) fn approval_request_id(id: agency_core::ApprovalId) -> String {
+    format!("mcpr_{}", id.0.simple())
 }
 
 fn usage(out: &TurnOutcome) -> Value {

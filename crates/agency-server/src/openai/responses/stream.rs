@@ -128,6 +128,29 @@ impl Events {
         }
         items
     }
+
+    /// The items of the approvals the turn paused on: each added and done (they have no
+    /// events in between).
+    fn approvals(
+        &mut self,
+        approvals: &[agency_core::Approval],
+        out: &mut Vec<Event>,
+    ) -> Vec<Value> {
+        let mut items = Vec::new();
+        for (index, approval) in approvals.iter().enumerate() {
+            let item = super::approval_item(approval);
+            out.push(self.event(
+                "response.output_item.added",
+                json!({"output_index": index, "item": item}),
+            ));
+            out.push(self.event(
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
+            ));
+            items.push(item);
+        }
+        items
+    }
 }
 
 impl crate::encode::Encoder for Events {
@@ -148,7 +171,9 @@ impl crate::encode::Encoder for Events {
             TurnEvent::Text(piece) => self.delta(&piece, &mut out),
             TurnEvent::Progress(_) => {}
             TurnEvent::Finished { outcome, rest } => {
-                let output = if outcome.tool_calls.is_empty() {
+                let output = if !outcome.approvals.is_empty() {
+                    self.approvals(&outcome.approvals, &mut out)
+                } else if outcome.tool_calls.is_empty() {
                     vec![self.answer(&rest, &mut out)]
                 } else {
                     self.calls(&outcome.tool_calls, &mut out)

@@ -1,0 +1,89 @@
+//! Approvals (issue 36): the tool calls waiting for a person in the account's agencies, and
+//! their answers. A turn waiting on one (any face but the Responses API) goes on when it is
+//! answered, on whichever server it runs.
+
+use agency_core::ApprovalId;
+use agency_core::approval::Answer;
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+
+use crate::auth::{Account, Session};
+use crate::documented::{Documented, documented};
+use crate::{ApiError, AppState, wire};
+
+/// Every route here, as its handler's `#[utoipa::path]` declares it.
+pub fn routes() -> Documented {
+    documented![list_approvals, approve, deny]
+}
+
+fn approval_id(id: &str) -> Result<ApprovalId, ApiError> {
+    id.parse()
+        .map_err(|_| ApiError::NotFound(format!("no approval `{id}`")))
+}
+
+/// The tool calls waiting for a person's approval in the account's agencies, oldest first.
+#[utoipa::path(get, path = "/api/approvals", tag = "approvals",
+    responses((status = 200, body = Vec<wire::Approval>)))]
+pub async fn list_approvals(
+    State(s): State<AppState>,
+    session: Session,
+) -> Result<Json<Vec<wire::Approval>>, ApiError> {
+    let pending = s.rt.approvals().pending(&session.owner()).await?;
+    Ok(Json(pending.iter().map(wire::Approval::from).collect()))
+}
+
+/// Approves a call: it runs (once), with new `arguments` where the agent's policy allows.
+#[utoipa::path(post, path = "/api/approvals/{id}/approve", tag = "approvals",
+    request_body(content = Option<wire::Approve>), params(("id" = String, Path)),
+    responses((status = 200, body = wire::Approval), (status = 404),
+        (status = 409, description = "Already answered (the first answer stands)"),
+        (status = 422, description = "Arguments the policy does not allow, or not an object")))]
+pub async fn approve(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(id): Path<String>,
+    body: Result<Option<Json<Option<wire::Approve>>>, JsonRejection>,
+) -> Result<Json<wire::Approval>, ApiError> {
+    let id = approval_id(&id)?;
+    let body = body?.and_then(|Json(b)| b).unwrap_or_default();
+    let answer = Answer {
+        approve: true,
+        reason: None,
+        arguments: body
+            .arguments
+            .map(|a| serde_json::Value::Object(a).to_string()),
+        by: session.user.email.to_string(),
+    };
+    let answered =
+        s.rt.approvals()
+            .answer(&session.owner(), id, answer)
+            .await?;
+    Ok(Json(wire::Approval::from(&answered)))
+}
+
+/// Denies a call: its agent reads that it was not run, and the `reason` if given.
+#[utoipa::path(post, path = "/api/approvals/{id}/deny", tag = "approvals",
+    request_body(content = Option<wire::Deny>), params(("id" = String, Path)),
+    responses((status = 200, body = wire::Approval), (status = 404),
+        (status = 409, description = "Already answered (the first answer stands)")))]
+pub async fn deny(
+    State(s): State<AppState>,
+    Account(session): Account,
+    Path(id): Path<String>,
+    body: Result<Option<Json<Option<wire::Deny>>>, JsonRejection>,
+) -> Result<Json<wire::Approval>, ApiError> {
+    let id = approval_id(&id)?;
+    let body = body?.and_then(|Json(b)| b).unwrap_or_default();
+    let answer = Answer {
+        approve: false,
+        reason: body.reason,
+        arguments: None,
+        by: session.user.email.to_string(),
+    };
+    let answered =
+        s.rt.approvals()
+            .answer(&session.owner(), id, answer)
+            .await?;
+    Ok(Json(wire::Approval::from(&answered)))
+}

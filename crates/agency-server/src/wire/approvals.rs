@@ -1,0 +1,77 @@
+//! Approvals (issue 36): a tool call waiting for a person, and the answers to it.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A tool call that waits for (or was given) a person's approval.
+#[derive(Serialize, ToSchema)]
+pub struct Approval {
+    pub id: String,
+    pub agency_id: String,
+    pub conversation_id: String,
+    pub turn_id: String,
+    /// The agent that made the call, by its number.
+    pub agent: u32,
+    /// `server/tool`.
+    pub tool: String,
+    /// The call's arguments as JSON text (as approved, when they were changed).
+    pub arguments: String,
+    /// `pending`, `approved` or `denied`.
+    #[schema(pattern = "^(pending|approved|denied)$")]
+    pub state: &'static str,
+    pub asked_at: String,
+    /// When an unanswered call gets what `on_timeout` says (`deny` or `approve`).
+    pub expires_at: String,
+    pub on_timeout: &'static str,
+    /// Whether an approval may change the arguments.
+    pub edits: bool,
+    /// Who answered (an account's email, `API key NAME`, or `timeout`), when, and why.
+    pub answered_by: Option<String>,
+    pub answered_at: Option<String>,
+    pub reason: Option<String>,
+    /// When an approved call went out (it goes out once); `null` while it has not.
+    pub started_at: Option<String>,
+    /// Whether its result was an error; `null` until its result is kept.
+    pub failed: Option<bool>,
+}
+
+impl From<&agency_core::Approval> for Approval {
+    fn from(a: &agency_core::Approval) -> Self {
+        Self {
+            id: a.id.to_string(),
+            agency_id: a.agency.to_string(),
+            conversation_id: a.conversation.to_string(),
+            turn_id: a.turn.to_string(),
+            agent: a.agent.get(),
+            tool: a.call.name.clone(),
+            arguments: a.call.arguments.clone(),
+            state: a.state.as_str(),
+            asked_at: a.asked_at.to_rfc3339(),
+            expires_at: a.expires_at.to_rfc3339(),
+            on_timeout: a.on_timeout.as_str(),
+            edits: a.edits,
+            answered_by: a.answered_by.clone(),
+            answered_at: a.answered_at.map(|t| t.to_rfc3339()),
+            reason: a.reason.clone(),
+            started_at: a.started_at.map(|t| t.to_rfc3339()),
+            failed: a.result.as_ref().map(|(_, is_error)| *is_error),
+        }
+    }
+}
+
+/// An approval, with new arguments where the agent's policy allows them (`approve_edits`).
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Approve {
+    /// The arguments the call runs with instead (a JSON object).
+    #[schema(value_type = Option<Object>)]
+    pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// A denial, with why (the agent reads it).
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Deny {
+    #[schema(max_length = 2000)]
+    pub reason: Option<String>,
+}

@@ -1,0 +1,268 @@
+"""A person's approval before a tool acts (issue 36), through the official `openai` package.
+
+A clerk on the rules model writes the user's message to a file with the stock MCP filesystem
+server (`@modelcontextprotocol/server-filesystem`, from `tests/mcp/install`), a call that
+needs approval. Through the Responses API the call comes back as an `mcp_approval_request`
+item, answered by an `mcp_approval_response` item with `previous_response_id`; through Chat
+Completions, which has no shape for it, the request waits while the approval is given through
+the management API, and the policy's timeout denies. With `AGENCY_TEST_SERVERS=3` (and
+`AGENCY_TEST_POSTGRES`) three servers on one PostgreSQL answer behind HAProxy, so an approval
+is given on another server than the one whose turn waits or paused.
+
+    cargo build -p agency && bash tests/mcp/install && python -m pytest -q tests/python -k approvals
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+from http.cookiejar import CookieJar
+from pathlib import Path
+
+import openai
+import pytest
+from openai.types.responses import ResponseOutputMessage
+from openai.types.responses.response_output_item import McpApprovalRequest
+
+from test_openai_sdk import (
+    REQUEST_TIMEOUT,
+    ROOT,
+    _clean_env,
+    agency_bin,
+    fresh_postgres_schema,
+    servers_wanted,
+    start_haproxy,
+    start_serve,
+    stop_serve,
+)
+
+PASSWORD = "correct horse battery"
+
+
+def mcp_dir() -> Path:
+    return Path(os.environ.get("AGENCY_MCP_DIR", ROOT / "target" / "mcp"))
+
+
+def filesystem_server() -> Path:
+    script = (
+        mcp_dir() / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
+    )
+    if not script.is_file():
+        message = f"server-filesystem is not installed ({script}): run tests/mcp/install"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return script
+
+
+def clerk_yaml(name: str, root: Path, timeout: int | None = None) -> str:
+    timeout_line = f"    approve_timeout_secs: {timeout}\n" if timeout else ""
+    return f"""name: {name}
+manager: clerk
+agents:
+  - name: clerk
+    model: builtin/rules
+    tools: [files/write_file]
+    approve: [files/write_file]
+{timeout_line}    rules:
+      - {{ when: user, call: files/write_file,
+          with: {{ path: "{root}/{{{{message}}}}.txt", content: "note {{{{message}}}}" }},
+          do: "Wrote: {{{{result}}}}", send_to: user }}
+"""
+
+
+class Account:
+    """A signed-up account speaking to the management API (its session cookie and CSRF token)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+        self.csrf = ""
+        status, me = self.call("POST", "/api/auth/signup", {"email": "ada@example.com", "password": PASSWORD})
+        assert status == 201, me
+        self.csrf = me["csrf_token"]
+
+    def call(self, method: str, path: str, body=None, yaml: str | None = None) -> tuple[int, object]:
+        headers = {"x-csrf-token": self.csrf} if self.csrf else {}
+        data = None
+        if yaml is not None:
+            data, headers["content-type"] = yaml.encode(), "application/yaml"
+        elif body is not None:
+            data, headers["content-type"] = json.dumps(body).encode(), "application/json"
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
+        try:
+            with self.opener.open(request, timeout=REQUEST_TIMEOUT) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def import_agency(self, yaml: str) -> None:
+        status, body = self.call("POST", "/api/agencies/import", yaml=yaml)
+        assert status == 201, body
+
+    def key(self, agency: str) -> str:
+        status, body = self.call("POST", f"/api/agencies/{agency}/keys", {"name": "app"})
+        assert status == 201, body
+        return body["key"]
+
+    def pending(self) -> list[dict]:
+        status, body = self.call("GET", "/api/approvals")
+        assert status == 200, body
+        return body
+
+    def wait_for_one(self) -> dict:
+        for _ in range(500):
+            pending = self.pending()
+            if pending:
+                assert len(pending) == 1, pending
+                return pending[0]
+            threading.Event().wait(0.02)
+        pytest.fail("no approval was asked for")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    script = filesystem_server()
+    work = tmp_path_factory.mktemp("approvals")
+    root = work / "files"
+    root.mkdir()
+    config = work / "config.yaml"
+    config.write_text(
+        f'mcp_servers:\n  files: {{ command: node, args: ["{script}", "{root}"] }}\n'
+    )
+    env = _clean_env()
+    servers = servers_wanted()
+    if servers == 1:
+        db = f"sqlite://{work}/a.db"
+    else:
+        # Behind HAProxy, consecutive requests reach different servers: a turn paused or
+        # waiting on one is answered on another.
+        db = fresh_postgres_schema()
+        env["AGENCY_MASTER_KEY"] = "42" * 32
+    running = []
+    for i in range(servers):
+        log = work / f"serve{i + 1}.log"
+        proc, port = start_serve(
+            agency_bin(), ["--db", db, "--config", str(config)], work, env, log, []
+        )
+        running.append((proc, port, log))
+    balancer = None
+    if servers == 1:
+        port = running[0][1]
+    else:
+        balancer, port = start_haproxy([p for _, p, _ in running])
+    base = f"http://127.0.0.1:{port}"
+    account = Account(base)
+    account.import_agency(clerk_yaml("clerk", root))
+    account.import_agency(clerk_yaml("hasty", root, timeout=1))
+    keys = {"clerk": account.key("clerk"), "hasty": account.key("hasty")}
+    yield base, account, keys, root
+    if balancer is not None:
+        balancer.kill()
+        balancer.wait()
+    for proc, _, log in running:
+        stop_serve(proc, log)
+
+
+def client(base: str, key: str) -> openai.OpenAI:
+    return openai.OpenAI(api_key=key, base_url=f"{base}/v1", max_retries=0, timeout=REQUEST_TIMEOUT)
+
+
+def ask_for_approval(c: openai.OpenAI, name: str) -> tuple[str, McpApprovalRequest]:
+    response = c.responses.create(model="clerk", input=name)
+    assert response.status == "completed"
+    assert len(response.output) == 1
+    item = response.output[0]
+    assert isinstance(item, McpApprovalRequest), item
+    assert item.type == "mcp_approval_request"
+    assert item.server_label == "files"
+    assert item.name == "write_file"
+    assert item.id.startswith("mcpr_")
+    assert json.loads(item.arguments)["content"] == f"note {name}"
+    return response.id, item
+
+
+def test_an_approved_call_runs_once_and_the_answer_uses_its_result(served) -> None:
+    base, _, keys, root = served
+    c = client(base, keys["clerk"])
+    previous, item = ask_for_approval(c, "approved")
+    assert not (root / "approved.txt").exists(), "nothing runs before the approval"
+    response = c.responses.create(
+        model="clerk",
+        previous_response_id=previous,
+        input=[{"type": "mcp_approval_response", "approval_request_id": item.id, "approve": True}],
+    )
+    assert response.previous_response_id == previous
+    message = response.output[0]
+    assert isinstance(message, ResponseOutputMessage)
+    assert response.output_text.startswith("Wrote: Successfully wrote to "), response.output_text
+    assert (root / "approved.txt").read_text() == "note approved"
+    # Answering again changes nothing: the call is not made a second time.
+    (root / "approved.txt").unlink()
+    with pytest.raises(openai.BadRequestError):
+        c.responses.create(
+            model="clerk",
+            previous_response_id=previous,
+            input=[{"type": "mcp_approval_response", "approval_request_id": item.id, "approve": True}],
+        )
+    assert not (root / "approved.txt").exists()
+
+
+def test_a_denied_call_is_never_made(served) -> None:
+    base, _, keys, root = served
+    c = client(base, keys["clerk"])
+    previous, item = ask_for_approval(c, "denied")
+    response = c.responses.create(
+        model="clerk",
+        previous_response_id=previous,
+        input=[
+            {
+                "type": "mcp_approval_response",
+                "approval_request_id": item.id,
+                "approve": False,
+                "reason": "not today",
+            }
+        ],
+    )
+    assert response.output_text == "Wrote: Not run: a person denied it. Their reason: not today"
+    assert not (root / "denied.txt").exists()
+
+
+def test_a_chat_completion_waits_for_an_approval_given_through_the_api(served) -> None:
+    base, account, keys, root = served
+    c = client(base, keys["clerk"])
+    done: dict = {}
+
+    def ask() -> None:
+        done["completion"] = c.chat.completions.create(
+            model="clerk", messages=[{"role": "user", "content": "waited"}]
+        )
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    approval = account.wait_for_one()
+    assert approval["tool"] == "files/write_file"
+    assert approval["state"] == "pending"
+    assert not (root / "waited.txt").exists()
+    status, body = account.call("POST", f"/api/approvals/{approval['id']}/approve")
+    assert status == 200, body
+    asking.join(timeout=REQUEST_TIMEOUT)
+    answer = done["completion"].choices[0].message.content
+    assert answer.startswith("Wrote: Successfully wrote to "), answer
+    assert (root / "waited.txt").read_text() == "note waited"
+    assert account.pending() == []
+
+
+def test_a_streamed_chat_completion_waits_too_and_the_timeout_denies(served) -> None:
+    base, account, keys, root = served
+    c = client(base, keys["hasty"])
+    stream = c.chat.completions.create(
+        model="hasty", messages=[{"role": "user", "content": "late"}], stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == "Wrote: Not run: nobody approved it in time."
+    assert not (root / "late.txt").exists()
+    assert account.pending() == []
