@@ -242,11 +242,7 @@ impl TurnEngine {
         unanswered: impl IntoIterator<Item = AgentId>,
     ) -> Vec<Step> {
         let mut steps = Vec::new();
-        for id in unanswered {
-            if let Some(s) = self.state(id) {
-                s.unanswered = true;
-            }
-        }
+        self.mark_unanswered(unanswered);
         self.route(
             Delivery {
                 to: self.manager,
@@ -341,11 +337,7 @@ impl TurnEngine {
     ) -> Vec<Step> {
         let mut steps = Vec::new();
         self.hops = hops;
-        for id in unanswered {
-            if let Some(s) = self.state(id) {
-                s.unanswered = true;
-            }
-        }
+        self.mark_unanswered(unanswered);
         let manager = self.manager;
         for (call, text, is_error) in results {
             self.hops += 1;
@@ -559,6 +551,16 @@ impl TurnEngine {
             self.flush_idle(&mut steps);
         }
         steps
+    }
+
+    /// Agents whose contexts end with something they have not answered: each is called as
+    /// soon as it is free.
+    fn mark_unanswered(&mut self, agents: impl IntoIterator<Item = AgentId>) {
+        for id in agents {
+            if let Some(s) = self.state(id) {
+                s.unanswered = true;
+            }
+        }
     }
 
     fn state(&mut self, id: AgentId) -> Option<&mut AgentState> {

@@ -55,11 +55,7 @@ pub async fn approve(
             .map(|a| serde_json::Value::Object(a).to_string()),
         by: session.user.email.to_string(),
     };
-    let answered =
-        s.rt.approvals()
-            .answer(&session.owner(), id, answer)
-            .await?;
-    Ok(Json(wire::Approval::from(&answered)))
+    answered(&s, &session, id, answer).await
 }
 
 /// Denies a call: its agent reads that it was not run, and the `reason` if given.
@@ -81,9 +77,19 @@ pub async fn deny(
         arguments: None,
         by: session.user.email.to_string(),
     };
-    let answered =
+    answered(&s, &session, id, answer).await
+}
+
+/// Gives the approval `id` its answer (the first one stands) and shows it as it now is.
+async fn answered(
+    s: &AppState,
+    session: &Session,
+    id: ApprovalId,
+    answer: Answer,
+) -> Result<Json<wire::Approval>, ApiError> {
+    let done =
         s.rt.approvals()
             .answer(&session.owner(), id, answer)
             .await?;
-    Ok(Json(wire::Approval::from(&answered)))
+    Ok(Json(wire::Approval::from(&done)))
 }

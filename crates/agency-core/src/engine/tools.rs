@@ -170,11 +170,7 @@ impl TurnEngine {
     ) -> Vec<Step> {
         let mut steps = Vec::new();
         self.hops = hops;
-        for id in unanswered {
-            if let Some(s) = self.state(id) {
-                s.unanswered = true;
-            }
-        }
+        self.mark_unanswered(unanswered);
         for h in &held {
             if let Some(s) = self.state(h.agent) {
                 s.busy = true;
