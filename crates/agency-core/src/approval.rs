@@ -126,6 +126,17 @@ pub struct Answer {
     pub by: String,
 }
 
+impl Answer {
+    /// The state an approval takes with this answer.
+    pub fn state(&self) -> ApprovalState {
+        if self.approve {
+            ApprovalState::Approved
+        } else {
+            ApprovalState::Denied
+        }
+    }
+}
+
 impl Approval {
     /// What the agent reads for a denied call.
     pub fn denial(&self) -> String {

@@ -1,7 +1,7 @@
 //! Approvals on PostgreSQL.
 
 use agency_core::approval::Answer;
-use agency_core::{Approval, ApprovalId, ApprovalState, TurnId};
+use agency_core::{Approval, ApprovalId, TurnId};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
@@ -65,11 +65,7 @@ impl ApprovalStore for PostgresStore {
         answer: &Answer,
         at: DateTime<Utc>,
     ) -> Result<bool> {
-        let state = if answer.approve {
-            ApprovalState::Approved
-        } else {
-            ApprovalState::Denied
-        };
+        let state = answer.state();
         let done = sqlx::query(sql::ANSWER)
             .bind(state.as_str())
             .bind(&answer.by)

@@ -1,7 +1,7 @@
 //! Approvals on SQLite.
 
 use agency_core::approval::Answer;
-use agency_core::{Approval, ApprovalId, ApprovalState, TurnId};
+use agency_core::{Approval, ApprovalId, TurnId};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Row, params};
@@ -95,11 +95,7 @@ impl ApprovalStore for SqliteStore {
         answer: &Answer,
         at: DateTime<Utc>,
     ) -> Result<bool> {
-        let state = if answer.approve {
-            ApprovalState::Approved
-        } else {
-            ApprovalState::Denied
-        };
+        let state = answer.state();
         let n = self.with(|conn| {
             conn.prepare_cached(sql::ANSWER)?.execute(params![
                 state.as_str(),
