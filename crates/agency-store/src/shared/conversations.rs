@@ -241,9 +241,37 @@ impl From<&Message> for MessageRow {
 
 /// A system prompt's key in `prompts`: the SHA-256 of its text (its row's `prompt`); none for
 /// other messages, which keep their text.
+///
+/// An agency's few prompts open every one of its conversations, so their hashes are remembered
+/// (a pure function's results, shared by every store of the process): hashing each again cost
+/// a new conversation more than the rest of its first write (issue 40). The memory is bounded
+/// by its texts' size and starts over when full.
 pub(crate) fn prompt_hash(m: &Message) -> Option<[u8; 32]> {
     use sha2::Digest;
-    (m.kind == MessageKind::System).then(|| sha2::Sha256::digest(m.text.as_bytes()).into())
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex, PoisonError};
+    /// At most this many bytes of prompts' texts are remembered.
+    const REMEMBERED: usize = 4 << 20;
+    static HASHES: LazyLock<Mutex<(HashMap<Box<str>, [u8; 32]>, usize)>> =
+        LazyLock::new(Mutex::default);
+    if m.kind != MessageKind::System {
+        return None;
+    }
+    let mut guard = HASHES.lock().unwrap_or_else(PoisonError::into_inner);
+    let (hashes, bytes) = &mut *guard;
+    if let Some(hash) = hashes.get(m.text.as_str()) {
+        return Some(*hash);
+    }
+    let hash: [u8; 32] = sha2::Sha256::digest(m.text.as_bytes()).into();
+    if m.text.len() <= REMEMBERED {
+        if *bytes + m.text.len() > REMEMBERED {
+            hashes.clear();
+            *bytes = 0;
+        }
+        *bytes += m.text.len();
+        hashes.insert(m.text.as_str().into(), hash);
+    }
+    Some(hash)
 }
 
 /// A message's tool part as stored: `{"calls": [{"id", "name", "arguments"}]}` or
@@ -387,5 +415,47 @@ impl TryFrom<TurnRow> for TurnRecord {
             // A face this program does not know (a newer one's) reads as none.
             face: r.face.as_deref().and_then(agency_core::Face::parse),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::Digest;
+
+    fn message(kind: MessageKind, text: &str) -> Message {
+        Message {
+            id: MessageId(Uuid::nil()),
+            conversation_id: ConversationId(Uuid::nil()),
+            turn_id: None,
+            seq: 0,
+            agent: None,
+            kind,
+            linked: None,
+            from: None,
+            to: None,
+            text: text.to_string(),
+            tool: None,
+            images: Vec::new(),
+            usage: None,
+            latency_ms: None,
+            included: true,
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_remembered_prompt_hash_is_its_texts_sha256() {
+        for text in [
+            "You are the manager.",
+            "You are the writer.",
+            "You are the manager.",
+        ] {
+            let expected: [u8; 32] = sha2::Sha256::digest(text.as_bytes()).into();
+            let m = message(MessageKind::System, text);
+            assert_eq!(prompt_hash(&m), Some(expected), "{text}");
+            assert_eq!(prompt_hash(&m), Some(expected), "{text}, remembered");
+        }
+        assert_eq!(prompt_hash(&message(MessageKind::Input, "hello")), None);
     }
 }
