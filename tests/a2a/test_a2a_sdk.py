@@ -32,7 +32,10 @@ import pytest
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.client.errors import A2AClientError
 from a2a.types import a2a_pb2 as pb
+from google.protobuf import json_format, struct_pb2
 from a2a.utils.errors import (
+    InvalidParamsError,
+    InvalidRequestError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -117,6 +120,20 @@ providers:
 agents:
   - name: sleeper
     model: fake/fake-model
+"""
+
+
+# A clerk whose every echo waits for a person's approval (docs/approvals.md).
+CLERK_YAML = """
+name: clerk
+manager: clerk
+agents:
+  - name: clerk
+    model: builtin/rules
+    tools: [builtin/echo]
+    approve: [builtin/echo]
+    rules:
+      - { when: user, call: builtin/echo, with: { text: "{{message}}" }, do: "Echoed: {{result}}", send_to: user }
 """
 
 
@@ -229,6 +246,9 @@ def deploy(work: Path, db: str, servers: int, model: SlowModel) -> Deployment:
     (work / "slow.yaml").write_text(SLOW_YAML.format(base_url=model.base_url))
     cli("import", str(work / "slow.yaml"))
     keys["slow"] = key("slow", "good")
+    (work / "clerk.yaml").write_text(CLERK_YAML)
+    cli("import", str(work / "clerk.yaml"))
+    keys["clerk"] = key("clerk", "good")
     keys["bad"] = "agk_" + "0" * 64
     procs, ports = [], []
     for i in range(servers):
@@ -402,6 +422,67 @@ def test_get_and_list_tasks(dep: Deployment, binding: str):
             done = await client.list_tasks(pb.ListTasksRequest(
                 context_id=first.context_id, status=pb.TASK_STATE_WORKING))
             assert list(done.tasks) == []
+
+    run(go())
+
+
+# --- Approvals: input required -----------------------------------------------------------
+
+
+def data_part(value: dict) -> pb.Part:
+    return pb.Part(data=json_format.ParseDict(value, struct_pb2.Value()))
+
+
+async def answer_task(client, task: pb.Task, *parts: pb.Part) -> pb.Task:
+    m = pb.Message(message_id=f"m-{time.time_ns()}", role=pb.ROLE_USER, parts=list(parts),
+                   context_id=task.context_id, task_id=task.id)
+    events = [e async for e in client.send_message(pb.SendMessageRequest(message=m))]
+    assert len(events) == 1 and events[0].HasField("task")
+    return events[0].task
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+def test_a_call_waiting_for_approval_is_input_required_until_answered(dep: Deployment,
+                                                                       binding: str):
+    async def go():
+        client = await client_for(dep, binding, agency="clerk", key="clerk")
+        async with client:
+            [event] = [e async for e in client.send_message(message("pay 5 dollars"))]
+            task = event.task
+            assert task.status.state == pb.TASK_STATE_INPUT_REQUIRED
+            said, data = task.status.message.parts
+            assert said.text.startswith("Waiting for your approval: builtin/echo")
+            [asked] = json_format.MessageToDict(data.data)["approvals"]
+            assert asked["tool"] == "builtin/echo"
+            assert asked["arguments"] == {"text": "pay 5 dollars"}
+            assert asked["approval_id"] in said.text
+            # Read again, the task asks the same.
+            got = await client.get_task(pb.GetTaskRequest(id=task.id))
+            assert got.status.state == pb.TASK_STATE_INPUT_REQUIRED
+            assert json_format.MessageToDict(got.status.message.parts[1].data)["approvals"] == [asked]
+            # An answer that is none: refused, and the task still waits.
+            with pytest.raises((InvalidParamsError, InvalidRequestError)):
+                await answer_task(client, task, pb.Part(text="maybe later"))
+            with pytest.raises((InvalidParamsError, InvalidRequestError)):
+                await answer_task(client, task, data_part(
+                    {"approval_id": "0190f4a3-b1c2-7d8e-9f00-112233445566", "approve": True}))
+            # Approved as a data part: the call runs, the task completes with its answer.
+            done = await answer_task(client, task, data_part(
+                {"approval_id": asked["approval_id"], "approve": True}))
+            assert done.id == task.id
+            assert done.status.state == pb.TASK_STATE_COMPLETED
+            assert artifact_text(done) == "Echoed: pay 5 dollars"
+
+            # Denied in a word: the agent reads that it was not run.
+            [event] = [e async for e in client.send_message(
+                message("pay 6 dollars", context=task.context_id))]
+            assert event.task.status.state == pb.TASK_STATE_INPUT_REQUIRED
+            denied = await answer_task(client, event.task, pb.Part(text="Deny"))
+            assert denied.status.state == pb.TASK_STATE_COMPLETED
+            assert artifact_text(denied).startswith("Echoed: Not run: a person denied it")
+            # Answered, the task takes no more messages.
+            with pytest.raises(UnsupportedOperationError):
+                await answer_task(client, event.task, pb.Part(text="approve"))
 
     run(go())
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
+import mcp_types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -54,6 +55,19 @@ agents:
   - name: thinker
     role: thinks slowly when asked to
     model: fake/slow-model
+"""
+
+# A clerk whose every echo waits for a person's approval (docs/approvals.md).
+CLERK_YAML = """
+name: clerk
+manager: clerk
+agents:
+  - name: clerk
+    model: builtin/rules
+    tools: [builtin/echo]
+    approve: [builtin/echo]
+    rules:
+      - { when: user, call: builtin/echo, with: { text: "{{message}}" }, do: "Echoed: {{result}}", send_to: user }
 """
 
 
@@ -113,7 +127,10 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     cli("import", str(work / "other.yaml"))
     (work / "slow.yaml").write_text(SLOW_YAML.format(base_url=model.base_url))
     cli("import", str(work / "slow.yaml"))
+    (work / "clerk.yaml").write_text(CLERK_YAML)
+    cli("import", str(work / "clerk.yaml"))
     keys = {
+        "clerk": key("clerk", "mcp"),
         "studio": key("studio", "mcp"),
         "other": key("other", "mcp"),
         "slow": key("slow", "mcp"),
@@ -249,6 +266,71 @@ def test_a_conversation_over_stdio(server: Server, mode: str, version: str):
     async def go():
         async with Client(stdio(server), mode=mode, cache=None) as client:
             await a_conversation(client, version)
+
+    run(go())
+
+
+# --- Approvals: 2026-07-28's input_required ------------------------------------------------
+
+
+def test_a_call_waiting_for_approval_asks_the_client_with_input_required(server: Server):
+    asked: list[mcp_types.ElicitRequestParams] = []
+    answers = [
+        mcp_types.ElicitResult(action="accept", content={"approve": True}),
+        mcp_types.ElicitResult(action="accept", content={"approve": False, "reason": "too much"}),
+        mcp_types.ElicitResult(action="decline"),
+    ]
+
+    async def elicit(context, params):
+        asked.append(params)
+        return answers[len(asked) - 1]
+
+    async def go():
+        async with Client(http(server, "clerk", "clerk"), mode="2026-07-28", cache=None,
+                          elicitation_callback=elicit) as client:
+            # The SDK asks through its callback and retries the call with the answer.
+            approved = await client.call_tool("clerk", {"message": "pay 5 dollars"})
+            assert not approved.is_error, approved
+            assert approved.content[0].text == "Echoed: pay 5 dollars"
+            assert approved.structured_content["stopped_by"] == "answered"
+            conversation = approved.structured_content["conversation"]
+            assert "clerk asks to call builtin/echo" in asked[0].message
+            assert "pay 5 dollars" in asked[0].message
+            assert asked[0].requested_schema["required"] == ["approve"]
+            denied = await client.call_tool(
+                "clerk", {"message": "pay 6 dollars", "conversation": conversation})
+            assert denied.content[0].text == (
+                "Echoed: Not run: a person denied it. Their reason: too much")
+            declined = await client.call_tool(
+                "clerk", {"message": "pay 7 dollars", "conversation": conversation})
+            assert declined.content[0].text.startswith("Echoed: Not run: a person denied it")
+            assert len(asked) == 3
+        # One turn each, paused and resumed: the conversation browser shows them answered.
+        assert [why for _, why, _ in turns(server, conversation)] == ["answered"] * 3
+
+    run(go())
+
+
+def test_a_forged_request_state_answers_nothing(server: Server):
+    async def go():
+        state = "agency-approvals:" + str(uuid.uuid4())
+        async with httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {server.keys['clerk']}",
+                     "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "clerk",
+                     "Accept": "application/json, text/event-stream"},
+            timeout=30,
+        ) as h:
+            r = await h.post(server.url("clerk"), json={
+                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "clerk", "arguments": {"message": "pay"},
+                           "requestState": state,
+                           "inputResponses": {str(uuid.uuid4()): {"action": "accept", "content": {"approve": True}}},
+                           "_meta": envelope()},
+            })
+            assert r.status_code == 200, r.text
+            result = r.json()["result"]
+            assert result["isError"] is True, result
+            assert "conversation" in result["content"][0]["text"].lower(), result
 
     run(go())
 

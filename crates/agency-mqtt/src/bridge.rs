@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agency_core::{Agency, AgencyId, ConversationId, Roster};
+use agency_core::approval::Answer;
+use agency_core::{Agency, AgencyId, ApprovalId, ConversationId, Roster};
 use agency_runtime::{Caller, Event, LOCAL_OWNER, Runtime, RuntimeError, TurnEvent, TurnRequest};
 use chrono::Utc;
 use futures::StreamExt;
@@ -196,6 +197,8 @@ impl Bridge {
             }
             // A cancel must not wait behind the turn it cancels.
             Some(Inbound::ChatCancel { conversation, .. }) => format!("x/{conversation}"),
+            // Nor an answer the turn waits for.
+            Some(Inbound::ChatApproval { conversation, .. }) => format!("a/{conversation}"),
             Some(Inbound::Observation { team, .. }) => format!("o/{team}"),
             None => "other".to_string(),
         };
@@ -307,6 +310,14 @@ impl Bridge {
                 }
                 other => other,
             },
+            Inbound::ChatApproval {
+                team,
+                agent,
+                conversation,
+            } => {
+                self.chat_approval(&agency, team, agent, conversation, &p.payload)
+                    .await
+            }
             Inbound::Observation { team, agent } => {
                 self.observation(&agency, team, agent.as_deref(), &p.payload)
                     .await
@@ -423,6 +434,7 @@ impl Bridge {
             current_operation: None,
             progress_percentage: None,
             message_sequence: None,
+            approval_id: None,
         };
         let topic = topic::chat_progress(team, agent, &id.to_string());
         match self
@@ -526,24 +538,81 @@ impl Bridge {
         } else {
             json(payload)?
         };
+        let named = (body.agent_id.as_deref(), body.conversation_id.as_deref());
+        let id = self
+            .addressed(agency, (team, agent, conversation), named)
+            .await?;
+        if self.rt.cancel(id) {
+            Ok(())
+        } else {
+            Err(MqttError::NothingToCancel(id.to_string()))
+        }
+    }
+
+    /// A person's answer to a call of the conversation's turn that waits for approval: taken
+    /// unless someone answered first (then a `Conflict` error); the turn goes on, on whichever
+    /// server runs it, and its progress says `approved` or `denied`.
+    async fn chat_approval(
+        &self,
+        agency: &Agency,
+        team: &str,
+        agent: &str,
+        conversation: &str,
+        payload: &[u8],
+    ) -> Result<(), MqttError> {
+        let body: wire::ApprovalIn = json(payload)?;
+        let named = (body.agent_id.as_deref(), body.conversation_id.as_deref());
+        let id = self
+            .addressed(agency, (team, agent, conversation), named)
+            .await?;
+        let unknown = || {
+            MqttError::InvalidPayload(format!(
+                "conversation {id} has no approval `{}`",
+                body.approval_id
+            ))
+        };
+        let approval: ApprovalId = body.approval_id.trim().parse().map_err(|_| unknown())?;
+        let approvals = self.rt.approvals();
+        match approvals.get(&agency.owner, approval).await {
+            Ok(a) if a.conversation == id => {}
+            Ok(_) | Err(RuntimeError::NotFound(_)) => return Err(unknown()),
+            Err(e) => return Err(e.into()),
+        }
+        let answer = Answer {
+            approve: body.approve,
+            reason: body.reason,
+            arguments: body
+                .arguments
+                .map(|a| serde_json::Value::Object(a).to_string()),
+            by: "MQTT".into(),
+        };
+        approvals.answer(&agency.owner, approval, answer).await?;
+        Ok(())
+    }
+
+    /// The conversation a command's topic names (`team`, `agent`, `conversation`), which its
+    /// payload's `agent_id` and `conversation_id` (when given) must agree with: one of the
+    /// agency's, with one of its agents.
+    async fn addressed(
+        &self,
+        agency: &Agency,
+        (team, agent, conversation): (&str, &str, &str),
+        (named_agent, named_conversation): (Option<&str>, Option<&str>),
+    ) -> Result<ConversationId, MqttError> {
         let id = conversation_id(Some(conversation))?;
-        if let Some(in_body) = body.conversation_id.as_deref()
+        if let Some(in_body) = named_conversation
             && in_body.trim().parse::<ConversationId>().ok() != Some(id)
         {
             return Err(MqttError::InvalidPayload(format!(
                 "conversation_id `{in_body}` is not the topic's conversation {id}"
             )));
         }
-        same_agent(body.agent_id.as_deref(), agent)?;
+        same_agent(named_agent, agent)?;
         agency
             .agent_by_handle(agent)
             .ok_or_else(|| unknown_agent(team, agent))?;
         self.conversation_of(agency, id).await?;
-        if self.rt.cancel(id) {
-            Ok(())
-        } else {
-            Err(MqttError::NothingToCancel(id.to_string()))
-        }
+        Ok(id)
     }
 
     /// A progress update for an event of this conversation's turn. The user's message being

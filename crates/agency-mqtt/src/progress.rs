@@ -13,6 +13,8 @@ pub(crate) struct Update {
     operation: &'static str,
     /// Only while a tool runs: its percentage and progress count.
     tool: Option<(Option<u8>, Option<u64>)>,
+    /// Only for a call that waits for a person, or was answered: the approval's id.
+    approval: Option<String>,
     /// The user's message is stored: its chat message may be acknowledged.
     pub(crate) stored: bool,
 }
@@ -24,6 +26,7 @@ impl Update {
             message,
             operation,
             tool: None,
+            approval: None,
             stored: false,
         }
     }
@@ -39,6 +42,7 @@ impl Update {
             current_operation: Some(self.operation.to_string()),
             progress_percentage: self.tool.and_then(|(p, _)| p),
             message_sequence: self.tool.and_then(|(_, n)| n),
+            approval_id: self.approval,
         }
     }
 }
@@ -101,9 +105,46 @@ pub(crate) fn update(event: &Event, id: ConversationId, roster: &Roster) -> Opti
             "The turn was cancelled; it ended without an answer".to_string(),
             "cancel",
         ),
+        Event::Approval { approval: a, .. } => approval(a, roster),
         Event::Hop { entry, .. } => hop(entry, roster)?,
         _ => return None,
     })
+}
+
+/// The update a tool call waiting for a person makes (`awaiting_approval`), and its answer
+/// (`approved`, `denied`). Metadata only, as every progress update: the call's arguments are
+/// not in it.
+fn approval(a: &agency_core::Approval, roster: &Roster) -> Update {
+    use agency_core::ApprovalState;
+    let who = roster.display(Some(a.agent));
+    let tool = &a.call.name;
+    let (status, message) = match a.state {
+        ApprovalState::Pending => (
+            "awaiting_approval",
+            format!(
+                "{who} asks to call {tool}: approve or deny it on CMD/chat_approval (approval_id {})",
+                a.id
+            ),
+        ),
+        ApprovalState::Approved => (
+            "approved",
+            format!(
+                "{tool} approved by {}",
+                a.answered_by.as_deref().unwrap_or("—")
+            ),
+        ),
+        ApprovalState::Denied => (
+            "denied",
+            format!(
+                "{tool} denied by {}",
+                a.answered_by.as_deref().unwrap_or("—")
+            ),
+        ),
+    };
+    Update {
+        approval: Some(a.id.to_string()),
+        ..Update::new(status, message, "approval")
+    }
 }
 
 /// The update a hop makes: who said what kind of thing to whom.

@@ -12,6 +12,7 @@ pub const SUBSCRIPTIONS: &[(&str, &str)] = &[
     ("chat_new", "XMAGS/+/CMD/chat_new/+"),
     ("chat", "XMAGS/+/DATA/chat/+/+"),
     ("chat_cancel", "XMAGS/+/CMD/chat_cancel/+/+"),
+    ("chat_approval", "XMAGS/+/CMD/chat_approval/+/+"),
     ("observation", "XMAGS/+/DATA/observation/+"),
     ("team_observation", "XMAGS/+/DATA/observation"),
 ];
@@ -52,6 +53,12 @@ pub enum Inbound {
         agent: String,
         conversation: String,
     },
+    /// A person's answer to a tool call of the conversation's turn that waits for approval.
+    ChatApproval {
+        team: String,
+        agent: String,
+        conversation: String,
+    },
     /// To one agent, or (`agent: None`) to the team: the payload names the agent.
     Observation {
         team: String,
@@ -65,6 +72,7 @@ impl Inbound {
             Inbound::ChatNew { team, .. }
             | Inbound::Chat { team, .. }
             | Inbound::ChatCancel { team, .. }
+            | Inbound::ChatApproval { team, .. }
             | Inbound::Observation { team, .. } => team,
         }
     }
@@ -74,7 +82,8 @@ impl Inbound {
         match self {
             Inbound::ChatNew { agent, .. }
             | Inbound::Chat { agent, .. }
-            | Inbound::ChatCancel { agent, .. } => Some(agent),
+            | Inbound::ChatCancel { agent, .. }
+            | Inbound::ChatApproval { agent, .. } => Some(agent),
             Inbound::Observation { agent, .. } => agent.as_deref(),
         }
     }
@@ -99,6 +108,11 @@ pub fn parse(topic: &str) -> Option<Inbound> {
             conversation: s(conversation),
         }),
         [ROOT, team, "CMD", "chat_cancel", agent, conversation] => Some(Inbound::ChatCancel {
+            team: s(team),
+            agent: s(agent),
+            conversation: s(conversation),
+        }),
+        [ROOT, team, "CMD", "chat_approval", agent, conversation] => Some(Inbound::ChatApproval {
             team: s(team),
             agent: s(agent),
             conversation: s(conversation),
@@ -187,6 +201,14 @@ mod tests {
         assert_eq!(
             parse("XMAGS/plant/CMD/chat_cancel/A1/c1"),
             Some(Inbound::ChatCancel {
+                team: "plant".into(),
+                agent: "A1".into(),
+                conversation: "c1".into()
+            })
+        );
+        assert_eq!(
+            parse("XMAGS/plant/CMD/chat_approval/A1/c1"),
+            Some(Inbound::ChatApproval {
                 team: "plant".into(),
                 agent: "A1".into(),
                 conversation: "c1".into()

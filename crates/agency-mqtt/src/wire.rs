@@ -27,6 +27,21 @@ pub struct CancelIn {
     pub conversation_id: Option<String>,
 }
 
+/// `CMD/chat_approval` (ours; spec 002 has no approvals): a person's answer to a tool call
+/// that waits, named by the `approval_id` of its `awaiting_approval` progress update.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalIn {
+    pub agent_id: Option<String>,
+    pub conversation_id: Option<String>,
+    pub approval_id: String,
+    pub approve: bool,
+    /// Why (a denial's; the agent reads it).
+    pub reason: Option<String>,
+    /// The arguments the call runs with instead, where the agent's policy allows edits.
+    pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
 /// `EVT/chat_progress`: `initialized` / `exists` after `chat_new`, then what a turn does.
 #[derive(Debug, Serialize)]
 pub struct Progress {
@@ -44,6 +59,10 @@ pub struct Progress {
     /// While an agent executes a tool: the tool's progress count (e.g. messages received).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message_sequence: Option<u64>,
+    /// A tool call that waits for a person (`awaiting_approval`), or was answered (`approved`,
+    /// `denied`): what `CMD/chat_approval` names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
 }
 
 /// `EVT/chat_response`: metadata only; the content is read over HTTP by the conversation's id.
@@ -174,6 +193,7 @@ mod tests {
             current_operation: None,
             progress_percentage: None,
             message_sequence: None,
+            approval_id: None,
         };
         assert_eq!(
             serde_json::to_value(&p).ok(),

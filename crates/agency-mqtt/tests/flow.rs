@@ -1,7 +1,8 @@
 //! Spec 002's example flow against a real broker (Mosquitto in CI), driven by a stock MQTT
 //! client: initialize, `exists`, chat, progress, the metadata-only response, the content over
 //! HTTP; a conversation with one agent alone; malformed payloads; cancelling a running turn;
-//! a provider's retry as a progress update.
+//! a provider's retry as a progress update; a tool call that waits for a person's approval,
+//! answered on `CMD/chat_approval`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -470,5 +471,144 @@ async fn a_providers_retries_are_progress_updates() {
         .get(&format!("/api/conversations/{cid}/entries"))
         .await;
     assert_eq!(entries[0]["response"], "fine");
+    server.stop().await;
+}
+
+/// A clerk whose every echo waits for a person's approval.
+fn clerk_on(name: &str, team: &str) -> String {
+    format!(
+        r#"
+name: {name}
+handle: {team}
+manager: manager
+agents:
+  - name: manager
+    handle: MGR-001
+    model: builtin/rules
+    tools: [builtin/echo]
+    approve: [builtin/echo]
+    rules:
+      - {{ when: user, call: builtin/echo, with: {{ text: "{{{{message}}}}" }}, do: "Echoed: {{{{result}}}}", send_to: user }}
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_for_approval_is_answered_on_its_command_topic() {
+    let Some((host, port)) = broker().await else {
+        return;
+    };
+    let mut server = Server::start_with(
+        &host,
+        port,
+        Setup {
+            yaml: Some(clerk_on),
+            ..Setup::default()
+        },
+    )
+    .await;
+    let mut client = Client::connect(&host, port, &server.team).await;
+    let m = server.manager.clone();
+    client.wait_for_server(&m).await;
+    let cid = uuid::Uuid::now_v7().to_string();
+    let (progress, response, error) = (
+        format!("EVT/chat_progress/{m}/{cid}"),
+        format!("EVT/chat_response/{m}/{cid}"),
+        format!("EVT/error/{m}"),
+    );
+    let answer = format!("CMD/chat_approval/{m}/{cid}");
+    client
+        .send_json(
+            &format!("CMD/chat_new/{m}"),
+            json!({"agent_id": m, "conversation_id": cid, "content": " "}),
+        )
+        .await;
+    assert_eq!(client.next(&progress).await["status"], "initialized");
+    client
+        .send_json(
+            &format!("DATA/chat/{m}/{cid}"),
+            json!({"agent_id": m, "conversation_id": cid, "content": "pay 5 dollars"}),
+        )
+        .await;
+    // The call waits: its progress says so, with the approval's id and no arguments (progress
+    // is metadata only).
+    let asked = loop {
+        let p = client.next(&progress).await;
+        if p["status"] == "awaiting_approval" {
+            break p;
+        }
+    };
+    assert_eq!(asked["current_operation"], "approval");
+    let approval = asked["approval_id"].as_str().unwrap().to_string();
+    let message = asked["message"].as_str().unwrap();
+    assert!(
+        message.contains("builtin/echo") && message.contains(&approval),
+        "{asked}"
+    );
+    assert!(!asked.to_string().contains("pay 5"), "{asked}");
+
+    // Bad answers: each an error, and the call still waits.
+    client
+        .send_json(&answer, json!({"approval_id": approval}))
+        .await;
+    assert_eq!(
+        client.next(&error).await["exception_type"],
+        "InvalidPayload"
+    );
+    client
+        .send_json(
+            &answer,
+            json!({"approval_id": uuid::Uuid::now_v7().to_string(), "approve": true}),
+        )
+        .await;
+    let e = client.next(&error).await;
+    assert_eq!(e["exception_type"], "InvalidPayload");
+    assert!(
+        e["message"].as_str().unwrap().contains("no approval"),
+        "{e}"
+    );
+    client
+        .send_json(
+            &answer,
+            json!({"approval_id": approval, "approve": true, "arguments": {"text": "pay 500"}}),
+        )
+        .await;
+    assert_eq!(
+        client.next(&error).await["exception_type"],
+        "InvalidRequest"
+    );
+
+    // Denied, with why: the progress says so, the agent read it, the turn answers.
+    client
+        .send_json(
+            &answer,
+            json!({"agent_id": m, "conversation_id": cid, "approval_id": approval, "approve": false, "reason": "too much"}),
+        )
+        .await;
+    let seen = client.until(&response).await;
+    let denied = seen
+        .iter()
+        .find(|(_, b)| b["status"] == "denied")
+        .unwrap_or_else(|| panic!("no `denied` progress: {seen:?}"));
+    assert_eq!(denied.1["approval_id"], approval.as_str());
+    assert!(
+        denied.1["message"]
+            .as_str()
+            .unwrap()
+            .contains("denied by MQTT"),
+        "{denied:?}"
+    );
+    let (_, entries) = server
+        .get(&format!("/api/conversations/{cid}/entries"))
+        .await;
+    assert_eq!(
+        entries[0]["response"],
+        "Echoed: Not run: a person denied it. Their reason: too much"
+    );
+    // Answered already: a second answer changes nothing and says so.
+    client
+        .send_json(&answer, json!({"approval_id": approval, "approve": true}))
+        .await;
+    assert_eq!(client.next(&error).await["exception_type"], "Conflict");
     server.stop().await;
 }

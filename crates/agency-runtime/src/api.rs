@@ -62,6 +62,10 @@ pub struct ChatTurn {
     /// Answers to the approvals the turn `after` names paused on (the Responses API's
     /// `mcp_approval_response` items): id, approve, reason. They resume that turn.
     pub approvals: Vec<(agency_core::ApprovalId, bool, Option<String>)>,
+    /// Whether the client answers approvals in its next request (the Responses API's
+    /// approval items, A2A's input required, MCP's `input_required`): a turn whose calls wait
+    /// for a person then pauses on them, instead of waiting for an answer given elsewhere.
+    pub pause_on_approvals: bool,
 }
 
 impl ChatTurn {
@@ -252,6 +256,8 @@ pub(crate) struct ApiTurn {
     pub tool_use: ToolUse,
     /// What the answer must be.
     pub format: Option<crate::format::ResponseFormat>,
+    /// Calls waiting for a person pause the turn (see [`ChatTurn::pause_on_approvals`]).
+    pub pause_on_approvals: bool,
 }
 
 /// An API request's turn as the turn is given it: the manager's input (the user's messages,
@@ -507,6 +513,7 @@ impl Runtime {
                 tools: Arc::new(turn.tools),
                 tool_use: turn.tool_use,
                 format: turn.format,
+                pause_on_approvals: turn.pause_on_approvals,
             },
         })
     }

@@ -77,7 +77,7 @@ impl TaskState {
     pub fn from_stop(stopped_by: StopReason) -> Self {
         match stopped_by {
             StopReason::Cancelled => TaskState::Canceled,
-            StopReason::ToolCalls => TaskState::InputRequired,
+            StopReason::ToolCalls | StopReason::Approval => TaskState::InputRequired,
             _ => TaskState::Completed,
         }
     }
@@ -98,8 +98,31 @@ pub struct TaskRecord {
     pub answer: String,
     /// What the state says beside it (why it failed, or was cancelled).
     pub note: String,
+    /// The calls its turn paused on, waiting for a person's approval (input required: the
+    /// client's next message answers them).
+    pub approvals: Vec<AskedApproval>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A call a task's turn paused on, waiting for a person's approval: what the client is asked.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AskedApproval {
+    pub approval_id: String,
+    /// `server/tool`.
+    pub tool: String,
+    /// The call's arguments, as JSON text.
+    pub arguments: String,
+}
+
+impl AskedApproval {
+    fn of(a: &agency_core::Approval) -> Self {
+        Self {
+            approval_id: a.id.to_string(),
+            tool: a.call.name.clone(),
+            arguments: a.call.arguments.clone(),
+        }
+    }
 }
 
 impl TaskRecord {
@@ -110,6 +133,7 @@ impl TaskRecord {
                 self.state = TaskState::from_stop(outcome.stopped_by);
                 self.turn = Some(outcome.number);
                 self.answer = outcome.answer.clone();
+                self.approvals = outcome.approvals.iter().map(AskedApproval::of).collect();
                 if self.state == TaskState::Canceled {
                     self.note = "Cancelled by the client.".into();
                 }
@@ -135,23 +159,40 @@ impl TaskRecord {
             message_id: self.message_id.clone(),
             request: self.request.clone(),
             answer: self.answer.clone(),
-            note: self.note.clone(),
+            // A paused task's note is the calls it waits on (the store keeps text).
+            note: if self.approvals.is_empty() {
+                self.note.clone()
+            } else {
+                serde_json::to_string(&self.approvals).unwrap_or_default()
+            },
             created_at: self.created_at,
             updated_at: self.updated_at,
         }
     }
 
     fn from_stored(t: StoredTask) -> Self {
+        // A state this program does not know (written by a newer one) reads as failed.
+        let state = TaskState::parse(&t.state).unwrap_or(TaskState::Failed);
+        let approvals: Vec<AskedApproval> = match state {
+            TaskState::InputRequired if t.note.starts_with('[') => {
+                serde_json::from_str(&t.note).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
         Self {
             id: t.id,
             conversation: t.conversation,
-            // A state this program does not know (written by a newer one) reads as failed.
-            state: TaskState::parse(&t.state).unwrap_or(TaskState::Failed),
+            state,
             turn: t.turn,
             message_id: t.message_id,
             request: t.request,
             answer: t.answer,
-            note: t.note,
+            note: if approvals.is_empty() {
+                t.note
+            } else {
+                String::new()
+            },
+            approvals,
             created_at: t.created_at,
             updated_at: t.updated_at,
         }
@@ -200,6 +241,7 @@ impl Tasks<'_> {
         let task = match resumes {
             Some(mut task) => {
                 task.state = TaskState::Working;
+                task.approvals.clear();
                 task.updated_at = now;
                 if !self.rt.store.update_task(&task.stored(key)).await? {
                     return Err(RuntimeError::Conflict(format!(
@@ -219,6 +261,7 @@ impl Tasks<'_> {
                     request,
                     answer: String::new(),
                     note: String::new(),
+                    approvals: Vec::new(),
                     created_at: now,
                     updated_at: now,
                 };

@@ -148,8 +148,9 @@ pub(crate) async fn run(
         steps = engine.recover(&session.messages());
     }
     let input_images = std::mem::take(&mut input.images);
-    let input_face = input.face;
-    let pause_on_approvals = input_face == Some(agency_core::Face::Responses);
+    // A client that answers approvals itself has the turn pause on them; others wait for an
+    // answer given elsewhere.
+    let pause_on_approvals = api.as_ref().is_some_and(|a| a.pause_on_approvals);
     let said = if agency_telemetry::capture_content() {
         input.text.clone()
     } else {
@@ -882,5 +883,5 @@ fn grace(agency: &Agency) -> Duration {
 
 mod approve;
 mod opening;
-use approve::resume_approvals;
+use approve::{resume_approvals, withdraw_paused};
 use opening::opening;

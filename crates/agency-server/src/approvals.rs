@@ -30,7 +30,22 @@ pub async fn list_approvals(
     session: Session,
 ) -> Result<Json<Vec<wire::Approval>>, ApiError> {
     let pending = s.rt.approvals().pending(&session.owner()).await?;
-    Ok(Json(pending.iter().map(wire::Approval::from).collect()))
+    let mut named = Vec::with_capacity(pending.len());
+    for a in &pending {
+        named.push(with_names(&s, a).await);
+    }
+    Ok(Json(named))
+}
+
+/// An approval as a person reads it: with its agency's and its agent's names (from the
+/// agency's draft, cached), where they can be read.
+async fn with_names(s: &AppState, a: &agency_core::Approval) -> wire::Approval {
+    let mut wire = wire::Approval::from(a);
+    if let Ok(agency) = s.rt.agencies().draft(a.agency).await {
+        wire.agency_name = Some(agency.name.clone());
+        wire.agent_name = agency.agent(a.agent).map(|agent| agent.name.clone());
+    }
+    wire
 }
 
 /// Approves a call: it runs (once), with new `arguments` where the agent's policy allows.
@@ -91,5 +106,5 @@ async fn answered(
         s.rt.approvals()
             .answer(&session.owner(), id, answer)
             .await?;
-    Ok(Json(wire::Approval::from(&done)))
+    Ok(Json(with_names(s, &done).await))
 }

@@ -146,7 +146,14 @@ pub async fn get_turn(
             .map(|e| wire::TraceEntry::new(e, &detail.roster))
             .collect(),
         agent_costs: wire::AgentCost::list(&detail.agent_costs, &detail.roster),
-        approvals: detail.approvals.iter().map(wire::Approval::from).collect(),
+        approvals: detail
+            .approvals
+            .iter()
+            .map(|a| wire::Approval {
+                agent_name: detail.roster.name(a.agent).map(str::to_string),
+                ..wire::Approval::from(a)
+            })
+            .collect(),
     }))
 }
 

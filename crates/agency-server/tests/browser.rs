@@ -21,6 +21,10 @@ use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
+/// A person's approval in the web UI (issue 36).
+#[path = "browser/approvals.rs"]
+mod approvals;
+
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 

@@ -3122,6 +3122,38 @@ async fn approval_responses_are_checked() {
     assert_eq!(answering(&app, &key, &id, &item, true).await, "Echoed: x");
 }
 
+#[tokio::test]
+async fn a_new_message_instead_of_the_answer_withdraws_the_calls_that_waited() {
+    let app = App::spawn().await;
+    let key = clerk(&app).await;
+    let (id, item) = asking(&app, &key, "pay", false).await;
+    // The client goes on without answering: the paused turn will not go on, so its call is
+    // denied and nobody is asked about it any more; the new message gets its own turn.
+    let r = Reply::of(app.post("/v1/responses", Some(&key)).json(&json!({
+        "model": "clerk", "previous_response_id": id, "input": "never mind",
+    })))
+    .await;
+    let body = r.ok();
+    let old = app
+        .store
+        .approval(approval_id(&item))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(old.state, agency_core::ApprovalState::Denied);
+    assert_eq!(old.answered_by.as_deref(), Some("turn ended"));
+    assert!(old.started_at.is_none() && old.result.is_none());
+    let pending = app.store.pending_approvals(LOCAL_OWNER).await.unwrap();
+    assert!(pending.iter().all(|a| a.id != old.id), "{pending:?}");
+    // The new turn asks about its own call.
+    let asked = &body["output"][0];
+    assert_eq!(asked["type"], json!("mcp_approval_request"), "{body}");
+    assert_ne!(asked["id"], item["id"]);
+    let args: Value = serde_json::from_str(asked["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({"text": "never mind"}));
+    assert_eq!(app.store.turns(old.conversation).await.unwrap().len(), 2);
+}
+
 /// A desk whose manager hands the user's message to a clerk, whose echo needs approval.
 const DESK: &str = r#"name: desk
 manager: boss

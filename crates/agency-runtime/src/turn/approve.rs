@@ -133,6 +133,35 @@ impl TurnRun {
 
 /// A turn paused on approvals resumes (see [`crate::approvals`]): the answers given are
 /// stored, and the calls it held delivered their results, run or still wait.
+/// A new message came instead of the answers the conversation's paused turn waits for: that
+/// turn will not go on, so its calls still waiting are denied (as `turn ended`, unless someone
+/// answered first), and nobody is asked about them any more. The new turn's agents read their
+/// calls as not run.
+pub(super) async fn withdraw_paused(rt: &Runtime, session: &Session) -> Result<(), RuntimeError> {
+    if session.unsaved.is_some() || session.turns == 0 {
+        return Ok(());
+    }
+    let Some(last) = rt.store.last_turn(session.conversation).await? else {
+        return Ok(());
+    };
+    if last.stopped_by != Some(StopReason::Approval) {
+        return Ok(());
+    }
+    for approval in rt.store.turn_approvals(last.id).await? {
+        if approval.state != agency_core::ApprovalState::Pending {
+            continue;
+        }
+        let answer = agency_core::approval::Answer {
+            approve: false,
+            reason: None,
+            arguments: None,
+            by: crate::approvals::TURN_ENDED.into(),
+        };
+        rt.answer_approval(approval, answer).await?;
+    }
+    Ok(())
+}
+
 pub(super) async fn resume_approvals(
     rt: &Runtime,
     session: &Session,

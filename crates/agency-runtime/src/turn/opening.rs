@@ -32,6 +32,11 @@ pub(super) async fn opening(
         return super::resume_approvals(rt, session, engine, approvals, unanswered).await;
     }
     if results.is_empty() {
+        // Only after a pause (or a crash) do agents wait for something: then, and only then,
+        // is the last turn read.
+        if !unanswered.is_empty() {
+            super::withdraw_paused(rt, session).await?;
+        }
         let steps = engine.start(text, unanswered);
         return Ok((new_record(session, face), steps, Vec::new()));
     }

@@ -1,8 +1,10 @@
 // @ts-check
 // The conversation browser: a conversation's turns, each turn's waterfall (from its stored
-// trace), and each agent's context as it saw it.
+// trace) and the approvals it asked for, each agent's context as it saw it, and the tool calls
+// waiting for a person's approval (answered here, and followed as they are answered elsewhere).
 
 import { api } from "./api.js";
+import { approvalCard, settle, showPending } from "./approval.js";
 import { $, data, el } from "./dom.js";
 import { general } from "./errors.js";
 import { tokens, when } from "./format.js";
@@ -127,7 +129,34 @@ async function waterfalls(conversation, turns) {
     const chart = el("div", { class: "waterfall-box" });
     box.append(el("section", { class: "turn-waterfall", "data-turn": t.number }, el("h3", {}, "Turn " + t.number), chart));
     new Waterfall(chart, "Turn " + t.number + "'s waterfall: each agent's model calls and tool calls over time, and the hops between them").show(r.data.trace, r.data.agent_costs);
+    // Its approvals as answered: who, when, why (the pending ones wait above).
+    /** @type {import("./approval.js").Approval[]} */
+    const answered = (r.data.approvals || []).filter((/** @type {{ state: string }} */ a) => a.state !== "pending");
+    if (answered.length) {
+      chart.after(el("div", { class: "approvals", "data-turn-approvals": t.number }, el("h4", {}, "Approvals"), ...answered.map((a) => approvalCard(a))));
+    }
   }
+}
+
+/**
+ * Shows the calls of this conversation waiting for a person, and follows them: a new one is
+ * added, one answered elsewhere shows its answer.
+ * @param {string} conversation
+ */
+async function approvals(conversation) {
+  const section = $("approvals-section");
+  const box = $("pending-approvals");
+  if (await showPending(box, conversation)) section.hidden = false;
+  const es = new EventSource("/api/conversations/" + conversation + "/events");
+  es.addEventListener("approval", (e) => {
+    const a = JSON.parse(e.data);
+    if (a.state !== "pending") {
+      settle(box, a);
+      return;
+    }
+    section.hidden = false;
+    showPending(box, conversation).catch((err) => general(String(err)));
+  });
 }
 
 const id = data("conversation", "id");
@@ -136,5 +165,6 @@ if (!c.ok) {
   general(c.error.message);
 } else {
   show(c.data, m.ok ? m.data : null);
+  await approvals(id);
   await waterfalls(id, c.data.turns);
 }

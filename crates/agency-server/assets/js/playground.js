@@ -7,6 +7,7 @@
 // `ConversationEvent` in the API's document).
 
 import { api } from "./api.js";
+import { settle, showPending } from "./approval.js";
 import { $, data, el, status, submitOnCtrlEnter } from "./dom.js";
 import { chatInput, general, showError } from "./errors.js";
 import { cost, tokens } from "./format.js";
@@ -68,6 +69,17 @@ function openEvents(conversation) {
         addHop(play.turn, h, ((performance.now() - play.turn.started) / 1000).toFixed(2));
         play.turn.waterfall.add(h);
       }
+    });
+    // A tool call waits for a person: asked here, beside the chat, until it is answered (here,
+    // in the list of approvals, or through the API).
+    es.addEventListener("approval", (e) => {
+      const a = JSON.parse(e.data);
+      if (a.state !== "pending") {
+        settle($("pending-approvals"), a);
+        return;
+      }
+      status("chat-status", "Waiting for your approval…");
+      showPending($("pending-approvals"), conversation).catch((err) => general(String(err)));
     });
     es.addEventListener("turn_finished", (e) => {
       const d = JSON.parse(e.data);
@@ -183,6 +195,8 @@ async function join(conversation, on) {
   play.on = on;
   sessionStorage.setItem(KEPT, JSON.stringify({ conversation, on }));
   await openEvents(conversation);
+  // Asked before the page listened (a reload while the turn waits).
+  await showPending($("pending-approvals"), conversation);
   $("conversation-link").replaceChildren(
     "A conversation with the " + (on === "draft" ? "draft" : "published version") + ": ",
     el("a", { href: "/conversations/" + conversation, id: "open-conversation" }, "open it in the conversation browser"),
@@ -258,7 +272,10 @@ async function send(ev) {
         showError(slot, c.error.message);
         return;
       }
-      if (play.conversation) $("turns").replaceChildren();
+      if (play.conversation) {
+        $("turns").replaceChildren();
+        $("pending-approvals").replaceChildren();
+      }
       await join(c.data.id, on);
     }
     const t = newTurn(text);
@@ -289,6 +306,7 @@ function newConversation() {
   play.turn = null;
   sessionStorage.removeItem(KEPT);
   $("turns").replaceChildren();
+  $("pending-approvals").replaceChildren();
   $("conversation-link").textContent = "A new conversation: say something to the team.";
   status("chat-status", "");
   $("message").focus();

@@ -58,18 +58,56 @@ fn agent_message(task: &TaskRecord, text: String, metadata: Option<Map<String, V
 /// The status of a task as stored: what a paused, failed or cancelled task says beside it.
 fn status(task: &TaskRecord) -> TaskStatus {
     let said = match task.state {
-        TaskState::InputRequired if !task.answer.is_empty() => Some(task.answer.clone()),
-        TaskState::InputRequired => Some("The agency waits for your input.".to_string()),
-        TaskState::Failed | TaskState::Canceled if !task.note.is_empty() => Some(task.note.clone()),
+        TaskState::InputRequired if !task.approvals.is_empty() => Some(asking(task)),
+        TaskState::InputRequired if !task.answer.is_empty() => {
+            Some(agent_message(task, task.answer.clone(), None))
+        }
+        TaskState::InputRequired => Some(agent_message(
+            task,
+            "The agency waits for your input.".to_string(),
+            None,
+        )),
+        TaskState::Failed | TaskState::Canceled if !task.note.is_empty() => {
+            Some(agent_message(task, task.note.clone(), None))
+        }
         _ => None,
     };
     TaskStatus {
         state: state_name(task.state),
-        message: said.map(|text| agent_message(task, text, None)),
+        message: said,
         timestamp: task
             .updated_at
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
     }
+}
+
+/// What a task paused on approvals asks its client: each call, in words and as a data part
+/// (`{"approvals": [{"approval_id", "tool", "arguments"}]}`), and how to answer (see
+/// `answers` in `mod.rs`).
+fn asking(task: &TaskRecord) -> Message {
+    let calls: Vec<String> = task
+        .approvals
+        .iter()
+        .map(|a| format!("{} {} (approval_id {})", a.tool, a.arguments, a.approval_id))
+        .collect();
+    let text = format!(
+        "Waiting for your approval: {}. Reply `approve` or `deny` (for every call), or with a data part {{\"approval_id\": …, \"approve\": true or false, \"reason\": …}} for each.",
+        calls.join("; ")
+    );
+    let data = json!({
+        "approvals": task.approvals.iter().map(|a| json!({
+            "approval_id": a.approval_id,
+            "tool": a.tool,
+            "arguments": serde_json::from_str::<Value>(&a.arguments).unwrap_or_else(|_| Value::String(a.arguments.clone())),
+        })).collect::<Vec<_>>()
+    });
+    let mut message = agent_message(task, text, None);
+    message.parts.push(Part {
+        data: Some(data),
+        media_type: Some("application/json".into()),
+        ..Part::default()
+    });
+    message
 }
 
 fn answer(task: &TaskRecord) -> Option<Artifact> {

@@ -188,7 +188,6 @@ async fn send(
             "This agent sends no push notifications: stream the task, or subscribe to it.",
         ));
     }
-    let input = read_message(&message)?;
     let context = match message.context_id.as_deref().filter(|c| !c.is_empty()) {
         Some(c) => Some(c.parse::<ConversationId>().map_err(|_| {
             A2aError::new(
@@ -202,12 +201,30 @@ async fn send(
         Some(id) => Some(paused(s, a, id, context).await?),
         None => None,
     };
-    let turn = ChatTurn {
-        conversation: resumes.as_ref().map(|t| t.conversation).or(context),
-        end_user: end_user(&message),
-        input: vec![input.clone()],
-        ..ChatTurn::default()
+    // A task paused on approvals takes their answers and goes on; any other message is the
+    // user's.
+    let turn = match resumes.as_ref().filter(|t| !t.approvals.is_empty()) {
+        Some(task) => ChatTurn {
+            conversation: Some(task.conversation),
+            after: task.turn.map(|n| (task.conversation, n)),
+            approvals: answers(&message, task)?,
+            end_user: end_user(&message),
+            pause_on_approvals: true,
+            ..ChatTurn::default()
+        },
+        None => ChatTurn {
+            conversation: resumes.as_ref().map(|t| t.conversation).or(context),
+            end_user: end_user(&message),
+            input: vec![read_message(&message)?],
+            pause_on_approvals: true,
+            ..ChatTurn::default()
+        },
     };
+    let said = turn
+        .input
+        .first()
+        .map(|m| m.text.clone())
+        .unwrap_or_default();
     let request = TurnRequest {
         caller: Caller::Key(a.key.clone()),
         ask: Ask::Chat {
@@ -226,9 +243,82 @@ async fn send(
     };
     let (task, events) =
         s.rt.tasks()
-            .run(&a.key, resumes, turn, message_id, input.text)
+            .run(&a.key, resumes, turn, message_id, said)
             .await?;
     Ok(Sent { task, events })
+}
+
+/// What a message to a task paused on approvals answers: a data part per call
+/// (`{"approval_id", "approve", "reason"}`, or several as `{"approvals": [...]}`), and the
+/// word `approve` or `deny` for the calls no data part answers.
+fn answers(
+    message: &Message,
+    task: &TaskRecord,
+) -> Result<Vec<(agency_core::ApprovalId, bool, Option<String>)>, A2aError> {
+    let how = || {
+        let ids: Vec<&str> = task
+            .approvals
+            .iter()
+            .map(|a| a.approval_id.as_str())
+            .collect();
+        format!(
+            "Task `{}` waits for your approval of {}: reply `approve` or `deny`, or with a data part {{\"approval_id\", \"approve\": true or false, \"reason\"}} for each.",
+            task.id,
+            ids.join(", ")
+        )
+    };
+    let mut out: Vec<(agency_core::ApprovalId, bool, Option<String>)> = Vec::new();
+    let mut words = Vec::new();
+    for part in &message.parts {
+        if let Some(data) = &part.data {
+            let items = match data.get("approvals") {
+                Some(serde_json::Value::Array(items)) => items.as_slice(),
+                _ => std::slice::from_ref(data),
+            };
+            for item in items {
+                let id = item
+                    .get("approval_id")
+                    .and_then(serde_json::Value::as_str)
+                    .filter(|id| task.approvals.iter().any(|a| a.approval_id == id.trim()))
+                    .and_then(|id| id.trim().parse().ok())
+                    .ok_or_else(|| A2aError::invalid(how()))?;
+                let approve = item
+                    .get("approve")
+                    .and_then(serde_json::Value::as_bool)
+                    .ok_or_else(|| A2aError::invalid(how()))?;
+                let reason = item
+                    .get("reason")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_string);
+                out.push((id, approve, reason));
+            }
+        } else if let Some(text) = &part.text {
+            words.push(text.trim().to_lowercase());
+        } else {
+            return Err(A2aError::invalid(how()));
+        }
+    }
+    let said = words.join(" ");
+    let approve = match said.trim().trim_end_matches(['.', '!']) {
+        "" => None,
+        "approve" | "approved" | "yes" | "y" | "ok" => Some(true),
+        "deny" | "denied" | "no" | "n" => Some(false),
+        _ => return Err(A2aError::invalid(how())),
+    };
+    if let Some(approve) = approve {
+        for asked in &task.approvals {
+            let Ok(id) = asked.approval_id.parse::<agency_core::ApprovalId>() else {
+                continue;
+            };
+            if !out.iter().any(|(answered, ..)| *answered == id) {
+                out.push((id, approve, None));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(A2aError::invalid(how()));
+    }
+    Ok(out)
 }
 
 /// The task a message names, which must wait for the client's input (in `context`, if named).

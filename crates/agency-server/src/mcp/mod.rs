@@ -141,7 +141,15 @@ pub fn answer(
         }
         ("tools/call", _) => {
             let token = wire::progress_token(&params);
-            return match tool::read(agency, &params) {
+            let read = tool::read(agency, &params).map(|call| -> Result<tool::Call, String> {
+                let mut call = call?;
+                // Only 2026-07-28 asks a client for input in a result.
+                if era.modern() {
+                    tool::approvals_of(&mut call, &params)?;
+                }
+                Ok(call)
+            });
+            return match read {
                 Err(e) => Reply::Now(e.to(id)),
                 Ok(Ok(call)) => Reply::Call { id, token, call },
                 Ok(Err(why)) => Reply::Now(tool::refused(id, era.modern(), &why)),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agency_core::{Agency, ApiKey, ChatMessage, ConversationId, MessageKind, Role};
+use agency_core::{Agency, ApiKey, ApprovalId, ChatMessage, ConversationId, MessageKind, Role};
 use agency_runtime::api::ChatTurn;
 use agency_runtime::{Ask, Caller, Event, Runtime, RuntimeError, Turn, TurnEvent, TurnOutcome};
 use serde_json::{Map, Value, json};
@@ -123,6 +123,12 @@ pub fn definition(agency: &Agency) -> Value {
 pub struct Call {
     pub message: String,
     pub conversation: Option<ConversationId>,
+    /// The client answers approvals itself (2026-07-28, declaring elicitation): a turn whose
+    /// calls wait for a person pauses, and the result is `input_required`.
+    pub asks: bool,
+    /// The retry of a call answered `input_required`: the conversation its turn paused in, and
+    /// the answers to its approvals.
+    pub answers: Option<(ConversationId, Vec<(ApprovalId, bool, Option<String>)>)>,
 }
 
 /// Reads a `tools/call`'s params: an error for an unknown tool (a protocol error), or the
@@ -179,8 +185,66 @@ fn arguments_of(arguments: &Map<String, Value>) -> Result<Call, String> {
     Ok(Call {
         message,
         conversation,
+        asks: false,
+        answers: None,
     })
 }
+
+/// What a 2026-07-28 client says of approvals in a `tools/call`: whether it can be asked
+/// (it declares elicitation in its capabilities), and its answers when it retries a call that
+/// was answered `input_required` (`requestState`, `inputResponses` keyed by approval id).
+/// The state is the client's to echo, so nothing in it is trusted: the conversation must be
+/// the key's agency's and the approvals its paused turn's, as for any request.
+pub fn approvals_of(call: &mut Call, params: &Map<String, Value>) -> Result<(), String> {
+    call.asks = params
+        .get("_meta")
+        .and_then(|m| m.get(wire::META_CAPABILITIES))
+        .and_then(|c| c.get("elicitation"))
+        .is_some_and(Value::is_object);
+    let Some(state) = params.get("requestState") else {
+        return Ok(());
+    };
+    let conversation = state
+        .as_str()
+        .and_then(|s| s.strip_prefix(STATE_PREFIX))
+        .and_then(|s| s.parse::<ConversationId>().ok())
+        .ok_or("`requestState` is not one this server gave: retry with the one it sent.")?;
+    let responses = match params.get("inputResponses") {
+        Some(Value::Object(r)) => r,
+        _ => return Err("`inputResponses` (the answers to the approvals asked) is required with `requestState`.".into()),
+    };
+    let mut answers = Vec::with_capacity(responses.len());
+    for (key, response) in responses {
+        let id: ApprovalId = key
+            .parse()
+            .map_err(|_| format!("`inputResponses` answers `{key}`, which was not asked."))?;
+        // An elicitation's result, bare or wrapped as `{"result": …}`.
+        let result = response.get("result").unwrap_or(response);
+        let content = result.get("content");
+        let reason = content
+            .and_then(|c| c.get("reason"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let approve = match result.get("action").and_then(Value::as_str) {
+            Some("accept") => content
+                .and_then(|c| c.get("approve"))
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            Some("decline" | "cancel") => false,
+            _ => {
+                return Err(format!(
+                    "`inputResponses.{key}.action` must be `accept`, `decline` or `cancel`."
+                ));
+            }
+        };
+        answers.push((id, approve, reason));
+    }
+    call.answers = Some((conversation, answers));
+    Ok(())
+}
+
+/// What a `requestState` of this server begins with; the conversation's id follows.
+const STATE_PREFIX: &str = "agency-approvals:";
 
 /// The translator: the call as a turn of the pipeline, begun. `Err` is the tool error the
 /// client is told (nothing else of the failure leaks).
@@ -195,10 +259,21 @@ pub async fn begin(
             caller: Caller::Key(key.clone()),
             ask: Ask::Chat {
                 agency: agency.clone(),
-                turn: Box::new(ChatTurn {
-                    input: vec![ChatMessage::new(Role::User, call.message)],
-                    conversation: call.conversation,
-                    ..ChatTurn::default()
+                // A retry with answers resumes the turn paused on them; its message was the
+                // first round's.
+                turn: Box::new(match call.answers {
+                    Some((conversation, approvals)) => ChatTurn {
+                        conversation: Some(conversation),
+                        approvals,
+                        pause_on_approvals: call.asks,
+                        ..ChatTurn::default()
+                    },
+                    None => ChatTurn {
+                        input: vec![ChatMessage::new(Role::User, call.message)],
+                        conversation: call.conversation,
+                        pause_on_approvals: call.asks,
+                        ..ChatTurn::default()
+                    },
                 }),
             },
             stream_text: false,
@@ -206,6 +281,9 @@ pub async fn begin(
             face: agency_core::Face::Mcp,
         },
         Asker::Local { agency } => {
+            if call.answers.is_some() {
+                return Err("No call waits for approval here: over stdio a call that needs one waits for an answer given in the web UI or the API.".into());
+            }
             let conversation = match call.conversation {
                 Some(id) => {
                     rt.conversations()
@@ -276,6 +354,9 @@ impl Encoder {
                     json!({ "progressToken": token, "progress": self.count, "message": message }),
                 ))
             }
+            TurnEvent::Finished { outcome, .. } if !outcome.approvals.is_empty() => {
+                Some(wire::result(self.id.clone(), self.input_required(&outcome)))
+            }
             TurnEvent::Finished { outcome, .. } => Some(self.result(answered(&outcome))),
             TurnEvent::Failed(e) => Some(self.result(failed(&refusal(e)))),
         }
@@ -288,6 +369,48 @@ impl Encoder {
 
     fn result(&self, result: Value) -> Value {
         respond(self.id.clone(), self.modern, result)
+    }
+
+    /// A turn paused on approvals (only for a client that can be asked): 2026-07-28's
+    /// `input_required`, a form per call (approve, and why not), keyed by the approval's id;
+    /// the client retries the call with the answers and the state.
+    fn input_required(&self, out: &TurnOutcome) -> Value {
+        let roster = self.agency.roster();
+        let requests: Map<String, Value> = out
+            .approvals
+            .iter()
+            .map(|a| {
+                let message = format!(
+                    "{} asks to call {} with {}. Approve it?",
+                    roster.display(Some(a.agent)),
+                    a.call.name,
+                    cut(&a.call.arguments)
+                );
+                let request = json!({
+                    "method": "elicitation/create",
+                    "params": {
+                        "mode": "form",
+                        "message": message,
+                        "requestedSchema": {
+                            "type": "object",
+                            "properties": {
+                                "approve": { "type": "boolean", "title": "Approve", "description": "Run the call (no: it is not run, and the agent is told)." },
+                                "reason": { "type": "string", "title": "Why", "description": "Why not, if you say no (the agent reads it)." }
+                            },
+                            "required": ["approve"]
+                        }
+                    }
+                });
+                (a.id.to_string(), request)
+            })
+            .collect();
+        let mut result = json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": format!("{STATE_PREFIX}{}", out.conversation_id),
+        });
+        modern_result(&mut result);
+        result
     }
 
     /// What a client shows of an event: each hop and each tool call, in a line.
@@ -347,7 +470,9 @@ fn respond(id: Value, modern: bool, mut result: Value) -> Value {
 /// What 2026-07-28 adds to every result.
 pub fn modern_result(result: &mut Value) {
     if let Some(object) = result.as_object_mut() {
-        object.insert("resultType".into(), "complete".into());
+        object
+            .entry("resultType")
+            .or_insert_with(|| "complete".into());
         let meta = object
             .entry("_meta")
             .or_insert_with(|| Value::Object(Map::new()));

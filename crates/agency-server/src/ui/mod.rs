@@ -43,6 +43,7 @@ pub fn routes() -> Router<AppState> {
         .route("/conversations", get(conversations_page))
         .route("/conversations/{id}", get(conversation_page))
         .route("/settings", get(settings_page))
+        .route("/approvals", get(approvals_page))
         .route("/rooms", get(rooms_page))
         .route("/rooms/{id}", get(room_page))
         .route("/static/{*file}", get(asset))
@@ -608,6 +609,19 @@ struct SettingsPage {
 
 async fn settings_page(Page(session): Page) -> Response {
     render(&SettingsPage {
+        layout: Layout::of(&session),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "approvals.html")]
+struct ApprovalsPage {
+    layout: Layout,
+}
+
+/// Every tool call waiting for a person in the account's agencies (the script reads them).
+async fn approvals_page(Page(session): Page) -> Response {
+    render(&ApprovalsPage {
         layout: Layout::of(&session),
     })
 }

@@ -10,8 +10,13 @@ pub struct Approval {
     pub agency_id: String,
     pub conversation_id: String,
     pub turn_id: String,
+    /// The agency's name (in `/api/approvals`' answers; `null` elsewhere).
+    pub agency_name: Option<String>,
     /// The agent that made the call, by its number.
     pub agent: u32,
+    /// ... and by its name (in `/api/approvals`' answers, from the agency's draft, and in a
+    /// turn's; `null` elsewhere, and for an agent the agency no longer has).
+    pub agent_name: Option<String>,
     /// `server/tool`.
     pub tool: String,
     /// The call's arguments as JSON text (as approved, when they were changed).
@@ -25,7 +30,8 @@ pub struct Approval {
     pub on_timeout: &'static str,
     /// Whether an approval may change the arguments.
     pub edits: bool,
-    /// Who answered (an account's email, `API key NAME`, or `timeout`), when, and why.
+    /// Who answered (an account's email, `API key NAME`, `MQTT`, `timeout` or `turn ended`), when,
+    /// and why.
     pub answered_by: Option<String>,
     pub answered_at: Option<String>,
     pub reason: Option<String>,
@@ -42,7 +48,9 @@ impl From<&agency_core::Approval> for Approval {
             agency_id: a.agency.to_string(),
             conversation_id: a.conversation.to_string(),
             turn_id: a.turn.to_string(),
+            agency_name: None,
             agent: a.agent.get(),
+            agent_name: None,
             tool: a.call.name.clone(),
             arguments: a.call.arguments.clone(),
             state: a.state.as_str(),

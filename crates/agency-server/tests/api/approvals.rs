@@ -93,6 +93,10 @@ async fn a_chat_completion_waits_for_an_approval_given_through_the_api() {
     assert_eq!(a["tool"], json!("builtin/echo"));
     assert_eq!(a["state"], json!("pending"));
     assert_eq!(a["on_timeout"], json!("deny"));
+    assert_eq!(
+        (&a["agency_name"], &a["agent_name"]),
+        (&json!("clerk"), &json!("clerk"))
+    );
     let args: Value = serde_json::from_str(a["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(args, json!({ "text": "pay 5 dollars" }));
     let id = a["id"].as_str().unwrap();

@@ -208,6 +208,7 @@ pub(super) async fn create(
         agency_runtime::api::ChatTurn::default()
     };
     turn.approvals = approvals;
+    turn.pause_on_approvals = true;
     turn.end_user = end_user(&request.other);
     turn.tools = client.tools;
     turn.tool_use = client.tool_use;
