@@ -29,6 +29,9 @@ use sha2::{Digest, Sha256};
 use crate::session::{Session, TurnInput};
 use crate::{Runtime, RuntimeError, TurnOutcome};
 
+/// A client's answer to an approval its turn paused on: which, approve or not, and why.
+pub type ApprovalAnswer = (agency_core::ApprovalId, bool, Option<String>);
+
 /// One Chat Completions request, as the conversation sees it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChatTurn {
@@ -61,7 +64,7 @@ pub struct ChatTurn {
     pub format: Option<crate::format::ResponseFormat>,
     /// Answers to the approvals the turn `after` names paused on (the Responses API's
     /// `mcp_approval_response` items): id, approve, reason. They resume that turn.
-    pub approvals: Vec<(agency_core::ApprovalId, bool, Option<String>)>,
+    pub approvals: Vec<ApprovalAnswer>,
     /// Whether the client answers approvals in its next request (the Responses API's
     /// approval items, A2A's input required, MCP's `input_required`): a turn whose calls wait
     /// for a person then pauses on them, instead of waiting for an answer given elsewhere.

@@ -18,7 +18,7 @@ mod types;
 use std::sync::Arc;
 
 use agency_core::{Agency, ApiKey, ChatMessage, ConversationId, Role};
-use agency_runtime::api::ChatTurn;
+use agency_runtime::api::{ApprovalAnswer, ChatTurn};
 use agency_runtime::tasks::{TaskQuery, TaskRecord, TaskState, TaskUpdate};
 use agency_runtime::{Ask, Caller, TurnEvent, TurnRequest};
 use axum::Router;
@@ -251,10 +251,7 @@ async fn send(
 /// What a message to a task paused on approvals answers: a data part per call
 /// (`{"approval_id", "approve", "reason"}`, or several as `{"approvals": [...]}`), and the
 /// word `approve` or `deny` for the calls no data part answers.
-fn answers(
-    message: &Message,
-    task: &TaskRecord,
-) -> Result<Vec<(agency_core::ApprovalId, bool, Option<String>)>, A2aError> {
+fn answers(message: &Message, task: &TaskRecord) -> Result<Vec<ApprovalAnswer>, A2aError> {
     let how = || {
         let ids: Vec<&str> = task
             .approvals
@@ -267,7 +264,7 @@ fn answers(
             ids.join(", ")
         )
     };
-    let mut out: Vec<(agency_core::ApprovalId, bool, Option<String>)> = Vec::new();
+    let mut out: Vec<ApprovalAnswer> = Vec::new();
     let mut words = Vec::new();
     for part in &message.parts {
         if let Some(data) = &part.data {

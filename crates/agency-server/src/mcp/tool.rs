@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use agency_core::{Agency, ApiKey, ApprovalId, ChatMessage, ConversationId, MessageKind, Role};
-use agency_runtime::api::ChatTurn;
+use agency_runtime::api::{ApprovalAnswer, ChatTurn};
 use agency_runtime::{Ask, Caller, Event, Runtime, RuntimeError, Turn, TurnEvent, TurnOutcome};
 use serde_json::{Map, Value, json};
 
@@ -128,7 +128,7 @@ pub struct Call {
     pub asks: bool,
     /// The retry of a call answered `input_required`: the conversation its turn paused in, and
     /// the answers to its approvals.
-    pub answers: Option<(ConversationId, Vec<(ApprovalId, bool, Option<String>)>)>,
+    pub answers: Option<(ConversationId, Vec<ApprovalAnswer>)>,
 }
 
 /// Reads a `tools/call`'s params: an error for an unknown tool (a protocol error), or the

@@ -252,13 +252,18 @@ pub(crate) fn prompt_hash(m: &Message) -> Option<[u8; 32]> {
     use std::sync::{LazyLock, Mutex, PoisonError};
     /// At most this many bytes of prompts' texts are remembered.
     const REMEMBERED: usize = 4 << 20;
-    static HASHES: LazyLock<Mutex<(HashMap<Box<str>, [u8; 32]>, usize)>> =
-        LazyLock::new(Mutex::default);
+    /// The hashes remembered, and their texts' bytes.
+    #[derive(Default)]
+    struct Remembered {
+        hashes: HashMap<Box<str>, [u8; 32]>,
+        bytes: usize,
+    }
+    static HASHES: LazyLock<Mutex<Remembered>> = LazyLock::new(Mutex::default);
     if m.kind != MessageKind::System {
         return None;
     }
     let mut guard = HASHES.lock().unwrap_or_else(PoisonError::into_inner);
-    let (hashes, bytes) = &mut *guard;
+    let Remembered { hashes, bytes } = &mut *guard;
     if let Some(hash) = hashes.get(m.text.as_str()) {
         return Some(*hash);
     }

@@ -199,7 +199,7 @@ fn chat_messages(items: &[Value]) -> Result<Vec<ChatMessage>, OpenAiError> {
 /// (`approval_request_id`, `mcpr_…`) of the previous response: `approve`, and a `reason`.
 pub(super) fn approvals(
     items: &[Value],
-) -> Result<Vec<(agency_core::ApprovalId, bool, Option<String>)>, OpenAiError> {
+) -> Result<Vec<agency_runtime::api::ApprovalAnswer>, OpenAiError> {
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         if kind(item) != "mcp_approval_response" {
