@@ -5,7 +5,10 @@ server (`@modelcontextprotocol/server-filesystem`, from `tests/mcp/install`), a 
 needs approval. Through the Responses API the call comes back as an `mcp_approval_request`
 item, answered by an `mcp_approval_response` item with `previous_response_id`; through Chat
 Completions, which has no shape for it, the request waits while the approval is given through
-the management API, and the policy's timeout denies. With `AGENCY_TEST_SERVERS=3` (and
+the management API, and the policy's timeout denies. A server killed (`kill -9`) while an
+approved call of the stock server-everything runs does not make the call again when the
+request is retried on the restarted server: the agent reads that its outcome is unknown. With
+`AGENCY_TEST_SERVERS=3` (and
 `AGENCY_TEST_POSTGRES`) three servers on one PostgreSQL answer behind HAProxy, so an approval
 is given on another server than the one whose turn waits or paused.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -52,6 +56,16 @@ def filesystem_server() -> Path:
     )
     if not script.is_file():
         message = f"server-filesystem is not installed ({script}): run tests/mcp/install"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return script
+
+
+def everything_server() -> Path:
+    script = mcp_dir() / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    if not script.is_file():
+        message = f"server-everything is not installed ({script}): run tests/mcp/install"
         if os.environ.get("CI") == "true":
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
@@ -266,3 +280,72 @@ def test_a_streamed_chat_completion_waits_too_and_the_timeout_denies(served) -> 
     assert text == "Wrote: Not run: nobody approved it in time."
     assert not (root / "late.txt").exists()
     assert account.pending() == []
+
+
+# --- kill -9 between an approved call and its result ---------------------------------------
+
+SLOW_CLERK = """name: slowclerk
+manager: clerk
+agents:
+  - name: clerk
+    model: builtin/rules
+    tools: [slow/trigger-long-running-operation]
+    approve: [slow/trigger-long-running-operation]
+    rules:
+      - { when: user, call: slow/trigger-long-running-operation,
+          with: { duration: 30, steps: 3 }, do: "Done: {{result}}", send_to: user }
+"""
+
+
+def test_an_approved_call_cut_by_kill_9_is_never_made_again(tmp_path: Path) -> None:
+    script = everything_server()
+    calls = tmp_path / "calls"
+    counter = Path(__file__).with_name("count_calls.py")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "mcp_servers:\n  slow: { command: " + json.dumps(sys.executable) + ", args: ["
+        + ", ".join(json.dumps(str(a)) for a in [counter, calls, "node", script, "stdio"])
+        + "], timeout_secs: 120 }\n"
+    )
+    env = _clean_env()
+    args = ["--db", f"sqlite://{tmp_path}/a.db", "--config", str(config)]
+    log = tmp_path / "serve.log"
+    proc, port = start_serve(agency_bin(), args, tmp_path, env, log, [])
+    try:
+        account = Account(f"http://127.0.0.1:{port}")
+        account.import_agency(SLOW_CLERK)
+        key = account.key("slowclerk")
+        c = client(f"http://127.0.0.1:{port}", key)
+        asked = c.responses.create(model="slowclerk", input="go")
+        [item] = asked.output
+        assert isinstance(item, McpApprovalRequest), item
+        approval = [{"type": "mcp_approval_response", "approval_request_id": item.id, "approve": True}]
+
+        # Approved: the call goes out (the server counts it) and runs for 30 s; the agency
+        # is killed meanwhile.
+        def approve() -> None:
+            try:
+                c.responses.create(model="slowclerk", previous_response_id=asked.id, input=approval)
+            except openai.APIError:
+                pass
+
+        threading.Thread(target=approve, daemon=True).start()
+        for _ in range(600):
+            if calls.exists() and calls.read_bytes().count(b"\n") == 1:
+                break
+            threading.Event().wait(0.05)
+        else:
+            pytest.fail(f"the approved call never reached the tool server:\n{log.read_text()}")
+        proc.kill()
+        proc.wait()
+
+        # Restarted on the same database, the client's retry of the same answer: the call is
+        # not made again, and the agent reads that its outcome is unknown.
+        proc, port = start_serve(agency_bin(), args, tmp_path, env, log, [])
+        c = client(f"http://127.0.0.1:{port}", key)
+        retried = c.responses.create(model="slowclerk", previous_response_id=asked.id, input=approval)
+        assert retried.output_text.startswith("Done: Outcome unknown"), retried.output_text
+        threading.Event().wait(1.0)
+        assert calls.read_bytes().count(b"\n") == 1, calls.read_text()
+    finally:
+        stop_serve(proc, log)
