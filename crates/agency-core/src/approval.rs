@@ -116,6 +116,17 @@ pub struct Approval {
     pub result: Option<(String, bool)>,
 }
 
+/// Where an agency's approvals are announced: an endpoint of its owner's, called with each call
+/// that starts waiting. Its signing secret is derived from the master key and `id` (stored
+/// nowhere); setting the URL again gives a new `id`, and with it a new secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalWebhook {
+    pub agency: AgencyId,
+    pub id: uuid::Uuid,
+    pub url: String,
+    pub created_at: DateTime<Utc>,
+}
+
 /// A person's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {

@@ -33,7 +33,7 @@ pub use agency::{
     validate_mcp_servers, validate_providers,
 };
 pub use apikey::{ApiKey, KeyBudgets, KeyState};
-pub use approval::{Approval, ApprovalPolicy, ApprovalState, OnTimeout};
+pub use approval::{Approval, ApprovalPolicy, ApprovalState, ApprovalWebhook, OnTimeout};
 pub use ids::{
     AgencyId, AgentId, ApprovalId, ConversationId, DefinitionId, MessageId, ParticipantId, RoomId,
     RoomMessageId, TurnId, UserId,

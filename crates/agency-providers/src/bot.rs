@@ -154,6 +154,24 @@ impl BotClient {
     }
 }
 
+impl BotClient {
+    /// POSTs `body` to an endpoint of an account's (a webhook) with `headers`: any 2xx answer
+    /// is taken, its body unread. Retries 429, 5xx and lost connections.
+    pub async fn notify(
+        &self,
+        endpoint: &str,
+        headers: &[(&str, String)],
+        body: &serde_json::Value,
+    ) -> Result<(), ProviderError> {
+        let url = self.check_endpoint(endpoint).await?;
+        let endpoint =
+            Endpoint::with_client(url.as_str(), self.client.clone(), self.settings.clone());
+        endpoint
+            .call("", headers, body, None, false, |_| async { Ok(()) })
+            .await
+    }
+}
+
 /// An endpoint URL as it may be registered: `http` or `https`, with a host, no credentials
 /// (the bot is called with its caller key).
 pub fn parse_endpoint(endpoint: &str) -> Result<reqwest::Url, ProviderError> {

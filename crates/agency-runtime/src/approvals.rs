@@ -2,16 +2,19 @@
 //!
 //! The engine asks ([`agency_core::engine::Step::AskApproval`]) for each call an agent's policy
 //! names; the turn stores it as a pending [`Approval`] and tells the event stream. Then it
-//! either **waits** in its run for the answer, up to the policy's timeout (every face but the
-//! Responses API: Chat Completions, the playground, MQTT, the CLI — their streams keep alive),
-//! or, once nothing else runs, **pauses** in the store (`StopReason::Approval`, the Responses
-//! API: its client answers with `mcp_approval_response` items, and the next request resumes
-//! the turn, on any server).
+//! either **waits** in its run for the answer, up to the policy's timeout (Chat Completions,
+//! the playground, MQTT, the CLI — their streams keep alive), or, when the client answers
+//! approvals itself (`ChatTurn::pause_on_approvals`: the Responses API, A2A, MCP), once nothing
+//! else runs **pauses** in the store (`StopReason::Approval`; the client's next request
+//! carries the answers and resumes the turn, on any server). An agency's [`webhook`] is told
+//! of each call that starts waiting.
 //!
 //! An answer is a conditional update (the first wins; a second changes nothing). An approved
 //! call is marked started before it goes out and its result kept after, so a call found
 //! started without a result is never run again: its agent reads
 //! [`agency_core::approval::OUTCOME_UNKNOWN`].
+
+pub mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +22,7 @@ use std::time::Duration;
 use agency_core::approval::{Answer, DEFAULT_TIMEOUT_SECS, OUTCOME_UNKNOWN};
 use agency_core::engine::{Held, HeldOutcome};
 use agency_core::{
-    AgencyId, Agent, Approval, ApprovalId, ApprovalState, MessageId, OnTimeout, ToolCall, ToolPart,
-    TurnId,
+    Agent, Approval, ApprovalId, ApprovalState, MessageId, OnTimeout, ToolCall, ToolPart, TurnId,
 };
 use chrono::Utc;
 use tokio::sync::broadcast;
@@ -71,6 +73,31 @@ impl Approvals<'_> {
         answer: Answer,
     ) -> Result<Approval, RuntimeError> {
         let approval = self.get(owner, id).await?;
+        self.settle(approval, answer).await
+    }
+
+    /// One of its agency's API keys answers an approval (a webhook's receiver does): as
+    /// [`Approvals::answer`], the answer given by the key. Another agency's does not exist.
+    pub async fn answer_with_key(
+        &self,
+        key: &agency_core::ApiKey,
+        id: ApprovalId,
+        mut answer: Answer,
+    ) -> Result<Approval, RuntimeError> {
+        let approval = self
+            .rt
+            .store
+            .approval(id)
+            .await?
+            .filter(|a| a.agency == key.agency_id)
+            .ok_or_else(|| RuntimeError::NotFound(format!("no approval {id}")))?;
+        answer.by = format!("API key {}", key.name);
+        self.settle(approval, answer).await
+    }
+
+    /// Gives `approval` its answer, unless someone answered first (a conflict).
+    async fn settle(&self, approval: Approval, answer: Answer) -> Result<Approval, RuntimeError> {
+        let id = approval.id;
         let (approval, changed) = self.rt.answer_approval(approval, answer).await?;
         if !changed {
             return Err(RuntimeError::Conflict(format!(
@@ -127,10 +154,11 @@ impl Runtime {
         });
     }
 
-    /// Stores `call` of `agent`'s reply as pending, and tells the event stream.
+    /// Stores `call` of `agent`'s reply as pending, and tells the event stream and the
+    /// agency's webhook.
     pub(crate) async fn ask_approval(
         &self,
-        agency: AgencyId,
+        agency: &agency_core::Agency,
         (conversation, turn): (agency_core::ConversationId, TurnId),
         agent: &Agent,
         reply: MessageId,
@@ -141,7 +169,7 @@ impl Runtime {
         let asked_at = Utc::now();
         let approval = Approval {
             id: ApprovalId::new(),
-            agency,
+            agency: agency.id,
             conversation,
             turn,
             agent: agent.id,
@@ -161,6 +189,7 @@ impl Runtime {
         };
         self.store.put_approval(&approval).await?;
         self.tell(&approval);
+        self.approvals().announce(&approval, (&agency.name, agent));
         Ok(approval)
     }
 }

@@ -51,7 +51,6 @@ fn no_schema_can_carry_a_secret_out() {
         "token_hash",
         "sealed",
         "nonce",
-        "secret",
         "system_prompt",
     ] {
         assert!(
@@ -59,6 +58,10 @@ fn no_schema_can_carry_a_secret_out() {
             "a schema has a `{secret}` property"
         );
     }
+    // A signing secret is shown once, in the answer that made it, and nowhere else.
+    assert_eq!(names.iter().filter(|n| *n == "secret").count(), 1);
+    let created = doc["components"]["schemas"]["CreatedApprovalWebhook"].to_string();
+    assert!(created.contains("\"secret\""), "{created}");
     // Write-only fields exist only in request bodies: `password` in credentials, a provider
     // key when it is stored; no response schema has them.
     let schemas = doc["components"]["schemas"].as_object().unwrap();

@@ -576,6 +576,14 @@ pub trait ApprovalStore: Send + Sync {
         result: &str,
         is_error: bool,
     ) -> Result<()>;
+    /// Sets (or replaces) the agency's approval webhook.
+    async fn put_approval_webhook(&self, hook: &agency_core::ApprovalWebhook) -> Result<()>;
+    async fn approval_webhook(
+        &self,
+        agency: agency_core::AgencyId,
+    ) -> Result<Option<agency_core::ApprovalWebhook>>;
+    /// Removes it: false when there was none.
+    async fn delete_approval_webhook(&self, agency: agency_core::AgencyId) -> Result<bool>;
 }
 
 /// Everything the server stores.

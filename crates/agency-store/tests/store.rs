@@ -1704,4 +1704,27 @@ async fn approvals_are_answered_once_and_started_once(s: Arc<dyn Store>) {
         of_turn.iter().map(|x| x.id).collect::<Vec<_>>(),
         [a.id, b.id]
     );
+
+    // The agency's webhook: set, replaced, removed; gone with its agency.
+    assert_eq!(s.approval_webhook(agency).await.unwrap(), None);
+    let hook = |url: &str, secs| agency_core::ApprovalWebhook {
+        agency,
+        id: uuid::Uuid::now_v7(),
+        url: url.into(),
+        created_at: at(secs),
+    };
+    let first = hook("https://hooks.example.com/a", 20);
+    s.put_approval_webhook(&first).await.unwrap();
+    assert_eq!(s.approval_webhook(agency).await.unwrap(), Some(first));
+    let second = hook("https://hooks.example.com/b", 30);
+    s.put_approval_webhook(&second).await.unwrap();
+    assert_eq!(
+        s.approval_webhook(agency).await.unwrap(),
+        Some(second.clone())
+    );
+    assert!(s.delete_approval_webhook(agency).await.unwrap());
+    assert!(!s.delete_approval_webhook(agency).await.unwrap());
+    s.put_approval_webhook(&second).await.unwrap();
+    assert!(s.delete_agency(agency).await.unwrap());
+    assert_eq!(s.approval_webhook(agency).await.unwrap(), None);
 }

@@ -63,7 +63,7 @@ impl TurnRun {
         let at = (self.record.conversation_id, self.record.id);
         let approval = self
             .rt
-            .ask_approval(self.agency.id, at, who, reply, call)
+            .ask_approval(&self.agency, at, who, reply, call)
             .await?;
         if let Some(events) = events {
             let answered = crate::approvals::answered(self.rt.clone(), events, approval.clone());

@@ -83,3 +83,39 @@ pub struct Deny {
     #[schema(max_length = 2000)]
     pub reason: Option<String>,
 }
+
+/// Where the agency's approvals are announced: each call that starts waiting is POSTed there,
+/// signed (Standard Webhooks), and answered through `/api/approvals` (a session, or the
+/// agency's API key).
+#[derive(Serialize, ToSchema)]
+pub struct ApprovalWebhook {
+    pub url: String,
+    pub created_at: String,
+}
+
+impl From<&agency_core::ApprovalWebhook> for ApprovalWebhook {
+    fn from(h: &agency_core::ApprovalWebhook) -> Self {
+        Self {
+            url: h.url.clone(),
+            created_at: h.created_at.to_rfc3339(),
+        }
+    }
+}
+
+/// An approval webhook just set: with its signing secret, shown this once.
+#[derive(Serialize, ToSchema)]
+pub struct CreatedApprovalWebhook {
+    #[serde(flatten)]
+    pub webhook: ApprovalWebhook,
+    /// The signing secret (`whsec_…`): never shown again.
+    pub secret: String,
+}
+
+/// An approval webhook's URL (`http` or `https`; a public address unless the operator allows
+/// others).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetApprovalWebhook {
+    #[schema(max_length = 2048)]
+    pub url: String,
+}

@@ -1,6 +1,8 @@
 //! Approvals through the management API (issue 36): a Chat Completions request waits (Chat
 //! Completions has no shape for it) while a person lists, approves or denies the call through
-//! `/api/approvals`; an unanswered call is denied at its timeout; another account sees nothing.
+//! `/api/approvals`; an unanswered call is denied at its timeout; another account sees nothing;
+//! an agency's approval webhook is told of each call, signed, and its receiver answers with the
+//! agency's API key.
 
 use std::time::Duration;
 
@@ -234,4 +236,121 @@ async fn a_streamed_chat_completion_keeps_alive_while_it_waits() {
         .collect();
     assert_eq!(content, "Echoed: ship it");
     assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+}
+
+#[tokio::test]
+async fn a_webhook_is_told_signed_and_its_receiver_answers_with_the_key() {
+    let app = App::spawn().await;
+    let key = clerk_key(&app, None).await;
+    // A receiver on loopback: each request's headers and body, as they come.
+    let (tx, mut told) = tokio::sync::mpsc::unbounded_channel();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    let receiver = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((headers, body));
+                StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, receiver).await });
+
+    let put = |url: Value| {
+        app.send(
+            app.client
+                .put(app.url("/api/agencies/clerk/approval-webhook"))
+                .json(&json!({ "url": url })),
+        )
+    };
+    let (status, refused) = put(json!("ftp://example.com/hook")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    let (status, first) = put(json!(hook)).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (status, set) = put(json!(hook)).await;
+    assert_eq!(status, StatusCode::OK, "{set}");
+    let secret = set["secret"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("whsec_"), "{set}");
+    assert_ne!(first["secret"], set["secret"], "set again, a new secret");
+    let (status, shown) = app.get("/api/agencies/clerk/approval-webhook").await;
+    assert_eq!(status, StatusCode::OK, "{shown}");
+    assert_eq!(shown["url"], json!(hook));
+    assert!(
+        shown.get("secret").is_none(),
+        "the secret is shown once: {shown}"
+    );
+
+    let asked = ask(&app, &key, "pay 5 dollars");
+    let (headers, body) = tokio::time::timeout(Duration::from_secs(30), told.recv())
+        .await
+        .expect("the webhook was told")
+        .unwrap();
+    let header = |name: &str| headers[name].to_str().unwrap().to_string();
+    assert!(
+        agency_runtime::approvals::webhook::verify(
+            &secret,
+            &header("webhook-id"),
+            &header("webhook-timestamp"),
+            &body,
+            &header("webhook-signature"),
+        ),
+        "signed with the secret: {headers:?}"
+    );
+    assert!(
+        !agency_runtime::approvals::webhook::verify(
+            first["secret"].as_str().unwrap(),
+            &header("webhook-id"),
+            &header("webhook-timestamp"),
+            &body,
+            &header("webhook-signature"),
+        ),
+        "not with the one it replaced"
+    );
+    let event: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(event["type"], json!("approval.requested"));
+    let data = &event["data"];
+    assert_eq!(header("webhook-id"), data["id"].as_str().unwrap());
+    assert_eq!(
+        (&data["tool"], &data["agent_name"], &data["agency_name"]),
+        (&json!("builtin/echo"), &json!("clerk"), &json!("clerk"))
+    );
+    let args: Value = serde_json::from_str(data["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(args, json!({ "text": "pay 5 dollars" }));
+
+    // Another agency's key cannot answer it; the agency's key can.
+    let (_, studio_key) = app
+        .send(
+            app.client
+                .post(app.url("/api/agencies/studio/keys"))
+                .json(&json!({ "name": "other" })),
+        )
+        .await;
+    let answer = |key: String| {
+        reqwest::Client::new()
+            .post(app.url(data["approve"].as_str().unwrap()))
+            .bearer_auth(key)
+            .send()
+    };
+    let res = answer(studio_key["key"].as_str().unwrap().to_string())
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    let (status, approved) = read(answer(key.clone()).await.unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    assert_eq!(approved["answered_by"], json!("API key app"));
+    let (status, answer) = asked.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer, "Echoed: pay 5 dollars");
+
+    let res = app
+        .client
+        .delete(app.url("/api/agencies/clerk/approval-webhook"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    let (status, _) = app.get("/api/agencies/clerk/approval-webhook").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }

@@ -1,7 +1,7 @@
 //! Approvals on PostgreSQL.
 
 use agency_core::approval::Answer;
-use agency_core::{Approval, ApprovalId, TurnId};
+use agency_core::{AgencyId, Approval, ApprovalId, ApprovalWebhook, TurnId};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
@@ -95,5 +95,37 @@ impl ApprovalStore for PostgresStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn put_approval_webhook(&self, hook: &ApprovalWebhook) -> Result<()> {
+        sqlx::query(sql::PUT_WEBHOOK)
+            .bind(hook.agency.0)
+            .bind(hook.id)
+            .bind(&hook.url)
+            .bind(hook.created_at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn approval_webhook(&self, agency: AgencyId) -> Result<Option<ApprovalWebhook>> {
+        let row: Option<(uuid::Uuid, String, DateTime<Utc>)> = sqlx::query_as(sql::SELECT_WEBHOOK)
+            .bind(agency.0)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|(id, url, created_at)| ApprovalWebhook {
+            agency,
+            id,
+            url,
+            created_at,
+        }))
+    }
+
+    async fn delete_approval_webhook(&self, agency: AgencyId) -> Result<bool> {
+        let done = sqlx::query(sql::DELETE_WEBHOOK)
+            .bind(agency.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 }

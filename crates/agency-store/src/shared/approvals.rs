@@ -98,3 +98,11 @@ impl TryFrom<ApprovalRow> for Approval {
         })
     }
 }
+
+/// An agency's approval webhook: `agency_id`, `id`, `url`, `created_at` (written anew).
+pub(crate) const PUT_WEBHOOK: &str = "INSERT INTO approval_webhooks (agency_id, id, url, created_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (agency_id) DO UPDATE SET id = excluded.id, \
+     url = excluded.url, created_at = excluded.created_at";
+pub(crate) const SELECT_WEBHOOK: &str =
+    "SELECT id, url, created_at FROM approval_webhooks WHERE agency_id = $1";
+pub(crate) const DELETE_WEBHOOK: &str = "DELETE FROM approval_webhooks WHERE agency_id = $1";

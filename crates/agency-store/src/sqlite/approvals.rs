@@ -1,7 +1,7 @@
 //! Approvals on SQLite.
 
 use agency_core::approval::Answer;
-use agency_core::{Approval, ApprovalId, TurnId};
+use agency_core::{AgencyId, Approval, ApprovalId, ApprovalWebhook, TurnId};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Row, params};
@@ -120,5 +120,40 @@ impl ApprovalStore for SqliteStore {
                 .execute(params![result, is_error, id.0])
         })
         .map(|_| ())
+    }
+
+    async fn put_approval_webhook(&self, hook: &ApprovalWebhook) -> Result<()> {
+        self.with(|conn| {
+            conn.prepare_cached(sql::PUT_WEBHOOK)?.execute(params![
+                hook.agency.0,
+                hook.id,
+                hook.url,
+                hook.created_at
+            ])
+        })
+        .map(|_| ())
+    }
+
+    async fn approval_webhook(&self, agency: AgencyId) -> Result<Option<ApprovalWebhook>> {
+        self.with(|conn| {
+            conn.prepare_cached(sql::SELECT_WEBHOOK)?
+                .query_row(params![agency.0], |r| {
+                    Ok(ApprovalWebhook {
+                        agency,
+                        id: r.get(0)?,
+                        url: r.get(1)?,
+                        created_at: r.get(2)?,
+                    })
+                })
+                .optional()
+        })
+    }
+
+    async fn delete_approval_webhook(&self, agency: AgencyId) -> Result<bool> {
+        let n = self.with(|conn| {
+            conn.prepare_cached(sql::DELETE_WEBHOOK)?
+                .execute(params![agency.0])
+        })?;
+        Ok(n > 0)
     }
 }

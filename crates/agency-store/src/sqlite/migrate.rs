@@ -28,6 +28,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0020_turn_face.sql"),
     include_str!("../../migrations/sqlite/0021_approvals.sql"),
     include_str!("../../migrations/sqlite/0022_leaner_messages.sql"),
+    include_str!("../../migrations/sqlite/0023_approval_webhooks.sql"),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
