@@ -128,7 +128,7 @@ async function waterfalls(conversation, turns) {
     if (!r.ok) continue;
     const chart = el("div", { class: "waterfall-box" });
     box.append(el("section", { class: "turn-waterfall", "data-turn": t.number }, el("h3", {}, "Turn " + t.number), chart));
-    new Waterfall(chart, "Turn " + t.number + "'s waterfall: each agent's model calls and tool calls over time, and the hops between them").show(r.data.trace, r.data.agent_costs);
+    new Waterfall(chart, "Turn " + t.number + "'s waterfall: each agent's model calls and tool calls over time, and the hops between them").show(r.data.trace, r.data.agent_costs, r.data.approvals);
     // Its approvals as answered: who, when, why (the pending ones wait above).
     /** @type {import("./approval.js").Approval[]} */
     const answered = (r.data.approvals || []).filter((/** @type {{ state: string }} */ a) => a.state !== "pending");

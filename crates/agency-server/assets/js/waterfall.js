@@ -7,7 +7,8 @@
 // the calling agent's lane. The deliveries of one reply share its call: an agent calls its
 // model again only after something reached it, so an entry from an agent that received nothing
 // since its last call is that call's. `spent` sums the same calls for the per-agent table, so
-// the two agree.
+// the two agree. A recorded turn's approvals add, on the calling agent's tool row, how long
+// each call waited for a person (from when it was asked to when it was answered).
 
 import { svg } from "./dom.js";
 import { tokens } from "./format.js";
@@ -28,6 +29,11 @@ let drawn = 0;
  */
 /** @typedef {{ lane: string, start: number, end: number, ms: number, usage: import("./format.js").Usage | null, what: string }} Bar */
 /** @typedef {{ agent: string, cost_usd: string | null }} AgentCost */
+/**
+ * An approval as a turn's record gives it (see approval.js), the parts drawn here.
+ * @typedef {{ agent: number, agent_name: string | null, tool: string, state: string, asked_at: string,
+ *   answered_at: string | null, answered_by: string | null }} Asked
+ */
 
 /**
  * When a hop was written, in milliseconds, to the microsecond the server gives (a `Date`
@@ -146,6 +152,8 @@ export class Waterfall {
     this.trace = [];
     /** @type {AgentCost[]} */
     this.costs = [];
+    /** @type {Bar[]} how long calls waited for a person */
+    this.waits = [];
     this.marker = "wf-arrow-" + ++drawn;
     /** Whether it shows the turn's record: hops that trail it are in it already. */
     this.recorded = false;
@@ -162,13 +170,23 @@ export class Waterfall {
   }
 
   /**
-   * The turn as recorded, with what each agent's calls cost.
+   * The turn as recorded, with what each agent's calls cost and the approvals it asked for.
    * @param {Hop[]} trace
    * @param {AgentCost[]} costs
+   * @param {Asked[]} [approvals]
    */
-  show(trace, costs) {
+  show(trace, costs, approvals) {
     this.trace = [...trace];
     this.costs = costs;
+    this.waits = (approvals || [])
+      .filter((a) => a.answered_at)
+      .map((a) => {
+        const start = new Date(a.asked_at).getTime();
+        const end = new Date(a.answered_at || a.asked_at).getTime();
+        const who = a.state + (a.answered_by ? " by " + a.answered_by : "");
+        return { lane: a.agent_name || "agent " + a.agent, start, end, ms: end - start, usage: null, what: a.tool + ", " + who };
+      })
+      .filter((w) => !Number.isNaN(w.ms));
     this.recorded = true;
     this.draw();
   }
@@ -180,8 +198,10 @@ export class Waterfall {
       return;
     }
     const { lanes, model, tools } = calls(trace);
+    const waits = this.waits;
+    for (const w of waits) if (!lanes.includes(w.lane)) lanes.push(w.lane);
     const by = spent(trace);
-    const bars = [...model, ...tools];
+    const bars = [...model, ...tools, ...waits];
     const origin = Math.min(...trace.map(time), ...bars.map((b) => b.start));
     const last = Math.max(...trace.map(time), ...bars.map((b) => b.end));
     const total = Math.max(last - origin, 1);
@@ -190,7 +210,7 @@ export class Waterfall {
     const x = (t) => LABEL + ((t - origin) / total) * plot;
     /** @param {string} name */
     const top = (name) => TOP + lanes.indexOf(name) * LANE;
-    const H = TOP + lanes.length * LANE + AXIS;
+    const H = TOP + lanes.length * LANE + AXIS + (waits.length ? 20 : 0);
     const arrow = svg(
       "marker",
       { id: this.marker, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" },
@@ -240,6 +260,16 @@ export class Waterfall {
       );
     };
     barGroup.append(...model.map((b) => bar(b, false)), ...tools.map((b) => bar(b, true)));
+    // Waits for a person: on the tool row, behind the call they held.
+    barGroup.prepend(
+      ...waits.map((w) =>
+        svg(
+          "rect",
+          { x: x(w.start), y: top(w.lane) + 26, width: Math.max(x(w.end) - x(w.start), 2), height: 16, rx: 2, class: "wf-wait", "data-lane": w.lane },
+          svg("title", {}, w.lane + " waited for a person's approval of " + w.what + ": " + span(w.ms) + ", from +" + span(w.start - origin)),
+        ),
+      ),
+    );
     // The hops: arrows between lanes (a tool call from the agent's model row down to its tool
     // row, the result back up). Arrows written in the same millisecond are set a few pixels
     // apart, in their order, so each shows.
@@ -284,6 +314,12 @@ export class Waterfall {
       svg("text", { x: LABEL + 222, y: ky, class: "wf-tick" }, "hop (sender → receiver)"),
       svg("text", { x: W - RIGHT, y: ky, "text-anchor": "end", class: "wf-tick" }, "time from the turn's start"),
     );
+    if (waits.length) {
+      key.append(
+        svg("rect", { x: LABEL, y: ky + 8, width: 18, height: 12, rx: 2, class: "wf-wait" }),
+        svg("text", { x: LABEL + 24, y: ky + 18, class: "wf-tick" }, "waiting for a person's approval"),
+      );
+    }
     root.append(laneGroup, axis, barGroup, hopGroup, key);
     this.box.replaceChildren(root);
   }
@@ -301,8 +337,16 @@ export class Waterfall {
       if (name === "user") continue;
       const m = model.filter((b) => b.lane === name);
       const t = tools.filter((b) => b.lane === name);
+      const w = this.waits.filter((b) => b.lane === name);
       lines.push(
-        name + ": " + m.length + " model call" + (m.length === 1 ? "" : "s") + (t.length ? ", " + t.map((b) => b.what + " (" + span(b.ms) + ")").join(", ") : "") + ".",
+        name +
+          ": " +
+          m.length +
+          " model call" +
+          (m.length === 1 ? "" : "s") +
+          (t.length ? ", " + t.map((b) => b.what + " (" + span(b.ms) + ")").join(", ") : "") +
+          (w.length ? ", waited for approval of " + w.map((b) => b.what + " (" + span(b.ms) + ")").join(", ") : "") +
+          ".",
       );
     }
     return lines.join(" ");

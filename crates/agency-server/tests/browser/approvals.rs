@@ -151,6 +151,13 @@ async fn a_person_approves_and_denies_tool_calls_in_the_ui() {
         ))
         .await;
     assert!(second.contains("Why: too much"), "{second}");
+    // Each turn's waterfall draws how long its call waited for the person, on clerk's lane.
+    for turn in ["1", "2"] {
+        w.wait(&format!(
+            "section.turn-waterfall[data-turn='{turn}'] rect.wf-wait[data-lane='clerk']"
+        ))
+        .await;
+    }
     assert!(
         w.c.find(Locator::Css("#approvals-section"))
             .await
