@@ -116,6 +116,6 @@ pub struct CreatedApprovalWebhook {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetApprovalWebhook {
-    #[schema(max_length = 2048)]
+    #[schema(max_length = 2048, pattern = "^\\s*[Hh][Tt][Tt][Pp][Ss]?://")]
     pub url: String,
 }
