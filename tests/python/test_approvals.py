@@ -50,22 +50,12 @@ def mcp_dir() -> Path:
     return Path(os.environ.get("AGENCY_MCP_DIR", ROOT / "target" / "mcp"))
 
 
-def filesystem_server() -> Path:
-    script = (
-        mcp_dir() / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
-    )
+def stock_server(name: str) -> Path:
+    """The script of a stock MCP server `tests/mcp/install` put in place (`server-filesystem`,
+    `server-everything`)."""
+    script = mcp_dir() / "node_modules" / "@modelcontextprotocol" / name / "dist" / "index.js"
     if not script.is_file():
-        message = f"server-filesystem is not installed ({script}): run tests/mcp/install"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return script
-
-
-def everything_server() -> Path:
-    script = mcp_dir() / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-    if not script.is_file():
-        message = f"server-everything is not installed ({script}): run tests/mcp/install"
+        message = f"{name} is not installed ({script}): run tests/mcp/install"
         if os.environ.get("CI") == "true":
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
@@ -139,7 +129,7 @@ class Account:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):
-    script = filesystem_server()
+    script = stock_server("server-filesystem")
     work = tmp_path_factory.mktemp("approvals")
     root = work / "files"
     root.mkdir()
@@ -298,7 +288,7 @@ agents:
 
 
 def test_an_approved_call_cut_by_kill_9_is_never_made_again(tmp_path: Path) -> None:
-    script = everything_server()
+    script = stock_server("server-everything")
     calls = tmp_path / "calls"
     counter = Path(__file__).with_name("count_calls.py")
     config = tmp_path / "config.yaml"
