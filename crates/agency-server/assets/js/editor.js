@@ -12,7 +12,8 @@ import { fillModels, keyWarning, loadProviders } from "./models.js";
 /** @typedef {{ when: string, do: string, send_to: string[], call?: string, with?: unknown }} Rule */
 /**
  * An agent as the API sends it (other fields are kept as they are).
- * @typedef {{ id?: number, name: string, role?: string, model: string, instructions?: string, rules?: Rule[], tools?: string[], [field: string]: unknown }} AgentDraft
+ * @typedef {{ id?: number, name: string, role?: string, model: string, instructions?: string, rules?: Rule[], tools?: string[],
+ *   approve?: string[], approve_timeout_secs?: number, approve_on_timeout?: string, approve_edits?: boolean, [field: string]: unknown }} AgentDraft
  */
 /** @typedef {{ name: string, tools: { name: string, description: string }[], error?: string }} ToolServer */
 /** @typedef {{ name: string, protocol?: string, manager: string, agents: AgentDraft[], [field: string]: unknown }} AgencyDraft */
@@ -186,6 +187,11 @@ export class Editor {
       for (const k of ["role", "instructions"]) if (out[k] === "") delete out[k];
       out.rules = rules.map((r) => ({ ...r, when: this.toName(r.when), send_to: r.send_to.map((ref) => this.toName(ref)) }));
       if (!out.tools || out.tools.length === 0) delete out.tools;
+      // The approval policy as the file writes it: only what differs from the defaults.
+      if (!out.approve || out.approve.length === 0) delete out.approve;
+      if (out.approve_timeout_secs == null || Number.isNaN(out.approve_timeout_secs)) delete out.approve_timeout_secs;
+      if (out.approve_on_timeout !== "approve") delete out.approve_on_timeout;
+      if (out.approve_edits !== true) delete out.approve_edits;
       return out;
     });
     return d;
@@ -312,6 +318,7 @@ export class Editor {
         }, { list: "tool-names", placeholder: "e.g. builtin/calculate, files/*" }),
         "server/tool, separated by commas; server/* for every tool of a server",
       ),
+      this.approvalFields(a, p),
       el("h3", {}, "Ad-lib rules"),
       el("p", { class: "error", id: "e-" + slug(p + ".rules"), hidden: true }),
       rules,
@@ -324,6 +331,47 @@ export class Editor {
         el("button", { type: "button", class: "danger", id: "remove-" + a._k, onclick: () => this.removeAgent(i) }, "Remove agent"),
       ),
       el("p", { class: "error", id: "e-" + slug(p), hidden: true }),
+    );
+  }
+
+  /**
+   * The agent's approval policy, beside its tools: which of them wait for a person, how long,
+   * what an unanswered call gets, and whether the person may change the arguments.
+   * @param {EditorAgent} a
+   * @param {string} p the agent's path
+   */
+  approvalFields(a, p) {
+    const timeout = el("input", { type: "number", min: 1, step: 1, value: a.approve_timeout_secs == null ? "" : String(a.approve_timeout_secs), placeholder: "the server's default" });
+    timeout.addEventListener("input", () => {
+      a.approve_timeout_secs = timeout.value === "" ? undefined : Number(timeout.value);
+      this.changed();
+    });
+    const unanswered = el("select", {}, el("option", { value: "deny" }, "denied"), el("option", { value: "approve" }, "approved"));
+    unanswered.value = a.approve_on_timeout === "approve" ? "approve" : "deny";
+    unanswered.addEventListener("change", () => {
+      a.approve_on_timeout = unanswered.value;
+      this.changed();
+    });
+    const edits = el("input", { type: "checkbox", checked: a.approve_edits === true });
+    edits.addEventListener("change", () => {
+      a.approve_edits = edits.checked;
+      this.changed();
+    });
+    return el(
+      "div",
+      { class: "row approval-policy" },
+      field(
+        "Needs a person's approval",
+        p + ".approve",
+        textInput((a.approve || []).join(", "), (v) => {
+          a.approve = v.split(",").map((t) => t.trim()).filter((t) => t);
+          this.changed();
+        }, { list: "tool-names", placeholder: "e.g. files/write_file" }),
+        "tools of its own whose every call waits for a person to approve it first",
+      ),
+      field("Waits for an answer (seconds)", p + ".approve_timeout_secs", timeout),
+      field("Unanswered, the call is", p + ".approve_on_timeout", unanswered),
+      field("The person may change the arguments", p + ".approve_edits", edits),
     );
   }
 

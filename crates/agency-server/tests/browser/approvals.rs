@@ -1,4 +1,5 @@
-//! A person's approval in the web UI (issue 36): the playground asks beside the chat, with the
+//! A person's approval in the web UI (issue 36): the editor shows an agent's policy beside its
+//! tools and keeps a change made there; the playground asks beside the chat, with the
 //! call's arguments, which the person changes before approving; the list of everything pending
 //! (another tab) denies the next call with a reason, and the playground shows it answered; the
 //! conversation browser shows both answers under their turns.
@@ -40,6 +41,34 @@ async fn a_person_approves_and_denies_tool_calls_in_the_ui() {
         .await
         .unwrap();
     let id = id.as_str().expect("the import answers the agency's id");
+
+    // The editor shows the policy beside the agent's tools, and keeps what is changed there.
+    w.goto(&format!("/agencies/{id}")).await;
+    let approve = w.wait("#f-agents-0-approve").await;
+    assert_eq!(
+        approve.prop("value").await.unwrap().as_deref(),
+        Some("builtin/echo")
+    );
+    let edits = w.wait("#f-agents-0-approve_edits").await;
+    assert_eq!(
+        edits.prop("checked").await.unwrap().as_deref(),
+        Some("true")
+    );
+    w.audit("approval-policy-editor").await;
+    w.type_into("#f-agents-0-approve_timeout_secs", "600").await;
+    w.click("#save").await;
+    w.wait_xpath("//*[@id='status' and text()='Saved.']").await;
+    let saved =
+        w.c.execute(
+            "return fetch('/api/agencies/' + arguments[0]).then((r) => r.json()).then((a) => a.draft.agents[0]);",
+            vec![json!(id)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(saved["approve"], json!(["builtin/echo"]), "{saved}");
+    assert_eq!(saved["approve_timeout_secs"], json!(600), "{saved}");
+    assert_eq!(saved["approve_edits"], json!(true), "{saved}");
+
     w.goto(&format!("/agencies/{id}/playground")).await;
     w.wait("#graph g.node.manager[data-node='clerk']").await;
 
