@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 import threading
 import urllib.error
 import urllib.request
+import uuid
 from http.cookiejar import CookieJar
 from pathlib import Path
 
@@ -81,12 +83,13 @@ agents:
 class Account:
     """A signed-up account speaking to the management API (its session cookie and CSRF token)."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, sign_up: bool = True) -> None:
         self.base = base
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
         self.csrf = ""
-        status, me = self.call("POST", "/api/auth/signup", {"email": "ada@example.com", "password": PASSWORD})
-        assert status == 201, me
+        path = "/api/auth/signup" if sign_up else "/api/auth/login"
+        status, me = self.call("POST", path, {"email": "ada@example.com", "password": PASSWORD})
+        assert status in (200, 201), me
         self.csrf = me["csrf_token"]
 
     def call(self, method: str, path: str, body=None, yaml: str | None = None) -> tuple[int, object]:
@@ -337,5 +340,61 @@ def test_an_approved_call_cut_by_kill_9_is_never_made_again(tmp_path: Path) -> N
         assert retried.output_text.startswith("Done: Outcome unknown"), retried.output_text
         threading.Event().wait(1.0)
         assert calls.read_bytes().count(b"\n") == 1, calls.read_text()
+    finally:
+        stop_serve(proc, log)
+
+
+def test_calls_left_waiting_by_a_killed_server_are_withdrawn_by_the_next_turn(tmp_path: Path) -> None:
+    script = stock_server("server-filesystem")
+    root = tmp_path / "files"
+    root.mkdir()
+    config = tmp_path / "config.yaml"
+    config.write_text(f'mcp_servers:\n  files: {{ command: node, args: ["{script}", "{root}"] }}\n')
+    env = _clean_env()
+    args = ["--db", f"sqlite://{tmp_path}/a.db", "--config", str(config)]
+    log = tmp_path / "serve.log"
+    proc, port = start_serve(agency_bin(), args, tmp_path, env, log, [])
+    try:
+        account = Account(f"http://127.0.0.1:{port}")
+        account.import_agency(clerk_yaml("clerk", root, timeout=5))
+        key = account.key("clerk")
+
+        # A chat completion waits for the approval; the server is killed meanwhile.
+        def ask() -> None:
+            try:
+                client(f"http://127.0.0.1:{port}", key).chat.completions.create(
+                    model="clerk", messages=[{"role": "user", "content": "left"}]
+                )
+            except openai.APIError:
+                pass
+
+        threading.Thread(target=ask, daemon=True).start()
+        left = account.wait_for_one()
+        proc.kill()
+        proc.wait()
+
+        # Restarted, nothing runs that turn: the call is still listed, waiting for nothing.
+        proc, port = start_serve(agency_bin(), args, tmp_path, env, log, [])
+        account = Account(f"http://127.0.0.1:{port}", sign_up=False)
+        assert [a["id"] for a in account.pending()] == [left["id"]]
+        # The conversation's next message withdraws it; its own call waits, and its 5 s pass.
+        answer = client(f"http://127.0.0.1:{port}", key).chat.completions.create(
+            model="clerk",
+            messages=[{"role": "user", "content": "again"}],
+            extra_headers={"x-agency-conversation": left["conversation_id"]},
+        )
+        # The left call's agent read that it had no result, then the new call's timeout.
+        assert answer.choices[0].message.content.split("\n\n") == [
+            "Wrote: No result: the turn ended before the tool answered.",
+            "Wrote: Not run: nobody approved it in time.",
+        ]
+        assert account.pending() == []
+        with sqlite3.connect(tmp_path / "a.db") as db:
+            state = db.execute(
+                "SELECT state, answered_by, started_at FROM approvals WHERE id = ?",
+                (uuid.UUID(left["id"]).bytes,),
+            ).fetchone()
+        assert state == ("denied", "turn ended", None), state
+        assert not (root / "left.txt").exists()
     finally:
         stop_serve(proc, log)

@@ -883,5 +883,5 @@ fn grace(agency: &Agency) -> Duration {
 
 mod approve;
 mod opening;
-use approve::{resume_approvals, withdraw_paused};
+use approve::{resume_approvals, withdraw_left};
 use opening::opening;

@@ -133,31 +133,35 @@ impl TurnRun {
 
 /// A turn paused on approvals resumes (see [`crate::approvals`]): the answers given are
 /// stored, and the calls it held delivered their results, run or still wait.
-/// A new message came instead of the answers the conversation's paused turn waits for: that
-/// turn will not go on, so its calls still waiting are denied (as `turn ended`, unless someone
-/// answered first), and nobody is asked about them any more. The new turn's agents read their
-/// calls as not run.
-pub(super) async fn withdraw_paused(rt: &Runtime, session: &Session) -> Result<(), RuntimeError> {
-    if session.unsaved.is_some() || session.turns == 0 {
-        return Ok(());
-    }
-    let Some(last) = rt.store.last_turn(session.conversation).await? else {
-        return Ok(());
-    };
-    if last.stopped_by != Some(StopReason::Approval) {
-        return Ok(());
-    }
-    for approval in rt.store.turn_approvals(last.id).await? {
-        if approval.state != agency_core::ApprovalState::Pending {
-            continue;
+/// A new message came while calls of an earlier turn still wait for a person: that turn will
+/// not go on — it paused on them and the client went on without answering, or the process
+/// that ran it stopped — so its calls still waiting are denied (as `turn ended`, unless someone
+/// answered first), and nobody is asked about them any more. `unanswered` are the agents
+/// whose contexts end with calls without results; the turns of those replies are read.
+pub(super) async fn withdraw_left(
+    rt: &Runtime,
+    session: &Session,
+    unanswered: &[AgentId],
+) -> Result<(), RuntimeError> {
+    let mut turns: Vec<agency_core::TurnId> = unanswered
+        .iter()
+        .filter_map(|a| session.contexts.get(a)?.last()?.turn_id)
+        .collect();
+    turns.sort_unstable();
+    turns.dedup();
+    for turn in turns {
+        for approval in rt.store.turn_approvals(turn).await? {
+            if approval.state != agency_core::ApprovalState::Pending {
+                continue;
+            }
+            let answer = agency_core::approval::Answer {
+                approve: false,
+                reason: None,
+                arguments: None,
+                by: crate::approvals::TURN_ENDED.into(),
+            };
+            rt.answer_approval(approval, answer).await?;
         }
-        let answer = agency_core::approval::Answer {
-            approve: false,
-            reason: None,
-            arguments: None,
-            by: crate::approvals::TURN_ENDED.into(),
-        };
-        rt.answer_approval(approval, answer).await?;
     }
     Ok(())
 }

@@ -33,9 +33,9 @@ pub(super) async fn opening(
     }
     if results.is_empty() {
         // Only after a pause (or a crash) do agents wait for something: then, and only then,
-        // is the last turn read.
+        // are their turns' approvals read.
         if !unanswered.is_empty() {
-            super::withdraw_paused(rt, session).await?;
+            super::withdraw_left(rt, session, &unanswered).await?;
         }
         let steps = engine.start(text, unanswered);
         return Ok((new_record(session, face), steps, Vec::new()));
