@@ -278,10 +278,9 @@ pub fn mentioned(text: &str, participants: &[Participant]) -> Vec<ParticipantId>
         .collect()
 }
 
-/// Who answers a person's message: those it mentions and the agent whose message it replies
-/// to (disabled ones too: that is an explicit ask), else every enabled agent that is not a
-/// bot (bots answer only when asked). Nobody, in solo mode.
-pub fn responders(
+/// Those a person's message asks by name: the agents it mentions and the one whose message it
+/// replies to.
+pub fn asked(
     text: &str,
     replied: Option<&RoomMessage>,
     participants: &[Participant],
@@ -293,10 +292,23 @@ pub fn responders(
     {
         asked.push(*id);
     }
+    asked
+}
+
+/// Who answers a person's message: the enabled among those it [`asked`], else (when it asks
+/// nobody by name) every enabled agent that is not a bot (bots answer only when asked). A
+/// disabled agent receives nothing, named or not (spec 004; the room says so, see
+/// [`replies::disabled`]). Nobody, in solo mode.
+pub fn responders(
+    text: &str,
+    replied: Option<&RoomMessage>,
+    participants: &[Participant],
+) -> Vec<ParticipantId> {
+    let asked = asked(text, replied, participants);
     if !asked.is_empty() {
         return participants
             .iter()
-            .filter(|p| asked.contains(&p.id))
+            .filter(|p| p.enabled && asked.contains(&p.id))
             .map(|p| p.id)
             .collect();
     }
@@ -515,6 +527,17 @@ pub enum Command {
 pub mod replies {
     use super::Participant;
 
+    /// A message asked agents that are disabled, which receive nothing: the room says so.
+    pub fn disabled(agents: &[&Participant]) -> String {
+        let names: Vec<String> = agents.iter().map(|p| format!("@{}", p.name)).collect();
+        let (who, verb, it) = match names.as_slice() {
+            [one] => (one.clone(), "is", "it"),
+            [rest @ .., last] => (format!("{} and {last}", rest.join(", ")), "are", "them"),
+            [] => return String::new(),
+        };
+        format!("{who} {verb} disabled and received nothing: enable {it} to ask {it}.")
+    }
+
     /// `/bots`: the room's bots, or how to add one.
     pub fn bots(bots: &[Participant]) -> String {
         let lines: Vec<String> = bots
@@ -716,8 +739,18 @@ mod tests {
         ];
         let ids: Vec<ParticipantId> = ps.iter().map(|p| p.id).collect();
         assert_eq!(responders("hello all", None, &ps), vec![ids[0], ids[2]]);
-        // A mention is an explicit ask: a disabled agent answers it.
-        assert_eq!(responders("@writer, a poem?", None, &ps), vec![ids[1]]);
+        // A disabled agent receives nothing, even named; the others named still answer.
+        assert_eq!(responders("@writer, a poem?", None, &ps), vec![]);
+        assert_eq!(asked("@writer, a poem?", None, &ps), vec![ids[1]]);
+        assert_eq!(responders("@writer and @critic?", None, &ps), vec![ids[2]]);
+        assert_eq!(
+            replies::disabled(&[&ps[1]]),
+            "@Writer is disabled and received nothing: enable it to ask it."
+        );
+        assert_eq!(
+            replies::disabled(&[&ps[0], &ps[1]]),
+            "@programmer and @Writer are disabled and received nothing: enable them to ask them."
+        );
         assert_eq!(
             responders("@critic and @PROGRAMMER: thoughts.", None, &ps),
             vec![ids[0], ids[2]],

@@ -166,7 +166,7 @@ async fn enabled_agents_answer_in_parallel_and_see_what_is_included() {
 }
 
 #[tokio::test]
-async fn mentions_ask_only_those_named_even_when_disabled() {
+async fn mentions_ask_only_those_named_and_a_disabled_one_receives_nothing() {
     let h = Harness::sqlite().await;
     let ann = h.script("ann", vec![Act::Say("from ann")]);
     let bob = h.script("bob", vec![Act::Say("from bob")]);
@@ -185,9 +185,33 @@ async fn mentions_ask_only_those_named_even_when_disabled() {
         .await
         .unwrap();
 
-    let (_, answers) =
+    // Bob is disabled: named, he is sent nothing, and the room says so.
+    let (asked, answers) =
         h.rt.rooms()
             .post(OWNER, room.id, "@Bob what do you think?", None)
+            .await
+            .unwrap()
+            .answers()
+            .await;
+    assert_eq!(answers.len(), 1);
+    assert_eq!(answers[0].author, Author::Utility);
+    assert_eq!(
+        answers[0].text,
+        "@bob is disabled and received nothing: enable it to ask it."
+    );
+    assert_eq!(answers[0].reply_to, Some(asked.id));
+    assert!(!answers[0].included);
+    assert_eq!(ann.chats.lock().unwrap().len(), 0);
+    assert_eq!(bob.chats.lock().unwrap().len(), 0);
+
+    // Enabled, he answers when named; Ann, not named, is not asked.
+    h.rt.rooms()
+        .set_enabled(OWNER, room.id, b.id, true)
+        .await
+        .unwrap();
+    let (_, answers) =
+        h.rt.rooms()
+            .post(OWNER, room.id, "@Bob and now?", None)
             .await
             .unwrap()
             .answers()

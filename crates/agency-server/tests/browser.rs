@@ -948,8 +948,24 @@ async fn a_roundtable_room_answers_in_parallel_and_keeps_its_state() {
     assert_eq!(beta.requests().len(), 2);
     w.shot(&shot("retried")).await;
 
+    // A disabled agent receives nothing even when named: the room says so, in reply.
+    w.say("@beta are you there?").await;
+    let said = w
+        .text(Locator::XPath(
+            "//ol[@id='room-messages']/li[contains(@class, 'kind-utility')][last()]",
+        ))
+        .await;
+    assert!(
+        said.contains("@beta is disabled and received nothing"),
+        "{said}"
+    );
+    assert_eq!(beta.requests().len(), 2);
+    w.click("button.pill[data-agent='beta']").await;
+    w.wait("button.pill[data-agent='beta'][aria-pressed='true']")
+        .await;
+
     // A second browser on the same room stays in step with the first: its message, and the
-    // agent it @mentions (disabled, but asked) pending with its text as it streams.
+    // agent it @mentions pending with its text as it streams.
     beta.push(openai::stalled_stream(&["Beta is ", "thinking"]));
     let room = w.c.current_url().await.unwrap().path().to_string();
     let (_driver2, c2) = browser().await.unwrap();

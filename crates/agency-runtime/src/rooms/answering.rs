@@ -72,9 +72,23 @@ impl Rooms<'_> {
             return self.utility(owner, &room, message, command).await;
         }
         let answering = room::responders(text, replied.as_ref(), &participants);
-        let answers = self
+        // Agents it names that are disabled receive nothing: the room says so, in reply.
+        let disabled: Vec<&Participant> = room::asked(text, replied.as_ref(), &participants)
+            .iter()
+            .filter_map(|id| participants.iter().find(|p| p.id == *id && !p.enabled))
+            .collect();
+        let note = if disabled.is_empty() {
+            None
+        } else {
+            Some(room::replies::disabled(&disabled))
+        };
+        let mut answers = self
             .answer(&room, participants, &answering, &message)
             .await?;
+        if let Some(text) = note {
+            let said = self.utility_says(&room, &message, text).await?;
+            answers.spawn(std::future::ready(said));
+        }
         Ok(Posted {
             message,
             answering,

@@ -135,7 +135,25 @@ impl Rooms<'_> {
                 }
             }
         };
-        let answer = self
+        let answer = self.utility_says(room, &message, text).await?;
+        let mut answers = JoinSet::new();
+        answers.spawn(std::future::ready(answer));
+        Ok(Posted {
+            message,
+            answering: Vec::new(),
+            answers,
+            caller_key,
+        })
+    }
+
+    /// The utility bot's reply to `message` (never in anyone's context), stored and told.
+    pub(super) async fn utility_says(
+        &self,
+        room: &Room,
+        message: &RoomMessage,
+        text: String,
+    ) -> Result<RoomMessage, RuntimeError> {
+        let said = self
             .rt
             .store
             .add_room_message(RoomMessage {
@@ -150,15 +168,8 @@ impl Rooms<'_> {
                 created_at: Utc::now(),
             })
             .await?;
-        self.publish_room(room.id, RoomChange::Message(answer.clone()));
-        let mut answers = JoinSet::new();
-        answers.spawn(std::future::ready(answer));
-        Ok(Posted {
-            message,
-            answering: Vec::new(),
-            answers,
-            caller_key,
-        })
+        self.publish_room(room.id, RoomChange::Message(said.clone()));
+        Ok(said)
     }
 
     /// A bot's answer to `asking`: its webhook called with the spec's request.
