@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use agency_core::Role;
 use agency_core::eval::{Transcript, TranscriptMessage, TranscriptUser};
-use agency_providers::bot::{BotClient, BotMessage, BotRequest, BotUser};
+use agency_providers::bot::{BotClient, BotMessage, BotUser, EvalRequest};
 use agency_providers::{ChatMessage, ChatRequest, Model};
 use secrecy::SecretString;
 
@@ -67,13 +67,13 @@ impl Contestant {
 }
 
 /// The spec's request for the reply after `before`: the last message is `message`, those
-/// before it the `context`; the emulated person's own messages are the bot's (`BOT`).
-/// `conversation` is empty: a transcript has no earlier exchanges with this bot.
+/// before it the `context`, and all of them, in order, the `conversation` (as spec 003's
+/// evaluation passes it); the emulated person's own messages are the bot's (`BOT`).
 pub fn request(
     transcript: &Transcript,
     person: &TranscriptUser,
     before: &[TranscriptMessage],
-) -> BotRequest {
+) -> EvalRequest {
     let wire = |m: &TranscriptMessage| BotMessage {
         from: if m.from == person.id {
             "BOT".to_string()
@@ -88,9 +88,9 @@ pub fn request(
     let (last, context) = before
         .split_last()
         .map_or((None, &[][..]), |(l, c)| (Some(l), c));
-    BotRequest {
+    EvalRequest {
         context: context.iter().map(wire).collect(),
-        conversation: Vec::new(),
+        conversation: before.iter().map(wire).collect(),
         message: last.map(wire).unwrap_or(BotMessage {
             from: String::new(),
             tagged: Vec::new(),

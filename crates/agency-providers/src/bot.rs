@@ -55,6 +55,18 @@ pub struct BotRequest {
     pub users: Vec<BotUser>,
 }
 
+/// What `agency eval` sends a bot: the request a room sends (`context`, `message`, `users`),
+/// with `conversation` as spec 003's evaluation gives it — the conversation so far, every
+/// message up to and including the one to answer — so that a bot written to either section of
+/// the spec sees the history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvalRequest {
+    pub context: Vec<BotMessage>,
+    pub conversation: Vec<BotMessage>,
+    pub message: BotMessage,
+    pub users: Vec<BotUser>,
+}
+
 /// A bot's answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BotReply {
@@ -126,7 +138,7 @@ impl BotClient {
         &self,
         endpoint: &str,
         caller_key: &SecretString,
-        request: &BotRequest,
+        request: &impl Serialize,
         on_retry: Option<&RetryHook>,
     ) -> Result<String, ProviderError> {
         let url = self.check_endpoint(endpoint).await?;

@@ -136,6 +136,7 @@ async fn embeddings_server() -> (String, Arc<Mutex<Vec<Value>>>) {
 async fn each_bot_gets_the_conversation_so_far_and_is_scored_per_reply() {
     let (copier, copier_saw) = bot(copy).await;
     let (other, _) = bot(unrelated).await;
+    let (echo, _) = bot(conversation_ids).await;
     let (embeddings, embedded) = embeddings_server().await;
     let out = agency(
         &[
@@ -147,6 +148,8 @@ async fn each_bot_gets_the_conversation_so_far_and_is_scored_per_reply() {
             &format!("copier={copier}"),
             "--bot",
             &format!("other={other}"),
+            "--bot",
+            &format!("echo={echo}"),
             "--embeddings-url",
             &embeddings,
             "--embeddings-model",
@@ -179,7 +182,7 @@ async fn each_bot_gets_the_conversation_so_far_and_is_scored_per_reply() {
     assert_eq!(first["message"]["text"], messages[0]["text"]);
     assert_eq!(first["message"]["timestamp"], json!("2026-11-12T05:52:10Z"));
     assert_eq!(first["context"], json!([]));
-    assert_eq!(first["conversation"], json!([]));
+    assert_eq!(first["conversation"], json!([first["message"]]));
     assert_eq!(first["users"].as_array().unwrap().len(), 4);
     assert_eq!(
         first["users"][0],
@@ -195,10 +198,15 @@ async fn each_bot_gets_the_conversation_so_far_and_is_scored_per_reply() {
         .map(|m| (m["id"].as_str().unwrap(), m["from"].as_str().unwrap()))
         .collect();
     assert_eq!(context, [("m01", "u-tomas"), ("m02", "BOT")]);
+    // The conversation so far, as spec 003's evaluation passes it: the context, then the message.
+    let mut so_far = second["context"].as_array().unwrap().clone();
+    so_far.push(second["message"].clone());
+    assert_eq!(second["conversation"], json!(so_far));
     // The last case has every message before m28, in order.
     let last = &calls[10].1;
     assert_eq!(last["message"]["id"], json!("m27"));
     assert_eq!(last["context"].as_array().unwrap().len(), 26);
+    assert_eq!(last["conversation"].as_array().unwrap().len(), 27);
 
     // The embeddings server was asked in its own format, with the key.
     let asked = embedded.lock().unwrap().clone();
@@ -226,6 +234,31 @@ async fn each_bot_gets_the_conversation_so_far_and_is_scored_per_reply() {
     assert_eq!(bots[0]["turns"][0]["answer"], messages[1]["text"]);
     assert!(bots[1]["mean"].as_f64().unwrap() < 0.5, "{report}");
     assert_eq!(report["person"]["username"], json!("marta"));
+    // The bot that answers with the ids of the conversation it was given: at each of Marta's
+    // replies, every message before it, in order.
+    assert_eq!(bots[2]["bot"], json!("echo"));
+    for turn in bots[2]["turns"].as_array().unwrap() {
+        let reply = messages
+            .iter()
+            .position(|m| m["id"] == turn["message_id"])
+            .unwrap();
+        let before: Vec<&str> = messages[..reply]
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(turn["answer"], json!(before.join(" ")), "{turn}");
+    }
+}
+
+/// Answers with the ids of the conversation it was given, in order.
+fn conversation_ids(request: &Value) -> String {
+    let ids: Vec<&str> = request["conversation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    ids.join(" ")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
