@@ -1,5 +1,6 @@
 //! A conversation's entries, as spec 002's content query returns them: one per turn, with the
-//! user's query, what the agents made of it, the answer, a summary, the time and the cost.
+//! user's query, what the entry agent was sent and replied, the answer, a summary, the time and
+//! the cost, and the tools the turn used.
 
 use std::collections::HashMap;
 
@@ -8,7 +9,26 @@ use chrono::{DateTime, Utc};
 use crate::ids::TurnId;
 use crate::message::{Message, MessageKind, StopReason, TurnRecord};
 use crate::price::Usage;
-use crate::{AgentId, Roster};
+use crate::tool::ToolPart;
+use crate::{AgentId, Protocol, Roster};
+
+/// The most of a tool's result an entry keeps (its summary).
+const RESULT_SUMMARY_CHARS: usize = 200;
+
+/// A tool call of a turn, as its entry tells it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolUse {
+    /// The agent that called it, by name.
+    pub agent: String,
+    /// `server/tool`.
+    pub name: String,
+    pub arguments: String,
+    /// The start of its result (`None` while it runs), and whether it was an error.
+    pub result: Option<String>,
+    pub is_error: bool,
+    /// How long the call took, once it answered.
+    pub latency_ms: Option<u32>,
+}
 
 /// One turn of a conversation, read back.
 #[derive(Clone, Debug, PartialEq)]
@@ -16,8 +36,12 @@ pub struct Entry {
     pub turn: TurnId,
     /// 1 for the first turn.
     pub number: u32,
-    /// The text the entry agent's model was given (the user's message, as delivered).
+    /// What the entry agent's model was sent: the user's message, framed as its protocol
+    /// frames it.
     pub prompt: String,
+    /// What the entry agent's model last replied in the turn, as it wrote it (before routing
+    /// took the answer out of it); `None` before it replied.
+    pub reply: Option<String>,
     /// The answer; `None` while the turn runs or when it failed.
     pub response: Option<String>,
     /// Who worked on it and how it ended, in one line.
@@ -31,26 +55,66 @@ pub struct Entry {
     pub response_time_ms: Option<u64>,
     pub stopped_by: Option<StopReason>,
     pub error: Option<String>,
+    /// Replies it took, and the tools its agents called, in order.
+    pub hops: u32,
+    pub tools: Vec<ToolUse>,
 }
 
 /// The entries of a conversation from its turn records and its messages (in `seq` order).
 /// A turn without a record (still running, or interrupted by a crash) has an entry too.
-pub fn entries(turns: &[TurnRecord], messages: &[Message], roster: &Roster) -> Vec<Entry> {
+/// `manager` is the entry agent, `protocol` how its messages are framed.
+pub fn entries(
+    turns: &[TurnRecord],
+    messages: &[Message],
+    roster: &Roster,
+    (manager, protocol): (AgentId, Protocol),
+) -> Vec<Entry> {
     let records: HashMap<TurnId, &TurnRecord> = turns.iter().map(|t| (t.id, t)).collect();
     let mut answers: HashMap<TurnId, &str> = HashMap::new();
+    let mut replies: HashMap<TurnId, &str> = HashMap::new();
     let mut workers: HashMap<TurnId, Vec<AgentId>> = HashMap::new();
+    // Each call with its id, which its result names.
+    let mut tools: HashMap<TurnId, Vec<(&str, ToolUse)>> = HashMap::new();
     for m in messages {
         let Some(turn) = m.turn_id else { continue };
-        match m.kind {
-            MessageKind::Answer => {
+        match (m.kind, &m.tool) {
+            (MessageKind::Answer, _) => {
                 answers.insert(turn, &m.text);
             }
-            MessageKind::Reply => {
+            (MessageKind::Reply, tool) => {
                 if let Some(agent) = m.agent {
                     let w = workers.entry(turn).or_default();
                     if !w.contains(&agent) {
                         w.push(agent);
                     }
+                }
+                if m.agent == Some(manager) && !m.text.is_empty() {
+                    replies.insert(turn, &m.text);
+                }
+                if let Some(ToolPart::Calls(calls)) = tool {
+                    tools.entry(turn).or_default().extend(calls.iter().map(|c| {
+                        let used = ToolUse {
+                            agent: roster.display(m.agent).to_string(),
+                            name: c.name.clone(),
+                            arguments: c.arguments.clone(),
+                            result: None,
+                            is_error: false,
+                            latency_ms: None,
+                        };
+                        (c.id.as_str(), used)
+                    }));
+                }
+            }
+            (MessageKind::ToolResult, Some(ToolPart::Result(r))) => {
+                // Its call: the latest of its id in the turn without a result yet.
+                if let Some((_, call)) = tools.get_mut(&turn).and_then(|t| {
+                    t.iter_mut()
+                        .rev()
+                        .find(|(id, c)| *id == r.call_id && c.result.is_none())
+                }) {
+                    call.result = Some(m.text.chars().take(RESULT_SUMMARY_CHARS).collect());
+                    call.is_error = r.is_error;
+                    call.latency_ms = m.latency_ms;
                 }
             }
             _ => {}
@@ -78,7 +142,8 @@ pub fn entries(turns: &[TurnRecord], messages: &[Message], roster: &Roster) -> V
             Some(Entry {
                 turn,
                 number: record.map_or(0, |r| r.number),
-                prompt: input.text.clone(),
+                prompt: crate::protocol::frame(protocol, None, &input.text, roster),
+                reply: replies.get(&turn).map(|r| (*r).to_string()),
                 response: answers.get(&turn).map(|a| (*a).to_string()),
                 summary: format!(
                     "{hops} hop{} by {}; {ending}",
@@ -98,6 +163,11 @@ pub fn entries(turns: &[TurnRecord], messages: &[Message], roster: &Roster) -> V
                 }),
                 stopped_by: record.and_then(|r| r.stopped_by),
                 error: record.and_then(|r| r.error.clone()),
+                hops,
+                tools: tools
+                    .remove(&turn)
+                    .map(|t| t.into_iter().map(|(_, used)| used).collect())
+                    .unwrap_or_default(),
             })
         })
         .collect()

@@ -93,7 +93,13 @@ async fn the_spec_example_flow_with_the_manager() {
     assert_eq!(status, 200, "{entries}");
     let e = &entries[0];
     assert_eq!(e["user_query"], question);
-    assert_eq!(e["prompt"], question);
+    // What the manager was sent: the question, framed by the agency's protocol (json).
+    let sent: Value = serde_json::from_str(e["prompt"].as_str().unwrap()).unwrap();
+    assert_eq!(sent, json!({"from": 0, "context": question}));
+    // What it replied, as it wrote it: the answer, addressed to the user.
+    let replied: Value = serde_json::from_str(e["reply"].as_str().unwrap()).unwrap();
+    assert_eq!(replied["to"], 0, "{e}");
+    assert_eq!(e["tools"], json!([]));
     assert_eq!(
         e["response"],
         format!("Status: All normal (Please check: {question})")

@@ -94,7 +94,44 @@ async fn a_tools_progress_is_spec_002s_tool_execution_update() {
     let (_, entries) = server
         .get(&format!("/api/conversations/{cid}/entries"))
         .await;
-    let response = entries[0]["response"].as_str().unwrap();
+    let entry = &entries[0];
+    let response = entry["response"].as_str().unwrap();
     assert!(response.starts_with("Status: Listened: "), "{response}");
+    // Every field spec 002's content query names: what the manager was sent (framed) and
+    // replied, the summary, the query, the time, the usage and time taken, and the tool call
+    // (who, what, with which arguments, the start of its result, how long).
+    assert_eq!(entry["user_query"], "pump 3");
+    assert_ne!(entry["prompt"], entry["user_query"], "{entry}");
+    assert!(
+        entry["prompt"].as_str().unwrap().contains("pump 3"),
+        "{entry}"
+    );
+    assert!(entry["reply"].is_string(), "{entry}");
+    assert!(
+        entry["summary"].as_str().unwrap().contains("hop"),
+        "{entry}"
+    );
+    assert!(
+        entry["timestamp"].is_string() && entry["token_usage"].is_object(),
+        "{entry}"
+    );
+    assert!(
+        entry["response_time_ms"].is_u64() && entry["hops"].as_u64() >= Some(2),
+        "{entry}"
+    );
+    let tools = entry["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 1, "{entry}");
+    assert_eq!(
+        tools[0]["name"],
+        "everything/trigger-long-running-operation"
+    );
+    assert!(tools[0]["agent"].is_string(), "{entry}");
+    assert!(
+        tools[0]["arguments"].as_str().unwrap().contains("duration"),
+        "{entry}"
+    );
+    assert!(tools[0]["result"].is_string(), "{entry}");
+    assert_eq!(tools[0]["is_error"], false);
+    assert!(tools[0]["latency_ms"].is_u64(), "{entry}");
     server.stop().await;
 }

@@ -156,13 +156,17 @@ impl Conversations<'_> {
         id: ConversationId,
     ) -> Result<Vec<Entry>, RuntimeError> {
         self.of(agency, id).await?;
-        let roster = match self.rt.store.agency(agency).await? {
-            Some(a) => a.roster(),
-            None => Roster::default(),
+        let Some(agency) = self.rt.store.agency(agency).await? else {
+            return Err(RuntimeError::ConversationNotFound(id));
         };
         let turns = self.rt.store.turns(id).await?;
         let messages = self.rt.store.messages(id).await?;
-        Ok(agency_core::entry::entries(&turns, &messages, &roster))
+        Ok(agency_core::entry::entries(
+            &turns,
+            &messages,
+            &agency.roster(),
+            (agency.manager, agency.protocol),
+        ))
     }
 
     /// Starts a conversation: each agent's context begins with its system prompt.

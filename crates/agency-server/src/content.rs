@@ -41,12 +41,13 @@ async fn entries(
     Ok(Json(entries.iter().map(Entry::from).collect()))
 }
 
-/// One entry, fields in spec 002's order: prompt, response, summary, user query, timestamp,
-/// token usage, response time.
+/// One entry, fields in spec 002's order: reply, prompt, response, summary, user query,
+/// timestamp; then its performance (token usage, response time, hops) and the tools it used.
 #[derive(Serialize)]
 struct Entry {
     id: String,
     turn: u32,
+    reply: Option<String>,
     prompt: String,
     response: Option<String>,
     summary: String,
@@ -54,8 +55,22 @@ struct Entry {
     timestamp: DateTime<Utc>,
     token_usage: wire::Usage,
     response_time_ms: Option<u64>,
+    hops: u32,
+    tools: Vec<ToolUse>,
     stopped_by: Option<&'static str>,
     error: Option<String>,
+}
+
+/// A tool call of the turn: who called what with which arguments, the start of its result,
+/// and how long it took.
+#[derive(Serialize)]
+struct ToolUse {
+    agent: String,
+    name: String,
+    arguments: String,
+    result: Option<String>,
+    is_error: bool,
+    latency_ms: Option<u32>,
 }
 
 impl From<&agency_core::entry::Entry> for Entry {
@@ -63,6 +78,7 @@ impl From<&agency_core::entry::Entry> for Entry {
         Self {
             id: e.turn.to_string(),
             turn: e.number,
+            reply: e.reply.clone(),
             prompt: e.prompt.clone(),
             response: e.response.clone(),
             summary: e.summary.clone(),
@@ -70,6 +86,19 @@ impl From<&agency_core::entry::Entry> for Entry {
             timestamp: e.timestamp,
             token_usage: wire::Usage::from(e.usage),
             response_time_ms: e.response_time_ms,
+            hops: e.hops,
+            tools: e
+                .tools
+                .iter()
+                .map(|t| ToolUse {
+                    agent: t.agent.clone(),
+                    name: t.name.clone(),
+                    arguments: t.arguments.clone(),
+                    result: t.result.clone(),
+                    is_error: t.is_error,
+                    latency_ms: t.latency_ms,
+                })
+                .collect(),
             stopped_by: e.stopped_by.map(|s| s.as_str()),
             error: e.error.clone(),
         }
