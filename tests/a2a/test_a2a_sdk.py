@@ -484,6 +484,19 @@ def test_a_call_waiting_for_approval_is_input_required_until_answered(dep: Deplo
             with pytest.raises(UnsupportedOperationError):
                 await answer_task(client, event.task, pb.Part(text="approve"))
 
+            # A new message in the context instead of the answer: the waiting task is cancelled,
+            # saying why, and the message has a task of its own.
+            [event] = [e async for e in client.send_message(
+                message("pay 7 dollars", context=task.context_id))]
+            left = event.task
+            assert left.status.state == pb.TASK_STATE_INPUT_REQUIRED
+            [event] = [e async for e in client.send_message(
+                message("never mind", context=task.context_id))]
+            assert event.task.id != left.id
+            got = await client.get_task(pb.GetTaskRequest(id=left.id))
+            assert got.status.state == pb.TASK_STATE_CANCELED
+            assert "went on without" in got.status.message.parts[0].text
+
     run(go())
 
 

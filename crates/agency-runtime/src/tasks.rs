@@ -252,6 +252,7 @@ impl Tasks<'_> {
                 task
             }
             None => {
+                self.abandon_waiting(key, turn.conversation(), now).await?;
                 let task = TaskRecord {
                     id: Uuid::now_v7(),
                     conversation: turn.conversation(),
@@ -288,6 +289,34 @@ impl Tasks<'_> {
             }
         });
         Ok((task, rx))
+    }
+
+    /// A new message in a conversation ends the tasks in it that waited for the client's input:
+    /// the new turn withdrew what they waited on, so they are cancelled, saying why.
+    async fn abandon_waiting(
+        &self,
+        key: &ApiKey,
+        conversation: ConversationId,
+        now: DateTime<Utc>,
+    ) -> Result<(), RuntimeError> {
+        let filter = TaskFilter {
+            conversation: Some(conversation),
+            state: Some(TaskState::InputRequired.as_str().to_string()),
+            offset: 0,
+            limit: MAX_PAGE,
+        };
+        let (waiting, _) = self.rt.store.tasks(key.agency_id, &filter).await?;
+        for stored in waiting {
+            let mut task = TaskRecord::from_stored(stored);
+            task.state = TaskState::Canceled;
+            task.approvals.clear();
+            task.note =
+                "A new message in its context went on without the input this task asked for."
+                    .into();
+            task.updated_at = now;
+            self.rt.store.update_task(&task.stored(key)).await?;
+        }
+        Ok(())
     }
 
     /// The key's agency's task of that id (another's is not found).
