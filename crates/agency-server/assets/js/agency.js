@@ -292,7 +292,57 @@ async function loadConversations() {
   );
 }
 
+/** Shows where the agency's approvals are announced, if anywhere. */
+async function loadWebhook() {
+  const r = await api("GET", "/api/agencies/" + id + "/approval-webhook");
+  const input = $("f-webhook-url", HTMLInputElement);
+  if (r.ok) {
+    $("webhook-now").textContent = "Announced at " + r.data.url + " since " + when(r.data.created_at) + ".";
+    input.value = r.data.url;
+    $("remove-webhook").hidden = false;
+  } else {
+    $("webhook-now").textContent = "None: calls waiting for approval are asked in the web UI, the API and the faces that ask their clients.";
+    $("remove-webhook").hidden = true;
+  }
+}
+
+/**
+ * Sets the webhook's URL; its new signing secret is shown, this once.
+ * @param {SubmitEvent} ev
+ */
+async function setWebhook(ev) {
+  ev.preventDefault();
+  const input = $("f-webhook-url", HTMLInputElement);
+  const slot = $("e-webhook-url");
+  slot.hidden = true;
+  input.removeAttribute("aria-invalid");
+  const r = await api("PUT", "/api/agencies/" + id + "/approval-webhook", { url: input.value.trim() });
+  if (!r.ok) {
+    slot.textContent = r.error.message;
+    slot.hidden = false;
+    input.setAttribute("aria-invalid", "true");
+    input.focus();
+    return;
+  }
+  $("webhook-secret").textContent = r.data.secret;
+  $("new-webhook-secret").hidden = false;
+  await loadWebhook();
+}
+
+async function removeWebhook() {
+  const r = await api("DELETE", "/api/agencies/" + id + "/approval-webhook");
+  if (!r.ok) {
+    general(r.error.message);
+    return;
+  }
+  $("new-webhook-secret").hidden = true;
+  $("f-webhook-url", HTMLInputElement).value = "";
+  await loadWebhook();
+}
+
 $("key-form").addEventListener("submit", createKey);
+$("webhook-form").addEventListener("submit", setWebhook);
+$("remove-webhook").addEventListener("click", removeWebhook);
 for (const b of document.querySelectorAll("button.copy")) {
   if (b instanceof HTMLButtonElement) b.addEventListener("click", () => copy(b, b.dataset.copy || ""));
 }
@@ -317,4 +367,5 @@ if (!r.ok) {
   loadKeys();
   loadAgencySpend();
   loadConversations();
+  loadWebhook();
 }

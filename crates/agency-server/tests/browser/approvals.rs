@@ -29,7 +29,10 @@ async fn a_person_approves_and_denies_tool_calls_in_the_ui() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let base = super::app(dir.path()).await;
+    // The webhook below is on loopback.
+    let mut providers = agency_providers::Providers::builtin();
+    providers.allow_private_addresses().unwrap();
+    let base = super::app_with(dir.path(), providers).await;
     let mut w = Walk::signed_up(c, base, 400, "approver@example.com").await;
     let id =
         w.c.execute(
@@ -68,6 +71,27 @@ async fn a_person_approves_and_denies_tool_calls_in_the_ui() {
     assert_eq!(saved["approve"], json!(["builtin/echo"]), "{saved}");
     assert_eq!(saved["approve_timeout_secs"], json!(600), "{saved}");
     assert_eq!(saved["approve_edits"], json!(true), "{saved}");
+
+    // The approval webhook, beside the keys: a URL refused at its field; one taken, its
+    // signing secret shown once; then removed.
+    w.type_into("#f-webhook-url", "ftp://example.com/hook")
+        .await;
+    w.click("#set-webhook").await;
+    w.wait("#e-webhook-url:not([hidden])").await;
+    w.wait("#f-webhook-url[aria-invalid='true']").await;
+    w.type_into("#f-webhook-url", "http://127.0.0.1:9/hook")
+        .await;
+    w.click("#set-webhook").await;
+    w.wait_xpath(
+        "//p[@id='webhook-now' and starts-with(., 'Announced at http://127.0.0.1:9/hook')]",
+    )
+    .await;
+    let secret = w.text(Locator::Css("#webhook-secret")).await;
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    w.audit("approval-webhook").await;
+    w.click("#remove-webhook").await;
+    w.wait_xpath("//p[@id='webhook-now' and starts-with(., 'None')]")
+        .await;
 
     w.goto(&format!("/agencies/{id}/playground")).await;
     w.wait("#graph g.node.manager[data-node='clerk']").await;
