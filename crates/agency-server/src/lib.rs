@@ -74,7 +74,16 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ready))
         .route("/api/openapi.json", get(openapi_json))
         .fallback(ui::not_found)
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .method_not_allowed_fallback(
+            |method: axum::http::Method, uri: axum::http::Uri| async move {
+                use axum::response::IntoResponse;
+                if openai::is_openai_path(uri.path()) {
+                    openai::wrong_method(&method, &uri)
+                } else {
+                    ApiError::MethodNotAllowed.into_response()
+                }
+            },
+        )
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY));
     // Observed when telemetry records something (set up before the router is made): a layer
     // costs every request a boxed copy of the route and a boxed future even when it does nothing.

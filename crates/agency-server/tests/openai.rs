@@ -3213,3 +3213,60 @@ async fn a_turn_paused_on_another_agents_call_resumes_with_that_agent() {
     assert_eq!(turns.len(), 1);
     assert_eq!(turns[0].stopped_by, Some(agency_core::StopReason::Answered));
 }
+
+#[tokio::test]
+async fn a_wrong_method_and_compacting_are_answered_in_openais_shape() {
+    let app = App::spawn().await;
+    let key = app.key.clone();
+    // A method the URL does not take: 405, as OpenAI says it (the SDKs read `error.message`).
+    for path in [
+        "/v1/chat/completions",
+        "/api/agency/studio/chat/completions",
+    ] {
+        let wrong = app.get(path, Some(&key)).await;
+        assert_eq!(
+            wrong.status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{}",
+            wrong.text
+        );
+        assert_eq!(
+            wrong.json()["error"],
+            json!({"message": format!("Invalid method for URL (GET {path})"), "type": "invalid_request_error", "param": null, "code": null})
+        );
+    }
+    // The management API keeps its own shape.
+    let res = reqwest::Client::new()
+        .get(app.url("/api/approvals/x/approve"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert!(
+        res.text()
+            .await
+            .unwrap()
+            .contains("does not take that method")
+    );
+    // Compacting is not offered: said in OpenAI's shape, with what to do instead.
+    for path in [
+        "/v1/responses/compact",
+        "/api/agency/studio/responses/compact",
+    ] {
+        let compact = Reply::of(
+            app.post(path, Some(&key))
+                .json(&json!({"model": "studio", "input": "hi"})),
+        )
+        .await;
+        assert_eq!(compact.status, StatusCode::BAD_REQUEST, "{}", compact.text);
+        let error = &compact.json()["error"];
+        assert_eq!(error["type"], json!("invalid_request_error"));
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("previous_response_id"),
+            "{error}"
+        );
+    }
+}

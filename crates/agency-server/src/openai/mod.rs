@@ -71,6 +71,7 @@ pub fn routes(cors: &CorsOrigins) -> Router<AppState> {
             preflight().get(agency_model),
         )
         .route("/v1/responses", preflight().post(responses::create))
+        .route("/v1/responses/compact", preflight().post(compact))
         .route(
             "/v1/responses/{id}",
             preflight().get(responses::get).delete(responses::delete),
@@ -82,6 +83,10 @@ pub fn routes(cors: &CorsOrigins) -> Router<AppState> {
         .route(
             "/api/agency/{agency}/responses",
             preflight().post(responses::create),
+        )
+        .route(
+            "/api/agency/{agency}/responses/compact",
+            preflight().post(compact),
         )
         .route(
             "/api/agency/{agency}/responses/{id}",
@@ -112,7 +117,7 @@ impl std::fmt::Display for RequestId {
 /// on their errors), and whatever the request logs carries it too (and its conversation's id,
 /// once known). Handlers get it as an extension.
 async fn request_id(mut request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let id = format!("req_{}", uuid::Uuid::now_v7().simple());
+    let id = new_request_id();
     // In a trace, the id is an attribute of the request's span (this span is for the logs).
     agency_telemetry::Span::current().set_attributes(|| {
         [agency_telemetry::KeyValue::new(
@@ -131,6 +136,11 @@ async fn request_id(mut request: axum::extract::Request, next: axum::middleware:
         response.headers_mut().insert(REQUEST_ID_HEADER, value);
     }
     response
+}
+
+/// A new request's id: `req_` and 32 hex digits.
+fn new_request_id() -> String {
+    format!("req_{}", uuid::Uuid::now_v7().simple())
 }
 
 async fn v1_models(
@@ -173,6 +183,44 @@ async fn agency_model(
         return Err(OpenAiError::model_not_found(&model));
     }
     Ok(axum::Json(model_of(&agency)).into_response())
+}
+
+/// `POST /v1/responses/compact`: not offered — an agency keeps each conversation whole on
+/// the server, and a client goes on with `previous_response_id` (docs/responses.md).
+async fn compact() -> OpenAiError {
+    OpenAiError::invalid(
+        "Compacting is not supported: an agency keeps each conversation whole on the server. Continue it with `previous_response_id`.",
+        None,
+    )
+}
+
+/// A method an OpenAI URL does not take (`GET /v1/chat/completions`): OpenAI's own answer,
+/// named by a request id as every answer of these faces is.
+pub fn wrong_method(method: &axum::http::Method, uri: &axum::http::Uri) -> Response {
+    let mut response = OpenAiError::invalid(
+        format!("Invalid method for URL ({method} {})", uri.path()),
+        None,
+    )
+    .status(StatusCode::METHOD_NOT_ALLOWED)
+    .into_response();
+    if let Ok(value) = HeaderValue::from_str(&new_request_id()) {
+        response.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    response
+}
+
+/// Whether `path` is one of the OpenAI faces' (`/v1/…`, an agency's `chat/completions`,
+/// `responses`, `models`), whose errors are OpenAI's.
+pub fn is_openai_path(path: &str) -> bool {
+    if path == "/v1" || path.starts_with("/v1/") {
+        return true;
+    }
+    let Some(rest) = path.strip_prefix("/api/agency/") else {
+        return false;
+    };
+    let mut parts = rest.splitn(3, '/');
+    let (_, face) = (parts.next(), parts.next());
+    matches!(face, Some("chat" | "responses" | "models"))
 }
 
 /// Other OpenAI URLs (`/v1/completions`, `/v1/embeddings`, …): OpenAI's own answer.
