@@ -280,7 +280,7 @@ pub fn mentioned(text: &str, participants: &[Participant]) -> Vec<ParticipantId>
 
 /// Those a person's message asks by name: the agents it mentions and the one whose message it
 /// replies to.
-pub fn asked(
+fn asked(
     text: &str,
     replied: Option<&RoomMessage>,
     participants: &[Participant],
@@ -295,28 +295,44 @@ pub fn asked(
     asked
 }
 
-/// Who answers a person's message: the enabled among those it [`asked`], else (when it asks
-/// nobody by name) every enabled agent that is not a bot (bots answer only when asked). A
-/// disabled agent receives nothing, named or not (spec 004; the room says so, see
-/// [`replies::disabled`]). Nobody, in solo mode.
+/// Whom a person's message reaches (see [`responders`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Responders {
+    /// Who answers it.
+    pub answering: Vec<ParticipantId>,
+    /// The disabled agents it asks by name: they receive nothing, and the room says so (see
+    /// [`replies::disabled`]).
+    pub disabled: Vec<ParticipantId>,
+}
+
+/// Who answers a person's message: the enabled among the agents it asks by name (mentions,
+/// or the one it replies to), else (when it asks nobody by name) every enabled agent that is
+/// not a bot (bots answer only when asked). A disabled agent receives nothing, named or not
+/// (spec 004). Nobody, in solo mode.
 pub fn responders(
     text: &str,
     replied: Option<&RoomMessage>,
     participants: &[Participant],
-) -> Vec<ParticipantId> {
+) -> Responders {
     let asked = asked(text, replied, participants);
-    if !asked.is_empty() {
-        return participants
-            .iter()
-            .filter(|p| p.enabled && asked.contains(&p.id))
-            .map(|p| p.id)
-            .collect();
+    if asked.is_empty() {
+        return Responders {
+            answering: participants
+                .iter()
+                .filter(|p| p.enabled && p.bot().is_none())
+                .map(|p| p.id)
+                .collect(),
+            disabled: Vec::new(),
+        };
     }
-    participants
+    let (answering, disabled): (Vec<&Participant>, Vec<&Participant>) = participants
         .iter()
-        .filter(|p| p.enabled && p.bot().is_none())
-        .map(|p| p.id)
-        .collect()
+        .filter(|p| asked.contains(&p.id))
+        .partition(|p| p.enabled);
+    Responders {
+        answering: answering.iter().map(|p| p.id).collect(),
+        disabled: disabled.iter().map(|p| p.id).collect(),
+    }
 }
 
 /// An agent's system prompt: its name, role, personality and instructions, and who else is in
@@ -738,11 +754,20 @@ mod tests {
             agent("critic", true),
         ];
         let ids: Vec<ParticipantId> = ps.iter().map(|p| p.id).collect();
-        assert_eq!(responders("hello all", None, &ps), vec![ids[0], ids[2]]);
+        assert_eq!(
+            responders("hello all", None, &ps).answering,
+            vec![ids[0], ids[2]]
+        );
         // A disabled agent receives nothing, even named; the others named still answer.
-        assert_eq!(responders("@writer, a poem?", None, &ps), vec![]);
-        assert_eq!(asked("@writer, a poem?", None, &ps), vec![ids[1]]);
-        assert_eq!(responders("@writer and @critic?", None, &ps), vec![ids[2]]);
+        assert_eq!(responders("@writer, a poem?", None, &ps).answering, vec![]);
+        assert_eq!(
+            responders("@writer, a poem?", None, &ps).disabled,
+            vec![ids[1]]
+        );
+        assert_eq!(
+            responders("@writer and @critic?", None, &ps).answering,
+            vec![ids[2]]
+        );
         assert_eq!(
             replies::disabled(&[&ps[1]]),
             "@Writer is disabled and received nothing: enable it to ask it."
@@ -752,17 +777,21 @@ mod tests {
             "@programmer and @Writer are disabled and received nothing: enable them to ask them."
         );
         assert_eq!(
-            responders("@critic and @PROGRAMMER: thoughts.", None, &ps),
+            responders("@critic and @PROGRAMMER: thoughts.", None, &ps).answering,
             vec![ids[0], ids[2]],
             "display order, without regard to case"
         );
         assert_eq!(
-            responders("mail me at a@nobody.org", None, &ps),
+            responders("mail me at a@nobody.org", None, &ps).answering,
             vec![ids[0], ids[2]]
         );
-        assert_eq!(responders("@critic.", None, &ps), vec![ids[2]]);
+        assert_eq!(responders("@critic.", None, &ps).answering, vec![ids[2]]);
         let solo = vec![agent("a", false), agent("b", false)];
-        assert_eq!(responders("anyone?", None, &solo), vec![], "solo mode");
+        assert_eq!(
+            responders("anyone?", None, &solo).answering,
+            vec![],
+            "solo mode"
+        );
     }
 
     #[test]
@@ -818,8 +847,11 @@ mod tests {
     fn bots_answer_only_when_tagged_or_replied_to() {
         let ps = vec![agent("ann", true), bot("ferm"), bot("qa")];
         let ids: Vec<ParticipantId> = ps.iter().map(|p| p.id).collect();
-        assert_eq!(responders("status?", None, &ps), vec![ids[0]]);
-        assert_eq!(responders("@ferm status?", None, &ps), vec![ids[1]]);
+        assert_eq!(responders("status?", None, &ps).answering, vec![ids[0]]);
+        assert_eq!(
+            responders("@ferm status?", None, &ps).answering,
+            vec![ids[1]]
+        );
         let ferm_said = msg(
             Author::Agent {
                 id: ids[1],
@@ -829,17 +861,20 @@ mod tests {
             true,
         );
         assert_eq!(
-            responders("and now?", Some(&ferm_said), &ps),
+            responders("and now?", Some(&ferm_said), &ps).answering,
             vec![ids[1]],
             "a reply asks the author"
         );
         assert_eq!(
-            responders("@qa check it", Some(&ferm_said), &ps),
+            responders("@qa check it", Some(&ferm_said), &ps).answering,
             vec![ids[1], ids[2]],
             "tags and the replied-to author, in display order"
         );
         let person_said = msg(Author::Person, "hi", true);
-        assert_eq!(responders("more", Some(&person_said), &ps), vec![ids[0]]);
+        assert_eq!(
+            responders("more", Some(&person_said), &ps).answering,
+            vec![ids[0]]
+        );
     }
 
     #[test]

@@ -572,12 +572,6 @@ impl Bridge {
             ))
         };
         let approval: ApprovalId = body.approval_id.trim().parse().map_err(|_| unknown())?;
-        let approvals = self.rt.approvals();
-        match approvals.get(&agency.owner, approval).await {
-            Ok(a) if a.conversation == id => {}
-            Ok(_) | Err(RuntimeError::NotFound(_)) => return Err(unknown()),
-            Err(e) => return Err(e.into()),
-        }
         let answer = Answer {
             approve: body.approve,
             reason: body.reason,
@@ -586,8 +580,16 @@ impl Bridge {
                 .map(|a| serde_json::Value::Object(a).to_string()),
             by: "MQTT".into(),
         };
-        approvals.answer(&agency.owner, approval, answer).await?;
-        Ok(())
+        match self
+            .rt
+            .approvals()
+            .answer_in(&agency.owner, id, approval, answer)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(RuntimeError::NotFound(_)) => Err(unknown()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The conversation a command's topic names (`team`, `agent`, `conversation`), which its

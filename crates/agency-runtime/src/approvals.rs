@@ -40,6 +40,16 @@ pub const TIMEOUT: &str = "timeout";
 /// Who answered a call whose turn ended while it waited.
 pub const TURN_ENDED: &str = "turn ended";
 
+/// The answer a call gets when its turn will not go on: denied, by [`TURN_ENDED`].
+pub(crate) fn withdrawn() -> Answer {
+    Answer {
+        approve: false,
+        reason: None,
+        arguments: None,
+        by: TURN_ENDED.into(),
+    }
+}
+
 /// An account's approvals: listed and answered.
 pub struct Approvals<'a> {
     pub(crate) rt: &'a Runtime,
@@ -73,6 +83,22 @@ impl Approvals<'_> {
         answer: Answer,
     ) -> Result<Approval, RuntimeError> {
         let approval = self.get(owner, id).await?;
+        self.settle(approval, answer).await
+    }
+
+    /// As [`Approvals::answer`], for an approval of `conversation` (another's does not exist
+    /// here): what a face that addresses a conversation answers through.
+    pub async fn answer_in(
+        &self,
+        owner: &str,
+        conversation: agency_core::ConversationId,
+        id: ApprovalId,
+        answer: Answer,
+    ) -> Result<Approval, RuntimeError> {
+        let approval = self.get(owner, id).await?;
+        if approval.conversation != conversation {
+            return Err(RuntimeError::NotFound(format!("no approval {id}")));
+        }
         self.settle(approval, answer).await
     }
 

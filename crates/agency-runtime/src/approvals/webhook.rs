@@ -119,16 +119,17 @@ impl Approvals<'_> {
     }
 
     /// Announces `approval` (asked of `agent` in `agency`) at the agency's webhook, if it has
-    /// one: in the background, retried as a provider call is; a failure is logged.
+    /// one: in the background, retried as a provider call is; a failure is logged. Nothing is
+    /// written for an agency without one.
     pub(crate) fn announce(&self, approval: &Approval, (agency, agent): (&str, &Agent)) {
         let Some(client) = self.rt.providers().bots().cloned() else {
             return;
         };
-        let body = serde_json::to_value(requested(approval, agency, agent)).unwrap_or_default();
         let store = self.rt.store.clone();
         let master = self.rt.master_key().cloned();
-        let (id, agency_id) = (approval.id.to_string(), approval.agency);
+        let (approval, agency, agent) = (approval.clone(), agency.to_string(), agent.name.clone());
         tokio::spawn(async move {
+            let agency_id = approval.agency;
             let hook = match store.approval_webhook(agency_id).await {
                 Ok(Some(hook)) => hook,
                 Ok(None) => return,
@@ -141,6 +142,9 @@ impl Approvals<'_> {
                 tracing::warn!(agency = %agency_id, "an approval webhook is set but this server has no master key to sign with");
                 return;
             };
+            let id = approval.id.to_string();
+            let body =
+                serde_json::to_value(requested(&approval, &agency, &agent)).unwrap_or_default();
             let headers = signed(&key, &id, &body);
             if let Err(e) = client.notify(&hook.url, &headers, &body).await {
                 tracing::warn!(agency = %agency_id, approval = %id, error = %e, "an approval webhook failed");
@@ -161,7 +165,7 @@ fn key(
     )))
 }
 
-fn requested<'a>(a: &'a Approval, agency: &'a str, agent: &'a Agent) -> Requested<'a> {
+fn requested<'a>(a: &'a Approval, agency: &'a str, agent: &'a str) -> Requested<'a> {
     Requested {
         r#type: "approval.requested",
         timestamp: Utc::now().to_rfc3339(),
@@ -172,7 +176,7 @@ fn requested<'a>(a: &'a Approval, agency: &'a str, agent: &'a Agent) -> Requeste
             conversation_id: a.conversation.to_string(),
             turn_id: a.turn.to_string(),
             agent: a.agent.get(),
-            agent_name: &agent.name,
+            agent_name: agent,
             tool: &a.call.name,
             arguments: &a.call.arguments,
             asked_at: a.asked_at.to_rfc3339(),

@@ -71,17 +71,18 @@ impl Rooms<'_> {
         if let Some(command) = command {
             return self.utility(owner, &room, message, command).await;
         }
-        let answering = room::responders(text, replied.as_ref(), &participants);
+        let room::Responders {
+            answering,
+            disabled,
+        } = room::responders(text, replied.as_ref(), &participants);
         // Agents it names that are disabled receive nothing: the room says so, in reply.
-        let disabled: Vec<&Participant> = room::asked(text, replied.as_ref(), &participants)
-            .iter()
-            .filter_map(|id| participants.iter().find(|p| p.id == *id && !p.enabled))
-            .collect();
-        let note = if disabled.is_empty() {
-            None
-        } else {
-            Some(room::replies::disabled(&disabled))
-        };
+        let note = (!disabled.is_empty()).then(|| {
+            let named: Vec<&Participant> = participants
+                .iter()
+                .filter(|p| disabled.contains(&p.id))
+                .collect();
+            room::replies::disabled(&named)
+        });
         let mut answers = self
             .answer(&room, participants, &answering, &message)
             .await?;

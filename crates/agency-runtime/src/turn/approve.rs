@@ -22,13 +22,10 @@ impl TurnRun {
         let asked = self.approvals_asked.clone();
         tokio::spawn(async move {
             for approval in asked {
-                let answer = agency_core::approval::Answer {
-                    approve: false,
-                    reason: None,
-                    arguments: None,
-                    by: crate::approvals::TURN_ENDED.into(),
-                };
-                if let Err(e) = rt.answer_approval(approval, answer).await {
+                if let Err(e) = rt
+                    .answer_approval(approval, crate::approvals::withdrawn())
+                    .await
+                {
                     tracing::warn!(error = %e, "could not withdraw an approval");
                 }
             }
@@ -131,8 +128,6 @@ impl TurnRun {
     }
 }
 
-/// A turn paused on approvals resumes (see [`crate::approvals`]): the answers given are
-/// stored, and the calls it held delivered their results, run or still wait.
 /// A new message came while calls of an earlier turn still wait for a person: that turn will
 /// not go on — it paused on them and the client went on without answering, or the process
 /// that ran it stopped — so its calls still waiting are denied (as `turn ended`, unless someone
@@ -151,21 +146,17 @@ pub(super) async fn withdraw_left(
     turns.dedup();
     for turn in turns {
         for approval in rt.store.turn_approvals(turn).await? {
-            if approval.state != agency_core::ApprovalState::Pending {
-                continue;
+            if approval.state == agency_core::ApprovalState::Pending {
+                rt.answer_approval(approval, crate::approvals::withdrawn())
+                    .await?;
             }
-            let answer = agency_core::approval::Answer {
-                approve: false,
-                reason: None,
-                arguments: None,
-                by: crate::approvals::TURN_ENDED.into(),
-            };
-            rt.answer_approval(approval, answer).await?;
         }
     }
     Ok(())
 }
 
+/// A turn paused on approvals resumes (see [`crate::approvals`]): the answers given are
+/// stored, and the calls it held delivered their results, run or still wait.
 pub(super) async fn resume_approvals(
     rt: &Runtime,
     session: &Session,

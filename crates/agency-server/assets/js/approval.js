@@ -6,6 +6,7 @@
 
 import { api } from "./api.js";
 import { el } from "./dom.js";
+import { general } from "./errors.js";
 import { when } from "./format.js";
 
 /**
@@ -165,9 +166,40 @@ export async function showPending(box, conversation) {
     box.append(el("p", { class: "error", role: "alert" }, "Cannot read the approvals: " + r.message));
     return false;
   }
-  const shown = new Set([...box.querySelectorAll("[data-approval]")].map((e) => e.getAttribute("data-approval")));
-  for (const a of r.list) if (!shown.has(a.id)) box.append(approvalCard(a));
+  addNew(box, r.list);
   return r.list.length > 0;
+}
+
+/**
+ * Adds to `box` a card for each of `list` it does not show yet: the cards already there
+ * (being edited, or just answered) stay as they are.
+ * @param {HTMLElement} box
+ * @param {Approval[]} list
+ * @param {{ links?: boolean }} [options]
+ */
+export function addNew(box, list, options) {
+  const shown = new Set([...box.querySelectorAll("[data-approval]")].map((e) => e.getAttribute("data-approval")));
+  for (const a of list) if (!shown.has(a.id)) box.append(approvalCard(a, options));
+}
+
+/**
+ * Follows the approvals of `conversation` in `box`, from its event stream `events`: a call
+ * that starts waiting is added (and `asked` told), one answered elsewhere shows its answer.
+ * @param {EventSource} events
+ * @param {HTMLElement} box
+ * @param {string} conversation
+ * @param {() => void} asked
+ */
+export function follow(events, box, conversation, asked) {
+  events.addEventListener("approval", (e) => {
+    const a = JSON.parse(e.data);
+    if (a.state !== "pending") {
+      settle(box, a);
+      return;
+    }
+    asked();
+    showPending(box, conversation).catch((err) => general(String(err)));
+  });
 }
 
 /**

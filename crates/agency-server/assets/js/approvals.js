@@ -3,7 +3,7 @@
 // where it was asked and Approve / Deny. Read again every few seconds: a new call is added, one
 // answered elsewhere (or whose turn ended) says so.
 
-import { approvalCard, pending } from "./approval.js";
+import { addNew, pending } from "./approval.js";
 import { $ } from "./dom.js";
 import { general } from "./errors.js";
 
@@ -26,8 +26,7 @@ async function refresh() {
       if (outcome) outcome.textContent = "It was answered elsewhere, or its turn ended: see its conversation.";
     }
   }
-  const shown = new Set([...box.querySelectorAll("[data-approval]")].map((e) => e.getAttribute("data-approval")));
-  for (const a of r.list) if (!shown.has(a.id)) box.append(approvalCard(a, { links: true }));
+  addNew(box, r.list, { links: true });
   $("no-approvals").hidden = box.childElementCount > 0;
 }
 

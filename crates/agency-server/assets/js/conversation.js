@@ -4,7 +4,7 @@
 // waiting for a person's approval (answered here, and followed as they are answered elsewhere).
 
 import { api } from "./api.js";
-import { approvalCard, settle, showPending } from "./approval.js";
+import { approvalCard, follow, showPending } from "./approval.js";
 import { $, data, el } from "./dom.js";
 import { general } from "./errors.js";
 import { tokens, when } from "./format.js";
@@ -148,14 +148,8 @@ async function approvals(conversation) {
   const box = $("pending-approvals");
   if (await showPending(box, conversation)) section.hidden = false;
   const es = new EventSource("/api/conversations/" + conversation + "/events");
-  es.addEventListener("approval", (e) => {
-    const a = JSON.parse(e.data);
-    if (a.state !== "pending") {
-      settle(box, a);
-      return;
-    }
+  follow(es, box, conversation, () => {
     section.hidden = false;
-    showPending(box, conversation).catch((err) => general(String(err)));
   });
 }
 

@@ -7,7 +7,7 @@
 // `ConversationEvent` in the API's document).
 
 import { api } from "./api.js";
-import { settle, showPending } from "./approval.js";
+import { follow, showPending } from "./approval.js";
 import { $, data, el, status, submitOnCtrlEnter } from "./dom.js";
 import { chatInput, general, showError } from "./errors.js";
 import { cost, tokens } from "./format.js";
@@ -72,15 +72,7 @@ function openEvents(conversation) {
     });
     // A tool call waits for a person: asked here, beside the chat, until it is answered (here,
     // in the list of approvals, or through the API).
-    es.addEventListener("approval", (e) => {
-      const a = JSON.parse(e.data);
-      if (a.state !== "pending") {
-        settle($("pending-approvals"), a);
-        return;
-      }
-      status("chat-status", "Waiting for your approval…");
-      showPending($("pending-approvals"), conversation).catch((err) => general(String(err)));
-    });
+    follow(es, $("pending-approvals"), conversation, () => status("chat-status", "Waiting for your approval…"));
     es.addEventListener("turn_finished", (e) => {
       const d = JSON.parse(e.data);
       status("chat-status", "Turn finished (" + d.stopped_by + ").");
