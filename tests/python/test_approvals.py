@@ -83,12 +83,12 @@ agents:
 class Account:
     """A signed-up account speaking to the management API (its session cookie and CSRF token)."""
 
-    def __init__(self, base: str, sign_up: bool = True) -> None:
+    def __init__(self, base: str, sign_up: bool = True, email: str = "ada@example.com") -> None:
         self.base = base
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
         self.csrf = ""
         path = "/api/auth/signup" if sign_up else "/api/auth/login"
-        status, me = self.call("POST", path, {"email": "ada@example.com", "password": PASSWORD})
+        status, me = self.call("POST", path, {"email": email, "password": PASSWORD})
         assert status in (200, 201), me
         self.csrf = me["csrf_token"]
 

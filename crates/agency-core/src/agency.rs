@@ -287,11 +287,6 @@ impl Agency {
         Roster::new(self.agents.iter().map(|a| (a.id, a.name.clone())))
     }
 
-    /// The id other systems know the agency by (MQTT's `{teamId}`): its handle, else its name.
-    pub fn team_id(&self) -> &str {
-        self.handle.as_deref().unwrap_or(&self.name)
-    }
-
     /// The agent other systems call `handle`: by handle, else by name (both without regard to
     /// case).
     pub fn agent_by_handle(&self, handle: &str) -> Option<&Agent> {

@@ -6,9 +6,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agency_core::Face;
 use agency_core::approval::Answer;
 use agency_core::{Agency, AgencyId, ApprovalId, ConversationId, Roster};
-use agency_runtime::{Caller, Event, LOCAL_OWNER, Runtime, RuntimeError, TurnEvent, TurnRequest};
+use agency_runtime::keys::Authenticator;
+use agency_runtime::{
+    Caller, Event, LOCAL_OWNER, Runtime, RuntimeError, TurnEvent, TurnRequest, team_id,
+};
 use chrono::Utc;
 use futures::StreamExt;
 use rumqttc::v5::mqttbytes::QoS;
@@ -36,18 +40,30 @@ mod memory;
 /// Longest wait between reconnection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-/// Serves the protocol until `shutdown` resolves. Reconnects (and subscribes again) whenever the
-/// broker goes away; returns only on shutdown.
+/// Serves the protocol until `shutdown` resolves, checking keys with `auth`. Reconnects (and
+/// subscribes again) whenever the broker goes away; returns only on shutdown. With the embedded
+/// broker, also lets clients in through its door (see `embedded::door`).
 pub async fn serve(
     rt: Arc<Runtime>,
+    auth: Arc<Authenticator>,
     config: MqttConfig,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), MqttError> {
+    #[cfg(feature = "embedded")]
+    let door = config.broker.as_ref().and_then(|broker| {
+        broker.open_door(crate::embedded::Keeper {
+            rt: rt.clone(),
+            auth: auth.clone(),
+            require_key: config.require_key,
+        })
+    });
     let (client, mut eventloop) = AsyncClient::new(options(&config), 256);
     let (acks, ack_events) = mpsc::unbounded_channel();
     tokio::spawn(crate::acks::run(client.clone(), ack_events));
     let bridge = Arc::new(Bridge {
         rt,
+        auth,
+        require_key: config.require_key,
         client: client.clone(),
         acks,
         shared: config.share_group.is_some(),
@@ -98,6 +114,10 @@ pub async fn serve(
             }
         }
     }
+    #[cfg(feature = "embedded")]
+    if let (Some(door), Some(broker)) = (door, &config.broker) {
+        broker.close_door(door).await;
+    }
     // Leave cleanly: messages still being handled stay with the broker unacknowledged.
     if client.try_disconnect().is_ok() {
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -112,25 +132,18 @@ pub async fn serve(
     Ok(())
 }
 
-/// The client's options: a persistent session with manual acknowledgements.
+/// The client's options: a persistent session with manual acknowledgements. On the embedded
+/// broker, the server logs in on the broker's own port, not through the clients' door.
 fn options(config: &MqttConfig) -> MqttOptions {
-    // An embedded broker listening on every interface is reached on loopback.
-    let host = match config.host.parse::<std::net::IpAddr>() {
-        Ok(ip) if config.embedded && ip.is_unspecified() => "127.0.0.1".to_string(),
-        _ => config.host.clone(),
-    };
-    let mut options = MqttOptions::new(config.client_id.clone(), host, config.port);
-    options
-        .set_keep_alive(Duration::from_secs(30))
-        .set_clean_start(false)
-        .set_session_expiry_interval(Some(SESSION_EXPIRY_SECS))
-        .set_manual_acks(true)
-        .set_max_packet_size(Some(MAX_PACKET));
-    // Small packets both ways (a publish, its acknowledgement): without TCP_NODELAY, Nagle's
-    // algorithm and delayed acknowledgements hold each one back by tens of milliseconds.
-    let mut network = rumqttc::NetworkOptions::new();
-    network.set_tcp_nodelay(true);
-    options.set_network_options(network);
+    #[cfg(feature = "embedded")]
+    if let Some(broker) = &config.broker {
+        let (addr, user, password) = broker.inner();
+        let mut options =
+            MqttOptions::new(config.client_id.clone(), addr.ip().to_string(), addr.port());
+        options.set_credentials(user, password);
+        return session(options);
+    }
+    let mut options = MqttOptions::new(config.client_id.clone(), config.host.clone(), config.port);
     if let Some(user) = &config.username {
         let password = config
             .password
@@ -142,11 +155,31 @@ fn options(config: &MqttConfig) -> MqttOptions {
     if config.tls {
         options.set_transport(rumqttc::Transport::tls_with_default_config());
     }
+    session(options)
+}
+
+/// A persistent session with manual acknowledgements, over TCP_NODELAY.
+fn session(mut options: MqttOptions) -> MqttOptions {
+    options
+        .set_keep_alive(Duration::from_secs(30))
+        .set_clean_start(false)
+        .set_session_expiry_interval(Some(SESSION_EXPIRY_SECS))
+        .set_manual_acks(true)
+        .set_max_packet_size(Some(MAX_PACKET));
+    // Small packets both ways (a publish, its acknowledgement): without TCP_NODELAY, Nagle's
+    // algorithm and delayed acknowledgements hold each one back by tens of milliseconds.
+    let mut network = rumqttc::NetworkOptions::new();
+    network.set_tcp_nodelay(true);
+    options.set_network_options(network);
     options
 }
 
 struct Bridge {
     rt: Arc<Runtime>,
+    /// Checks the keys messages come with.
+    auth: Arc<Authenticator>,
+    /// The operator's own agencies need a key too (`--mqtt-require-key`).
+    require_key: bool,
     client: AsyncClient,
     /// Acknowledgements, released in arrival order.
     acks: mpsc::UnboundedSender<AckEvent>,
@@ -282,6 +315,17 @@ impl Bridge {
                 return;
             }
         };
+        // Only a team's key reaches an account's team (the operator's, unless it requires keys,
+        // take messages without one): the message changes nothing otherwise.
+        let caller = match self.authorize(&agency, inbound.team(), &p).await {
+            Ok(caller) => caller,
+            Err(e) => {
+                self.error(inbound.team(), inbound.agent().unwrap_or("unknown"), &e)
+                    .await;
+                ack.send().await;
+                return;
+            }
+        };
         let result = match &inbound {
             Inbound::ChatNew { team, agent } => {
                 self.chat_new(&agency, team, agent, &p.payload).await
@@ -291,8 +335,8 @@ impl Bridge {
                 agent,
                 conversation,
             } => {
-                self.chat(&agency, team, agent, conversation, &p.payload, &mut ack)
-                    .await
+                let at = (team.as_str(), agent.as_str(), conversation.as_str());
+                self.chat(&agency, caller, at, &p.payload, &mut ack).await
             }
             Inbound::ChatCancel {
                 team,
@@ -379,12 +423,64 @@ impl Bridge {
         .await;
     }
 
-    /// The published agency a team id names: its handle, else its name.
+    /// Who may act on `agency` with message `p`: the holder of one of its keys (the MQTT 5 user
+    /// property `authorization: Bearer KEY`, counted against the key's rate limit, its budgets
+    /// paying for the turn); without a key, only the operator's agencies, unless the operator
+    /// requires keys.
+    async fn authorize(
+        &self,
+        agency: &Agency,
+        team: &str,
+        p: &Publish,
+    ) -> Result<Caller, MqttError> {
+        let bearer = p.properties.as_ref().and_then(|props| {
+            props
+                .user_properties
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+                .map(|(_, value)| value.trim())
+        });
+        let Some(bearer) = bearer else {
+            if agency.owner == LOCAL_OWNER && !self.require_key {
+                return Ok(Caller::Agency(agency.id));
+            }
+            return Err(MqttError::Unauthorized(format!(
+                "team `{team}` takes messages only with one of its API keys: send the MQTT 5 user property `authorization` with `Bearer agk_...`"
+            )));
+        };
+        let token = bearer
+            .strip_prefix("Bearer ")
+            .or_else(|| bearer.strip_prefix("bearer "))
+            .unwrap_or(bearer);
+        let key = self.auth.authenticate(Some(token)).await?;
+        if key.agency_id != agency.id {
+            return Err(MqttError::Unauthorized(format!(
+                "this API key ({}) is not one of team `{team}`'s",
+                key.prefix
+            )));
+        }
+        Ok(Caller::Key(key))
+    }
+
+    /// The published agency a team id names (see [`team_id`]): an account's by its id, the
+    /// operator's by handle, else name.
     async fn team(&self, team: &str) -> Result<Arc<Agency>, MqttError> {
         let known = self.teams.lock().ok().and_then(|t| t.get(team).copied());
         if let Some(id) = known {
             match self.rt.agencies().published(id).await {
-                Ok(a) if a.team_id() == team => return Ok(a),
+                Ok(a) if team_id(&a) == team => return Ok(a),
+                Ok(_) | Err(RuntimeError::AgencyNotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if let Ok(id) = team.parse::<AgencyId>() {
+            match self.rt.agencies().published(id).await {
+                Ok(a) if team_id(&a) == team => {
+                    if let Ok(mut t) = self.teams.lock() {
+                        t.insert(team.to_string(), id);
+                    }
+                    return Ok(a);
+                }
                 Ok(_) | Err(RuntimeError::AgencyNotFound(_)) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -393,7 +489,7 @@ impl Bridge {
         let found = agencies
             .into_iter()
             .map(|a| a.agency)
-            .find(|a| a.team_id() == team)
+            .find(|a| team_id(a) == team)
             .ok_or_else(|| MqttError::UnknownTeam(team.to_string()))?;
         if let Ok(mut t) = self.teams.lock() {
             t.insert(team.to_string(), found.id);
@@ -459,9 +555,8 @@ impl Bridge {
     async fn chat(
         &self,
         agency: &Agency,
-        team: &str,
-        agent: &str,
-        conversation: &str,
+        caller: Caller,
+        (team, agent, conversation): (&str, &str, &str),
         payload: &[u8],
         ack: &mut Ack,
     ) -> Result<(), MqttError> {
@@ -484,7 +579,8 @@ impl Bridge {
             .ok_or_else(|| unknown_agent(team, agent))?;
         let request = TurnRequest {
             progress: true,
-            ..TurnRequest::message(Caller::Agency(agency.id), id, content)
+            face: Face::Mqtt,
+            ..TurnRequest::message(caller, id, content)
         };
         let turn = match self.rt.begin(request).await {
             Err(RuntimeError::ConversationNotFound(_)) => {

@@ -22,6 +22,12 @@ pub struct MqttConfig {
     pub share_group: Option<String>,
     /// Run the broker inside the process, listening on `host:port`, and connect to it.
     pub embedded: bool,
+    /// The embedded broker, once started ([`crate::start_broker`]).
+    #[cfg(feature = "embedded")]
+    pub broker: Option<std::sync::Arc<crate::embedded::Broker>>,
+    /// The operator's own agencies take messages only with a key too, like accounts' (and
+    /// the embedded broker lets no one in without one): `--mqtt-require-key`.
+    pub require_key: bool,
 }
 
 impl fmt::Debug for MqttConfig {
@@ -35,6 +41,7 @@ impl fmt::Debug for MqttConfig {
             .field("client_id", &self.client_id)
             .field("share_group", &self.share_group)
             .field("embedded", &self.embedded)
+            .field("require_key", &self.require_key)
             .finish()
     }
 }
@@ -81,6 +88,9 @@ impl MqttConfig {
             client_id,
             share_group,
             embedded,
+            #[cfg(feature = "embedded")]
+            broker: None,
+            require_key: false,
         })
     }
 }

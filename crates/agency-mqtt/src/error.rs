@@ -1,4 +1,5 @@
 use agency_runtime::RuntimeError;
+use agency_runtime::keys::AuthError;
 
 /// What can go wrong at the MQTT edge. Each kind has the `exception_type` a client sees on
 /// `EVT/error`; internal causes are logged and shown only as "internal error".
@@ -22,6 +23,12 @@ pub enum MqttError {
     NothingToCancel(String),
     #[error("{0}")]
     Unsupported(String),
+    /// A message without a key where its team takes none, or with another agency's key.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A message with a key that is not valid now, or over its rate limit.
+    #[error(transparent)]
+    Key(#[from] AuthError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error("MQTT client error: {0}")]
@@ -40,6 +47,9 @@ impl MqttError {
             MqttError::OtherAgent { .. } => "ConversationOfAnotherAgent",
             MqttError::NothingToCancel(_) => "NoRunningTurn",
             MqttError::Unsupported(_) => "Unsupported",
+            MqttError::Unauthorized(_) => "Unauthorized",
+            MqttError::Key(AuthError::RateLimited { .. }) => "TooManyRequests",
+            MqttError::Key(_) => "Unauthorized",
             MqttError::Runtime(e) => match e {
                 RuntimeError::AgencyNotFound(_) | RuntimeError::NotPublished(_) => "UnknownTeam",
                 RuntimeError::ConversationNotFound(_) => "ConversationNotInitialized",

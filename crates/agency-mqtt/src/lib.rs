@@ -29,7 +29,7 @@ pub use error::MqttError;
 
 /// Starts the broker inside the process when `config` asks for one (`--mqtt embedded`);
 /// nothing otherwise. Call it before [`serve`], so that a busy address fails the start.
-pub fn start_broker(config: &MqttConfig) -> Result<(), MqttError> {
+pub fn start_broker(config: &mut MqttConfig) -> Result<(), MqttError> {
     if !config.embedded {
         return Ok(());
     }
@@ -39,16 +39,17 @@ pub fn start_broker(config: &MqttConfig) -> Result<(), MqttError> {
             config.host
         ))
     })?;
-    start_embedded(std::net::SocketAddr::new(ip, config.port))
+    start_embedded(config, std::net::SocketAddr::new(ip, config.port))
 }
 
 #[cfg(feature = "embedded")]
-fn start_embedded(addr: std::net::SocketAddr) -> Result<(), MqttError> {
-    embedded::start(addr)
+fn start_embedded(config: &mut MqttConfig, addr: std::net::SocketAddr) -> Result<(), MqttError> {
+    config.broker = Some(embedded::start(addr)?);
+    Ok(())
 }
 
 #[cfg(not(feature = "embedded"))]
-fn start_embedded(_addr: std::net::SocketAddr) -> Result<(), MqttError> {
+fn start_embedded(_: &mut MqttConfig, _: std::net::SocketAddr) -> Result<(), MqttError> {
     Err(MqttError::Unsupported(
         "this build has no embedded broker (cargo feature `embedded`)".into(),
     ))

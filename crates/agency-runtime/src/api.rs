@@ -503,6 +503,7 @@ impl Runtime {
                 results,
                 images,
                 face: None,
+                key: None,
                 approvals,
             },
             api: ApiTurn {

@@ -243,8 +243,20 @@ impl Authenticator {
         }
     }
 
-    /// The key behind an `Authorization` header's bearer token, if it may make a request now.
+    /// The key behind an `Authorization` header's bearer token, if it may make a request now
+    /// (the request is counted against its rate limit).
     pub async fn authenticate(&self, bearer: Option<&str>) -> Result<ApiKey, AuthError> {
+        let key = self.verify(bearer).await?;
+        self.check_rate(&key).await?;
+        if let Ok(mut used) = self.used.lock() {
+            used.insert(key.id, Utc::now());
+        }
+        Ok(key)
+    }
+
+    /// The key behind a bearer token, if it is live (neither expired nor revoked); nothing is
+    /// counted. For a connection that proved its key once and is checked again now and then.
+    pub async fn verify(&self, bearer: Option<&str>) -> Result<ApiKey, AuthError> {
         let token = bearer
             .map(str::trim)
             .filter(|t| !t.is_empty())
@@ -275,17 +287,11 @@ impl Authenticator {
             }
         };
         let key = key.ok_or_else(|| AuthError::Invalid(masked(token)))?;
-        let now = Utc::now();
-        match key.state(now) {
-            KeyState::Active => {}
-            KeyState::Expired => return Err(AuthError::Expired(key.prefix.clone())),
-            KeyState::Revoked => return Err(AuthError::Revoked(key.prefix.clone())),
+        match key.state(Utc::now()) {
+            KeyState::Active => Ok(key),
+            KeyState::Expired => Err(AuthError::Expired(key.prefix.clone())),
+            KeyState::Revoked => Err(AuthError::Revoked(key.prefix.clone())),
         }
-        self.check_rate(&key).await?;
-        if let Ok(mut used) = self.used.lock() {
-            used.insert(key.id, now);
-        }
-        Ok(key)
     }
 
     /// Counts the request against the key's limit: in the database where several servers share

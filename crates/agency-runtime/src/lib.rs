@@ -49,6 +49,17 @@ use session::Session;
 /// The owner of everything made without an account (the CLI on a local database).
 pub const LOCAL_OWNER: &str = "local";
 
+/// The id MQTT's topics know an agency by (`XMAGS/{teamId}/…`): the operator's agencies by
+/// handle, else name, as stock XMAGS clients are configured; an account's by the agency's id.
+/// Names are unique within an account only, and two accounts' teams must never share topics.
+pub fn team_id(agency: &agency_core::Agency) -> std::borrow::Cow<'_, str> {
+    if agency.owner == LOCAL_OWNER {
+        agency.handle.as_deref().unwrap_or(&agency.name).into()
+    } else {
+        agency.id.to_string().into()
+    }
+}
+
 /// Sessions kept in memory at most; idle ones beyond this are dropped (and reloaded on use).
 const MAX_SESSIONS: usize = 1024;
 

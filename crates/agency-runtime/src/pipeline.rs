@@ -116,6 +116,8 @@ enum Run {
     Message {
         guard: crate::lock::Locked,
         text: String,
+        /// The key the message came with: its budgets pay.
+        key: Option<ApiKey>,
     },
     Chat {
         key: ApiKey,
@@ -134,7 +136,11 @@ impl Runtime {
             Ask::Message { conversation, text } => {
                 self.authorize(&request.caller, conversation).await?;
                 let guard = self.lock_conversation(conversation).await?;
-                (conversation, Run::Message { guard, text })
+                let key = match request.caller {
+                    Caller::Key(key) => Some(key),
+                    _ => None,
+                };
+                (conversation, Run::Message { guard, text, key })
             }
             Ask::Chat { agency, turn } => {
                 let key = match request.caller {
@@ -207,9 +213,10 @@ impl Turn {
         answer: Option<tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<TurnOutcome, RuntimeError> {
         match self.run {
-            Run::Message { guard, text } => {
+            Run::Message { guard, text, key } => {
                 let mut input = crate::session::TurnInput::text(text);
                 input.face = Some(self.face);
+                input.key = key;
                 crate::turn::run(self.rt, guard, input, answer, None).await
             }
             Run::Chat { key, opened, turn } => {

@@ -355,6 +355,9 @@ pub(crate) struct TurnInput {
     pub face: Option<agency_core::Face>,
     /// Answers to the approvals the conversation's paused turn waits for: they resume it.
     pub approvals: Vec<(agency_core::ApprovalId, agency_core::approval::Answer)>,
+    /// The API key a message came with (MQTT), whose budgets its calls are paid from; an API
+    /// request's key is its [`crate::api::ApiTurn`]'s.
+    pub key: Option<agency_core::ApiKey>,
 }
 
 impl TurnInput {
@@ -365,6 +368,7 @@ impl TurnInput {
             images: Vec::new(),
             face: None,
             approvals: Vec::new(),
+            key: None,
         }
     }
 }

@@ -118,7 +118,7 @@ pub(crate) async fn run(
         providers,
     } = agency_of(&rt, &session).await?;
     let payer = crate::spend::Payer::of(
-        api.as_ref().map(|a| &a.key),
+        api.as_ref().map(|a| &a.key).or(input.key.as_ref()),
         api.as_ref().and_then(|a| a.thread.end_user()),
         &agency,
     );

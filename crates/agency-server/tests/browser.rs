@@ -1743,6 +1743,15 @@ async fn the_editor_draws_the_team_guards_unsaved_changes_and_shows_versions_and
             && curl.contains("\"model\":\"studio\""),
         "{curl}"
     );
+    // And over MQTT, on the agency's team.
+    let team = w.text(Locator::Css("#mqtt-team")).await;
+    assert!(!team.is_empty());
+    let mqtt = w.text(Locator::Css("#snippet-mqtt")).await;
+    assert!(
+        mqtt.contains(&format!("-t 'XMAGS/{team}/CMD/chat_new/"))
+            && mqtt.contains(&format!("user-property authorization 'Bearer {key}'")),
+        "{mqtt}"
+    );
     w.click("#copy-key").await;
     w.wait_xpath("//button[@id='copy-key' and (. = 'Copied' or . = 'Selected: press Ctrl+C')]")
         .await;

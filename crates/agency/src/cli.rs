@@ -63,6 +63,11 @@ pub enum Command {
         /// `embedded`: a broker inside the process on 127.0.0.1:1883 (embedded://HOST:PORT).
         #[arg(long, env = "AGENCY_MQTT")]
         mqtt: Option<String>,
+        /// Over MQTT, the operator's own agencies (the CLI's) also take messages only with one
+        /// of their API keys, as accounts' agencies always do; the embedded broker then lets no
+        /// client in without a key.
+        #[arg(long, env = "AGENCY_MQTT_REQUIRE_KEY", requires = "mqtt")]
+        mqtt_require_key: bool,
         /// Let accounts' providers (their agencies' `base_url`s) and webhook bots live on
         /// loopback and private networks. Off by default: those are URLs accounts gave, called
         /// from inside this server's network. For a server on one's own machine only.

@@ -117,6 +117,7 @@ async fn run(
         Command::Serve {
             listen,
             mqtt,
+            mqtt_require_key,
             max_connections,
             max_connections_per_address,
             header_timeout,
@@ -152,6 +153,13 @@ async fn run(
                     .collect(),
             };
             let metrics = metrics_listen.zip(telemetry.prometheus());
+            let mqtt = match mqtt {
+                Some(url) => Some(agency_mqtt::MqttConfig {
+                    require_key: mqtt_require_key,
+                    ..agency_mqtt::MqttConfig::parse(&url)?
+                }),
+                None => None,
+            };
             commands::serve::serve(rt, loaded, listen, mqtt, connections, cors, metrics).await
         }
         Command::Import { file } => commands::agencies::import(&rt, &owner, &file).await,

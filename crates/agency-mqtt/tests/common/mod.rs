@@ -41,29 +41,28 @@ pub async fn broker() -> Option<(String, u16)> {
     Some((host.to_string(), port.parse().expect("a port")))
 }
 
-/// `AGENCY_TEST_MQTT=embedded`: one embedded broker for the whole test binary, on a free port.
+/// `AGENCY_TEST_MQTT=embedded`: an embedded broker of the test's own on a free port (its door
+/// runs on the test's runtime, which ends with the test). A server started on that port
+/// connects to it as `--mqtt embedded` does, and the first one opens its door.
 #[cfg(feature = "embedded")]
 pub async fn embedded_broker() -> u16 {
-    static PORT: std::sync::OnceLock<u16> = std::sync::OnceLock::new();
-    let port = *PORT.get_or_init(|| {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        agency_mqtt::embedded::start(([127, 0, 0, 1], port).into()).unwrap();
-        port
-    });
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let broker = agency_mqtt::embedded::start(([127, 0, 0, 1], port).into()).unwrap();
+    embedded_brokers().lock().unwrap().insert(port, broker);
     port
+}
+
+#[cfg(feature = "embedded")]
+fn embedded_brokers()
+-> &'static std::sync::Mutex<std::collections::HashMap<u16, Arc<agency_mqtt::embedded::Broker>>> {
+    static BROKERS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<u16, Arc<agency_mqtt::embedded::Broker>>>,
+    > = std::sync::OnceLock::new();
+    BROKERS.get_or_init(Default::default)
 }
 
 /// An object's keys, sorted (to check a payload has exactly its fields).
@@ -92,18 +91,23 @@ pub struct Setup {
     pub share: Option<String>,
     /// The operator's MCP servers.
     pub mcp_servers: Vec<(String, agency_core::McpServer)>,
+    /// `--mqtt-require-key`.
+    pub require_key: bool,
 }
 
 pub struct Server {
     pub rt: Arc<Runtime>,
     /// The runtime's store, for tests to look at what it wrote.
     pub store: Arc<dyn agency_store::Store>,
+    /// The server's API keys.
+    pub auth: Arc<agency_runtime::keys::Authenticator>,
     pub http: String,
     pub key: String,
     pub team: String,
     pub manager: String,
     pub agent: String,
     share: Option<String>,
+    require_key: bool,
     providers: Vec<(String, Arc<dyn agency_providers::Provider>)>,
     stop: Option<oneshot::Sender<()>>,
     mqtt: Option<tokio::task::JoinHandle<Result<(), agency_mqtt::MqttError>>>,
@@ -166,16 +170,24 @@ impl Server {
             .await
             .unwrap();
         let http = served.base;
-        let (stop, mqtt) = bridge(&rt, host, port, setup.share.as_deref());
+        let (stop, mqtt) = bridge(
+            &rt,
+            &served.auth,
+            (host, port),
+            setup.share.as_deref(),
+            setup.require_key,
+        );
         Server {
             rt,
             store: served.store,
+            auth: served.auth,
             http,
             key: key.expose_secret().to_string(),
             team,
             manager: "MGR-001".into(),
             agent: "FERM-DATA-AGENT-001".into(),
             share: setup.share,
+            require_key: setup.require_key,
             providers: setup.providers,
             stop: Some(stop),
             mqtt: Some(mqtt),
@@ -188,16 +200,24 @@ impl Server {
     /// It serves no HTTP (`http` and `key` are this server's).
     pub async fn peer(&self, host: &str, port: u16) -> Server {
         let rt = Runtime::new(self.store.clone(), providers(&self.providers));
-        let (stop, mqtt) = bridge(&rt, host, port, self.share.as_deref());
+        let (stop, mqtt) = bridge(
+            &rt,
+            &self.auth,
+            (host, port),
+            self.share.as_deref(),
+            self.require_key,
+        );
         Server {
             rt,
             store: self.store.clone(),
+            auth: self.auth.clone(),
             http: self.http.clone(),
             key: self.key.clone(),
             team: self.team.clone(),
             manager: self.manager.clone(),
             agent: self.agent.clone(),
             share: self.share.clone(),
+            require_key: self.require_key,
             providers: self.providers.clone(),
             stop: Some(stop),
             mqtt: Some(mqtt),
@@ -243,17 +263,33 @@ type Bridge = (
 );
 
 /// The MQTT bridge of `rt` on the broker, with a client id of its own.
-fn bridge(rt: &Arc<Runtime>, host: &str, port: u16, share: Option<&str>) -> Bridge {
+fn bridge(
+    rt: &Arc<Runtime>,
+    auth: &Arc<agency_runtime::keys::Authenticator>,
+    (host, port): (&str, u16),
+    share: Option<&str>,
+    require_key: bool,
+) -> Bridge {
     let share = share.map(|g| format!("&share={g}")).unwrap_or_default();
-    let config = agency_mqtt::MqttConfig::parse(&format!(
+    let mut config = agency_mqtt::MqttConfig::parse(&format!(
         "mqtt://{host}:{port}?client_id=agency-test-{}{share}",
         unique()
     ))
     .unwrap();
+    config.require_key = require_key;
+    #[cfg(feature = "embedded")]
+    {
+        config.broker = embedded_brokers().lock().unwrap().get(&port).cloned();
+    }
     let (stop, stopped) = oneshot::channel::<()>();
-    let mqtt = tokio::spawn(agency_mqtt::serve(rt.clone(), config, async move {
-        let _ = stopped.await;
-    }));
+    let mqtt = tokio::spawn(agency_mqtt::serve(
+        rt.clone(),
+        auth.clone(),
+        config,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     (stop, mqtt)
 }
 
@@ -328,6 +364,8 @@ pub struct Client {
     pub client: AsyncClient,
     pub inbox: mpsc::UnboundedReceiver<(String, Value)>,
     pub team: String,
+    /// Sent with every message as its `authorization` user property.
+    pub key: Option<String>,
 }
 
 impl Client {
@@ -351,6 +389,18 @@ impl Client {
             .set_clean_start(false)
             .set_session_expiry_interval(Some(3600));
         Self::with_options(options, team, &[format!("XMAGS/{team}/EVT/#")]).await
+    }
+
+    /// A client holding one of the team's keys: it logs in with it (which the embedded broker
+    /// checks, and an external one ignores) and sends it with every message.
+    pub async fn connect_keyed(host: &str, port: u16, team: &str, key: &str) -> Client {
+        let mut options = MqttOptions::new(format!("test-client-{}", unique()), host, port);
+        options
+            .set_keep_alive(Duration::from_secs(30))
+            .set_credentials("key", key);
+        let mut client = Self::with_options(options, team, &[format!("XMAGS/{team}/EVT/#")]).await;
+        client.key = Some(key.to_string());
+        client
     }
 
     async fn with_options(mut options: MqttOptions, team: &str, filters: &[String]) -> Client {
@@ -394,16 +444,26 @@ impl Client {
             client,
             inbox,
             team: team.to_string(),
+            key: None,
         }
     }
 
     pub async fn send(&self, topic: &str, payload: impl Into<Vec<u8>>) {
+        let properties = rumqttc::v5::mqttbytes::v5::PublishProperties {
+            user_properties: self
+                .key
+                .iter()
+                .map(|k| ("authorization".to_string(), format!("Bearer {k}")))
+                .collect(),
+            ..Default::default()
+        };
         self.client
-            .publish(
+            .publish_with_properties(
                 format!("XMAGS/{}/{topic}", self.team),
                 QoS::AtLeastOnce,
                 false,
                 payload.into(),
+                properties,
             )
             .await
             .unwrap();

@@ -237,6 +237,7 @@ async function createKey(ev) {
   const mcpServer = { type: "http", url: location.origin + "/api/agency/" + encodeURIComponent(agencyName) + "/mcp", headers: { Authorization: "Bearer " + r.data.key } };
   $("snippet-mcp").textContent = JSON.stringify({ mcpServers: { [agencyName]: mcpServer } }, null, 2);
   a2aSnippets(r.data.key);
+  await mqttSnippet(r.data.key);
   $("new-key").hidden = false;
   form.reset();
   loadKeys();
@@ -276,6 +277,33 @@ function a2aSnippets(key) {
     '  -H "Authorization: Bearer ' + key + '" \\',
     "  -H 'A2A-Version: 1.0' -H 'content-type: application/json' \\",
     "  -d '" + JSON.stringify(body).replace(/'/g, "'\\''") + "'",
+  ].join("\n");
+}
+
+/**
+ * The MQTT snippet: a conversation with the manager on the agency's XMAGS topics, with
+ * Mosquitto's clients; the key logs in (the embedded broker) and goes with each message.
+ * @param {string} key
+ */
+async function mqttSnippet(key) {
+  const a = await api("GET", "/api/agencies/" + id);
+  if (!a.ok) return;
+  /** @type {{ manager: string, agents: { name: string, handle?: string | null }[] }} */
+  const draft = a.data.draft;
+  const manager = draft.agents.find((g) => g.name === draft.manager);
+  const agent = manager?.handle || draft.manager;
+  const team = a.data.mqtt_team;
+  // A UUID (crypto.randomUUID is only on https and localhost).
+  const hex = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+  const cid = [hex.slice(0, 8), hex.slice(8, 12), "4" + hex.slice(13, 16), "8" + hex.slice(17, 20), hex.slice(20)].join("-");
+  const q = (/** @type {string} */ s) => "'" + s.replace(/'/g, "'\\''") + "'";
+  const login = "-V mqttv5 -h " + location.hostname + " -p 1883 -u key -P " + q(key);
+  const pub = "mosquitto_pub " + login + " -D publish user-property authorization " + q("Bearer " + key);
+  $("mqtt-team").textContent = team;
+  $("snippet-mqtt").textContent = [
+    "mosquitto_sub " + login + " -t " + q("XMAGS/" + team + "/EVT/#") + " -v &",
+    pub + " -t " + q("XMAGS/" + team + "/CMD/chat_new/" + agent) + " -m " + q(JSON.stringify({ agent_id: agent, conversation_id: cid, content: " " })),
+    pub + " -t " + q("XMAGS/" + team + "/DATA/chat/" + agent + "/" + cid) + " -m " + q(JSON.stringify({ agent_id: agent, conversation_id: cid, content: "Hello" })),
   ].join("\n");
 }
 

@@ -44,6 +44,9 @@ pub struct AgencyDetail {
     /// The version `/api/agency/{id}/chat/completions` serves; `null`: not published, not
     /// reachable through its API.
     pub published_version: Option<u32>,
+    /// Its team id on MQTT: its topics are `XMAGS/{mqtt_team}/…` (an account's agency: its
+    /// id; the operator's: its handle, else its name).
+    pub mqtt_team: String,
     pub draft: AgencyDraft,
 }
 
@@ -52,6 +55,7 @@ impl From<&agency_runtime::agencies::AgencyInfo> for AgencyDetail {
         Self {
             id: a.agency.id.to_string(),
             published_version: a.published,
+            mqtt_team: agency_runtime::team_id(&a.agency).into_owned(),
             draft: a.agency.to_draft(),
         }
     }

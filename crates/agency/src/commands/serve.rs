@@ -84,15 +84,12 @@ pub async fn serve(
     rt: Arc<Runtime>,
     loaded: Loaded,
     listen: SocketAddr,
-    mqtt: Option<String>,
+    mut mqtt: Option<agency_mqtt::MqttConfig>,
     connections: agency_server::Connections,
     cors: agency_server::CorsOrigins,
     metrics: Option<(SocketAddr, agency_telemetry::Prometheus)>,
 ) -> anyhow::Result<()> {
-    let mqtt = mqtt
-        .map(|url| agency_mqtt::MqttConfig::parse(&url))
-        .transpose()?;
-    if let Some(config) = &mqtt {
+    if let Some(config) = &mut mqtt {
         agency_mqtt::start_broker(config)?;
         if config.embedded {
             println!(
@@ -156,15 +153,20 @@ pub async fn serve(
     }
     let state = agency_server::AppState {
         rt: rt.clone(),
-        auth,
+        auth: auth.clone(),
         cors,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mqtt = mqtt.map(|config| {
         let mut stopped = stopped.clone();
-        tokio::spawn(agency_mqtt::serve(rt.clone(), config, async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }))
+        tokio::spawn(agency_mqtt::serve(
+            rt.clone(),
+            auth.clone(),
+            config,
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            },
+        ))
     });
     let shutdown = async move {
         shutdown.await;
