@@ -439,6 +439,7 @@ impl Agency {
                         max_tokens: a.sampling.max_tokens,
                         reflection_threshold: a.memory.reflection_threshold,
                         reflection_half_life_hours: a.memory.half_life_hours,
+                        observe_chats: a.memory.observe_chats.then_some(true),
                         instructions: (!text.is_empty()).then(|| text.join("\n\n")),
                         tools: a.tools.0.clone(),
                         approve: a.approve.tools.0.clone(),

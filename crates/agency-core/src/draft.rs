@@ -222,6 +222,10 @@ pub struct AgentDraft {
     #[schema(exclusive_minimum = 0, maximum = 1_000_000)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_half_life_hours: Option<f64>,
+    /// After each chat message it is sent over MQTT, it checks whether the message tells it
+    /// something worth remembering, and observes it if so (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observe_chats: Option<bool>,
     /// Free text of its instructions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,

@@ -1,6 +1,6 @@
 //! A conversation's entries, as spec 002's content query returns them: one per turn, with the
 //! user's query, what the entry agent was sent and replied, the answer, a summary, the time and
-//! the cost, and the tools the turn used.
+//! the cost, the tools the turn used, and the observations its message led to.
 
 use std::collections::HashMap;
 
@@ -58,14 +58,18 @@ pub struct Entry {
     /// Replies it took, and the tools its agents called, in order.
     pub hops: u32,
     pub tools: Vec<ToolUse>,
+    /// What the agent observed from the user's message (see `observe_chats`), oldest first.
+    pub observations: Vec<crate::memory::Memory>,
 }
 
 /// The entries of a conversation from its turn records and its messages (in `seq` order).
 /// A turn without a record (still running, or interrupted by a crash) has an entry too.
-/// `manager` is the entry agent, `protocol` how its messages are framed.
+/// `manager` is the entry agent, `protocol` how its messages are framed; `observations` are
+/// the conversation's observations (each names its turn).
 pub fn entries(
     turns: &[TurnRecord],
     messages: &[Message],
+    observations: &[crate::memory::Memory],
     roster: &Roster,
     (manager, protocol): (AgentId, Protocol),
 ) -> Vec<Entry> {
@@ -168,6 +172,11 @@ pub fn entries(
                     .remove(&turn)
                     .map(|t| t.into_iter().map(|(_, used)| used).collect())
                     .unwrap_or_default(),
+                observations: observations
+                    .iter()
+                    .filter(|o| o.origin.is_some_and(|o| o.turn == turn))
+                    .cloned()
+                    .collect(),
             })
         })
         .collect()

@@ -70,7 +70,16 @@ pub struct Memory {
     pub importance: f64,
     /// For a reflection: the memories it was written from.
     pub sources: Vec<MemoryId>,
+    /// For an observation a chat message led to: that message's conversation and turn.
+    pub origin: Option<ChatOrigin>,
     pub created_at: DateTime<Utc>,
+}
+
+/// Where in a conversation an observation came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChatOrigin {
+    pub conversation: crate::ConversationId,
+    pub turn: crate::TurnId,
 }
 
 /// When an agent reflects. Defaults: reflect once the decayed importance of what it observed
@@ -96,6 +105,8 @@ impl Default for ReflectionPolicy {
 pub struct MemorySettings {
     pub reflection_threshold: Option<f64>,
     pub half_life_hours: Option<f64>,
+    /// It checks each chat message it is sent over MQTT for something worth observing.
+    pub observe_chats: bool,
 }
 
 impl MemorySettings {
@@ -142,6 +153,23 @@ pub fn parse_importance(answer: &str) -> Option<f64> {
     Some(v.clamp(0.0, 1.0))
 }
 
+/// What a model answers to [`MemoryTask::Check`] when there is nothing to observe.
+const NONE: &str = "NONE";
+
+/// The observation in a model's answer to [`MemoryTask::Check`]: `None` when it answered
+/// `NONE` (or nothing).
+pub fn observation_in(answer: &str) -> Option<String> {
+    let text = answer
+        .trim()
+        .trim_matches(|c: char| c == '"' || c == '\'' || c == '`')
+        .trim();
+    let first = text
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    (!text.is_empty() && !first.eq_ignore_ascii_case(NONE)).then(|| text.to_string())
+}
+
 /// The importance an observation gets when its model's answer holds no number.
 pub const FALLBACK_IMPORTANCE: f64 = 0.5;
 
@@ -174,6 +202,9 @@ const ALERT_WORDS: &[&str] = &[
 /// built-in rules model answers [`MemoryTask::rules_answer`], deterministically.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MemoryTask {
+    /// Whether a chat message tells the agent something worth remembering: the observation,
+    /// in a sentence, or `NONE`.
+    Check { message: String },
     /// How important an observation is, from 0 to 1.
     Importance { observation: String },
     /// Insights from the memories since the last reflection (oldest first).
@@ -189,6 +220,11 @@ impl MemoryTask {
     /// The request as a chat model reads it.
     pub fn prompt(&self) -> String {
         match self {
+            MemoryTask::Check { message } => format!(
+                "You were sent this message in a conversation. If it states something about your \
+                 work worth remembering (an event, a reading, a change, a fact), answer it as one \
+                 short observation in your own words; otherwise answer NONE.\n\nMessage: {message}"
+            ),
             MemoryTask::Importance { observation } => format!(
                 "Rate how important this observation is for your work, from 0 (mundane) to 1 \
                  (critical). Answer with the number alone.\n\nObservation: {observation}"
@@ -212,12 +248,21 @@ impl MemoryTask {
         }
     }
 
-    /// The built-in rules model's answer: an observation with an alert word (`exceeded`,
+    /// The built-in rules model's answer: a chat message that states something (three words or
+    /// more, not a question) is an observation as it stands; an observation with an alert word (`exceeded`,
     /// `failure`, `alarm`, ...) is important (0.9), any other is not (0.3); a reflection lists
     /// what it was written from; a plan has one task per important memory (importance 0.5 or
     /// more): investigate it, then report it to the manager.
     pub fn rules_answer(&self) -> String {
         match self {
+            MemoryTask::Check { message } => {
+                let message = message.trim();
+                if message.ends_with('?') || message.split_whitespace().count() < 3 {
+                    NONE.to_string()
+                } else {
+                    message.to_string()
+                }
+            }
             MemoryTask::Importance { observation } => {
                 let lower = observation.to_lowercase();
                 if ALERT_WORDS.iter().any(|w| lower.contains(w)) {
@@ -294,6 +339,7 @@ mod tests {
             content: "x".into(),
             importance,
             sources: Vec::new(),
+            origin: None,
             created_at: now - chrono::Duration::hours(hours_ago),
         }
     }
@@ -347,5 +393,41 @@ mod tests {
         assert_eq!(v["tasks"].as_array().map(Vec::len), Some(1));
         assert_eq!(v["tasks"][0]["description"], "Follow up: pump leak");
         assert_eq!(v["tasks"][0]["actions"][1]["parameters"][1], "manager");
+    }
+
+    #[test]
+    fn a_chat_message_is_checked_for_an_observation() {
+        let check = |m: &str| MemoryTask::Check { message: m.into() }.rules_answer();
+        // The rules model: a statement is an observation as it stands; a question is not.
+        assert_eq!(
+            check("  Pump 7 pressure exceeded 8 bar "),
+            "Pump 7 pressure exceeded 8 bar"
+        );
+        assert_eq!(check("status of XYZ?"), "NONE");
+        assert_eq!(check("hello there"), "NONE");
+        for answer in [
+            check("status of XYZ?"),
+            "none.".into(),
+            " \"NONE\" ".into(),
+            "".into(),
+        ] {
+            assert_eq!(observation_in(&answer), None, "{answer:?}");
+        }
+        assert_eq!(
+            observation_in("\"Valve 9 leaks since noon.\""),
+            Some("Valve 9 leaks since noon.".to_string())
+        );
+        // A word that only starts like NONE is an observation.
+        assert_eq!(
+            observation_in("Nonessential load shed at 4pm"),
+            Some("Nonessential load shed at 4pm".to_string())
+        );
+        assert!(
+            MemoryTask::Check {
+                message: "m".into()
+            }
+            .prompt()
+            .contains("Message: m")
+        );
     }
 }

@@ -624,6 +624,7 @@ impl Reader {
         let max_tokens = self.number(f, "max_tokens");
         let reflection_threshold = self.decimal(f, "reflection_threshold");
         let reflection_half_life_hours = self.decimal(f, "reflection_half_life_hours");
+        let observe_chats = self.boolean(f, "observe_chats");
         let instructions = self.optional_string(f, "instructions");
         let tools = self.strings(f, "tools", "tools (`server/tool`)");
         let approve = self.strings(f, "approve", "tools (`server/tool`)");
@@ -651,6 +652,7 @@ impl Reader {
             rules,
             reflection_threshold,
             reflection_half_life_hours,
+            observe_chats,
             tools,
             approve,
             approve_timeout_secs,

@@ -592,13 +592,13 @@ prop_compose! {
                      model in text(), temperature in decimal(), top_p in decimal(),
                      max_tokens in any::<Option<u32>>(), instructions in prop::option::of(text()),
                      rules in prop::collection::vec(rule_draft(), 0..3),
-                     reflection_threshold in decimal(),
-                     reflection_half_life_hours in decimal(),
+                     memory in (decimal(), decimal(), any::<Option<bool>>()),
                      tools in prop::collection::vec(text(), 0..3),
                      approval in approval().boxed()) -> AgentDraft {
         let (approve, approve_timeout_secs, approve_on_timeout, approve_edits) = approval;
+        let (reflection_threshold, reflection_half_life_hours, observe_chats) = memory;
         AgentDraft { id, name, handle, role, model, temperature, top_p, max_tokens, instructions, rules,
-                     reflection_threshold, reflection_half_life_hours, tools, approve,
+                     reflection_threshold, reflection_half_life_hours, observe_chats, tools, approve,
                      approve_timeout_secs, approve_on_timeout, approve_edits }
     }
 }

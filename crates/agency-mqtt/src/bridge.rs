@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agency_core::Face;
 use agency_core::approval::Answer;
-use agency_core::{Agency, AgencyId, ApprovalId, ConversationId, Roster};
+use agency_core::{Agency, AgencyId, ApprovalId, ConversationId, Roster, StopReason};
 use agency_runtime::keys::Authenticator;
 use agency_runtime::{
     Caller, Event, LOCAL_OWNER, Runtime, RuntimeError, TurnEvent, TurnRequest, team_id,
@@ -574,9 +574,11 @@ impl Bridge {
             .content
             .filter(|c| !c.trim().is_empty())
             .ok_or_else(|| MqttError::InvalidPayload("`content` is missing or empty".into()))?;
-        agency
+        let chatting = agency
             .agent_by_handle(agent)
             .ok_or_else(|| unknown_agent(team, agent))?;
+        // Only an agent that checks its chats for observations needs the message after the turn.
+        let observed = chatting.memory.observe_chats.then(|| content.clone());
         let request = TurnRequest {
             progress: true,
             face: Face::Mqtt,
@@ -592,19 +594,42 @@ impl Bridge {
         let cid = id.to_string();
         let progress_topic = topic::chat_progress(team, agent, &cid);
         let mut events = std::pin::pin!(turn.events());
-        let mut result = Ok(());
+        let mut result = Ok(None);
         while let Some(event) = events.next().await {
             match event {
                 TurnEvent::Progress(event) => {
                     self.progress(&event, id, agent, &roster, &progress_topic, ack)
                         .await;
                 }
-                TurnEvent::Text(_) | TurnEvent::Finished { .. } => {}
+                TurnEvent::Finished { outcome, .. } => result = Ok(Some(outcome)),
+                TurnEvent::Text(_) => {}
                 TurnEvent::Failed(e) => result = Err(e),
             }
         }
         ack.send().await;
-        result?;
+        let outcome = result?;
+        // The agent checks what it was told for an observation (its memory settings say
+        // whether), before the response, so that the entry lists what it observed.
+        if let (Some(message), Some(outcome)) = (observed, outcome)
+            && outcome.stopped_by != StopReason::Cancelled
+        {
+            let check = progress::Update::observation_check().wire(id, agent);
+            self.publish(progress_topic.clone(), &check).await;
+            let origin = agency_core::memory::ChatOrigin {
+                conversation: id,
+                turn: outcome.turn_id,
+            };
+            match self
+                .rt
+                .memory()
+                .observe_chat(agency.id, chatting.id, &message, origin)
+                .await
+            {
+                Ok(Some(observed)) => self.observed(team, agent, &observed).await,
+                Ok(None) => {}
+                Err(e) => self.error(team, agent, &e.into()).await,
+            }
+        }
         self.publish(
             topic::chat_response(team, agent, &cid),
             &wire::ChatResponse {

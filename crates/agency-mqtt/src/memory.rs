@@ -8,7 +8,7 @@
 use super::{Bridge, json, same_agent, unknown_agent};
 use crate::{MqttError, topic, wire};
 use agency_core::{Agency, Agent};
-use agency_runtime::memory::PlanChange;
+use agency_runtime::memory::{Observed, PlanChange};
 
 impl Bridge {
     /// An observation for the agent the topic names, else the one the payload names, else
@@ -55,38 +55,42 @@ impl Bridge {
                 .observe(agency.id, agent.id, &content)
                 .await
             {
-                Ok(observed) => {
-                    let o = &observed.observation;
-                    self.publish(
-                        topic::observation_result(team, handle),
-                        &wire::ObservationResult {
-                            agent_id: handle.to_string(),
-                            importance: o.importance,
-                            observation_id: o.id.to_string(),
-                            timestamp: wire::time(o.created_at),
-                        },
-                    )
-                    .await;
-                    if let Some(r) = &observed.reflection {
-                        self.publish(
-                            topic::reflection_result(team, handle),
-                            &wire::ReflectionResult {
-                                agent_id: handle.to_string(),
-                                importance: r.importance,
-                                reflection_id: r.id.to_string(),
-                                timestamp: wire::time(r.created_at),
-                            },
-                        )
-                        .await;
-                    }
-                    if let Some(change) = &observed.plan {
-                        self.announce_plan(team, handle, change).await;
-                    }
-                }
+                Ok(observed) => self.observed(team, handle, &observed).await,
                 Err(e) => self.error(team, handle, &e.into()).await,
             }
         }
         Ok(())
+    }
+
+    /// What an observation of `agent` led to: `EVT/observation_result`, and the reflection and
+    /// plan it triggered, if it did.
+    pub(super) async fn observed(&self, team: &str, agent: &str, observed: &Observed) {
+        let o = &observed.observation;
+        self.publish(
+            topic::observation_result(team, agent),
+            &wire::ObservationResult {
+                agent_id: agent.to_string(),
+                importance: o.importance,
+                observation_id: o.id.to_string(),
+                timestamp: wire::time(o.created_at),
+            },
+        )
+        .await;
+        if let Some(r) = &observed.reflection {
+            self.publish(
+                topic::reflection_result(team, agent),
+                &wire::ReflectionResult {
+                    agent_id: agent.to_string(),
+                    importance: r.importance,
+                    reflection_id: r.id.to_string(),
+                    timestamp: wire::time(r.created_at),
+                },
+            )
+            .await;
+        }
+        if let Some(change) = &observed.plan {
+            self.announce_plan(team, agent, change).await;
+        }
     }
 
     /// `EVT/plan_new` or `EVT/plan_update`, then the plan distributed to the team on

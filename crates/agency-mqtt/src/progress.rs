@@ -31,6 +31,16 @@ impl Update {
         }
     }
 
+    /// Spec 002's `observation check`: the agent checks whether the chat message it was sent
+    /// is worth observing.
+    pub(crate) fn observation_check() -> Self {
+        Self::new(
+            "observation check",
+            "Verifying if an observation is required based on the information received".into(),
+            "observation",
+        )
+    }
+
     /// The update as spec 002's progress message, of `agent`'s conversation `id`.
     pub(crate) fn wire(self, id: ConversationId, agent: &str) -> wire::Progress {
         wire::Progress {

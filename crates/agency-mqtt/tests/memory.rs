@@ -321,3 +321,98 @@ async fn observations_trigger_a_reflection_and_a_plan() {
     assert_eq!(r.status().as_u16(), 401);
     server.stop().await;
 }
+
+/// The plant with a manager that checks what it is told in chats for observations.
+fn observant_plant(name: &str, team: &str) -> String {
+    common::agency_yaml(name, team).replacen(
+        "handle: MGR-001\n",
+        "handle: MGR-001\n    observe_chats: true\n",
+        1,
+    )
+}
+
+/// Spec 002's `observation check`: after each chat message the manager checks it for an
+/// observation (the rules model: a statement is one, a question is not), records it as
+/// `DATA/observation` would — announced before the response, listed in the turn's entry — and
+/// three alarming ones lead to a reflection, as three `DATA/observation` messages do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chats_lead_to_observations_and_a_reflection() {
+    let Some((host, port)) = broker().await else {
+        return;
+    };
+    let setup = common::Setup {
+        yaml: Some(observant_plant),
+        ..common::Setup::default()
+    };
+    let mut server = Server::start_with(&host, port, setup).await;
+    let mut client = Client::connect(&host, port, &server.team).await;
+    let m = server.manager.clone();
+    client.wait_for_server(&m).await;
+
+    // A question: checked, nothing observed.
+    let (cid, seen) = client.converse(&m, "status of XYZ?").await;
+    let check = find(&seen, &format!("EVT/chat_progress/{m}/{cid}"));
+    assert!(
+        seen.iter()
+            .any(|(t, v)| t.ends_with(&format!("chat_progress/{m}/{cid}"))
+                && v["status"] == "observation check"
+                && v["current_operation"] == "observation"
+                && v["message"]
+                    == "Verifying if an observation is required based on the information received"),
+        "{seen:?} (first progress: {check})"
+    );
+    assert!(!seen.iter().any(|(t, _)| t.contains("observation_result")));
+    let (_, entries) = server
+        .get(&format!("/api/conversations/{cid}/entries"))
+        .await;
+    assert_eq!(entries[0]["observations"], json!([]), "{entries}");
+
+    let texts = [
+        "Fermenter 2 temperature exceeded 40 C",
+        "Fermenter 2 cooling pump failure",
+        "Fermenter 2 pressure alarm",
+    ];
+    let mut ids = Vec::new();
+    let mut last = Vec::new();
+    for text in texts {
+        let (cid, seen) = client.converse(&m, text).await;
+        let at = |suffix: &str| seen.iter().position(|(t, _)| t.ends_with(suffix));
+        let check = seen
+            .iter()
+            .position(|(_, v)| v["status"] == "observation check")
+            .unwrap_or_else(|| panic!("no observation check in {seen:?}"));
+        let result = at(&format!("EVT/observation_result/{m}")).expect("an observation");
+        let response = at(&format!("EVT/chat_response/{m}/{cid}")).unwrap();
+        assert!(check < result && result < response, "{seen:?}");
+        let r = &seen[result].1;
+        assert_eq!(r["importance"], 0.9);
+        let id = r["observation_id"].as_str().unwrap().to_string();
+
+        // The entry lists it; its content is the message, as the rules model observes it.
+        let (status, entries) = server
+            .get(&format!("/api/conversations/{cid}/entries"))
+            .await;
+        assert_eq!(status, 200);
+        let observed = &entries[0]["observations"];
+        assert_eq!(observed.as_array().map(Vec::len), Some(1), "{entries}");
+        assert_eq!(observed[0]["id"], id.as_str());
+        assert_eq!(observed[0]["type"], "observation");
+        assert_eq!(observed[0]["agent_id"], m.as_str());
+        assert_eq!(observed[0]["content"], text);
+        let (_, memory) = server.get(&format!("/api/memories/{id}")).await;
+        assert_eq!(memory["content"], text);
+        ids.push(id);
+        last = seen;
+    }
+
+    // The third passes the threshold (3 × 0.9 ≥ 2.0): a reflection from the three.
+    let r = find(&last, &format!("EVT/reflection_result/{m}"));
+    let rid = r["reflection_id"].as_str().unwrap().to_string();
+    let (_, reflection) = server.get(&format!("/api/memories/{rid}")).await;
+    assert_eq!(reflection["sources"], json!(ids));
+    assert_eq!(
+        reflection["content"],
+        format!("3 observations to act on: {}", texts.join("; "))
+    );
+    server.stop().await;
+}

@@ -161,9 +161,11 @@ impl Conversations<'_> {
         };
         let turns = self.rt.store.turns(id).await?;
         let messages = self.rt.store.messages(id).await?;
+        let observations = self.rt.store.memories_of_conversation(id).await?;
         Ok(agency_core::entry::entries(
             &turns,
             &messages,
+            &observations,
             &agency.roster(),
             (agency.manager, agency.protocol),
         ))

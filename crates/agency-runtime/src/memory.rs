@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use agency_core::memory::{self, Memory, MemoryId, MemoryKind, MemoryTask};
+use agency_core::memory::{self, ChatOrigin, Memory, MemoryId, MemoryKind, MemoryTask};
 use agency_core::plan::{self, Plan};
 use agency_core::{AgencyId, AgentId, ConversationId, Message, MessageId, MessageKind, protocol};
 use agency_providers::ModelRequest;
@@ -60,6 +60,55 @@ impl Memories<'_> {
         agent: AgentId,
         content: &str,
     ) -> Result<Observed, RuntimeError> {
+        let view = self.rt.agencies().current(agency, true).await?;
+        self.observe_in(&view, agent, content, None).await
+    }
+
+    /// `agent` of `agency` was sent `message` in a chat (turn `origin`): its model checks
+    /// whether the message tells it something worth remembering ([`MemoryTask::Check`]) and,
+    /// when it does, the agent observes that as [`Memories::observe`] would, the observation
+    /// linked to the turn. `None` when there was nothing to observe, the agent does not observe
+    /// its chats (`observe_chats`), or the check failed (the chat is not worse for it).
+    pub async fn observe_chat(
+        &self,
+        agency: AgencyId,
+        agent: AgentId,
+        message: &str,
+        origin: ChatOrigin,
+    ) -> Result<Option<Observed>, RuntimeError> {
+        let view = self.rt.agencies().current(agency, true).await?;
+        if !view
+            .agency
+            .agent(agent)
+            .is_some_and(|a| a.memory.observe_chats)
+        {
+            return Ok(None);
+        }
+        let message: String = message.trim().chars().take(MAX_OBSERVATION).collect();
+        if message.is_empty() {
+            return Ok(None);
+        }
+        let task = MemoryTask::Check { message };
+        let observation = match self.ask(&view, agent, &task).await {
+            Ok(answer) => memory::observation_in(&answer),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot check a chat message for an observation");
+                None
+            }
+        };
+        match observation {
+            Some(o) => Ok(Some(self.observe_in(&view, agent, &o, Some(origin)).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn observe_in(
+        &self,
+        view: &AgencyView,
+        agent: AgentId,
+        content: &str,
+        origin: Option<ChatOrigin>,
+    ) -> Result<Observed, RuntimeError> {
         let content = content.trim();
         if content.is_empty() {
             return Err(RuntimeError::Invalid("the observation is empty".into()));
@@ -69,7 +118,6 @@ impl Memories<'_> {
                 "the observation is longer than {MAX_OBSERVATION} bytes"
             )));
         }
-        let view = self.rt.agencies().current(agency, true).await?;
         if view.agency.agent(agent).is_none() {
             return Err(RuntimeError::Invalid(format!(
                 "the agency has no agent #{}",
@@ -79,7 +127,7 @@ impl Memories<'_> {
         let task = MemoryTask::Importance {
             observation: content.to_string(),
         };
-        let importance = match self.ask(&view, agent, &task).await {
+        let importance = match self.ask(view, agent, &task).await {
             Ok(answer) => memory::importance_or_fallback(&answer),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot rate an observation; keeping it at the fallback importance");
@@ -88,18 +136,19 @@ impl Memories<'_> {
         };
         let observation = Memory {
             id: MemoryId::new(),
-            agency_id: agency,
+            agency_id: view.agency.id,
             agent,
             kind: MemoryKind::Observation,
             content: content.to_string(),
             importance,
             sources: Vec::new(),
+            origin,
             created_at: Utc::now(),
         };
         self.rt.store.save_memory(&observation).await?;
-        let reflection = self.reflect_if_due(&view, agent).await?;
+        let reflection = self.reflect_if_due(view, agent).await?;
         let plan = match &reflection {
-            Some((r, sources)) => self.plan(&view, agent, r, sources).await?,
+            Some((r, sources)) => self.plan(view, agent, r, sources).await?,
             None => None,
         };
         Ok(Observed {
@@ -165,6 +214,7 @@ impl Memories<'_> {
             // As important as the most important thing it was written from.
             importance: sources.iter().map(|m| m.importance).fold(0.0, f64::max),
             sources: sources.iter().map(|m| m.id).collect(),
+            origin: None,
             created_at: Utc::now(),
         };
         self.rt.store.save_memory(&reflection).await?;

@@ -307,6 +307,7 @@ pub(crate) fn memory_span(
     task: &agency_core::memory::MemoryTask,
 ) -> Span {
     let name = match task {
+        agency_core::memory::MemoryTask::Check { .. } => "check",
         agency_core::memory::MemoryTask::Importance { .. } => "rate",
         agency_core::memory::MemoryTask::Reflect { .. } => "reflect",
         agency_core::memory::MemoryTask::Plan { .. } => "plan",

@@ -38,11 +38,22 @@ async fn entries(
                 agency_runtime::RuntimeError::ConversationNotFound(_) => not_found(),
                 other => other.into(),
             })?;
-    Ok(Json(entries.iter().map(Entry::from).collect()))
+    // Observations name their agent by handle: the agency is read only when there are some.
+    let definition = match entries.iter().any(|e| !e.observations.is_empty()) {
+        true => Some(s.rt.agencies().draft(agency).await?),
+        false => None,
+    };
+    Ok(Json(
+        entries
+            .iter()
+            .map(|e| Entry::of(e, definition.as_deref()))
+            .collect(),
+    ))
 }
 
 /// One entry, fields in spec 002's order: reply, prompt, response, summary, user query,
-/// timestamp; then its performance (token usage, response time, hops) and the tools it used.
+/// timestamp; then its performance (token usage, response time, hops), the tools it used and
+/// the observations its message led to.
 #[derive(Serialize)]
 struct Entry {
     id: String,
@@ -57,6 +68,7 @@ struct Entry {
     response_time_ms: Option<u64>,
     hops: u32,
     tools: Vec<ToolUse>,
+    observations: Vec<MemoryOut>,
     stopped_by: Option<&'static str>,
     error: Option<String>,
 }
@@ -73,8 +85,8 @@ struct ToolUse {
     latency_ms: Option<u32>,
 }
 
-impl From<&agency_core::entry::Entry> for Entry {
-    fn from(e: &agency_core::entry::Entry) -> Self {
+impl Entry {
+    fn of(e: &agency_core::entry::Entry, agency: Option<&agency_core::Agency>) -> Self {
         Self {
             id: e.turn.to_string(),
             turn: e.number,
@@ -99,6 +111,11 @@ impl From<&agency_core::entry::Entry> for Entry {
                     latency_ms: t.latency_ms,
                 })
                 .collect(),
+            observations: e
+                .observations
+                .iter()
+                .map(|m| MemoryOut::of(m, agency))
+                .collect(),
             stopped_by: e.stopped_by.map(|s| s.as_str()),
             error: e.error.clone(),
         }
@@ -121,7 +138,7 @@ async fn memory(
             .await?
             .ok_or_else(not_found)?;
     let a = s.rt.agencies().draft(agency).await?;
-    Ok(Json(MemoryOut::of(&m, &a)))
+    Ok(Json(MemoryOut::of(&m, Some(&a))))
 }
 
 /// A memory as spec 002's `Memory` node: its id, kind, content, importance, time, and for a
@@ -139,11 +156,11 @@ struct MemoryOut {
 }
 
 impl MemoryOut {
-    fn of(m: &agency_core::memory::Memory, agency: &agency_core::Agency) -> Self {
+    fn of(m: &agency_core::memory::Memory, agency: Option<&agency_core::Agency>) -> Self {
         Self {
             id: m.id.to_string(),
             kind: m.kind.as_str(),
-            agent_id: agency.agent(m.agent).map_or_else(
+            agent_id: agency.and_then(|a| a.agent(m.agent)).map_or_else(
                 || m.agent.get().to_string(),
                 |a| a.handle_or_name().to_string(),
             ),

@@ -472,6 +472,12 @@ pub trait MemoryStore: Send + Sync {
         since: chrono::DateTime<chrono::Utc>,
         limit: u32,
     ) -> Result<Vec<agency_core::memory::Memory>>;
+    /// The observations the conversation's chat messages led to, oldest first (without
+    /// sources: observations have none).
+    async fn memories_of_conversation(
+        &self,
+        conversation: agency_core::ConversationId,
+    ) -> Result<Vec<agency_core::memory::Memory>>;
     /// Stores a plan whole: inserted, or updated in place with its tasks and actions replaced,
     /// atomically. A second active plan for the same agent is a [`StoreError::Conflict`].
     async fn save_plan(&self, plan: &agency_core::plan::Plan) -> Result<()>;

@@ -95,6 +95,7 @@ fn agency(name: &str, owner: &str, extra_agent: bool) -> agency_core::Agency {
             max_tokens: Some(512),
             reflection_threshold: Some(1.5),
             reflection_half_life_hours: Some(6.0),
+            observe_chats: Some(true),
             tools: vec!["docs/*".into(), "builtin/now".into()],
             rules: vec![RuleDraft {
                 when: "any".into(),
@@ -713,6 +714,7 @@ async fn memories_and_their_sources(s: Arc<dyn Store>) {
         content: content.into(),
         importance: 0.25,
         sources,
+        origin: None,
         created_at: start + chrono::Duration::seconds(secs),
     };
     let first = memory(MemoryKind::Observation, "tank 3 hot", 1, vec![]);
@@ -744,6 +746,34 @@ async fn memories_and_their_sources(s: Arc<dyn Store>) {
     let orphan = memory(MemoryKind::Reflection, "x", 4, vec![MemoryId::new()]);
     assert!(s.save_memory(&orphan).await.is_err());
     assert_eq!(s.memory(orphan.id).await.unwrap(), None);
+
+    // An observation a chat message led to keeps where it came from; the conversation lists
+    // it, and no other memory.
+    let c = conversation(a.id);
+    create(&s, &c).await;
+    let turn = TurnId::new();
+    let from_chat = Memory {
+        origin: Some(agency_core::memory::ChatOrigin {
+            conversation: c.id,
+            turn,
+        }),
+        ..memory(MemoryKind::Observation, "valve 9 leaks", 5, vec![])
+    };
+    s.save_memory(&from_chat).await.unwrap();
+    assert_eq!(
+        s.memory(from_chat.id).await.unwrap(),
+        Some(from_chat.clone())
+    );
+    assert_eq!(
+        s.memories_of_conversation(c.id).await.unwrap(),
+        vec![from_chat]
+    );
+    assert_eq!(
+        s.memories_of_conversation(ConversationId::new())
+            .await
+            .unwrap(),
+        vec![]
+    );
 }
 
 async fn plans_with_tasks_and_actions(s: Arc<dyn Store>) {
@@ -761,6 +791,7 @@ async fn plans_with_tasks_and_actions(s: Arc<dyn Store>) {
         content: "pump 3 is failing".into(),
         importance: 1.0,
         sources: vec![],
+        origin: None,
         created_at: now,
     };
     s.save_memory(&reflection).await.unwrap();

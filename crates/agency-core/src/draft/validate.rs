@@ -479,6 +479,7 @@ fn agent_of(a: &AgentDraft, id: AgentId, blocks: Vec<Block>, tools: ToolGrants) 
         memory: crate::memory::MemorySettings {
             reflection_threshold: a.reflection_threshold,
             half_life_hours: a.reflection_half_life_hours,
+            observe_chats: a.observe_chats.unwrap_or(false),
         },
         tools,
         approve: crate::approval::ApprovalPolicy::default(),

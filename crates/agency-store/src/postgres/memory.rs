@@ -33,6 +33,8 @@ impl MemoryStore for PostgresStore {
             .bind(&row.content)
             .bind(row.importance)
             .bind(row.created_at)
+            .bind(row.conversation_id)
+            .bind(row.turn_id)
             .execute(&mut *tx)
             .await?;
         for (position, source) in (0i64..).zip(&memory.sources) {
@@ -81,6 +83,19 @@ impl MemoryStore for PostgresStore {
             out.push(row.into_memory(sources)?);
         }
         Ok(out)
+    }
+
+    async fn memories_of_conversation(
+        &self,
+        conversation: agency_core::ConversationId,
+    ) -> Result<Vec<Memory>> {
+        let rows: Vec<MemoryRow> = sqlx::query_as(memory::MEMORIES_OF_CONVERSATION)
+            .bind(conversation.0)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|row| row.into_memory(Vec::new()))
+            .collect()
     }
 
     async fn save_plan(&self, plan: &Plan) -> Result<()> {

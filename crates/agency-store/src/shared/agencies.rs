@@ -285,6 +285,8 @@ struct StoredSampling {
     reflection_threshold: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reflection_half_life_hours: Option<f64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    observe_chats: bool,
     /// And so do its tools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     tools: Vec<String>,
@@ -309,6 +311,7 @@ pub(crate) fn settings_json(a: &Agent) -> String {
         max_tokens: s.max_tokens,
         reflection_threshold: a.memory.reflection_threshold,
         reflection_half_life_hours: a.memory.half_life_hours,
+        observe_chats: a.memory.observe_chats,
         tools: a.tools.0.clone(),
         approve: a.approve.tools.0.clone(),
         approve_timeout_secs: a.approve.timeout_secs,
@@ -340,6 +343,7 @@ fn settings_of(
         agency_core::memory::MemorySettings {
             reflection_threshold: s.reflection_threshold,
             half_life_hours: s.reflection_half_life_hours,
+            observe_chats: s.observe_chats,
         },
         agency_core::ToolGrants(s.tools),
         agency_core::ApprovalPolicy {

@@ -1,21 +1,23 @@
 //! Agents' memories and plans: the SQL and the rows, converted to and from the domain
 //! explicitly.
 
-use agency_core::memory::{Memory, MemoryId, MemoryKind};
+use agency_core::memory::{ChatOrigin, Memory, MemoryId, MemoryKind};
 use agency_core::plan::{Action, Plan, PlanId, PlanStatus, Task, TaskId, TaskStatus};
-use agency_core::{AgencyId, AgentId};
+use agency_core::{AgencyId, AgentId, ConversationId, TurnId};
 use chrono::{DateTime, Utc};
 
 use crate::{Result, StoreError};
 
-pub(crate) const INSERT_MEMORY: &str = "INSERT INTO memories (id, agency_id, agent_id, kind, content, importance, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+pub(crate) const INSERT_MEMORY: &str = "INSERT INTO memories (id, agency_id, agent_id, kind, content, importance, created_at, conversation_id, turn_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 pub(crate) const INSERT_SOURCE: &str =
     "INSERT INTO memory_sources (memory_id, source_id, position) VALUES ($1, $2, $3)";
-pub(crate) const MEMORY_BY_ID: &str = "SELECT id, agency_id, agent_id, kind, content, importance, created_at FROM memories WHERE id = $1";
+pub(crate) const MEMORY_BY_ID: &str = "SELECT id, agency_id, agent_id, kind, content, importance, created_at, conversation_id, turn_id FROM memories WHERE id = $1";
 pub(crate) const SOURCES_OF: &str =
     "SELECT source_id FROM memory_sources WHERE memory_id = $1 ORDER BY position";
 /// The newest `$4` memories of an agent since `$3`, newest first.
-pub(crate) const MEMORIES_SINCE: &str = "SELECT id, agency_id, agent_id, kind, content, importance, created_at FROM memories WHERE agency_id = $1 AND agent_id = $2 AND created_at > $3 ORDER BY created_at DESC, id DESC LIMIT $4";
+pub(crate) const MEMORIES_SINCE: &str = "SELECT id, agency_id, agent_id, kind, content, importance, created_at, conversation_id, turn_id FROM memories WHERE agency_id = $1 AND agent_id = $2 AND created_at > $3 ORDER BY created_at DESC, id DESC LIMIT $4";
+/// The observations a conversation's chat messages led to, oldest first.
+pub(crate) const MEMORIES_OF_CONVERSATION: &str = "SELECT id, agency_id, agent_id, kind, content, importance, created_at, conversation_id, turn_id FROM memories WHERE conversation_id = $1 ORDER BY created_at, id";
 
 /// Plans: the plan row is written whole (inserted, or updated in place); its tasks and their
 /// actions are replaced.
@@ -41,6 +43,8 @@ pub(crate) struct MemoryRow {
     pub content: String,
     pub importance: f64,
     pub created_at: DateTime<Utc>,
+    pub conversation_id: Option<uuid::Uuid>,
+    pub turn_id: Option<uuid::Uuid>,
 }
 
 impl MemoryRow {
@@ -53,6 +57,8 @@ impl MemoryRow {
             content: m.content.clone(),
             importance: m.importance,
             created_at: m.created_at,
+            conversation_id: m.origin.map(|o| o.conversation.0),
+            turn_id: m.origin.map(|o| o.turn.0),
         }
     }
 
@@ -71,6 +77,13 @@ impl MemoryRow {
             content: self.content,
             importance: self.importance,
             sources: sources.into_iter().map(MemoryId).collect(),
+            origin: match (self.conversation_id, self.turn_id) {
+                (Some(conversation), Some(turn)) => Some(ChatOrigin {
+                    conversation: ConversationId(conversation),
+                    turn: TurnId(turn),
+                }),
+                _ => None,
+            },
             created_at: self.created_at,
         })
     }

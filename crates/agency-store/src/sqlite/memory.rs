@@ -32,7 +32,9 @@ impl MemoryStore for SqliteStore {
                     row.kind,
                     row.content,
                     row.importance,
-                    row.created_at
+                    row.created_at,
+                    row.conversation_id,
+                    row.turn_id
                 ],
             )?;
             for (position, source) in (0i64..).zip(&memory.sources) {
@@ -79,6 +81,20 @@ impl MemoryStore for SqliteStore {
         })?;
         rows.into_iter()
             .map(|(sources, row)| row.into_memory(sources))
+            .collect()
+    }
+
+    async fn memories_of_conversation(
+        &self,
+        conversation: agency_core::ConversationId,
+    ) -> Result<Vec<Memory>> {
+        let rows = self.with(|conn| {
+            conn.prepare_cached(memory::MEMORIES_OF_CONVERSATION)?
+                .query_map([conversation.0], memory_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        rows.into_iter()
+            .map(|row| row.into_memory(Vec::new()))
             .collect()
     }
 
@@ -163,6 +179,8 @@ fn memory_row(r: &Row<'_>) -> rusqlite::Result<MemoryRow> {
         content: r.get(4)?,
         importance: r.get(5)?,
         created_at: r.get(6)?,
+        conversation_id: r.get(7)?,
+        turn_id: r.get(8)?,
     })
 }
 
