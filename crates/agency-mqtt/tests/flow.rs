@@ -100,6 +100,8 @@ async fn the_spec_example_flow_with_the_manager() {
     let replied: Value = serde_json::from_str(e["reply"].as_str().unwrap()).unwrap();
     assert_eq!(replied["to"], 0, "{e}");
     assert_eq!(e["tools"], json!([]));
+    // This plant's agents do not check their chats for observations.
+    assert_eq!(e["observations"], json!([]));
     assert_eq!(
         e["response"],
         format!("Status: All normal (Please check: {question})")
