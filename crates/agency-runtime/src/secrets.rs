@@ -199,6 +199,12 @@ impl MasterKey {
     }
 }
 
+/// A password for one run of this process (hex of 32 bytes from the operating system's random
+/// source), e.g. the embedded MQTT broker's server login.
+pub fn random_password() -> SecretString {
+    crate::hex::encode(&random32()).into()
+}
+
 /// 32 bytes from the operating system's random source.
 pub(crate) fn random32() -> [u8; 32] {
     use chacha20poly1305::aead::rand_core::RngCore;

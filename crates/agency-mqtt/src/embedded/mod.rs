@@ -64,11 +64,8 @@ pub fn start(listen: SocketAddr) -> Result<Arc<Broker>, MqttError> {
     let inner = TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map_err(busy)?;
-    let password = format!(
-        "{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    );
+    // A secret: from the operating system's random source (uuids come from a fast generator).
+    let password = agency_runtime::secrets::random_password();
     let server = ServerSettings {
         name: "agency-v5".into(),
         listen: inner,
@@ -78,7 +75,10 @@ pub fn start(listen: SocketAddr) -> Result<Arc<Broker>, MqttError> {
             connection_timeout_ms: 60_000,
             max_payload_size: MAX_PAYLOAD,
             max_inflight_count: 500,
-            auth: Some(HashMap::from([(SERVER_USER.to_string(), password.clone())])),
+            auth: Some(HashMap::from([(
+                SERVER_USER.to_string(),
+                password.expose_secret().to_string(),
+            )])),
             external_auth: None,
             dynamic_filters: true,
         },
@@ -117,7 +117,7 @@ pub fn start(listen: SocketAddr) -> Result<Arc<Broker>, MqttError> {
         if TcpStream::connect(inner).is_ok() {
             return Ok(Arc::new(Broker {
                 inner,
-                password: password.into(),
+                password,
                 listener: Mutex::new(Some(listener)),
             }));
         }
