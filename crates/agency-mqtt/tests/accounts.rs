@@ -103,35 +103,21 @@ async fn an_accounts_team_refuses_messages_without_its_key() {
     let cid = uuid::Uuid::now_v7().to_string();
     let init = json!({"agent_id": MANAGER, "conversation_id": cid, "content": " "});
 
-    stranger
-        .send_json(&format!("CMD/chat_new/{MANAGER}"), init.clone())
-        .await;
-    let error = stranger.next(&format!("EVT/error/{MANAGER}")).await;
-    assert_eq!(error["exception_type"], "Unauthorized", "{error}");
-    assert!(
-        error["message"].as_str().unwrap().contains("authorization"),
-        "{error}"
-    );
-
-    // Another account's key is refused too.
-    stranger.key = Some(b_key);
-    stranger
-        .send_json(&format!("CMD/chat_new/{MANAGER}"), init.clone())
-        .await;
-    let error = stranger.next(&format!("EVT/error/{MANAGER}")).await;
-    assert_eq!(error["exception_type"], "Unauthorized", "{error}");
-    assert!(
-        error["message"].as_str().unwrap().contains("not one of"),
-        "{error}"
-    );
-
-    // And a key that is no one's.
-    stranger.key = Some("agk_not_a_key".into());
-    stranger
-        .send_json(&format!("CMD/chat_new/{MANAGER}"), init)
-        .await;
-    let error = stranger.next(&format!("EVT/error/{MANAGER}")).await;
-    assert_eq!(error["exception_type"], "Unauthorized", "{error}");
+    // No key, another account's, and one that is no one's: each refused, saying why.
+    let refusals = [
+        (None, "authorization"),
+        (Some(b_key), "not one of"),
+        (Some("agk_not_a_key".to_string()), "Incorrect API key"),
+    ];
+    for (key, why) in refusals {
+        stranger.key = key;
+        stranger
+            .send_json(&format!("CMD/chat_new/{MANAGER}"), init.clone())
+            .await;
+        let error = stranger.next(&format!("EVT/error/{MANAGER}")).await;
+        assert_eq!(error["exception_type"], "Unauthorized", "{error}");
+        assert!(error["message"].as_str().unwrap().contains(why), "{error}");
+    }
     // Nothing was made.
     assert!(
         stranger
