@@ -437,10 +437,10 @@ impl Bridge {
             props
                 .user_properties
                 .iter()
-                .find(|(name, _)| name.eq_ignore_ascii_case("authorization"))
-                .map(|(_, value)| value.trim())
+                .find(|(name, _)| name.eq_ignore_ascii_case(wire::AUTHORIZATION))
+                .map(|(_, value)| wire::bearer_token(value))
         });
-        let Some(bearer) = bearer else {
+        let Some(token) = bearer else {
             if agency.owner == LOCAL_OWNER && !self.require_key {
                 return Ok(Caller::Agency(agency.id));
             }
@@ -448,10 +448,6 @@ impl Bridge {
                 "team `{team}` takes messages only with one of its API keys: send the MQTT 5 user property `authorization` with `Bearer agk_...`"
             )));
         };
-        let token = bearer
-            .strip_prefix("Bearer ")
-            .or_else(|| bearer.strip_prefix("bearer "))
-            .unwrap_or(bearer);
         let key = self.auth.authenticate(Some(token)).await?;
         if key.agency_id != agency.id {
             return Err(MqttError::Unauthorized(format!(

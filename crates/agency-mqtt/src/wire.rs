@@ -4,6 +4,23 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
+/// The MQTT 5 user property an API key travels in (`Bearer agk_…`), named in any case.
+pub const AUTHORIZATION: &str = "authorization";
+
+/// The key in an `authorization` value or a login password: `agk_…` or `Bearer agk_…`.
+pub fn bearer_token(value: &str) -> &str {
+    let value = value.trim();
+    match value.get(..6) {
+        Some(scheme)
+            if scheme.eq_ignore_ascii_case("bearer")
+                && value[6..].chars().next().is_none_or(char::is_whitespace) =>
+        {
+            value[6..].trim()
+        }
+        _ => value,
+    }
+}
+
 /// `CMD/chat_new` and `DATA/chat`: `{"agent_id", "conversation_id", "content"}`.
 #[derive(Debug, Deserialize)]
 pub struct ChatIn {
@@ -166,6 +183,15 @@ pub fn time(t: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_is_read_with_or_without_bearer() {
+        for value in ["agk_1", " Bearer agk_1 ", "bearer agk_1", "BEARER  agk_1"] {
+            assert_eq!(bearer_token(value), "agk_1", "{value:?}");
+        }
+        assert_eq!(bearer_token("Bearer "), "");
+        assert_eq!(bearer_token("Bearerish"), "Bearerish");
+    }
 
     #[test]
     fn chat_response_is_metadata_only() {

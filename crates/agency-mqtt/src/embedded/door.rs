@@ -40,6 +40,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::{Keeper, MAX_PAYLOAD, SERVER_USER};
 use crate::topic::ROOT;
+use crate::wire::{AUTHORIZATION, bearer_token};
 
 /// A client must send its `CONNECT` this soon.
 const CONNECT_WITHIN: Duration = Duration::from_secs(10);
@@ -47,8 +48,6 @@ const CONNECT_WITHIN: Duration = Duration::from_secs(10);
 const RECHECK_EVERY: Duration = Duration::from_secs(30);
 /// The largest packet either way: the broker's largest payload, with room for its headers.
 const MAX_PACKET: u32 = (MAX_PAYLOAD + 64 * 1024) as u32;
-/// The user property a key travels in.
-const AUTHORIZATION: &str = "authorization";
 
 pub(super) struct Door {
     keeper: Keeper,
@@ -167,11 +166,7 @@ impl Door {
     /// The access a password gives: an agency's live key (counted as a request of the key)
     /// opens its team, once the agency is published.
     async fn admit(&self, password: &str) -> Result<Access, ConnectReturnCode> {
-        let token = password
-            .strip_prefix("Bearer ")
-            .or_else(|| password.strip_prefix("bearer "))
-            .unwrap_or(password)
-            .trim();
+        let token = bearer_token(password);
         let key = match self.keeper.auth.authenticate(Some(token)).await {
             Ok(key) => key,
             Err(AuthError::RateLimited { .. }) => return Err(ConnectReturnCode::QuotaExceeded),
