@@ -228,6 +228,12 @@ impl TurnEngine {
         self.last_addressee
     }
 
+    /// Whether `agent`'s model is offered its tools now: not the manager's call after it was
+    /// told to answer (a guard tripped), whose calls would not run anyway.
+    pub fn offers_tools(&self, agent: AgentId) -> bool {
+        !(agent == self.manager && matches!(self.phase, Phase::Finishing { forced: true, .. }))
+    }
+
     /// Some agent's model call is still running.
     pub fn in_flight(&self) -> bool {
         self.agents.iter().any(|(_, s)| s.busy)
@@ -254,6 +260,15 @@ impl TurnEngine {
             },
             &mut steps,
         );
+        self.schedule(&mut steps);
+        steps
+    }
+
+    /// The manager's context already ends with what it is to answer (a room's chat, which
+    /// the runtime reads from the room): it is called.
+    pub fn start_on_context(&mut self) -> Vec<Step> {
+        let mut steps = Vec::new();
+        self.mark_unanswered([self.manager]);
         self.schedule(&mut steps);
         steps
     }

@@ -88,6 +88,8 @@ pub struct AgentId(u32);
 impl AgentId {
     /// The id agents use to address the end user.
     pub const USER: u32 = 0;
+    /// The lowest agent id.
+    pub const FIRST: AgentId = AgentId(1);
 
     /// An agent id; `None` for 0, which means the user.
     pub fn new(id: u32) -> Option<Self> {

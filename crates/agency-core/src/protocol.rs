@@ -44,7 +44,11 @@ pub fn parse_reply(
     sender: AgentId,
     roster: &Roster,
 ) -> Result<Vec<Envelope>, ReplyError> {
-    let text = strip_fences(raw.trim());
+    // Plain chat is taken as written: a reply that is one fenced block is that block.
+    let text = match protocol {
+        Protocol::Plain => raw.trim(),
+        Protocol::Json | Protocol::Directives => strip_fences(raw.trim()),
+    };
     if text.is_empty() {
         return Err(ReplyError::Empty);
     }
@@ -293,6 +297,19 @@ mod tests {
 
     fn id(n: u32) -> AgentId {
         AgentId::new(n).unwrap()
+    }
+
+    #[test]
+    fn plain_chat_keeps_a_fenced_reply_whole() {
+        let raw = "```rust\nfn main() {}\n```";
+        let parsed = parse_reply(Protocol::Plain, raw, id(143), &roster());
+        assert_eq!(
+            parsed,
+            Ok(vec![Envelope {
+                to: Recipient::User,
+                text: raw.to_string(),
+            }])
+        );
     }
 
     fn roster() -> Roster {

@@ -407,6 +407,45 @@ pub fn context(
     out
 }
 
+/// Replies and tool results a room agent's answer may take before it is told to answer: eight
+/// rounds of one tool call each.
+pub const MAX_HOPS: u32 = 16;
+
+/// A model agent's answer is a turn of the engine, as a routed conversation's is: this
+/// agency of one agent, `agent` itself as its manager, speaking plain chat. The engine decides
+/// what its tool calls get (its grants, a refusal, the loop and hop guards); its context is the
+/// room's ([`context`]).
+pub fn answering_agency(agent: &Participant, model: &ModelRef) -> crate::Agency {
+    let id = crate::AgentId::FIRST;
+    crate::Agency {
+        id: AgencyId(agent.room.0),
+        owner: String::new(),
+        name: agent.name.clone(),
+        handle: None,
+        protocol: crate::Protocol::Plain,
+        manager: id,
+        limits: crate::Limits {
+            max_hops: MAX_HOPS,
+            ..crate::Limits::default()
+        },
+        providers: Vec::new(),
+        mcp_servers: Vec::new(),
+        agents: vec![crate::Agent {
+            id,
+            name: agent.name.clone(),
+            handle: None,
+            role: agent.role.clone(),
+            model: model.clone(),
+            sampling: crate::Sampling::default(),
+            blocks: Vec::new(),
+            memory: crate::memory::MemorySettings::default(),
+            tools: agent.tools.clone(),
+            approve: crate::approval::ApprovalPolicy::default(),
+        }],
+        version: None,
+    }
+}
+
 /// The most earlier messages a bot is sent as `context`.
 pub const BOT_CONTEXT: usize = 50;
 

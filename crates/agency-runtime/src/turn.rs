@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use agency_core::engine::{Step, TurnEngine};
 use agency_core::stream::AnswerStream;
-use agency_core::tool::{ToolChoice, ToolUse};
+use agency_core::tool::{Tool, ToolChoice, ToolUse};
 use agency_core::{
     Agency, AgentId, ChatMessage, Message, MessageId, MessageKind, Role, Roster, StopReason,
     ToolCall, ToolPart, ToolProgress, TraceEntry, TurnRecord, Usage, tool,
@@ -805,17 +805,8 @@ impl TurnRun {
             }
             _ => None,
         };
-        // The manager has the client's tools too; the client's choice binds its first call.
-        let client = match &self.api {
-            Some(api) if agent == self.agency.manager && !api.tools.is_empty() => {
-                let mut tool_use = api.tool_use.clone();
-                if !std::mem::take(&mut self.first_call) {
-                    tool_use.choice = ToolChoice::Auto;
-                }
-                Some((api.tools.clone(), tool_use))
-            }
-            _ => None,
-        };
+        let offered = self.engine.offers_tools(agent);
+        let client = self.client_tools(agent);
         let (rt, agency) = (self.rt.clone(), self.agency.clone());
         let (providers, model) = (
             self.providers.clone(),
@@ -824,7 +815,11 @@ impl TurnRun {
         let call: Call = Box::pin(async move {
             let mut request = request;
             request.answer_schema = answer_schema;
-            let mut tools = rt.tools.of_agent(&agency, agent).await;
+            let mut tools = if offered {
+                rt.tools.of_agent(&agency, agent).await
+            } else {
+                Vec::new()
+            };
             if let Some((client, tool_use)) = client {
                 tools.extend(client.iter().cloned());
                 request.tool_use = tool_use;
@@ -860,6 +855,26 @@ impl TurnRun {
             turn,
             agent,
         });
+    }
+
+    /// The client's tools `agent` is offered besides its own, and how: the manager has them
+    /// (the client's choice binds its first call), unless it was told to answer now and is
+    /// offered no tools at all ([`TurnEngine::offers_tools`]).
+    fn client_tools(&mut self, agent: AgentId) -> Option<(Arc<Vec<Tool>>, ToolUse)> {
+        match &self.api {
+            Some(api)
+                if agent == self.agency.manager
+                    && !api.tools.is_empty()
+                    && self.engine.offers_tools(agent) =>
+            {
+                let mut tool_use = api.tool_use.clone();
+                if !std::mem::take(&mut self.first_call) {
+                    tool_use.choice = ToolChoice::Auto;
+                }
+                Some((api.tools.clone(), tool_use))
+            }
+            _ => None,
+        }
     }
 
     fn message(

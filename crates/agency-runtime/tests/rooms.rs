@@ -8,9 +8,9 @@ mod common;
 use std::sync::Arc;
 
 use agency_core::Role;
-use agency_core::room::{Author, MAX_MESSAGE_CHARS};
+use agency_core::room::{self, Author, MAX_MESSAGE_CHARS, RoomMessage};
 use agency_runtime::RuntimeError;
-use agency_runtime::rooms::{MAX_TOOL_ROUNDS, NewParticipant, RoomChange};
+use agency_runtime::rooms::{NewParticipant, RoomChange};
 use common::{Act, Harness};
 
 const OWNER: &str = "ada";
@@ -345,10 +345,11 @@ async fn an_agent_calls_its_tools_while_it_answers() {
     assert_eq!(stored[0].tools, a.tools);
 }
 
-#[tokio::test]
-async fn a_model_that_keeps_calling_tools_answers_when_its_rounds_run_out() {
+/// What a room agent's model was offered, call by call, and its answer, when it is scripted
+/// to make `acts`.
+async fn offered_while_answering(acts: Vec<Act>) -> (Vec<Vec<String>>, RoomMessage) {
     let h = Harness::sqlite().await;
-    let ann = h.script("ann", vec![Act::Call(vec![("c", "builtin/now", "{}")])]);
+    let ann = h.script("ann", acts);
     let (room, _) = h.rt.rooms().create(OWNER, "loop", None).await.unwrap();
     h.rt.rooms()
         .add_participant(
@@ -361,20 +362,63 @@ async fn a_model_that_keeps_calling_tools_answers_when_its_rounds_run_out() {
         )
         .await
         .unwrap();
-    let (_, answers) =
+    let (_, mut answers) =
         h.rt.rooms()
             .post(OWNER, room.id, "what time is it?", None)
             .await
             .unwrap()
             .answers()
             .await;
-    assert!(!matches!(answers[0].author, Author::Error { .. }));
     let offered = ann.chat_tools.lock().unwrap().clone();
-    assert_eq!(offered.len(), MAX_TOOL_ROUNDS + 1);
-    assert!(offered[..MAX_TOOL_ROUNDS].iter().all(|t| t.len() == 3));
+    (offered, answers.remove(0))
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_calling_tools_answers_when_its_hops_run_out() {
+    // Eight rounds of one call each (a reply and a result: two hops each) reach the room's
+    // limit of 16 hops; the ninth call is told to answer and offered no tools.
+    let expressions = [
+        r#"{"expression": "1 + 1"}"#,
+        r#"{"expression": "1 + 2"}"#,
+        r#"{"expression": "1 + 3"}"#,
+        r#"{"expression": "1 + 4"}"#,
+        r#"{"expression": "1 + 5"}"#,
+        r#"{"expression": "1 + 6"}"#,
+        r#"{"expression": "1 + 7"}"#,
+        r#"{"expression": "1 + 8"}"#,
+    ];
+    let mut acts: Vec<Act> = expressions
+        .into_iter()
+        .map(|e| Act::Call(vec![("c", "builtin/calculate", e)]))
+        .collect();
+    acts.push(Act::Say("it is late"));
+    let (offered, answer) = offered_while_answering(acts).await;
+    assert_eq!(answer.text, "it is late");
+    assert!(!matches!(answer.author, Author::Error { .. }));
+    let rounds = (room::MAX_HOPS / 2) as usize;
+    assert_eq!(offered.len(), rounds + 1, "{offered:?}");
+    assert!(offered[..rounds].iter().all(|t| t.len() == 3));
+    assert!(offered[rounds].is_empty(), "the last call offers no tools");
+}
+
+#[tokio::test]
+async fn a_model_repeating_a_call_is_told_to_answer() {
+    // The same call with the same result a third time is a loop, as in an agency's turn.
+    let same = || {
+        Act::Call(vec![(
+            "c",
+            "builtin/calculate",
+            r#"{"expression": "6 * 7"}"#,
+        )])
+    };
+    let (offered, answer) =
+        offered_while_answering(vec![same(), same(), same(), Act::Say("it is 42")]).await;
+    assert_eq!(answer.text, "it is 42");
+    assert_eq!(offered.len(), 4, "{offered:?}");
+    assert!(offered[..3].iter().all(|t| t.len() == 3));
     assert!(
-        offered[MAX_TOOL_ROUNDS].is_empty(),
-        "the last call offers no tools"
+        offered[3].is_empty(),
+        "told to answer, it is offered no tools"
     );
 }
 

@@ -379,3 +379,57 @@ async fn an_agencys_budget_holds_for_the_playground_and_needs_prices() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn an_agencys_budget_holds_for_its_rooms() {
+    // A room made of an agency's agents spends from the agency's budget: the call past it is
+    // not made, and the room says why in the agent's place (Retry stays possible). A room's
+    // agent is asked streamed.
+    let fake = Fake::start().await;
+    fake.unrecorded()
+        .otherwise(openai::stream(&["hi"], 100, 20));
+    let h = Harness::sqlite().await;
+    let mut d = priced(&fake);
+    d.budget_usd = Some("0.001".into());
+    d.budget_period = Some("total".into());
+    let agency = h.agency(d).await;
+    let owner = agency_runtime::LOCAL_OWNER;
+    let (room, participants) =
+        h.rt.rooms()
+            .create(owner, "team room", Some(agency.id))
+            .await
+            .unwrap();
+    let boss = participants.iter().find(|p| p.name == "boss").unwrap().id;
+    let ask = |text: &'static str| {
+        let rt = h.rt.clone();
+        async move {
+            let posted = rt
+                .rooms()
+                .post(owner, room.id, &format!("@boss {text}"), None)
+                .await
+                .unwrap();
+            posted.answers().await.1
+        }
+    };
+    let first = ask("one").await;
+    assert_eq!(first.len(), 1);
+    assert!(
+        matches!(first[0].author, agency_core::room::Author::Agent { id, .. } if id == boss),
+        "{first:?}"
+    );
+    let second = ask("two").await;
+    assert!(
+        matches!(second[0].author, agency_core::room::Author::Error { id, .. } if id == boss),
+        "{second:?}"
+    );
+    assert!(
+        second[0].text.contains("agency `team`'s budget of $0.001"),
+        "{}",
+        second[0].text
+    );
+    let spent = h.rt.spend().of_agency(agency.id).await.unwrap();
+    assert_eq!(
+        spent[0].spent, CALL,
+        "one call was made and paid; the refused one never"
+    );
+}

@@ -553,7 +553,10 @@ fn tool_hops_count_toward_the_hop_limit() {
             "invoke 10"
         ]
     );
-    // Told to answer, the manager calls a tool again: not run, and its text is the answer.
+    // Told to answer, the manager is offered no tools (the other agents still are).
+    assert!(!t.e.offers_tools(id(M)));
+    assert!(t.e.offers_tools(id(A)));
+    // Should it call one anyway, it is not run, and its text is the answer.
     let reply = MessageId::new();
     let steps = t.e.on_tool_calls(
         id(M),
@@ -568,6 +571,15 @@ fn tool_hops_count_toward_the_hop_limit() {
             "answer max_hops \"best I have\""
         ]
     );
+}
+
+#[test]
+fn a_manager_whose_context_holds_its_question_is_called_with_its_tools() {
+    // A room's agent: nothing is delivered, it is called on what its context holds.
+    let mut e = TurnEngine::new(&agency(16));
+    assert!(e.offers_tools(id(M)));
+    assert_eq!(show(&e.start_on_context()), ["invoke 10"]);
+    assert!(e.offers_tools(id(M)), "nothing told it to answer yet");
 }
 
 #[test]

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use agency_core::engine::{Step, TurnEngine};
 use agency_core::room::{self, Author, Participant, Room, RoomMessage, Speaker};
-use agency_core::tool::{self, ToolCall, ToolPart, ToolResult};
-use agency_core::{ModelRef, ParticipantId, Role, RoomId, RoomMessageId};
+use agency_core::tool::{self, ToolCall, ToolPart};
+use agency_core::{MessageId, ModelRef, ParticipantId, Role, RoomId, RoomMessageId};
 use agency_providers::{ChatMessage, ChatRequest};
 use chrono::Utc;
 use tokio::task::JoinSet;
@@ -15,8 +16,6 @@ use super::{Posted, RoomChange, Rooms, Setting};
 use crate::RuntimeError;
 use crate::tools::Scope;
 
-/// Most times a room agent's model may call tools before it must answer.
-pub const MAX_TOOL_ROUNDS: usize = 8;
 /// How often a serving process says it is alive ([`Runtime::keep_alive`]).
 pub const ALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a process on a shared store may go without saying so before the answers it was
@@ -202,9 +201,12 @@ impl Rooms<'_> {
         Ok(answers)
     }
 
-    /// A model agent's answer, its deltas published as they stream. An agent with tools may
-    /// call them, [`MAX_TOOL_ROUNDS`] times at most: the calls of one reply run at once, their
-    /// results go back to its model alone, and only its final text is the answer.
+    /// A model agent's answer: a turn of the engine, as a routed conversation's hops are, of
+    /// the one-agent agency [`room::answering_agency`] over the room's context, held in
+    /// memory. The engine decides what each tool call gets (a run, or a refusal), and tells
+    /// the agent to answer once its hops ([`room::MAX_HOPS`]) run out or it repeats a call;
+    /// that last call offers no tools. The calls of one reply run at once, their results go
+    /// back to its model alone (in the calls' order), and only its final text is the answer.
     async fn model_answer(
         &self,
         room: &Room,
@@ -215,94 +217,159 @@ impl Rooms<'_> {
         setting: &Setting,
     ) -> Result<String, String> {
         let scope = setting.scope(room);
+        let agency = room::answering_agency(agent, model);
+        let id = agency.manager;
+        let mut engine = TurnEngine::new(&agency);
         let tools = if agent.tools.is_empty() {
             Vec::new()
         } else {
             self.rt.tools.granted(scope, &agent.tools).await
         };
-        let mut messages: Vec<ChatMessage> = room::context(agent, participants, history)
+        let mut context: Vec<ChatMessage> = room::context(agent, participants, history)
             .into_iter()
             .map(|(role, text)| ChatMessage::new(role, text))
             .collect();
-        let mut round = 0;
+        let mut steps = engine.start_on_context();
+        let (mut replies, mut round, mut results) = (0usize, Vec::<ToolCall>::new(), Vec::new());
         loop {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-            let request = ChatRequest {
-                messages: messages.clone(),
-                // The last round is told of no tools: it answers with what it has.
-                tools: if round < MAX_TOOL_ROUNDS {
+            let (mut invoke, mut run, mut unasked) = (false, Vec::new(), Vec::new());
+            for step in steps {
+                match step {
+                    Step::Deliver(d) => match d.tool {
+                        Some(ToolPart::Result(r)) => results.push((r, d.text)),
+                        _ => context.push(ChatMessage::new(Role::User, d.text)),
+                    },
+                    Step::Invoke(_) => invoke = true,
+                    Step::CallTool { reply, call, .. } => run.push((reply, call)),
+                    // The agency asks no approval: never here, and never run unasked.
+                    Step::AskApproval { reply, call, .. } => unasked.push((reply, call)),
+                    Step::Answer { text, .. } => return Ok(text),
+                    Step::Fail { error, .. } => return Err(error),
+                    Step::Pause { .. } | Step::Cancelled => {
+                        return Err("the answer stopped before it was given".into());
+                    }
+                }
+            }
+            steps = if !run.is_empty() || !unasked.is_empty() {
+                let outputs = self.tool_round(room, agent, scope, &run).await;
+                let not_run = ("Not run: rooms ask no approval.".to_string(), true);
+                let unasked = unasked.into_iter().map(|c| (c, not_run.clone()));
+                let mut steps = Vec::new();
+                for ((reply, call), (text, is_error)) in run.into_iter().zip(outputs).chain(unasked)
+                {
+                    let text = tool::clip_result(text);
+                    steps.extend(engine.on_tool_result(id, reply, &call, text, is_error));
+                }
+                steps
+            } else if invoke {
+                // The round's results, in its calls' order, then the agent is asked again.
+                results.sort_by_key(|(r, _)| round.iter().position(|c| c.id == r.call_id));
+                context.extend(results.drain(..).map(|(r, text)| ChatMessage {
+                    images: Vec::new(),
+                    role: Role::Tool,
+                    text,
+                    tool: Some(ToolPart::Result(r)),
+                }));
+                let offered = if engine.offers_tools(id) {
                     tools.clone()
                 } else {
                     Vec::new()
-                },
-                deltas: Some(tx),
-                ..ChatRequest::default()
-            };
-            let observer = crate::observe::ModelCallObserver::start(
-                &agency_telemetry::Span::current(),
-                Some(crate::observe::Caller {
-                    agency: "rooms".into(),
-                    agent: agent.name.clone(),
-                    agent_id: None,
-                    model: model.clone(),
-                    temperature: None,
-                    max_tokens: None,
-                }),
-                || messages.iter().map(|m| (m.role.as_str(), m.text.as_str())),
-                setting.providers.price(model),
-            );
-            let asking = crate::call::Asking::Chat(request);
-            let call = crate::call::model(&setting.providers, model, &observer, asking);
-            tokio::pin!(call);
-            let (done, _) = loop {
-                tokio::select! {
-                    done = &mut call => break done,
-                    Some(text) = rx.recv() => {
-                        self.publish_room(room.id, RoomChange::Delta { agent: agent.id, text });
+                };
+                let reply = MessageId::new();
+                match self
+                    .ask(room, agent, model, &context, offered, setting)
+                    .await
+                {
+                    Err(e) => engine.on_failure(id, &e),
+                    Ok(c) if c.tool_calls.is_empty() => {
+                        context.push(ChatMessage::new(Role::Assistant, c.text.clone()));
+                        engine.on_reply(id, reply, &c.text)
+                    }
+                    Ok(c) => {
+                        replies += 1;
+                        round = tool::unique_ids(c.tool_calls, replies);
+                        context.push(ChatMessage::calls(c.text.clone(), round.clone()));
+                        engine.on_tool_calls(id, reply, &c.text, &round)
                     }
                 }
+            } else {
+                return Err("the answer stopped before it was given".into());
             };
-            let completion = done.map_err(|e| e.to_string())?;
-            if completion.tool_calls.is_empty() || round == MAX_TOOL_ROUNDS {
-                return Ok(completion.text);
-            }
-            let calls = tool::unique_ids(completion.tool_calls, round);
-            let results = self.tool_round(room, agent, scope, &calls).await;
-            messages.push(ChatMessage {
-                images: Vec::new(),
-                role: Role::Assistant,
-                text: completion.text,
-                tool: Some(ToolPart::Calls(calls.clone())),
-            });
-            for (call, (text, is_error)) in calls.into_iter().zip(results) {
-                messages.push(ChatMessage {
-                    images: Vec::new(),
-                    role: Role::Tool,
-                    text: tool::clip_result(text),
-                    tool: Some(ToolPart::Result(ToolResult {
-                        call_id: call.id,
-                        name: call.name,
-                        is_error,
-                    })),
-                });
-            }
-            round += 1;
         }
     }
 
-    /// One round of an agent's tool calls, at once: each result's text and whether it is an
-    /// error, in the calls' order.
+    /// One call of `agent`'s model with `context`, offered `tools`, paid from the room's
+    /// agency's budget when it has one (refused, the call is not made: the budget's error);
+    /// its deltas are published as they stream.
+    async fn ask(
+        &self,
+        room: &Room,
+        agent: &Participant,
+        model: &ModelRef,
+        context: &[ChatMessage],
+        tools: Vec<agency_core::tool::Tool>,
+        setting: &Setting,
+    ) -> Result<agency_providers::Completion, String> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let request = ChatRequest {
+            messages: context.to_vec(),
+            tools,
+            deltas: Some(tx),
+            ..ChatRequest::default()
+        };
+        let observer = crate::observe::ModelCallObserver::start(
+            &agency_telemetry::Span::current(),
+            Some(crate::observe::Caller {
+                agency: "rooms".into(),
+                agent: agent.name.clone(),
+                agent_id: None,
+                model: model.clone(),
+                temperature: None,
+                max_tokens: None,
+            }),
+            || context.iter().map(|m| (m.role.as_str(), m.text.as_str())),
+            setting.providers.price(model),
+        );
+        let asking = crate::call::Asking::Chat(request);
+        let providers = &setting.providers;
+        let call = async {
+            let Some(payer) = setting.payer.clone() else {
+                return Ok(crate::call::model(providers, model, &observer, asking).await);
+            };
+            let paid = crate::spend::Paid {
+                payer,
+                price: providers.price(model),
+                prompt_chars: context.iter().map(|m| m.text.len()).sum(),
+                max_output: agency_core::spend::DEFAULT_MAX_OUTPUT,
+            };
+            let spending = &self.rt.spending;
+            crate::call::paid(spending, paid, providers, model, &observer, asking).await
+        };
+        tokio::pin!(call);
+        let done = loop {
+            tokio::select! {
+                done = &mut call => break done,
+                Some(text) = rx.recv() => {
+                    self.publish_room(room.id, RoomChange::Delta { agent: agent.id, text });
+                }
+            }
+        };
+        match done {
+            Ok((done, _)) => done.map_err(|e| e.to_string()),
+            Err(refused) => Err(refused.to_string()),
+        }
+    }
+
+    /// One round of an agent's tool calls (each of its reply's), at once: each result's text
+    /// and whether it is an error, in the calls' order.
     async fn tool_round(
         &self,
         room: &Room,
         agent: &Participant,
         scope: Scope<'_>,
-        calls: &[ToolCall],
+        calls: &[(MessageId, ToolCall)],
     ) -> Vec<(String, bool)> {
-        futures::future::join_all(calls.iter().map(|call| async move {
-            if !agent.tools.allows(&call.name) {
-                return (agent.tools.refusal(&call.name), true);
-            }
+        futures::future::join_all(calls.iter().map(|(_, call)| async move {
             self.publish_room(
                 room.id,
                 RoomChange::ToolCalled {

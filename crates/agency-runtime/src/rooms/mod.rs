@@ -64,6 +64,8 @@ pub struct NewParticipant {
 struct Setting {
     providers: Arc<Providers>,
     agency: Option<Arc<agency_core::Agency>>,
+    /// The agency's budget, which its room's model calls are paid from too.
+    payer: Option<Arc<crate::spend::Payer>>,
 }
 
 impl Setting {
@@ -118,7 +120,7 @@ fn optional(s: Option<String>) -> Option<String> {
 }
 
 mod answering;
-pub use answering::{ALIVE_EVERY, DEAD_AFTER, MAX_TOOL_ROUNDS};
+pub use answering::{ALIVE_EVERY, DEAD_AFTER};
 mod bots;
 
 /// Roundtable rooms: their agents, bots, saved roles and messages, and the agents' answers.
@@ -219,11 +221,13 @@ impl Rooms<'_> {
         let unbound = || Setting {
             providers: self.rt.providers.clone(),
             agency: None,
+            payer: None,
         };
         match room.agency {
             Some(a) => match self.rt.agencies().current(a, false).await {
                 Ok(view) => Ok(Setting {
                     providers: view.providers,
+                    payer: crate::spend::Payer::of(None, None, &view.agency),
                     agency: Some(view.agency),
                 }),
                 Err(RuntimeError::AgencyNotFound(_)) => Ok(unbound()),
