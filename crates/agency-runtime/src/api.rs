@@ -383,9 +383,7 @@ impl Runtime {
             .iter()
             .rev()
             .filter_map(|(end, hash, calls)| {
-                matches
-                    .iter()
-                    .find(|m| m.hash == *hash)
+                twin(matches.iter().filter(|m| m.hash == *hash))
                     .map(|m| (history.len() - end, *calls, m))
             })
             // Calls of a turn the conversation went on after cannot be resumed.
@@ -562,6 +560,15 @@ impl Runtime {
 }
 
 /// Whether the session's manager waits for exactly the results the request brings.
+/// Of the conversations that reached one transcript (twins: end users whose exchanges were
+/// the same so far), the one the transcript still ends, so that each goes on with its own
+/// rather than forking the one another went on with; else the latest.
+fn twin<'a>(
+    matches: impl Iterator<Item = &'a agency_store::ThreadMatch>,
+) -> Option<&'a agency_store::ThreadMatch> {
+    matches.max_by_key(|m| (m.turn == 0 || m.turn == m.last_turn, m.conversation))
+}
+
 fn waits_for(session: Option<&Session>, manager: agency_core::AgentId, turn: &ChatTurn) -> bool {
     let Some((_, calls)) = session.and_then(|s| s.waiting_calls(manager, &[])) else {
         return false;

@@ -347,3 +347,71 @@ async fn any_history_continues_forks_or_seeds() {
         .collect();
     assert_eq!(answers, ["a1", "a2, edited", "p1"]);
 }
+
+/// Two end users of one key whose first exchanges were the same (an app that names neither)
+/// hold two conversations that keep the same transcript: each continuation goes on with a twin
+/// the history still ends, never forking the one the other end user went on with.
+#[tokio::test]
+async fn twin_conversations_each_go_on_with_their_own() {
+    let h = common::Harness::sqlite().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = h.store.clone();
+    let agency = h
+        .agency(common::draft(
+            "json",
+            16,
+            vec![common::agent(1, "lead", "builtin/rules", &[])],
+        ))
+        .await;
+    let keyring = Keyring::load(&*store, &MasterKeySource::File(dir.path().join("k")))
+        .await
+        .unwrap();
+    let (key, _) = keys::create_key(
+        &*store,
+        &keyring,
+        &agency,
+        "app",
+        None,
+        None,
+        agency_core::KeyBudgets::default(),
+    )
+    .await
+    .unwrap();
+    let ask = |history: Vec<ChatMessage>, text: &str| ChatTurn {
+        history,
+        input: vec![ChatMessage::new(Role::User, text)],
+        ..ChatTurn::default()
+    };
+    let first = h.rt.chat_completion(&key, &agency, ask(vec![], "hello"));
+    let a = first.await.unwrap();
+    let b =
+        h.rt.chat_completion(&key, &agency, ask(vec![], "hello"))
+            .await
+            .unwrap();
+    assert_ne!(a.conversation_id, b.conversation_id);
+    assert_eq!(a.answer, b.answer, "the same first exchange");
+    let so_far = vec![
+        ChatMessage::new(Role::User, "hello"),
+        ChatMessage::new(Role::Assistant, a.answer.clone()),
+    ];
+
+    let one =
+        h.rt.chat_completion(&key, &agency, ask(so_far.clone(), "and you?"))
+            .await
+            .unwrap();
+    let other =
+        h.rt.chat_completion(&key, &agency, ask(so_far, "how so?"))
+            .await
+            .unwrap();
+    let mut went_on = [one.conversation_id, other.conversation_id];
+    went_on.sort();
+    let mut twins = [a.conversation_id, b.conversation_id];
+    twins.sort();
+    assert_eq!(went_on, twins, "each twin went on once");
+    assert_eq!((one.number, other.number), (2, 2));
+    assert_eq!(
+        store.list_conversations(agency.id).await.unwrap().len(),
+        2,
+        "no third conversation"
+    );
+}
