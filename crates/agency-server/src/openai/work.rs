@@ -5,8 +5,9 @@
 //! A line is made of a hop the turn's trace holds (`TraceEntry`), so the lines streamed from
 //! the turn's `Hop` events and those made of a finished turn's trace are the same: a delivery
 //! between agents ("manager asked programmer: …", "programmer answered manager: …"), a tool
-//! call and its result, and the server's notices without their text. The user's message and
-//! the answer are not repeated; texts are cut to [`MAX_TEXT`] characters.
+//! call and its result (a failure without its text), and the server's notices without their
+//! text. The user's message and the answer are not repeated; texts are cut to [`MAX_TEXT`]
+//! characters.
 
 use std::sync::Arc;
 
@@ -86,8 +87,9 @@ impl Work {
                 format!("{from} {verb} {to}: {text}")
             }
             MessageKind::Reply => format!("{from} called {to} with {text}"),
+            // Why a call failed may name what only the server should know (an address).
             MessageKind::ToolResult if entry.tool.as_ref().is_some_and(|t| t.is_error) => {
-                format!("{from} failed for {to}: {text}")
+                format!("{from} failed for {to}")
             }
             MessageKind::ToolResult => format!("{from} answered {to}: {text}"),
             // The server's own notices: what they say is for the agent, not the client.

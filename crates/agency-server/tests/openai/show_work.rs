@@ -423,3 +423,41 @@ async fn a_paused_completion_shows_the_call_it_paused_on() {
         .collect();
     assert_eq!(finishes, [&json!("tool_calls")]);
 }
+
+#[tokio::test]
+async fn a_structured_answer_is_checked_with_the_work_shown() {
+    let app = App::spawn().await;
+    let fake = Fake::start().await;
+    let (_, key) = solo(&app, &fake).await;
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": "It is 21 degrees in Oslo."}"#,
+        1,
+        1,
+    ));
+    fake.push(openai::completion(
+        r#"{"to": 0, "context": {"city": "Oslo", "temperature_c": 21}}"#,
+        1,
+        1,
+    ));
+    let format = weather_format()["json_schema"].clone();
+    let mut text_format = json!({"type": "json_schema"});
+    for field in ["name", "strict", "schema"] {
+        text_format[field] = format[field].clone();
+    }
+    let r = Reply::of(app.post("/v1/responses", Some(&key)).json(&json!({
+        "model": "solo", "input": "Weather in Oslo?", "text": {"format": text_format},
+        "reasoning": {"summary": "concise"},
+    })))
+    .await;
+    let body = r.ok();
+    assert_eq!(
+        body["output"][0]["summary"],
+        json!([{"type": "summary_text", "text": "only's reply could not be used; it was asked again"}]),
+        "{body}"
+    );
+    let answer = body["output"][1]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(answer).unwrap(),
+        json!({"city": "Oslo", "temperature_c": 21})
+    );
+}
