@@ -73,32 +73,38 @@ impl Work {
 
     /// The line a hop makes, if any.
     pub(crate) fn line(&mut self, entry: &TraceEntry) -> Option<String> {
+        if matches!(
+            entry.kind,
+            // The user's message and the answer are the client's already.
+            MessageKind::Input | MessageKind::Answer | MessageKind::System
+        ) {
+            return None;
+        }
         let (from, to) = (
             entry.from_name(&self.roster).to_string(),
             entry.to_name(&self.roster).to_string(),
         );
-        let text = quote(&entry.text);
+        let text = || quote(&entry.text);
         Some(match entry.kind {
             MessageKind::Delivery => {
                 let verb = match (entry.from, entry.to) {
                     (Some(a), Some(b)) => self.verb(a, b),
                     _ => "told",
                 };
-                format!("{from} {verb} {to}: {text}")
+                format!("{from} {verb} {to}: {}", text())
             }
-            MessageKind::Reply => format!("{from} called {to} with {text}"),
+            MessageKind::Reply => format!("{from} called {to} with {}", text()),
             // Why a call failed may name what only the server should know (an address).
             MessageKind::ToolResult if entry.tool.as_ref().is_some_and(|t| t.is_error) => {
                 format!("{from} failed for {to}")
             }
-            MessageKind::ToolResult => format!("{from} answered {to}: {text}"),
+            MessageKind::ToolResult => format!("{from} answered {to}: {}", text()),
             // The server's own notices: what they say is for the agent, not the client.
             MessageKind::Correction => {
                 format!("{to}'s reply could not be used; it was asked again")
             }
             MessageKind::Guard => format!("{to} was told to answer now"),
             MessageKind::Failure => format!("{from} could not answer; {to} was told"),
-            // The user's message and the answer are the client's already.
             MessageKind::Input | MessageKind::Answer | MessageKind::System => return None,
         })
     }
@@ -153,6 +159,79 @@ mod tests {
         assert_eq!(q.chars().count(), MAX_TEXT + 1);
         assert!(q.ends_with("x…"), "{q}");
         assert_eq!(quote(&"y".repeat(200)), "y".repeat(200));
+    }
+
+    #[test]
+    fn each_kind_of_hop_makes_its_line() {
+        let (m, h) = (AgentId::new(1).unwrap(), AgentId::new(2).unwrap());
+        let roster = Roster::new([(m, "manager".into()), (h, "helper".into())]);
+        let mut work = Work::new(Arc::new(roster));
+        let entry = |kind, from, to, text: &str, tool: Option<bool>| TraceEntry {
+            from,
+            to,
+            kind,
+            text: text.into(),
+            usage: None,
+            latency_ms: None,
+            tool: tool.map(|is_error| agency_core::ToolResult {
+                call_id: "c".into(),
+                name: "fs/read".into(),
+                is_error,
+            }),
+            at: chrono::Utc::now(),
+        };
+        let lines: Vec<Option<String>> = [
+            entry(MessageKind::Input, None, Some(m), "hi", None),
+            entry(MessageKind::Delivery, Some(m), Some(h), "what?", None),
+            entry(
+                MessageKind::Reply,
+                Some(h),
+                None,
+                r#"{"p":"a"}"#,
+                Some(false),
+            ),
+            entry(
+                MessageKind::ToolResult,
+                None,
+                Some(h),
+                "dial 10.0.0.1",
+                Some(true),
+            ),
+            entry(MessageKind::ToolResult, None, Some(h), "text", Some(false)),
+            entry(MessageKind::Delivery, Some(h), Some(m), "this", None),
+            entry(
+                MessageKind::Correction,
+                None,
+                Some(m),
+                "no such agent",
+                None,
+            ),
+            entry(
+                MessageKind::Failure,
+                Some(h),
+                Some(m),
+                "HTTP 500 at ...",
+                None,
+            ),
+            entry(MessageKind::Guard, None, Some(m), "answer now", None),
+            entry(MessageKind::Answer, Some(m), None, "done", None),
+        ]
+        .iter()
+        .map(|e| work.line(e))
+        .collect();
+        let want = [
+            None,
+            Some("manager asked helper: what?"),
+            Some(r#"helper called fs/read with {"p":"a"}"#),
+            Some("fs/read failed for helper"),
+            Some("fs/read answered helper: text"),
+            Some("helper answered manager: this"),
+            Some("manager's reply could not be used; it was asked again"),
+            Some("helper could not answer; manager was told"),
+            Some("manager was told to answer now"),
+            None,
+        ];
+        assert_eq!(lines, want.map(|l| l.map(String::from)));
     }
 
     #[test]

@@ -55,7 +55,8 @@ fn kinds(events: &[Value]) -> Vec<String> {
 async fn a_completion_shows_the_work_as_reasoning_content_when_asked() {
     let app = App::spawn().await;
     let body = json!({"model": "studio", "messages": [user(TODO_APP)]});
-    let shown = app.showing(CHAT, &body, Some("1")).await.ok();
+    let r = app.showing(CHAT, &body, Some("1")).await;
+    let shown = r.ok();
     let message = &shown["choices"][0]["message"];
     assert_eq!(message["content"], json!(answer(TODO_APP)));
     assert_eq!(
@@ -63,6 +64,12 @@ async fn a_completion_shows_the_work_as_reasoning_content_when_asked() {
         json!(work(TODO_APP).join("\n"))
     );
     assert_usage(&shown["usage"]);
+
+    // The message sent back whole in the history (as chat apps do) continues the conversation.
+    let next = json!({"model": "studio", "messages": [user(TODO_APP), message, user("more")]});
+    let again = app.showing(CHAT, &next, Some("1")).await;
+    assert_eq!(again.conversation(), r.conversation());
+    assert_eq!(app.turns(r.conversation()).await, [1, 2]);
 
     // Not asked (or asked not to): the message as before, without the field.
     for show in [None, Some("0")] {
