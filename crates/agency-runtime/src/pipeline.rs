@@ -272,7 +272,18 @@ impl Watch {
                 return Some(event);
             }
             let running = self.running.as_mut()?;
+            // Biased, progress first: an event is published before the calls it leads to start,
+            // so the hops before the answer are told before its text (a face that shows the
+            // team's work closes it when the answer begins).
             tokio::select! {
+                biased;
+                event = recv_event(&mut self.progress) => match event {
+                    Ok(event) if event.conversation() == Some(self.conversation) => {
+                        return Some(TurnEvent::Progress(event));
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => self.progress = None,
+                },
                 piece = recv_text(&mut self.text) => match piece {
                     Some(piece) if piece.is_empty() => {}
                     Some(piece) => {
@@ -281,13 +292,6 @@ impl Watch {
                     }
                     // The turn answered: it sends no more.
                     None => self.text = None,
-                },
-                event = recv_event(&mut self.progress) => match event {
-                    Ok(event) if event.conversation() == Some(self.conversation) => {
-                        return Some(TurnEvent::Progress(event));
-                    }
-                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => self.progress = None,
                 },
                 result = running => {
                     self.running = None;

@@ -21,6 +21,9 @@ use reqwest::{RequestBuilder, StatusCode};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
+#[path = "openai/show_work.rs"]
+mod show_work;
+
 const STUDIO: &str = include_str!("../../../examples/studio.yaml");
 
 const CHAT: &str = "/v1/chat/completions";

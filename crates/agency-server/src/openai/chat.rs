@@ -1,6 +1,8 @@
 //! Chat Completions: a request's messages read into a turn (see [`super::messages`]), its
 //! answer as a completion, or streamed in chunks.
 
+use std::sync::Arc;
+
 use agency_core::{Agency, StopReason};
 use agency_runtime::{TurnEvent, TurnOutcome};
 use axum::extract::State;
@@ -12,9 +14,10 @@ use super::error::runtime_error;
 use super::messages::chat_turn;
 use super::prefill::Continuation;
 use super::types::{self, ChatRequest, Content};
+use super::work::Work;
 use super::{
-    Asked, FirstToken, Named, OpenAiError, RequestId, begin, end_user, fingerprint, format,
-    of_conversation, tools,
+    Asked, FirstToken, Named, OpenAiError, RequestId, Watched, begin, end_user, fingerprint,
+    format, of_conversation, tools,
 };
 use crate::AppState;
 
@@ -34,6 +37,7 @@ pub(super) async fn chat(
         key,
         agency,
         conversation,
+        show_work,
         body: request,
     }: Asked<ChatRequest>,
 ) -> Result<Response, OpenAiError> {
@@ -69,20 +73,29 @@ pub(super) async fn chat(
         key,
         agency.clone(),
         turn,
-        stream,
+        Watched { stream, show_work },
         agency_core::Face::ChatCompletions,
     )
     .await?;
     let conversation = turn.conversation();
     let response = if stream {
-        let chunks = ChatChunks::new(&agency, prefill.as_deref(), include_usage, request_id);
+        let mut chunks = ChatChunks::new(&agency, prefill.as_deref(), include_usage, request_id);
+        if show_work {
+            chunks.work = Some(Work::new(Arc::new(agency.roster())));
+        }
         crate::encode::sse(turn.events(), chunks)
     } else {
         let out = turn
             .outcome()
             .await
             .map_err(|e| runtime_error(e, request_id))?;
-        axum::Json(completion(&agency, &out, prefill.as_deref())).into_response()
+        let mut completion = completion(&agency, &out, prefill.as_deref());
+        if show_work {
+            let lines = Work::of(&out);
+            completion.choices[0].message.reasoning_content =
+                (!lines.is_empty()).then(|| lines.join("\n"));
+        }
+        axum::Json(completion).into_response()
     };
     Ok(of_conversation(response, conversation))
 }
@@ -197,6 +210,7 @@ fn completion(agency: &Agency, out: &TurnOutcome, prefill: Option<&str>) -> type
                     content: Some(Continuation::whole(prefill, &out.answer)),
                     refusal: None,
                     annotations: Vec::new(),
+                    reasoning_content: None,
                     tool_calls: None,
                 }
             } else {
@@ -205,6 +219,7 @@ fn completion(agency: &Agency, out: &TurnOutcome, prefill: Option<&str>) -> type
                     content: None,
                     refusal: None,
                     annotations: Vec::new(),
+                    reasoning_content: None,
                     tool_calls: Some(tools::wire_calls(&out.tool_calls, false)),
                 }
             },
@@ -221,6 +236,8 @@ fn completion(agency: &Agency, out: &TurnOutcome, prefill: Option<&str>) -> type
 /// follow while the agents work), then the answer's pieces — what follows the prefill, when
 /// there is one — the finish chunk, the usage chunk when asked for, and `[DONE]`. A turn that
 /// paused on the client's tools sends its calls instead of text, each whole in one delta.
+/// Asked to show the team's work, each hop before the answer is a `reasoning_content` delta
+/// (a line; every line after the first begins with a newline).
 struct ChatChunks {
     id: String,
     created: i64,
@@ -230,6 +247,10 @@ struct ChatChunks {
     continuation: Continuation,
     first_token: FirstToken,
     request_id: RequestId,
+    /// The team's work, while it is shown: until the answer (or the calls) begins.
+    work: Option<Work>,
+    /// Whether a line of work was sent.
+    worked: bool,
 }
 
 impl ChatChunks {
@@ -248,6 +269,8 @@ impl ChatChunks {
             continuation: Continuation::new(prefill),
             first_token: FirstToken::new(&agency.name),
             request_id: request_id.clone(),
+            work: None,
+            worked: false,
         }
     }
 
@@ -289,7 +312,23 @@ impl ChatChunks {
         self.chunk(delta, None, None)
     }
 
+    /// A line of the team's work, while it is shown.
+    fn work(&mut self, event: &agency_runtime::Event) -> Option<Event> {
+        let line = self.work.as_mut()?.event(event)?;
+        let line = if std::mem::replace(&mut self.worked, true) {
+            format!("\n{line}")
+        } else {
+            line
+        };
+        let delta = types::Delta {
+            reasoning_content: Some(line),
+            ..types::Delta::default()
+        };
+        Some(self.chunk(delta, None, None))
+    }
+
     fn finished(&mut self, out: &TurnOutcome, rest: &str) -> Vec<Event> {
+        self.work = None;
         let mut events = Vec::new();
         if out.tool_calls.is_empty() {
             let rest = self.continuation.push(rest) + &self.continuation.finish();
@@ -320,7 +359,7 @@ impl crate::encode::Encoder for ChatChunks {
         let delta = types::Delta {
             role: Some("assistant"),
             content: Some(String::new()),
-            tool_calls: None,
+            ..types::Delta::default()
         };
         vec![self.chunk(delta, None, None)]
     }
@@ -332,10 +371,12 @@ impl crate::encode::Encoder for ChatChunks {
                 if piece.is_empty() {
                     return Vec::new();
                 }
+                // The answer begins: the work before it is shown, what follows is not.
+                self.work = None;
                 self.first_token.seen();
                 return vec![self.text(piece)];
             }
-            TurnEvent::Progress(_) => return Vec::new(),
+            TurnEvent::Progress(event) => return self.work(&event).into_iter().collect(),
             TurnEvent::Finished { outcome, rest } => self.finished(&outcome, &rest),
             TurnEvent::Failed(e) => {
                 let body = runtime_error(e, &self.request_id).body();

@@ -17,6 +17,7 @@ mod prefill;
 mod responses;
 pub mod tools;
 pub mod types;
+mod work;
 
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ pub use cors::CorsOrigins;
 pub use error::OpenAiError;
 use error::{auth_error, runtime_error};
 use tracing::Instrument;
+pub use work::SHOW_WORK_HEADER;
 
 use crate::AppState;
 use crate::auth::{Key, KeyRefused};
@@ -310,6 +312,8 @@ pub(super) struct Asked<T> {
     pub agency: Arc<Agency>,
     /// The conversation the request names in [`CONVERSATION_HEADER`].
     pub conversation: Option<ConversationId>,
+    /// Whether [`SHOW_WORK_HEADER`] asks for the team's work as reasoning.
+    pub show_work: bool,
     pub body: T,
 }
 
@@ -336,6 +340,7 @@ impl<T: serde::de::DeserializeOwned + Named + Send> FromRequest<AppState> for As
                 .map_err(|e| OpenAiError::invalid(e.body_text(), None))?;
         let key = Key::from_request_parts(&mut parts, s).await;
         let conversation = named_conversation(&parts.headers);
+        let show_work = work::asked(&parts.headers);
         let body = Bytes::from_request(Request::from_parts(parts, body), s).await;
         let body = body_of(body)?;
         let (key, agency) = authorize(s, &request_id, key, None).await?;
@@ -353,14 +358,24 @@ impl<T: serde::de::DeserializeOwned + Named + Send> FromRequest<AppState> for As
             return Err(OpenAiError::model_not_found(selector));
         }
         let conversation = conversation?;
+        let show_work = show_work?;
         Ok(Self {
             request_id,
             key,
             agency,
             conversation,
+            show_work,
             body,
         })
     }
+}
+
+/// How a turn is watched: whether its answer streams, and whether its work (its hops, as
+/// [`work`] shows them) streams too.
+#[derive(Clone, Copy)]
+struct Watched {
+    stream: bool,
+    show_work: bool,
 }
 
 /// The pipeline's entry for both APIs: the key's turn begun (its conversation open and
@@ -371,7 +386,7 @@ async fn begin(
     key: ApiKey,
     agency: Arc<Agency>,
     turn: ChatTurn,
-    stream: bool,
+    watched: Watched,
     face: agency_core::Face,
 ) -> Result<Turn, OpenAiError> {
     let request = TurnRequest {
@@ -380,8 +395,9 @@ async fn begin(
             agency,
             turn: Box::new(turn),
         },
-        stream_text: stream,
-        progress: false,
+        stream_text: watched.stream,
+        // A turn run whole shows its work from its trace; a streamed one as its hops come.
+        progress: watched.stream && watched.show_work,
         face,
     };
     let turn =

@@ -140,6 +140,10 @@ pub struct AssistantMessage {
     pub refusal: Option<String>,
     /// Always empty: an agency cites no URLs (OpenAI sends `[]` too).
     pub annotations: Vec<Value>,
+    /// The team's work, one line a hop, when the request asked to see it (as DeepSeek-style
+    /// APIs send a model's reasoning); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     /// The calls of the client's tools the turn paused on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<Value>>,
@@ -173,6 +177,9 @@ pub struct Delta {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// A line of the team's work (see [`AssistantMessage::reasoning_content`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<Value>>,
 }

@@ -8,6 +8,10 @@
 //! items) and structured outputs (`text.format`) work the same. `previous_response_id`
 //! continues the stored response's conversation after its turn (or forks it there when it went
 //! on). A response is stored unless `store: false`.
+//!
+//! Asked to show the team's work (`reasoning.summary`, or the `x-agency-show-work` header),
+//! a response's output begins with a `reasoning` item: a summary part a hop (see
+//! [`super::work`]).
 
 mod input;
 mod stored;
@@ -28,7 +32,8 @@ pub(super) use stored::{delete, get, input_items};
 
 use super::error::runtime_error;
 use super::messages::chat_turn;
-use super::{Asked, Named, OpenAiError, RequestId, end_user, format, tools};
+use super::work::Work;
+use super::{Asked, Named, OpenAiError, RequestId, Watched, end_user, format, tools};
 use crate::AppState;
 
 /// Accepted and ignored, as in Chat Completions: they tune one model, and each agent has its
@@ -50,6 +55,9 @@ const IGNORED: &[&str] = &[
     "top_logprobs",
     "stream_options",
 ];
+
+/// What `reasoning.summary` may ask for: each shows the team's work, the same way.
+const SUMMARIES: &[&str] = &["auto", "concise", "detailed"];
 
 /// Refused by name: what an agency cannot do.
 const REFUSED: &[(&str, &str)] = &[
@@ -104,11 +112,14 @@ struct Echo {
     parallel_tool_calls: bool,
     text: Value,
     metadata: Value,
+    /// The reasoning summary asked for.
+    summary: Option<String>,
 }
 
 impl Echo {
-    /// What a response echoes of `request`, to `agency`'s name.
-    fn of(request: &CreateResponse, agency: &Agency) -> Self {
+    /// What a response echoes of `request`, to `agency`'s name; `summary` is the reasoning
+    /// summary it asks for.
+    fn of(request: &CreateResponse, agency: &Agency, summary: Option<String>) -> Self {
         Self {
             id: new_id("resp"),
             created_at: Utc::now().timestamp(),
@@ -128,6 +139,7 @@ impl Echo {
                 .clone()
                 .unwrap_or(json!({"format": {"type": "text"}})),
             metadata: request.other.get("metadata").cloned().unwrap_or(json!({})),
+            summary,
         }
     }
 
@@ -148,7 +160,7 @@ impl Echo {
             "output": output,
             "parallel_tool_calls": self.parallel_tool_calls,
             "previous_response_id": self.previous_response_id,
-            "reasoning": {"effort": null, "summary": null},
+            "reasoning": {"effort": null, "summary": self.summary},
             "service_tier": "default",
             "store": self.store,
             "temperature": 1.0,
@@ -177,11 +189,14 @@ pub(super) async fn create(
         key,
         agency,
         conversation,
+        show_work,
         body: request,
     }: Asked<CreateResponse>,
 ) -> Result<Response, OpenAiError> {
     let request_id = &request_id;
     check(&request)?;
+    let summary = reasoning_summary(&request)?;
+    let show_work = show_work || summary.is_some();
     let client = tools::client_tools(
         input::flat_tools(request.tools.as_ref())?.as_ref(),
         input::flat_choice(request.tool_choice.as_ref()).as_ref(),
@@ -218,10 +233,11 @@ pub(super) async fn create(
 
     let stream = request.stream.unwrap_or(false);
     let kept = Kept {
-        echo: Echo::of(&request, &agency),
+        echo: Echo::of(&request, &agency, summary),
         input: Value::Array(items.iter().map(input::with_id).collect()),
         s: s.clone(),
         agency: agency.clone(),
+        show_work,
     };
     let turn = super::begin(
         &s,
@@ -229,7 +245,7 @@ pub(super) async fn create(
         key,
         agency,
         turn,
-        stream,
+        Watched { stream, show_work },
         agency_core::Face::Responses,
     )
     .await?;
@@ -252,7 +268,15 @@ async fn respond(
         .outcome()
         .await
         .map_err(|e| runtime_error(e, request_id))?;
-    Ok(axum::Json(kept.completed(&out, output(&out)).await).into_response())
+    let mut items = Vec::new();
+    if kept.show_work {
+        let lines = Work::of(&out);
+        if !lines.is_empty() {
+            items.push(reasoning_item(&new_id("rs"), &lines, "completed"));
+        }
+    }
+    items.extend(output(&out));
+    Ok(axum::Json(kept.completed(&out, items).await).into_response())
 }
 
 /// The previous response a request names: its conversation after its turn, and the calls it
@@ -300,6 +324,49 @@ fn check(r: &CreateResponse) -> Result<(), OpenAiError> {
         ));
     }
     Ok(())
+}
+
+/// The reasoning summary `reasoning` asks for (`summary`, or the older `generate_summary`):
+/// asking for one shows the team's work. Checked as OpenAI checks it; `effort` is ignored.
+fn reasoning_summary(r: &CreateResponse) -> Result<Option<String>, OpenAiError> {
+    let reasoning = match r.other.get("reasoning") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(reasoning)) => reasoning,
+        Some(_) => {
+            return Err(OpenAiError::invalid(
+                "Invalid type for 'reasoning': expected an object.",
+                Some("reasoning"),
+            )
+            .with_code("invalid_type"));
+        }
+    };
+    for field in ["summary", "generate_summary"] {
+        match reasoning.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if SUMMARIES.contains(&s.as_str()) => {
+                return Ok(Some(s.clone()));
+            }
+            Some(other) => {
+                return Err(OpenAiError::invalid(
+                    format!(
+                        "Invalid value for 'reasoning.{field}': {other}. Supported values are: 'auto', 'concise', and 'detailed'."
+                    ),
+                    Some(&format!("reasoning.{field}")),
+                )
+                .with_code("invalid_value"));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The team's work as a `reasoning` item: a summary part a line.
+fn reasoning_item(id: &str, lines: &[String], status: &str) -> Value {
+    let summary: Vec<Value> = lines
+        .iter()
+        .map(|text| json!({"type": "summary_text", "text": text}))
+        .collect();
+    json!({"type": "reasoning", "id": id, "summary": summary, "status": status})
 }
 
 /// The output of a turn: the answer as one message, or the calls it paused on (the client's,
@@ -366,6 +433,8 @@ struct Kept {
     echo: Echo,
     /// The input items, as stored and listed.
     input: Value,
+    /// Whether the output shows the team's work.
+    show_work: bool,
 }
 
 impl Kept {
