@@ -559,7 +559,6 @@ impl Runtime {
     }
 }
 
-/// Whether the session's manager waits for exactly the results the request brings.
 /// Of the conversations that reached one transcript (twins: end users whose exchanges were
 /// the same so far), the one the transcript still ends, so that each goes on with its own
 /// rather than forking the one another went on with; else the latest.
@@ -569,6 +568,7 @@ fn twin<'a>(
     matches.max_by_key(|m| (m.turn == 0 || m.turn == m.last_turn, m.conversation))
 }
 
+/// Whether the session's manager waits for exactly the results the request brings.
 fn waits_for(session: Option<&Session>, manager: agency_core::AgentId, turn: &ChatTurn) -> bool {
     let Some((_, calls)) = session.and_then(|s| s.waiting_calls(manager, &[])) else {
         return false;
