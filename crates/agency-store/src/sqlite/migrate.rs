@@ -30,7 +30,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0022_leaner_messages.sql"),
     include_str!("../../migrations/sqlite/0023_approval_webhooks.sql"),
     include_str!("../../migrations/sqlite/0024_memory_origin.sql"),
-    include_str!("../../migrations/sqlite/0025_api_thread_twins.sql"),
+    include_str!("../../migrations/sqlite/0027_api_thread_twins.sql"),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
