@@ -8,7 +8,7 @@ use crate::shared::legacy_agencies::{self as legacy, OldAgency, OldAgent};
 use crate::{Result, StoreError};
 
 /// The schema's migrations, embedded.
-pub(super) static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
+pub(crate) static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// The migration that adds agencies' bodies; the program writes them before the next one
 /// drops what they were made from.

@@ -86,13 +86,28 @@ pub(crate) fn bodies(
             })
             .map_err(|e| failed(e.to_string()))?;
             if back != agency {
-                return Err(failed(format!(
-                    "it would read back as {back:?}, not as {agency:?}"
-                )));
+                return Err(failed(difference(&agency, &back)));
             }
             Ok((id, body))
         })
         .collect()
+}
+
+/// Where two agencies first differ, as a person would look for it.
+fn difference(saved: &Agency, back: &Agency) -> String {
+    let saved: Vec<char> = format!("{saved:?}").chars().collect();
+    let back: Vec<char> = format!("{back:?}").chars().collect();
+    let at = saved.iter().zip(&back).take_while(|(a, b)| a == b).count();
+    let around = |s: &[char]| -> String {
+        s[at.saturating_sub(80).min(s.len())..(at + 40).min(s.len())]
+            .iter()
+            .collect()
+    };
+    format!(
+        "saved as …{}…, it would read back as …{}…",
+        around(&saved),
+        around(&back)
+    )
 }
 
 #[derive(Deserialize)]
@@ -338,3 +353,6 @@ fn agency_of(row: OldAgency, agents: Vec<OldAgent>) -> Result<Agency, StoreError
         version: None,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -15,15 +15,16 @@ impl AgencyStore for SqliteStore {
         let now = Utc::now();
         let body = agencies::body_of(agency)?;
         let saved = self.with(|conn| {
-            conn.prepare_cached(agencies::SAVE_AGENCY)?.execute(params![
-                agency.id.0,
-                agency.owner,
-                agency.name,
-                agency.handle,
-                body,
-                now,
-                now
-            ])?;
+            conn.prepare_cached(agencies::SAVE_AGENCY)?
+                .execute(params![
+                    agency.id.0,
+                    agency.owner,
+                    agency.name,
+                    agency.handle,
+                    body,
+                    now,
+                    now
+                ])?;
             Ok(())
         });
         match saved {

@@ -25,27 +25,47 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     sql(include_str!("../../migrations/sqlite/0006_bots.sql")),
     sql(include_str!("../../migrations/sqlite/0007_definitions.sql")),
     sql(include_str!("../../migrations/sqlite/0008_turn_cost.sql")),
-    sql(include_str!("../../migrations/sqlite/0009_api_threads_conversation.sql")),
-    sql(include_str!("../../migrations/sqlite/0010_room_answering.sql")),
+    sql(include_str!(
+        "../../migrations/sqlite/0009_api_threads_conversation.sql"
+    )),
+    sql(include_str!(
+        "../../migrations/sqlite/0010_room_answering.sql"
+    )),
     sql(include_str!("../../migrations/sqlite/0011_tools.sql")),
     sql(include_str!("../../migrations/sqlite/0012_room_tools.sql")),
-    sql(include_str!("../../migrations/sqlite/0013_api_thread_turns.sql")),
-    sql(include_str!("../../migrations/sqlite/0014_api_responses.sql")),
-    sql(include_str!("../../migrations/sqlite/0015_message_images.sql")),
+    sql(include_str!(
+        "../../migrations/sqlite/0013_api_thread_turns.sql"
+    )),
+    sql(include_str!(
+        "../../migrations/sqlite/0014_api_responses.sql"
+    )),
+    sql(include_str!(
+        "../../migrations/sqlite/0015_message_images.sql"
+    )),
     sql(include_str!("../../migrations/sqlite/0016_processes.sql")),
-    sql(include_str!("../../migrations/sqlite/0017_login_failures.sql")),
+    sql(include_str!(
+        "../../migrations/sqlite/0017_login_failures.sql"
+    )),
     sql(include_str!("../../migrations/sqlite/0018_spend.sql")),
     sql(include_str!("../../migrations/sqlite/0019_a2a_tasks.sql")),
     sql(include_str!("../../migrations/sqlite/0020_turn_face.sql")),
     sql(include_str!("../../migrations/sqlite/0021_approvals.sql")),
-    sql(include_str!("../../migrations/sqlite/0022_leaner_messages.sql")),
-    sql(include_str!("../../migrations/sqlite/0023_approval_webhooks.sql")),
-    sql(include_str!("../../migrations/sqlite/0024_memory_origin.sql")),
+    sql(include_str!(
+        "../../migrations/sqlite/0022_leaner_messages.sql"
+    )),
+    sql(include_str!(
+        "../../migrations/sqlite/0023_approval_webhooks.sql"
+    )),
+    sql(include_str!(
+        "../../migrations/sqlite/0024_memory_origin.sql"
+    )),
     Migration {
         sql: include_str!("../../migrations/sqlite/0025_agency_body.sql"),
         then: Some(write_agency_bodies),
     },
-    sql(include_str!("../../migrations/sqlite/0026_agency_body_only.sql")),
+    sql(include_str!(
+        "../../migrations/sqlite/0026_agency_body_only.sql"
+    )),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
@@ -88,11 +108,17 @@ fn write_agency_bodies(tx: &Transaction<'_>) -> Result<()> {
     let err = |e: rusqlite::Error| StoreError::Migrate(format!("agencies' bodies: {e}"));
     let agencies = tx
         .prepare(legacy::OLD_AGENCIES)
-        .and_then(|mut s| s.query_map([], old_agency)?.collect::<rusqlite::Result<Vec<_>>>())
+        .and_then(|mut s| {
+            s.query_map([], old_agency)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
         .map_err(err)?;
     let agents = tx
         .prepare(legacy::OLD_AGENTS)
-        .and_then(|mut s| s.query_map([], old_agent)?.collect::<rusqlite::Result<Vec<_>>>())
+        .and_then(|mut s| {
+            s.query_map([], old_agent)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
         .map_err(err)?;
     let mut set = tx.prepare(legacy::SET_BODY).map_err(err)?;
     for (id, body) in legacy::bodies(agencies, agents)? {
