@@ -1,5 +1,6 @@
 //! The schema, brought up to date when the database opens: sqlx's migrator, and between two of
-//! its migrations what SQL cannot do (each agency's body, from 0027 to 0028).
+//! its migrations what SQL cannot do (each agency's body, before 0028 drops what it is made
+//! from).
 
 use sqlx::migrate::Migrator;
 use sqlx::{Connection, PgConnection};
@@ -10,8 +11,8 @@ use crate::{Result, StoreError};
 /// The schema's migrations, embedded.
 pub(crate) static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
 
-/// The migration that adds agencies' bodies; the program writes them before the next one
-/// drops what they were made from.
+/// The migration that adds agencies' bodies; the program adds the column itself and writes
+/// them first.
 pub(crate) const AGENCY_BODY: i64 = 27;
 
 /// Held while a process brings the schema up to date: sqlx's own lock covers one run of the
@@ -34,24 +35,32 @@ pub(super) async fn migrate(mut conn: PgConnection) -> Result<()> {
 async fn steps(conn: &mut PgConnection) -> Result<()> {
     let migrate = |e: sqlx::migrate::MigrateError| StoreError::Migrate(e.to_string());
     MIGRATOR
-        .run_to(AGENCY_BODY, &mut *conn)
+        .run_to(AGENCY_BODY - 1, &mut *conn)
         .await
         .map_err(migrate)?;
     write_agency_bodies(conn).await?;
     MIGRATOR.run(&mut *conn).await.map_err(migrate)
 }
 
-/// Each agency's body (0027), from the columns and the `agents` table that 0028 drops; once
-/// 0028 ran, no body is missing and they are not read.
-pub(crate) async fn write_agency_bodies(conn: &mut PgConnection) -> Result<()> {
+/// Each agency's body, from the columns and the `agents` table that 0028 drops: the column
+/// added (0027's statement, which does nothing when it runs again) and every body written in
+/// one transaction, so an agency that cannot be kept stops the upgrade before anything
+/// changed. Once 0028 ran there is no `agents` table and nothing to do.
+async fn write_agency_bodies(conn: &mut PgConnection) -> Result<()> {
     let mut tx = conn.begin().await.map_err(failed)?;
-    let pending: i64 = sqlx::query_scalar(legacy::PENDING)
+    let old: bool = sqlx::query_scalar("SELECT to_regclass('agents') IS NOT NULL")
         .fetch_one(&mut *tx)
         .await
         .map_err(failed)?;
-    if pending == 0 {
+    if !old {
         return Ok(());
     }
+    sqlx::raw_sql(include_str!(
+        "../../migrations/postgres/0027_agency_body.sql"
+    ))
+    .execute(&mut *tx)
+    .await
+    .map_err(failed)?;
     let agencies: Vec<OldAgency> = sqlx::query_as(legacy::OLD_AGENCIES)
         .fetch_all(&mut *tx)
         .await

@@ -10,17 +10,14 @@ use uuid::Uuid;
 use super::{agent_id, corrupt, u32_of};
 use crate::StoreError;
 
-/// How many agencies have no body yet: if none, nothing below is read (the old columns may
-/// be gone).
-pub(crate) const PENDING: &str = "SELECT COUNT(*) FROM agencies WHERE body IS NULL OR body = ''";
-/// The agencies whose body is not written yet (NULL on PostgreSQL, '' on SQLite).
+/// Every agency, read in the transaction that writes their bodies (read again after an
+/// interrupted upgrade, each gives the same body).
 pub(crate) const OLD_AGENCIES: &str = "SELECT id, owner, name, handle, protocol, manager, \
      max_hops, deadline_ms, providers, mcp_servers, budget_usd, budget_period, \
-     max_turn_cost_usd FROM agencies WHERE body IS NULL OR body = ''";
+     max_turn_cost_usd FROM agencies";
 /// Their agents, in order.
 pub(crate) const OLD_AGENTS: &str = "SELECT agency_id, id, name, handle, role, model, sampling, \
-     blocks FROM agents WHERE agency_id IN \
-     (SELECT id FROM agencies WHERE body IS NULL OR body = '') ORDER BY agency_id, position";
+     blocks FROM agents ORDER BY agency_id, position";
 pub(crate) const SET_BODY: &str = "UPDATE agencies SET body = $1 WHERE id = $2";
 
 #[derive(sqlx::FromRow)]

@@ -359,13 +359,12 @@ mod on_sqlite {
 mod on_postgres {
     use super::*;
     use crate::postgres::migrate::{AGENCY_BODY, MIGRATOR};
+    use sqlx::PgPool;
 
-    #[tokio::test]
-    async fn every_agency_loads_as_saved_after_the_upgrade() {
-        let Some(url) = crate::testing::postgres_url().await else {
-            return;
-        };
-        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    /// A fresh schema at the version before agencies' bodies, with [`AGENCIES`] in it.
+    async fn old_database() -> Option<(String, PgPool)> {
+        let url = crate::testing::postgres_url().await?;
+        let pool = PgPool::connect(&url).await.unwrap();
         MIGRATOR.run_to(AGENCY_BODY - 1, &pool).await.unwrap();
         let now = chrono::Utc::now();
         for a in AGENCIES {
@@ -420,20 +419,31 @@ mod on_postgres {
         .execute(&pool)
         .await
         .unwrap();
-        let s = crate::open(&url).await.unwrap();
-        let columns: Vec<String> = sqlx::query_scalar(
+        Some((url, pool))
+    }
+
+    async fn columns(pool: &PgPool) -> Vec<String> {
+        sqlx::query_scalar(
             "SELECT column_name::text FROM information_schema.columns \
              WHERE table_schema = current_schema() AND table_name = 'agencies'",
         )
-        .fetch_all(&pool)
+        .fetch_all(pool)
         .await
-        .unwrap();
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_agency_loads_as_saved_after_the_upgrade() {
+        let Some((url, pool)) = old_database().await else {
+            return;
+        };
+        let s = crate::open(&url).await.unwrap();
         let agents: Option<String> = sqlx::query_scalar("SELECT to_regclass('agents')::text")
             .fetch_one(&pool)
             .await
             .unwrap();
         assert_eq!(agents, None, "the agents table is dropped");
-        loads_as_saved(&*s, columns).await;
+        loads_as_saved(&*s, columns(&pool).await).await;
         a_bad_body_is_corrupt(&*s, async |body: &str| {
             sqlx::query("UPDATE agencies SET body = $1 WHERE id = $2")
                 .bind(body)
@@ -443,8 +453,36 @@ mod on_postgres {
                 .unwrap();
         })
         .await;
-        // Opened again, nothing is left to convert.
+        // Opened again, there is nothing left to convert.
         crate::open(&url).await.unwrap().ready().await.unwrap();
+    }
+
+    /// A row the old code could not read either stops the upgrade, naming the agency; the
+    /// schema is left as it was.
+    #[tokio::test]
+    async fn an_unreadable_agency_stops_the_upgrade_and_changes_nothing() {
+        let Some((url, pool)) = old_database().await else {
+            return;
+        };
+        sqlx::query("UPDATE agencies SET protocol = 'smoke' WHERE id = $1")
+            .bind(uuid(SOLO))
+            .execute(&pool)
+            .await
+            .unwrap();
+        let before = columns(&pool).await;
+        let e = crate::open(&url).await.err().expect("the upgrade stops");
+        let m = e.to_string();
+        assert!(
+            m.contains("`solo`") && m.contains(SOLO) && m.contains("smoke"),
+            "{m}"
+        );
+        let version: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(version, AGENCY_BODY - 1);
+        assert_eq!(columns(&pool).await, before);
+        assert!(!before.contains(&"body".to_string()));
     }
 }
 
