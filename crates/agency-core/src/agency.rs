@@ -444,8 +444,10 @@ impl Agency {
                         tools: a.tools.0.clone(),
                         approve: a.approve.tools.0.clone(),
                         approve_timeout_secs: a.approve.timeout_secs,
-                        approve_on_timeout: (!a.approve.tools.is_empty()
-                            && a.approve.on_timeout != crate::approval::OnTimeout::Deny)
+                        // Written whenever it is not the default, as `approve_timeout_secs`
+                        // is: the draft is the stored form, so what validates must come back.
+                        approve_on_timeout: (a.approve.on_timeout
+                            != crate::approval::OnTimeout::Deny)
                             .then(|| a.approve.on_timeout.as_str().to_string()),
                         approve_edits: a.approve.edits.then_some(true),
                         rules: a
@@ -763,6 +765,12 @@ mod tests {
         let a = draft().validate(AgencyId::new(), "local", &serves).unwrap();
         let again = a.to_draft().validate(a.id, "local", &serves).unwrap();
         assert_eq!(a, again);
+        // A policy's fields set without tools to approve yet come back too.
+        let mut d = draft();
+        d.agents[1].approve_on_timeout = Some("approve".into());
+        d.agents[1].approve_timeout_secs = Some(30);
+        let a = d.validate(AgencyId::new(), "local", &serves).unwrap();
+        assert_eq!(a.to_draft().validate(a.id, "local", &serves).unwrap(), a);
     }
 }
 

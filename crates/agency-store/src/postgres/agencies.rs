@@ -1,80 +1,39 @@
-//! Agencies, their agents and their published versions on PostgreSQL.
+//! Agencies and their published versions on PostgreSQL.
 
 use agency_core::{Agency, AgencyId, Published};
 use async_trait::async_trait;
 use chrono::Utc;
 
 use super::{PostgresStore, unique_violation};
-use crate::shared::agencies::{self, AgencyRow, AgentRow, agencies_of, blocks_json};
+use crate::shared::agencies::{self, AgencyRow, ListedRow};
 use crate::{AgencyState, AgencyStore, Result, StoreError};
-
-impl PostgresStore {
-    async fn one_agency(&self, row: Option<AgencyRow>) -> Result<Option<Agency>> {
-        let Some(row) = row else { return Ok(None) };
-        let agents: Vec<AgentRow> = sqlx::query_as(agencies::AGENTS_OF_AGENCY)
-            .bind(row.id)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(agencies_of(vec![row], agents)?.pop())
-    }
-}
 
 #[async_trait]
 impl AgencyStore for PostgresStore {
     async fn save_agency(&self, agency: &Agency) -> Result<()> {
         let now = Utc::now();
-        let spend = agencies::spend_columns(agency);
-        let mut tx = self.pool.begin().await?;
         let saved = sqlx::query(agencies::SAVE_AGENCY)
             .bind(agency.id.0)
             .bind(&agency.owner)
             .bind(&agency.name)
             .bind(&agency.handle)
-            .bind(agency.protocol.as_str())
-            .bind(i64::from(agency.manager.get()))
-            .bind(i64::from(agency.limits.max_hops))
-            .bind(agencies::deadline_ms(agency))
-            .bind(agencies::providers_json(&agency.providers))
-            .bind(agencies::mcp_servers_json(&agency.mcp_servers))
-            .bind(spend.0)
-            .bind(spend.1)
-            .bind(spend.2)
+            .bind(agencies::body_of(agency)?)
             .bind(now)
             .bind(now)
-            .execute(&mut *tx)
+            .execute(&self.pool)
             .await;
         match saved {
-            Err(e) if unique_violation(&e) => return Err(agencies::name_taken(agency)),
-            other => other?,
-        };
-        sqlx::query(agencies::DELETE_AGENTS)
-            .bind(agency.id.0)
-            .execute(&mut *tx)
-            .await?;
-        for (position, a) in (0i64..).zip(&agency.agents) {
-            sqlx::query(agencies::INSERT_AGENT)
-                .bind(agency.id.0)
-                .bind(i64::from(a.id.get()))
-                .bind(position)
-                .bind(&a.name)
-                .bind(&a.handle)
-                .bind(&a.role)
-                .bind(a.model.to_string())
-                .bind(agencies::settings_json(a))
-                .bind(blocks_json(&a.blocks))
-                .execute(&mut *tx)
-                .await?;
+            Err(e) if unique_violation(&e) => Err(agencies::name_taken(agency)),
+            other => other.map(drop).map_err(Into::into),
         }
-        tx.commit().await?;
-        Ok(())
     }
 
     async fn agency(&self, id: AgencyId) -> Result<Option<Agency>> {
-        let row = sqlx::query_as(agencies::AGENCY_BY_ID)
+        let row: Option<AgencyRow> = sqlx::query_as(agencies::AGENCY_BY_ID)
             .bind(id.0)
             .fetch_optional(&self.pool)
             .await?;
-        self.one_agency(row).await
+        row.map(agencies::agency_of).transpose()
     }
 
     async fn agency_state(&self, id: AgencyId) -> Result<Option<AgencyState>> {
@@ -86,28 +45,20 @@ impl AgencyStore for PostgresStore {
     }
 
     async fn agency_by_name(&self, owner: &str, name: &str) -> Result<Option<Agency>> {
-        let row = sqlx::query_as(agencies::AGENCY_BY_NAME)
+        let row: Option<AgencyRow> = sqlx::query_as(agencies::AGENCY_BY_NAME)
             .bind(owner)
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
-        self.one_agency(row).await
+        row.map(agencies::agency_of).transpose()
     }
 
     async fn list_agencies(&self, owner: &str) -> Result<Vec<(Agency, AgencyState)>> {
-        let rows: Vec<AgencyRow> = sqlx::query_as(agencies::AGENCIES_OF_OWNER)
+        let rows: Vec<ListedRow> = sqlx::query_as(agencies::AGENCIES_OF_OWNER)
             .bind(owner)
             .fetch_all(&self.pool)
             .await?;
-        let agents: Vec<AgentRow> = sqlx::query_as(agencies::AGENTS_OF_OWNER)
-            .bind(owner)
-            .fetch_all(&self.pool)
-            .await?;
-        let states = sqlx::query_as(agencies::STATES_OF_OWNER)
-            .bind(owner)
-            .fetch_all(&self.pool)
-            .await?;
-        agencies::with_states(agencies_of(rows, agents)?, states)
+        agencies::listed(rows)
     }
 
     async fn delete_agency(&self, id: AgencyId) -> Result<bool> {

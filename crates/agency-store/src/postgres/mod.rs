@@ -15,11 +15,14 @@ mod conversations;
 mod group_commit;
 mod keys;
 mod memory;
+pub(crate) mod migrate;
 mod rooms;
 mod secrets;
 mod settings;
 mod spend;
 mod tasks;
+
+use migrate::MIGRATOR;
 
 pub struct PostgresStore {
     pool: PgPool,
@@ -35,27 +38,20 @@ impl PostgresStore {
         };
         let options = PgConnectOptions::from_str(url).map_err(open_err)?;
         // One plain connection first: a refused or misconfigured server fails at once with its
-        // own error, instead of after the pool's acquire timeout.
-        sqlx::Connection::close(options.connect().await.map_err(open_err)?)
-            .await
-            .map_err(open_err)?;
+        // own error, instead of after the pool's acquire timeout. It brings the schema up to
+        // date, then closes.
+        let first = options.connect().await.map_err(open_err)?;
+        migrate::migrate(first).await?;
         let pool = PgPoolOptions::new()
             .max_connections(10)
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await
             .map_err(open_err)?;
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|e| StoreError::Migrate(e.to_string()))?;
         let commits = group_commit::committer(pool.clone());
         Ok(Self { pool, commits })
     }
 }
-
-/// The schema's migrations, embedded.
-pub(super) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
 /// The channel servers on one database tell each other what happens on.
 const CHANNEL: &str = "agency_events";

@@ -13,6 +13,7 @@ pub(crate) mod agencies;
 pub(crate) mod approvals;
 pub(crate) mod conversations;
 pub(crate) mod keys;
+pub(crate) mod legacy_agencies;
 pub(crate) mod memory;
 pub(crate) mod rooms;
 pub(crate) mod secrets;

@@ -24,7 +24,7 @@ mod conversations;
 mod group_commit;
 mod keys;
 mod memory;
-mod migrate;
+pub(crate) mod migrate;
 mod rooms;
 mod secrets;
 mod settings;
