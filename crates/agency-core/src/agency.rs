@@ -386,31 +386,7 @@ impl Agency {
                 .budget
                 .map(|b| crate::price::format_dollars(b.usd)),
             budget_period: self.limits.budget.map(|b| b.period.as_str().to_string()),
-            providers: self
-                .providers
-                .iter()
-                .map(|p| ProviderDraft {
-                    name: p.name.clone(),
-                    kind: p.kind.as_str().to_string(),
-                    base_url: p.base_url.clone(),
-                    api_key_env: p.api_key_env.clone(),
-                    max_concurrency: p.max_concurrency,
-                    requests_per_minute: p.requests_per_minute,
-                    prices: p
-                        .prices
-                        .iter()
-                        .map(|(m, price)| {
-                            (
-                                m.clone(),
-                                PriceDraft {
-                                    input: crate::price::format_dollars(price.input),
-                                    output: crate::price::format_dollars(price.output),
-                                },
-                            )
-                        })
-                        .collect(),
-                })
-                .collect(),
+            providers: self.providers.iter().map(provider_draft).collect(),
             mcp_servers: self
                 .mcp_servers
                 .iter()
@@ -464,6 +440,27 @@ impl Agency {
                 })
                 .collect(),
         }
+    }
+}
+
+/// A provider as an agency file writes it.
+fn provider_draft(p: &ProviderSpec) -> ProviderDraft {
+    ProviderDraft {
+        name: p.name.clone(),
+        kind: p.kind.as_str().to_string(),
+        base_url: p.base_url.clone(),
+        api_key_env: p.api_key_env.clone(),
+        max_concurrency: p.max_concurrency,
+        requests_per_minute: p.requests_per_minute,
+        prices: p
+            .prices
+            .iter()
+            .map(|(m, price)| {
+                let dollars = crate::price::format_dollars;
+                let (input, output) = (dollars(price.input), dollars(price.output));
+                (m.clone(), PriceDraft { input, output })
+            })
+            .collect(),
     }
 }
 

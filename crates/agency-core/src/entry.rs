@@ -62,6 +62,28 @@ pub struct Entry {
     pub observations: Vec<crate::memory::Memory>,
 }
 
+/// A turn in words: `3 hops by lead, helper; answered`.
+fn summary(record: Option<&TurnRecord>, names: &[&str]) -> String {
+    let hops = record.map_or(0, |r| r.hops);
+    let ending = match record {
+        Some(r) if r.error.is_some() => "failed",
+        Some(TurnRecord {
+            stopped_by: Some(s),
+            ..
+        }) => s.as_str(),
+        _ => "in progress",
+    };
+    format!(
+        "{hops} hop{} by {}; {ending}",
+        if hops == 1 { "" } else { "s" },
+        if names.is_empty() {
+            "no agent".to_string()
+        } else {
+            names.join(", ")
+        }
+    )
+}
+
 /// The entries of a conversation from its turn records and its messages (in `seq` order).
 /// A turn without a record (still running, or interrupted by a crash) has an entry too.
 /// `manager` is the entry agent, `protocol` how its messages are framed; `observations` are
@@ -135,29 +157,13 @@ pub fn entries(
                 .map(|w| w.iter().map(|a| roster.display(Some(*a))).collect())
                 .unwrap_or_default();
             let hops = record.map_or(0, |r| r.hops);
-            let ending = match record {
-                None => "in progress".to_string(),
-                Some(r) => match (&r.error, r.stopped_by) {
-                    (Some(_), _) => "failed".to_string(),
-                    (None, Some(s)) => s.as_str().to_string(),
-                    (None, None) => "in progress".to_string(),
-                },
-            };
             Some(Entry {
                 turn,
                 number: record.map_or(0, |r| r.number),
                 prompt: crate::protocol::frame(protocol, None, &input.text, roster),
                 reply: replies.get(&turn).map(|r| (*r).to_string()),
                 response: answers.get(&turn).map(|a| (*a).to_string()),
-                summary: format!(
-                    "{hops} hop{} by {}; {ending}",
-                    if hops == 1 { "" } else { "s" },
-                    if names.is_empty() {
-                        "no agent".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                ),
+                summary: summary(record, &names),
                 user_query: input.text.clone(),
                 timestamp: input.created_at,
                 usage: record.map(|r| r.usage).unwrap_or_default(),

@@ -348,35 +348,37 @@ impl Body {
                 t: turn.0,
                 id: approval.id.0,
             },
-            Event::Room { room, change } => {
-                let r = room.0;
-                match change {
-                    RoomChange::Message(m) => Body::RoomMessage { r, m: m.id.0 },
-                    RoomChange::AgentStarted(a) => Body::RoomAgentStarted { r, a: a.0 },
-                    RoomChange::Delta { .. } => return None,
-                    RoomChange::ToolCalled { agent, tool } => Body::RoomToolCalled {
-                        r,
-                        a: agent.0,
-                        tool: clip(tool),
-                    },
-                    RoomChange::ToolDone {
-                        agent,
-                        tool,
-                        is_error,
-                    } => Body::RoomToolDone {
-                        r,
-                        a: agent.0,
-                        tool: clip(tool),
-                        is_error: *is_error,
-                    },
-                    RoomChange::Included { message, included } => Body::RoomIncluded {
-                        r,
-                        m: message.0,
-                        included: *included,
-                    },
-                    RoomChange::Participants => Body::RoomParticipants { r },
-                }
-            }
+            Event::Room { room, change } => return Self::of_room(room.0, change),
+        })
+    }
+
+    /// A room's change, as told to other servers (a streamed delta is not).
+    fn of_room(r: uuid::Uuid, change: &RoomChange) -> Option<Self> {
+        Some(match change {
+            RoomChange::Message(m) => Body::RoomMessage { r, m: m.id.0 },
+            RoomChange::AgentStarted(a) => Body::RoomAgentStarted { r, a: a.0 },
+            RoomChange::Delta { .. } => return None,
+            RoomChange::ToolCalled { agent, tool } => Body::RoomToolCalled {
+                r,
+                a: agent.0,
+                tool: clip(tool),
+            },
+            RoomChange::ToolDone {
+                agent,
+                tool,
+                is_error,
+            } => Body::RoomToolDone {
+                r,
+                a: agent.0,
+                tool: clip(tool),
+                is_error: *is_error,
+            },
+            RoomChange::Included { message, included } => Body::RoomIncluded {
+                r,
+                m: message.0,
+                included: *included,
+            },
+            RoomChange::Participants => Body::RoomParticipants { r },
         })
     }
 

@@ -136,12 +136,7 @@ pub(crate) async fn run(
     // started, get their system prompt; a client's history goes into the manager's context.
     let mut batch = session.prompts(&agency);
     batch.extend(session.seeded(&agency, &roster));
-    let client_tools = api.as_ref().map(|a| a.tools.clone()).unwrap_or_default();
-    let mut engine =
-        TurnEngine::new(&agency).with_client_tools(client_tools.iter().map(|t| t.name.clone()));
-    if let Some(format) = api.as_ref().and_then(|a| a.format.clone()) {
-        engine = engine.with_answer_check(Arc::new(format));
-    }
+    let mut engine = engine_for(&agency, api.as_ref());
     let unanswered = session.unanswered();
     let mut steps = Vec::new();
     if std::mem::take(&mut session.from_store) {
@@ -206,6 +201,18 @@ pub(crate) async fn run(
     run.hold(held);
     let stop = cancel.stop.clone();
     span.run(run.go(steps, batch, stop)).await
+}
+
+/// The turn's engine: the manager may call the client's tools too, and its answer must pass
+/// the client's answer format.
+fn engine_for(agency: &Agency, api: Option<&ApiTurn>) -> TurnEngine {
+    let engine = TurnEngine::new(agency);
+    let Some(api) = api else { return engine };
+    let engine = engine.with_client_tools(api.tools.iter().map(|t| t.name.clone()));
+    match api.format.clone() {
+        Some(format) => engine.with_answer_check(Arc::new(format)),
+        None => engine,
+    }
 }
 
 /// The agency the session's turn runs on (its draft, or its published version), with its
@@ -617,6 +624,17 @@ impl TurnRun {
             |l| self.reply_usage.get(&l).copied(),
         );
         self.session.extend(written.messages);
+        self.start(invokes, tool_calls, asks).await
+    }
+
+    /// Starts what the steps just applied call for: agents' model calls, their tool calls
+    /// (an approved one as approved), and the approvals their calls wait for.
+    async fn start(
+        &mut self,
+        invokes: Vec<AgentId>,
+        tool_calls: Vec<(AgentId, MessageId, ToolCall)>,
+        asks: Vec<(AgentId, MessageId, ToolCall)>,
+    ) -> Result<(), RuntimeError> {
         for agent in invokes {
             self.invoke(agent);
         }

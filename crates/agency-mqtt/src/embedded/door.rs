@@ -224,21 +224,7 @@ impl Door {
                     let mut publish = Publish::read(header, frame.clone()).map_err(invalid)?;
                     let topic = topic_of(&publish, &mut aliases)?;
                     if !allowed(access, &topic, false) {
-                        let pkid = publish.pkid;
-                        match publish.qos {
-                            QoS::AtMostOnce => {}
-                            QoS::AtLeastOnce => {
-                                let mut ack = PubAck::new(pkid, None);
-                                ack.reason = PubAckReason::NotAuthorized;
-                                send(to_client, &Packet::PubAck(ack)).await?;
-                            }
-                            QoS::ExactlyOnce => {
-                                refused.insert(pkid);
-                                let mut rec = PubRec::new(pkid, None);
-                                rec.reason = PubRecReason::NotAuthorized;
-                                send(to_client, &Packet::PubRec(rec)).await?;
-                            }
-                        }
+                        refuse_publish(to_client, &publish, &mut refused).await?;
                         continue;
                     }
                     match access {
@@ -383,6 +369,30 @@ fn allowed(access: &Access, path: &str, filter: bool) -> bool {
                 // An account's team id is its agency's id.
                 Some(team) => team.parse::<agency_core::AgencyId>().is_err(),
             }
+        }
+    }
+}
+
+/// A publish outside the connection's team is answered as not authorized and goes no further
+/// (at QoS 2 its PUBREL is answered here too: it is kept in `refused`).
+async fn refuse_publish(
+    to_client: &ClientWriter,
+    publish: &Publish,
+    refused: &mut HashSet<u16>,
+) -> io::Result<()> {
+    let pkid = publish.pkid;
+    match publish.qos {
+        QoS::AtMostOnce => Ok(()),
+        QoS::AtLeastOnce => {
+            let mut ack = PubAck::new(pkid, None);
+            ack.reason = PubAckReason::NotAuthorized;
+            send(to_client, &Packet::PubAck(ack)).await
+        }
+        QoS::ExactlyOnce => {
+            refused.insert(pkid);
+            let mut rec = PubRec::new(pkid, None);
+            rec.reason = PubRecReason::NotAuthorized;
+            send(to_client, &Packet::PubRec(rec)).await
         }
     }
 }
