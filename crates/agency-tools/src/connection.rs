@@ -51,8 +51,8 @@ pub(crate) struct Connection {
     opened: Instant,
     last_used: AtomicU64,
     /// A stdio server's process group, stopped when the connection drops (after `service`,
-    /// whose end closes the server's input). Only held, to be dropped.
-    _group: Option<ProcessGroup>,
+    /// whose end closes the server's input).
+    group: Option<ProcessGroup>,
 }
 
 impl Connection {
@@ -60,6 +60,11 @@ impl Connection {
     pub fn touch(&self) {
         let millis = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_used.fetch_max(millis, Ordering::Relaxed);
+    }
+
+    /// The stdio server's process group, to wait for once the connection drops.
+    pub fn stopping(&self) -> Option<group::Stopping> {
+        self.group.as_ref().map(ProcessGroup::stopping)
     }
 
     /// How long since it was last used.
@@ -246,7 +251,7 @@ pub(crate) async fn connect(
         message,
     };
     let handler = Handler::default();
-    let mut group = None;
+    let mut process_group = None;
     let service = match &server.transport {
         McpTransport::Builtin => handler
             .serve_with_lifecycle(Builtin::start(), lifecycle())
@@ -262,7 +267,7 @@ pub(crate) async fn connect(
                 .spawn()
                 .map_err(|e| fail(format!("cannot start `{command}`: {e}")))?;
             // Held from here, so a failed handshake stops the group too.
-            group = ProcessGroup::led_by(transport.id());
+            process_group = ProcessGroup::led_by(transport.id());
             if let Some(stderr) = stderr {
                 tokio::spawn(log_stderr(label.clone(), stderr));
             }
@@ -302,7 +307,7 @@ pub(crate) async fn connect(
         broken: AtomicBool::new(false),
         opened: Instant::now(),
         last_used: AtomicU64::new(0),
-        _group: group,
+        group: process_group,
     })
 }
 

@@ -32,7 +32,22 @@ pub(crate) struct ProcessGroup {
     id: nix::unistd::Pid,
 }
 
+/// A group being stopped, to wait for ([`all_gone`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Stopping {
+    #[cfg(unix)]
+    id: nix::unistd::Pid,
+}
+
 impl ProcessGroup {
+    /// What to wait for once this drops.
+    pub fn stopping(&self) -> Stopping {
+        Stopping {
+            #[cfg(unix)]
+            id: self.id,
+        }
+    }
+
     /// The group led by the process `leader` (started through [`isolate`]); `None` when there
     /// is none to stop (no process id, or not on unix).
     pub fn led_by(leader: Option<u32>) -> Option<Self> {
@@ -56,6 +71,20 @@ impl Drop for ProcessGroup {
         #[cfg(unix)]
         stop(self.id);
     }
+}
+
+/// Waits until nothing of `groups` runs (they were dropped), at most a little past the grace
+/// after which what is left is killed.
+pub(crate) async fn all_gone(groups: Vec<Stopping>) {
+    #[cfg(unix)]
+    {
+        let deadline = tokio::time::Instant::now() + GRACE + Duration::from_millis(500);
+        while groups.iter().any(|g| exists(g.id)) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(POLL).await;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = groups;
 }
 
 /// Sends the group `SIGTERM`, and `SIGKILL` after [`GRACE`] if any of it is left.

@@ -110,6 +110,20 @@ impl ToolHub {
             .store(millis(idle), Ordering::Relaxed);
     }
 
+    /// Closes every connection no call holds (stdio servers' processes stopped, HTTP
+    /// sessions ended), and waits until those servers' processes are gone (a couple of
+    /// seconds at most): for a process about to exit. A later use opens them again.
+    pub async fn close(&self) {
+        let mut stopping = Vec::new();
+        for slot in self.inner.all_slots() {
+            let mut state = slot.state.lock().await;
+            if let Some(live) = state.live.take_if(|live| Arc::strong_count(live) == 1) {
+                stopping.extend(live.stopping());
+            }
+        }
+        crate::group::all_gone(stopping).await;
+    }
+
     /// Starts the reaper if it does not run (on the runtime of the caller).
     fn reap_idle(&self) {
         if self.inner.reaping.swap(true, Ordering::AcqRel) {
@@ -293,17 +307,19 @@ impl Inner {
         }
     }
 
-    /// Closes the connections unused for the idle time (or found closed) that no call holds.
-    fn reap(&self) {
-        let Some(idle) = self.idle() else { return };
-        let slots: Vec<Arc<Slot>> = self
-            .slots
+    fn all_slots(&self) -> Vec<Arc<Slot>> {
+        self.slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .flat_map(|slots| slots.values().cloned())
-            .collect();
-        for slot in slots {
+            .collect()
+    }
+
+    /// Closes the connections unused for the idle time (or found closed) that no call holds.
+    fn reap(&self) {
+        let Some(idle) = self.idle() else { return };
+        for slot in self.all_slots() {
             // A slot being connected is busy, not idle.
             let Ok(mut state) = slot.state.try_lock() else {
                 continue;

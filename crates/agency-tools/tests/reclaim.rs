@@ -158,3 +158,26 @@ async fn a_call_longer_than_the_idle_time_is_not_cut() {
     echo(&hub, &server, "after").await;
     assert_eq!(group_of(&pid_file), group, "the server was not restarted");
 }
+
+#[tokio::test]
+async fn closing_the_hub_returns_once_its_servers_are_gone() {
+    let Some(s) = servers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let hub = ToolHub::new(false);
+    let server = s.everything_wrapped(&pid_file);
+    echo(&hub, &server, "hello").await;
+    let group = group_of(&pid_file);
+    let _cleanup = Cleanup(group);
+
+    // What a process about to exit does: nothing of the server is left when it returns, the
+    // child that ignores SIGTERM included.
+    hub.close().await;
+    assert_eq!(members(group), Vec::<String>::new());
+
+    // The hub still serves: the next call starts the server again.
+    echo(&hub, &server, "again").await;
+    let again = group_of(&pid_file);
+    let _cleanup_again = Cleanup(again);
+    assert_ne!(again, group);
+}
