@@ -267,6 +267,12 @@ impl Runtime {
             .store(wait.as_secs(), std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// How long a connection to an MCP server is kept unused before it is closed (a stdio
+    /// server's processes stopped); the next call opens another. Zero keeps them open.
+    pub fn set_mcp_idle(&self, idle: std::time::Duration) {
+        self.tools.set_idle(idle);
+    }
+
     pub(crate) fn client_tools_wait(&self) -> std::time::Duration {
         std::time::Duration::from_secs(
             self.client_tools_wait
@@ -373,6 +379,13 @@ impl Runtime {
                 Err("the database does not answer".into())
             }
         }
+    }
+
+    /// Closes the connections to MCP servers, and waits (a couple of seconds at most) until
+    /// the stdio servers' processes are gone: for a process about to exit, which would leave
+    /// them running. Later calls open them again.
+    pub async fn close_tools(&self) {
+        self.tools.close().await;
     }
 
     /// Waits until the late replies of finished turns are persisted.

@@ -81,6 +81,18 @@ impl Tools {
         }
     }
 
+    /// How long an MCP server's connection is kept unused before it is closed (its process
+    /// stopped); zero keeps it. [`agency_tools::DEFAULT_IDLE`] unless set.
+    pub fn set_idle(&self, idle: std::time::Duration) {
+        self.hub.set_idle(idle);
+    }
+
+    /// Closes the MCP servers' connections (their processes stopped), for a process about to
+    /// exit.
+    pub async fn close(&self) {
+        self.hub.close().await;
+    }
+
     /// Where accounts' sealed credentials are read from.
     pub(crate) fn attach(&mut self, store: Arc<dyn Store>, master: Option<MasterKeySource>) {
         self.secrets = master.map(|m| (store, m));

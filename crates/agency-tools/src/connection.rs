@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agency_core::tool::{McpServer, McpTransport, Tool, ToolProgress};
 use rmcp::model::{
@@ -26,6 +26,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::builtin::Builtin;
 use crate::credentials::Declarer;
+use crate::group::{self, ProcessGroup};
 use crate::traced::Traced;
 use crate::{Declared, ToolError};
 
@@ -46,9 +47,33 @@ pub(crate) struct Connection {
     /// A request found the connection gone while rmcp has not noticed (an HTTP server that
     /// stopped answering leaves no stream to close): the next use reconnects.
     broken: AtomicBool,
+    /// When it was opened, and then last used (milliseconds after that).
+    opened: Instant,
+    last_used: AtomicU64,
+    /// A stdio server's process group, stopped when the connection drops (after `service`,
+    /// whose end closes the server's input).
+    group: Option<ProcessGroup>,
 }
 
 impl Connection {
+    /// Notes that the connection is in use now.
+    pub fn touch(&self) {
+        let millis = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_used.fetch_max(millis, Ordering::Relaxed);
+    }
+
+    /// The stdio server's process group, to wait for once the connection drops.
+    pub fn stopping(&self) -> Option<group::Stopping> {
+        self.group.as_ref().map(ProcessGroup::stopping)
+    }
+
+    /// How long since it was last used.
+    pub fn idle(&self) -> Duration {
+        self.opened.elapsed().saturating_sub(Duration::from_millis(
+            self.last_used.load(Ordering::Relaxed),
+        ))
+    }
+
     pub fn peer(&self) -> &Peer<RoleClient> {
         self.service.peer()
     }
@@ -226,6 +251,7 @@ pub(crate) async fn connect(
         message,
     };
     let handler = Handler::default();
+    let mut process_group = None;
     let service = match &server.transport {
         McpTransport::Builtin => handler
             .serve_with_lifecycle(Builtin::start(), lifecycle())
@@ -234,10 +260,14 @@ pub(crate) async fn connect(
         McpTransport::Stdio { command, args, env } => {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args).envs(env).kill_on_drop(true);
+            // In a group of its own, stopped whole: a wrapper's children too.
+            group::isolate(&mut cmd);
             let (transport, stderr) = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| fail(format!("cannot start `{command}`: {e}")))?;
+            // Held from here, so a failed handshake stops the group too.
+            process_group = ProcessGroup::led_by(transport.id());
             if let Some(stderr) = stderr {
                 tokio::spawn(log_stderr(label.clone(), stderr));
             }
@@ -275,6 +305,9 @@ pub(crate) async fn connect(
         service,
         tools: Mutex::new(None),
         broken: AtomicBool::new(false),
+        opened: Instant::now(),
+        last_used: AtomicU64::new(0),
+        group: process_group,
     })
 }
 

@@ -1,9 +1,10 @@
 //! The process's MCP connections: one per declared server, started on first use, restarted
-//! after it dies, each with its call timeout and concurrency limit.
+//! after it dies, each with its call timeout and concurrency limit; closed after it has not
+//! been used for a while (reopened on the next use), by one reaper task per hub.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -25,6 +26,16 @@ use crate::connection::{self, Connection, Handler};
 use crate::credentials::{Credentials, Declarer};
 use crate::output::{self, ToolOutput};
 
+/// How long a connection is kept unused before it is closed, unless the operator says
+/// otherwise ([`ToolHub::set_idle`]).
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
+
+/// The longest the reaper sleeps between looks at the connections.
+const REAP_PERIOD_MAX: Duration = Duration::from_secs(60);
+
+/// The shortest (for tiny idle times).
+const REAP_PERIOD_MIN: Duration = Duration::from_millis(50);
+
 /// The MCP servers this process talks to. Cheap to clone; clones share the connections, so
 /// build one per process (like the providers) and hand it around.
 #[derive(Clone)]
@@ -40,6 +51,10 @@ struct Inner {
     /// guarded client.
     /// An account's server is reached apart for each set of credentials stored for it.
     slots: Mutex<[HashMap<SlotKey, Arc<Slot>>; 2]>,
+    /// Milliseconds a connection is kept unused; 0: kept until it breaks.
+    idle_millis: AtomicU64,
+    /// Whether the reaper task runs.
+    reaping: AtomicBool,
 }
 
 /// A server, and the credentials its connection sends.
@@ -80,7 +95,45 @@ impl ToolHub {
             inner: Arc::new(Inner {
                 allow_private: allow_private_addresses,
                 slots: Mutex::default(),
+                idle_millis: AtomicU64::new(millis(DEFAULT_IDLE)),
+                reaping: AtomicBool::new(false),
             }),
+        }
+    }
+
+    /// Closes connections unused for `idle` (a stdio server's processes stopped, an HTTP
+    /// session ended); the next use opens a new one. A call in flight keeps its connection.
+    /// Zero keeps them until they break. [`DEFAULT_IDLE`] unless set.
+    pub fn set_idle(&self, idle: Duration) {
+        self.inner
+            .idle_millis
+            .store(millis(idle), Ordering::Relaxed);
+    }
+
+    /// Closes every connection no call holds (stdio servers' processes stopped, HTTP
+    /// sessions ended), and waits until those servers' processes are gone (a couple of
+    /// seconds at most): for a process about to exit. A later use opens them again.
+    pub async fn close(&self) {
+        let mut stopping = Vec::new();
+        for slot in self.inner.all_slots() {
+            let mut state = slot.state.lock().await;
+            if let Some(live) = state.live.take_if(|live| Arc::strong_count(live) == 1) {
+                stopping.extend(live.stopping());
+            }
+        }
+        crate::group::all_gone(stopping).await;
+    }
+
+    /// Starts the reaper if it does not run (on the runtime of the caller).
+    fn reap_idle(&self) {
+        if self.inner.reaping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(reap(Arc::downgrade(&self.inner)));
+            }
+            Err(_) => self.inner.reaping.store(false, Ordering::Release),
         }
     }
 
@@ -99,11 +152,15 @@ impl ToolHub {
         let conn = self.connection(&slot, server, declared, deadline).await?;
         let tools = match conn.cached_tools() {
             Some(tools) => tools,
-            None => slot.list(&conn, deadline).await.inspect_err(|e| {
-                if matches!(e, ToolError::Closed { .. }) {
-                    conn.mark_broken();
-                }
-            })?,
+            None => {
+                let listed = slot.list(&conn, deadline).await;
+                conn.touch();
+                listed.inspect_err(|e| {
+                    if matches!(e, ToolError::Closed { .. }) {
+                        conn.mark_broken();
+                    }
+                })?
+            }
         };
         Ok(tools.as_ref().clone())
     }
@@ -147,6 +204,7 @@ impl ToolHub {
         let deadline = Instant::now() + slot.timeout;
         let conn = self.connection(&slot, server, declared, deadline).await?;
         let output = slot.call(&conn, tool, arguments, progress, deadline).await;
+        conn.touch();
         if let Err(ToolError::Closed { .. }) = output {
             conn.mark_broken();
         }
@@ -188,7 +246,7 @@ impl ToolHub {
     }
 
     /// The live connection to the slot's server: the current one, or a new one when there is
-    /// none or the last has closed.
+    /// none or the last has closed. Held while it is used, so the reaper leaves it open.
     async fn connection(
         &self,
         slot: &Slot,
@@ -202,6 +260,7 @@ impl ToolHub {
             .map_err(|_| slot.timed_out())?;
         if let Some(live) = &state.live {
             if !live.is_closed() {
+                live.touch();
                 return Ok(live.clone());
             }
             tracing::warn!(server = %slot.label, "MCP server connection closed; reconnecting");
@@ -226,6 +285,8 @@ impl ToolHub {
                 let conn = Arc::new(conn);
                 state.live = Some(conn.clone());
                 state.failure = None;
+                drop(state);
+                self.reap_idle();
                 Ok(conn)
             }
             Err(e) => {
@@ -235,6 +296,79 @@ impl ToolHub {
             }
         }
     }
+}
+
+impl Inner {
+    /// How long a connection is kept unused, if it is closed at all.
+    fn idle(&self) -> Option<Duration> {
+        match self.idle_millis.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    fn all_slots(&self) -> Vec<Arc<Slot>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .flat_map(|slots| slots.values().cloned())
+            .collect()
+    }
+
+    /// Closes the connections unused for the idle time (or found closed) that no call holds.
+    fn reap(&self) {
+        let Some(idle) = self.idle() else { return };
+        for slot in self.all_slots() {
+            // A slot being connected is busy, not idle.
+            let Ok(mut state) = slot.state.try_lock() else {
+                continue;
+            };
+            // Only the slot holds it (a caller clones it under this lock): no call in flight.
+            if let Some(live) = &state.live
+                && Arc::strong_count(live) == 1
+                && (live.is_closed() || live.idle() >= idle)
+            {
+                tracing::debug!(server = %slot.label, "MCP server connection unused; closed");
+                state.live = None;
+            }
+        }
+    }
+}
+
+/// The hub's reaper: looks at its connections a few times per idle time (at most every
+/// [`REAP_PERIOD_MAX`]), until the hub is dropped.
+async fn reap(hub: Weak<Inner>) {
+    /// Notes that the reaper stopped (also when its runtime shuts down), so the next
+    /// connection starts another.
+    struct Running(Weak<Inner>);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            if let Some(inner) = self.0.upgrade() {
+                inner.reaping.store(false, Ordering::Release);
+            }
+        }
+    }
+    let _running = Running(hub.clone());
+    loop {
+        let period = match hub.upgrade() {
+            Some(inner) => inner
+                .idle()
+                .map_or(REAP_PERIOD_MAX, |idle| idle / 4)
+                .clamp(REAP_PERIOD_MIN, REAP_PERIOD_MAX),
+            None => return,
+        };
+        tokio::time::sleep(period).await;
+        match hub.upgrade() {
+            Some(inner) => inner.reap(),
+            None => return,
+        }
+    }
+}
+
+/// A duration in whole milliseconds, saturated.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Slot {

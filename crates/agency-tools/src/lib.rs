@@ -16,6 +16,7 @@
 //!   (progress, tool-list changes).
 //! - `builtin.rs`: the built-in tools' server (`now`, `calculate`, `echo`); `calc.rs` its
 //!   arithmetic.
+//! - `group.rs`: a stdio server's process group, stopped whole when its connection ends.
 //! - `credentials.rs`: the headers an account stored for its HTTP server, and [`Declarer`].
 //! - `output.rs`: a tool result as the text an agent reads.
 //! - `traced.rs`: a call's trace context in its request's `_meta`, and over Streamable HTTP in
@@ -27,6 +28,7 @@ mod calc;
 mod connection;
 mod credentials;
 mod error;
+mod group;
 mod hub;
 mod output;
 mod traced;
@@ -34,7 +36,7 @@ mod traced;
 pub use builtin::Builtin;
 pub use credentials::{Credentials, Declarer, MAX_HEADERS, MAX_NAME_BYTES, MAX_VALUE_BYTES};
 pub use error::ToolError;
-pub use hub::ToolHub;
+pub use hub::{DEFAULT_IDLE, ToolHub};
 pub use output::ToolOutput;
 
 /// Who declared an MCP server: the operator's configuration is trusted; an account is not.

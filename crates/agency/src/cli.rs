@@ -121,6 +121,11 @@ pub enum Command {
         #[arg(long, env = "AGENCY_APPROVAL_TIMEOUT", default_value_t = 300,
               value_parser = clap::value_parser!(u64).range(1..=604_800))]
         approval_timeout: u64,
+        /// Seconds an MCP server's connection is kept unused before it is closed (a stdio
+        /// server's processes stopped, an HTTP session ended); the next call opens it again.
+        /// 0 keeps connections open (docs/tools.md).
+        #[arg(long, env = "AGENCY_MCP_IDLE_SECS", default_value_t = 600)]
+        mcp_idle_secs: u64,
         /// Serve Prometheus metrics (`GET /metrics`) on this address, apart from the public
         /// listener. Off by default. Traces and OTLP metrics follow the standard `OTEL_*`
         /// variables (docs/observability.md).

@@ -124,12 +124,14 @@ async fn run(
             cors_origins,
             client_tools_wait,
             approval_timeout,
+            mcp_idle_secs,
             trusted_proxies,
             metrics_listen,
             ..
         } => {
             rt.set_client_tools_wait(std::time::Duration::from_secs(client_tools_wait));
             rt.set_approval_timeout(std::time::Duration::from_secs(approval_timeout));
+            rt.set_mcp_idle(std::time::Duration::from_secs(mcp_idle_secs));
             let cors =
                 agency_server::CorsOrigins::parse(&cors_origins).map_err(anyhow::Error::msg)?;
             let connections = agency_server::Connections {

@@ -76,6 +76,19 @@ impl Servers {
         stdio("sh", &["-c", &script])
     }
 
+    /// server-everything on stdio behind a wrapper, as `npx` or a shell script starts one: a
+    /// shell that writes its process id to `pid_file`, leaves a child behind that ignores
+    /// `SIGTERM`, and runs the server as its own child (not `exec`), so the server is a
+    /// grandchild of this process.
+    pub fn everything_wrapped(&self, pid_file: &Path) -> McpServer {
+        let script = format!(
+            "echo $$ > '{}'; (trap '' TERM; exec sleep 300) >/dev/null 2>&1 & node '{}' stdio; true",
+            pid_file.display(),
+            self.everything_script().display()
+        );
+        stdio("sh", &["-c", &script])
+    }
+
     /// server-filesystem allowed to read `root`.
     pub fn filesystem(&self, root: &Path) -> McpServer {
         stdio(

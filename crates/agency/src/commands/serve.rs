@@ -177,6 +177,8 @@ pub async fn serve(
         mqtt.await??;
     }
     rt.settle().await;
+    // The stdio MCP servers' processes, stopped before the process exits without them.
+    rt.close_tools().await;
     if let Some(metrics) = metrics {
         metrics.abort();
     }
