@@ -114,55 +114,9 @@ async fn run(
         _ => owner_of(&rt, cli.owner.as_deref()).await?,
     };
     match cli.command {
-        Command::Serve {
-            listen,
-            mqtt,
-            mqtt_require_key,
-            max_connections,
-            max_connections_per_address,
-            header_timeout,
-            cors_origins,
-            client_tools_wait,
-            approval_timeout,
-            mcp_idle_secs,
-            trusted_proxies,
-            metrics_listen,
-            ..
-        } => {
-            rt.set_client_tools_wait(std::time::Duration::from_secs(client_tools_wait));
-            rt.set_approval_timeout(std::time::Duration::from_secs(approval_timeout));
-            rt.set_mcp_idle(std::time::Duration::from_secs(mcp_idle_secs));
-            let cors =
-                agency_server::CorsOrigins::parse(&cors_origins).map_err(anyhow::Error::msg)?;
-            let connections = agency_server::Connections {
-                max: commands::serve::within_file_limit(max_connections),
-                max_per_address: max_connections_per_address,
-                header_timeout: std::time::Duration::from_secs(header_timeout.max(1)),
-                trusted_proxies: agency_server::TrustedProxies::parse(&trusted_proxies)
-                    .map_err(anyhow::Error::msg)?,
-            };
-            let loaded = commands::serve::Loaded {
-                db: cli.db.clone(),
-                config: cli.config.clone(),
-                providers: specs.iter().map(|s| s.name.clone()).collect(),
-                tool_servers,
-                local_agencies: rt
-                    .agencies()
-                    .list(LOCAL_OWNER)
-                    .await?
-                    .into_iter()
-                    .map(|a| a.agency.name)
-                    .collect(),
-            };
-            let metrics = metrics_listen.zip(telemetry.prometheus());
-            let mqtt = match mqtt {
-                Some(url) => Some(agency_mqtt::MqttConfig {
-                    require_key: mqtt_require_key,
-                    ..agency_mqtt::MqttConfig::parse(&url)?
-                }),
-                None => None,
-            };
-            commands::serve::serve(rt, loaded, listen, mqtt, connections, cors, metrics).await
+        command @ Command::Serve { .. } => {
+            let paths = (cli.db.clone(), cli.config.clone());
+            serve(rt, command, paths, (&specs, tool_servers), &telemetry).await
         }
         Command::Import { file } => commands::agencies::import(&rt, &owner, &file).await,
         Command::Export { name, output } => {
@@ -191,6 +145,68 @@ async fn run(
             .context("serving MCP on stdio")
         }
     }
+}
+
+/// `agency serve`: the operator's settings given to the runtime, then the server, until it
+/// stops.
+async fn serve(
+    rt: std::sync::Arc<Runtime>,
+    command: Command,
+    (db, config): (String, Option<std::path::PathBuf>),
+    (specs, tool_servers): (&[agency_core::ProviderSpec], Vec<String>),
+    telemetry: &agency_telemetry::Telemetry,
+) -> anyhow::Result<()> {
+    let Command::Serve {
+        listen,
+        mqtt,
+        mqtt_require_key,
+        max_connections,
+        max_connections_per_address,
+        header_timeout,
+        cors_origins,
+        client_tools_wait,
+        approval_timeout,
+        mcp_idle_secs,
+        trusted_proxies,
+        metrics_listen,
+        ..
+    } = command
+    else {
+        return Ok(());
+    };
+    rt.set_client_tools_wait(std::time::Duration::from_secs(client_tools_wait));
+    rt.set_approval_timeout(std::time::Duration::from_secs(approval_timeout));
+    rt.set_mcp_idle(std::time::Duration::from_secs(mcp_idle_secs));
+    let cors = agency_server::CorsOrigins::parse(&cors_origins).map_err(anyhow::Error::msg)?;
+    let connections = agency_server::Connections {
+        max: commands::serve::within_file_limit(max_connections),
+        max_per_address: max_connections_per_address,
+        header_timeout: std::time::Duration::from_secs(header_timeout.max(1)),
+        trusted_proxies: agency_server::TrustedProxies::parse(&trusted_proxies)
+            .map_err(anyhow::Error::msg)?,
+    };
+    let loaded = commands::serve::Loaded {
+        db,
+        config,
+        providers: specs.iter().map(|s| s.name.clone()).collect(),
+        tool_servers,
+        local_agencies: rt
+            .agencies()
+            .list(LOCAL_OWNER)
+            .await?
+            .into_iter()
+            .map(|a| a.agency.name)
+            .collect(),
+    };
+    let metrics = metrics_listen.zip(telemetry.prometheus());
+    let mqtt = match mqtt {
+        Some(url) => Some(agency_mqtt::MqttConfig {
+            require_key: mqtt_require_key,
+            ..agency_mqtt::MqttConfig::parse(&url)?
+        }),
+        None => None,
+    };
+    commands::serve::serve(rt, loaded, listen, mqtt, connections, cors, metrics).await
 }
 
 /// The server's own providers before its configured ones: the built-in, with the HTTP settings
