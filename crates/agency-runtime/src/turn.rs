@@ -203,50 +203,6 @@ pub(crate) async fn run(
     span.run(run.go(steps, batch, stop)).await
 }
 
-/// The turn's engine: the manager may call the client's tools too, and its answer must pass
-/// the client's answer format.
-fn engine_for(agency: &Agency, api: Option<&ApiTurn>) -> TurnEngine {
-    let engine = TurnEngine::new(agency);
-    let Some(api) = api else { return engine };
-    let engine = engine.with_client_tools(api.tools.iter().map(|t| t.name.clone()));
-    match api.format.clone() {
-        Some(format) => engine.with_answer_check(Arc::new(format)),
-        None => engine,
-    }
-}
-
-/// The agency the session's turn runs on (its draft, or its published version), with its
-/// roster and providers. A conversation with one agent alone (see
-/// `Conversations::start_as`) runs on that agent as the whole agency.
-async fn agency_of(rt: &Runtime, session: &Session) -> Result<crate::AgencyView, RuntimeError> {
-    let crate::AgencyView {
-        agency,
-        roster,
-        providers,
-    } = rt
-        .agencies()
-        .current(session.agency_id, session.version.is_some())
-        .await?;
-    let (agency, roster) = match session.solo(agency.manager) {
-        None => (agency, roster),
-        Some(agent) => {
-            let solo = agency.solo(agent).ok_or_else(|| {
-                RuntimeError::Invalid(format!(
-                    "agent {agent} of this conversation has left agency `{}`",
-                    agency.name
-                ))
-            })?;
-            let roster = Arc::new(solo.roster());
-            (Arc::new(solo), roster)
-        }
-    };
-    Ok(crate::AgencyView {
-        agency,
-        roster,
-        providers,
-    })
-}
-
 impl TurnRun {
     async fn go(
         mut self,
@@ -917,4 +873,4 @@ fn grace(agency: &Agency) -> Duration {
 mod approve;
 mod opening;
 use approve::{resume_approvals, withdraw_left};
-use opening::opening;
+use opening::{agency_of, engine_for, opening};

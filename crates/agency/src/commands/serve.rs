@@ -142,15 +142,7 @@ pub async fn serve(
         }
         None => None,
     };
-    match &cors {
-        agency_server::CorsOrigins::None => {}
-        agency_server::CorsOrigins::Any => {
-            tracing::info!("the OpenAI endpoints answer browsers of any origin (CORS)");
-        }
-        agency_server::CorsOrigins::Only(origins) => {
-            tracing::info!(origins = %origins.join(", "), "the OpenAI endpoints answer browsers of these origins (CORS)");
-        }
-    }
+    log_cors(&cors);
     let state = agency_server::AppState {
         rt: rt.clone(),
         auth: auth.clone(),
@@ -183,6 +175,19 @@ pub async fn serve(
         metrics.abort();
     }
     Ok(())
+}
+
+/// Which browsers' pages the OpenAI endpoints answer, in the log.
+fn log_cors(cors: &agency_server::CorsOrigins) {
+    match cors {
+        agency_server::CorsOrigins::None => {}
+        agency_server::CorsOrigins::Any => {
+            tracing::info!("the OpenAI endpoints answer browsers of any origin (CORS)");
+        }
+        agency_server::CorsOrigins::Only(origins) => {
+            tracing::info!(origins = %origins.join(", "), "the OpenAI endpoints answer browsers of these origins (CORS)");
+        }
+    }
 }
 
 /// Says this server is alive, every few seconds; and now and then records as failures the room
