@@ -193,6 +193,12 @@ fn plain_ok(s: &str) -> bool {
     {
         return false;
     }
+    // A `-` or `?` after white space that a flow indicator follows (`[A -]`) is read as the
+    // start of a token, not the end of the scalar.
+    let mut ends = s.chars().rev();
+    if matches!(ends.next(), Some('-' | '?')) && ends.next().is_some_and(char::is_whitespace) {
+        return false;
+    }
     let lower = s.to_ascii_lowercase();
     let special = [
         "~", "null", "true", "false", "yes", "no", "on", "off", "y", "n", ".inf", ".nan", "<<",
@@ -258,6 +264,8 @@ mod tests {
             "1.5",
             "2024-01-01",
             "-x",
+            "A -",
+            "what ?",
             "a: b",
             "a #b",
             "{{message}}",
