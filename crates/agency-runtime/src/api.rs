@@ -383,7 +383,9 @@ impl Runtime {
             .iter()
             .rev()
             .filter_map(|(end, hash, calls)| {
-                twin(matches.iter().filter(|m| m.hash == *hash))
+                matches
+                    .iter()
+                    .find(|m| m.hash == *hash)
                     .map(|m| (history.len() - end, *calls, m))
             })
             // Calls of a turn the conversation went on after cannot be resumed.
@@ -557,15 +559,6 @@ impl Runtime {
         };
         self.begin(request).await?.outcome().await
     }
-}
-
-/// Of the conversations that reached one transcript (twins: end users whose exchanges were
-/// the same so far), the one the transcript still ends, so that each goes on with its own
-/// rather than forking the one another went on with; else the latest.
-fn twin<'a>(
-    matches: impl Iterator<Item = &'a agency_store::ThreadMatch>,
-) -> Option<&'a agency_store::ThreadMatch> {
-    matches.max_by_key(|m| (m.turn == 0 || m.turn == m.last_turn, m.conversation))
 }
 
 /// Whether the session's manager waits for exactly the results the request brings.

@@ -373,7 +373,7 @@ pub trait KeyStore: Send + Sync {
         used: &[(uuid::Uuid, chrono::DateTime<chrono::Utc>)],
     ) -> Result<()>;
     /// The transcripts of `key` stored (by [`ConversationStore::write`]) under any of
-    /// `hashes`, in one query: every conversation that keeps one (twins keep the same hash).
+    /// `hashes`, in one query.
     async fn api_threads(&self, key: uuid::Uuid, hashes: &[String]) -> Result<Vec<ThreadMatch>>;
     /// Stores a response; its id is new.
     async fn put_api_response(&self, response: &ApiResponse) -> Result<()>;

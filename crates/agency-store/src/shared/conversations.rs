@@ -115,11 +115,11 @@ pub(crate) const LAST_TURN: &str = concat!(
 /// The `seq` the conversation's next message gets.
 pub(crate) const NEXT_SEQ: &str =
     "SELECT coalesce(max(seq) + 1, 0) FROM messages WHERE conversation_id = $1";
-/// A conversation keeps the transcript hash of every answered turn; several conversations may
-/// keep one hash (twins), each its own row.
+/// A transcript hash names one conversation, the latest to reach it; a conversation keeps the
+/// hash of every answered turn.
 macro_rules! put_api_thread_on_conflict {
     () => {
-        " ON CONFLICT (key_id, hash, conversation_id) DO UPDATE SET \
+        " ON CONFLICT (key_id, hash) DO UPDATE SET conversation_id = excluded.conversation_id, \
          turn_number = excluded.turn_number"
     };
 }

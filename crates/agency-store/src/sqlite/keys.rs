@@ -207,7 +207,8 @@ mod tests {
             .unwrap();
         assert!(plan.iter().all(|l| !l.starts_with("SCAN")), "{plan:?}");
         assert!(
-            plan.iter().any(|l| l.contains("key_id=? AND hash=?")),
+            plan.iter()
+                .any(|l| l.contains("api_threads") && l.contains("key_id=? AND hash=?")),
             "{plan:?}"
         );
         assert!(

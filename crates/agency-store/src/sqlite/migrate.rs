@@ -66,9 +66,6 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     sql(include_str!(
         "../../migrations/sqlite/0026_agency_body_only.sql"
     )),
-    sql(include_str!(
-        "../../migrations/sqlite/0027_api_thread_twins.sql"
-    )),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
